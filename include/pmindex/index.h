@@ -1,0 +1,124 @@
+// The index interface every tree implements (DESIGN.md section 5).
+//
+// Keys and values are 64-bit; every uint64_t is a valid key (0 and
+// UINT64_MAX included). Every operation is thread-safe and linearizable.
+//
+// Results:
+//   insert  OK | AlreadyExists (key present, nothing changed) | OutOfSpace
+//   update  OK | NotFound
+//   upsert  OK | OutOfSpace
+//   remove  OK | NotFound
+//   lookup  the value, or nullopt
+//   scan    up to n pairs with key >= from, ascending; returns the count
+// OutOfSpace leaves the index intact and usable (the operation did not
+// happen).
+//
+// Lifecycle of a persistent index:
+//   auto pool = Pool::Create(path, {.kind = "lbtree", .index_options = "node=512"});
+//   auto idx  = create_index("lbtree", "node=512", pool->get());
+//   ... idx->close(); idx.reset(); pool->Close();
+//   auto pool = Pool::Open(path);  auto idx = open_index(pool->get());
+// open_index recovers (repairing what the crash left, rebuilding DRAM
+// parts, and reporting reachable blocks to the allocator).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pmindex/options.h"
+#include "pmindex/pool.h"
+#include "pmindex/status.h"
+
+namespace pmindex {
+
+namespace alloc {
+class Allocator;
+}
+
+using Key = uint64_t;
+using Value = uint64_t;
+
+struct KV {
+  Key key = 0;
+  Value value = 0;
+  friend bool operator==(const KV&, const KV&) = default;
+};
+
+struct IndexStats {
+  uint32_t height = 0;       // levels, leaves included (0 = empty)
+  uint64_t entries = 0;
+  uint64_t inner_nodes = 0;
+  uint64_t leaves = 0;
+  uint64_t pm_bytes = 0;     // bytes of PM blocks the index holds
+  uint64_t dram_bytes = 0;   // bytes of DRAM structures
+};
+
+class Index {
+ public:
+  virtual ~Index();
+
+  virtual std::string_view kind() const = 0;
+  virtual bool persistent() const = 0;
+
+  virtual Status insert(Key k, Value v) = 0;
+  virtual Status update(Key k, Value v) = 0;
+  virtual Status upsert(Key k, Value v) = 0;
+  virtual std::optional<Value> lookup(Key k) = 0;
+  virtual Status remove(Key k) = 0;
+  virtual size_t scan(Key from, size_t n, KV* out) = 0;
+
+  // Loads strictly ascending pairs into an EMPTY index, filling nodes to
+  // `fill` (0 < fill <= 1). InvalidArgument if the index is not empty, the
+  // pairs are not strictly ascending, or fill is out of range.
+  virtual Status bulk_load(std::span<const KV> sorted, double fill) = 0;
+
+  // Walks the whole structure and checks every invariant. Corruption with
+  // a message naming the first violation.
+  virtual Status verify() = 0;
+  virtual IndexStats stats() = 0;
+
+  // Persistent indexes: calls fn for every PM block reachable from the
+  // roots (recovery by reachability, leak checks). NotSupported otherwise.
+  virtual Status for_each_block(const std::function<void(PPtr)>& fn);
+
+  // Clean shutdown (persist what open would otherwise rebuild, set flags).
+  // Idempotent; the destructor calls it. No operation may follow.
+  virtual Status close();
+
+  // The allocator the index allocates from (null for volatile indexes).
+  alloc::Allocator* allocator() const { return alloc_.get(); }
+  Pool* pool() const { return pool_; }
+
+ protected:
+  Index() = default;
+
+ private:
+  friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);
+  friend Result<std::unique_ptr<Index>> open_index(Pool*);
+  std::unique_ptr<alloc::Allocator> alloc_;
+  Pool* pool_ = nullptr;
+};
+
+// Creates an index. Volatile kinds: pool must be null. Persistent kinds:
+// pool must be new (Pool::Create / CreateInMemory) with pool->kind() ==
+// kind and the same options. Errors: InvalidArgument (unknown kind, bad
+// option), WrongKind.
+Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_view options,
+                                            Pool* pool);
+
+// Opens the index stored in pool (kind and options from the pool header)
+// and recovers it.
+Result<std::unique_ptr<Index>> open_index(Pool* pool);
+
+// Creates a pool file for `kind` with `options` after validating them:
+// bad options fail before any file is written.
+Result<std::unique_ptr<Pool>> create_pool_for(std::string_view kind, std::string_view options,
+                                              const std::string& path, PoolOptions pool_opt);
+
+}  // namespace pmindex

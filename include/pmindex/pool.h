@@ -1,0 +1,184 @@
+// Pools: the persistent memory an index lives in (DESIGN.md section 3,
+// docs/pool-format.md).
+//
+// A pool is a file (plus, once it has grown, segment files PATH.1, PATH.2,
+// ...) mapped into one reserved, contiguous virtual range, so an offset
+// from the pool's base addresses every byte of every segment. On a DAX
+// file system the mapping uses MAP_SYNC and flush + fence make data durable
+// against power failure; elsewhere data is durable against a process crash
+// at once and against power failure after Sync() (msync). In-memory pools
+// (tests, crash images) are anonymous mappings.
+//
+// Layout (offsets from base):
+//   [0, 4 KiB)            header (magic, format version, incompat flags,
+//                         UUID, sizes, index kind and options, root slots,
+//                         clean flag, reserved bytes, checksum)
+//   [4 KiB, heap_begin)   page-ownership table: one uint64_t per 256 KiB
+//                         page of max_size, owned by the allocator
+//   [heap_begin, size)    256 KiB pages (heap_begin is 256 KiB aligned)
+//
+// Thread safety: to_ptr/to_pptr/base are safe from any thread. Grow() is
+// internally serialized. Open/Close are not concurrent with anything else.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pmindex/status.h"
+
+namespace pmindex {
+
+// An 8-byte persistent pointer: pool id in the top 16 bits, byte offset
+// from the pool base below. 0 is null.
+class PPtr {
+ public:
+  static constexpr int kIdShift = 48;
+  static constexpr uint64_t kOffsetMask = (uint64_t{1} << kIdShift) - 1;
+
+  constexpr PPtr() = default;
+  constexpr explicit PPtr(uint64_t raw) : raw_(raw) {}
+  static constexpr PPtr Make(uint16_t pool_id, uint64_t offset) {
+    return PPtr((uint64_t{pool_id} << kIdShift) | offset);
+  }
+  constexpr uint64_t raw() const { return raw_; }
+  constexpr uint16_t pool_id() const { return static_cast<uint16_t>(raw_ >> kIdShift); }
+  constexpr uint64_t offset() const { return raw_ & kOffsetMask; }
+  constexpr bool is_null() const { return raw_ == 0; }
+  constexpr explicit operator bool() const { return raw_ != 0; }
+  friend constexpr bool operator==(PPtr a, PPtr b) { return a.raw_ == b.raw_; }
+  friend constexpr auto operator<=>(PPtr a, PPtr b) { return a.raw_ <=> b.raw_; }
+
+ private:
+  uint64_t raw_ = 0;
+};
+
+enum class Durability {
+  kPowerFailure,  // MAP_SYNC on DAX: flush + fence are enough
+  kProcessCrash,  // ordinary file mapping: durable against power failure after Sync()
+  kVolatile,      // in-memory pool: gone with the process
+};
+const char* DurabilityName(Durability d);
+
+struct PoolOptions {
+  static constexpr uint64_t kMinSize = 4ull << 20;      // 4 MiB
+  static constexpr uint64_t kPageSize = 256ull << 10;  // allocator page
+
+  uint64_t size = 64ull << 20;         // first segment, bytes (>= kMinSize)
+  uint64_t max_size = 64ull << 30;     // growth limit over all segments
+  uint64_t segment_size = 0;           // bytes per added segment; 0 = same as size
+  std::string kind;                    // index kind stored in the header
+  std::string index_options;           // "key=value,..." stored in the header
+  uint16_t pool_id = 1;                // goes in the top bits of every PPtr
+  // In-memory pools only: fill fresh memory with this byte (the crash
+  // simulator's poison) instead of zeros. -1 = zeros.
+  int poison = -1;
+};
+
+struct OpenOptions {
+  std::string expected_kind;  // empty = any kind; else WrongKind if it differs
+};
+
+class Pool {
+ public:
+  static constexpr unsigned kRootSlots = 8;
+
+  // Creates PATH (must not exist) atomically: written to a temporary file,
+  // then renamed. Errors: AlreadyExists, InvalidArgument (size below
+  // kMinSize, max_size < size, kind too long), IOError, OutOfSpace.
+  static Result<std::unique_ptr<Pool>> Create(const std::string& path, const PoolOptions& opt);
+
+  // Opens an existing pool, locks it (flock) against other processes, and
+  // clears its clean-shutdown flag (was_clean() reports the old value).
+  // Errors, all leaving every file unchanged: NotFound, Corruption (not a
+  // pool, bad checksum, truncated or resized file, missing segment),
+  // NotSupported (newer format, unknown incompatible feature), WrongKind,
+  // Busy (open in another process), IOError.
+  static Result<std::unique_ptr<Pool>> Open(const std::string& path, const OpenOptions& opt = {});
+
+  // A pool in anonymous memory. Grows like a file pool, up to max_size.
+  static Result<std::unique_ptr<Pool>> CreateInMemory(const PoolOptions& opt);
+
+  // An in-memory pool holding a copy of `image` (a pool's bytes, e.g. a
+  // crash image), mapped at a new address, validated like Open().
+  static Result<std::unique_ptr<Pool>> OpenImage(std::span<const std::byte> image,
+                                                 const OpenOptions& opt = {});
+
+  // Validates a pool file without opening it for use: no lock, no write.
+  // Used by `pmpool info`.
+  struct Info {
+    uint32_t format_version = 0;
+    uint64_t incompat_flags = 0;
+    std::string uuid;
+    uint64_t size = 0, max_size = 0, segment_size = 0;
+    uint32_t segments = 0;
+    std::string kind, index_options;
+    bool clean = false;
+    uint16_t pool_id = 0;
+  };
+  static Result<Info> Inspect(const std::string& path);
+
+  ~Pool();  // Close() if not closed
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Syncs, sets the clean-shutdown flag (NAW), unmaps and unlocks. Close the
+  // index first.
+  Status Close();
+  // msync of every segment (no-op for in-memory and MAP_SYNC pools).
+  Status Sync();
+
+  Durability durability() const;
+  const std::string& path() const;  // empty for in-memory pools
+  bool was_clean() const;           // clean flag found at open (true after Create)
+  Info info() const;
+  std::string_view kind() const;
+  std::string_view index_options() const;
+  uint16_t id() const;
+
+  // Address translation. REQUIRES: p is null or points into this pool.
+  char* base() const { return base_; }
+  uint64_t size() const { return size_.load(std::memory_order_acquire); }  // mapped bytes
+  template <class T = void>
+  T* to_ptr(PPtr p) const {
+    return p.is_null() ? nullptr : reinterpret_cast<T*>(base_ + p.offset());
+  }
+  PPtr to_pptr(const void* p) const {
+    return p == nullptr ? PPtr() : PPtr::Make(id_, static_cast<const char*>(p) - base_);
+  }
+  bool contains(const void* p) const {
+    auto* c = static_cast<const char*>(p);
+    return c >= base_ && c < base_ + size();
+  }
+
+  // Root slots: 8-byte words the index uses to find its structures. Write
+  // them with pm::naw.
+  uint64_t* root_slot(unsigned i);
+
+  // The allocator's region.
+  uint64_t heap_begin() const;           // offset of page 0
+  uint64_t* page_table();                // one word per possible page
+  size_t page_table_entries() const;     // = pages in max_size
+  size_t pages_mapped() const;           // pages in the currently mapped size
+  // Maps at least `min_pages` pages in total by adding segments. Returns
+  // OutOfSpace (clear message, nothing changed) past max_size or when the
+  // disk is full. Thread-safe.
+  Status Grow(size_t min_pages);
+
+  // The whole mapped range (the crash simulator snapshots it).
+  std::span<std::byte> bytes() const;
+
+ private:
+  Pool();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  char* base_ = nullptr;
+  std::atomic<uint64_t> size_{0};
+  uint16_t id_ = 0;
+};
+
+}  // namespace pmindex

@@ -1,0 +1,120 @@
+// The persistent allocator (DESIGN.md section 4).
+//
+// - The heap of a Pool is cut into 256 KiB pages. A page is either free,
+//   owned by one size class, or part of a multi-page span (large blocks).
+//   Page ownership is the ONLY allocator state that is persisted: one NAW
+//   of the page's word in Pool::page_table() per page taken or given back.
+// - Blocks inside a page are tracked in DRAM (bitmaps). After an open, the
+//   index reports every block it can reach (MarkReachable) and
+//   FinishRecovery() frees everything else: a block allocated but not yet
+//   linked when the crash happened is never leaked, and a reachable block
+//   is never handed out twice.
+// - Per-thread caches make Alloc/Free cheap and mostly lock-free.
+// - NUMA: a Topology (real via libnuma, or simulated with N virtual nodes,
+//   threads assigned round-robin) and the modes local / round-robin /
+//   given node decide which node's page list a page comes from. With one
+//   pool, nodes own disjoint page lists of the same pool; remote accesses
+//   are counted.
+// - Blocks are 64-byte aligned; a block whose size is a multiple of 256 is
+//   256-byte aligned.
+// - Alloc returns the block uninitialized (previous content or poison).
+//   Callers initialize it and persist it before linking it.
+// - Epochs: Retire(p) frees p once every thread that may have seen it has
+//   left its critical section (EpochGuard).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "pmindex/pool.h"
+#include "pmindex/status.h"
+
+namespace pmindex::alloc {
+
+class Topology {
+ public:
+  // The machine's NUMA nodes via libnuma (one node if unavailable).
+  static std::shared_ptr<Topology> Real();
+  // N virtual nodes; thread i (in order of first call) is on node i % N.
+  static std::shared_ptr<Topology> Simulated(int nodes);
+  virtual ~Topology() = default;
+  virtual int nodes() const = 0;
+  virtual int node_of_this_thread() = 0;
+  virtual bool simulated() const = 0;
+};
+
+enum class NumaMode { kLocal, kRoundRobin, kGivenNode };
+
+struct AllocOptions {
+  std::shared_ptr<Topology> topology;  // null = Topology::Real()
+  NumaMode mode = NumaMode::kLocal;
+  int given_node = 0;
+  size_t thread_cache_blocks = 64;  // per size class per thread
+};
+
+struct AllocStats {
+  uint64_t pages_owned = 0;
+  uint64_t bytes_in_use = 0;   // sum of live block sizes
+  uint64_t blocks_in_use = 0;
+  uint64_t remote_allocs = 0;  // page taken from another node's list
+};
+
+class Allocator {
+ public:
+  // Attaches to the pool. If `fresh`, the page table is all free. Otherwise
+  // pages keep their persisted owners and the allocator is in recovery:
+  // every block of an owned page counts as free until marked. REQUIRES:
+  // before any Alloc after a non-fresh attach, MarkReachable for all
+  // reachable blocks, then FinishRecovery().
+  static Result<std::unique_ptr<Allocator>> Attach(Pool* pool, bool fresh,
+                                                   const AllocOptions& opt = {});
+  ~Allocator();
+
+  // Returns a block of at least n bytes, or OutOfSpace (the pool could not
+  // grow). Thread-safe.
+  Result<PPtr> Alloc(size_t n);
+  // Convenience: raw pointer, nullptr when out of space.
+  void* AllocRaw(size_t n, PPtr* out = nullptr);
+  // Frees now. REQUIRES: no other thread can still read the block.
+  void Free(PPtr p);
+  // Frees once no thread inside an EpochGuard can still see the block.
+  void Retire(PPtr p);
+
+  // Recovery by reachability.
+  void MarkReachable(PPtr p);  // p = the address Alloc returned
+  Status FinishRecovery();     // frees unmarked blocks, releases empty pages
+
+  // Leak / double-use checks for tests and the crash simulator: calls fn for
+  // every block currently handed out.
+  void ForEachLiveBlock(const std::function<void(PPtr, size_t)>& fn) const;
+  size_t BlockSize(PPtr p) const;  // usable size of an allocated block
+
+  AllocStats stats() const;
+  Pool* pool() const;
+  Topology& topology() const;
+
+  // RAII critical section for readers of nodes that may be Retired.
+  class EpochGuard {
+   public:
+    explicit EpochGuard(Allocator& a);
+    ~EpochGuard();
+    EpochGuard(const EpochGuard&) = delete;
+    EpochGuard& operator=(const EpochGuard&) = delete;
+
+   private:
+    Allocator& a_;
+  };
+  // Frees every retired block that no thread can still see (also done
+  // periodically by Retire).
+  void Reclaim();
+
+ private:
+  Allocator();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pmindex::alloc

@@ -1,0 +1,160 @@
+#include "pm/persist.h"
+
+#include <cpuid.h>
+#include <x86intrin.h>
+
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+namespace pmindex::pm {
+
+namespace detail {
+thread_local ThreadCounterBlock tl_counters;
+Tracer* g_tracer = nullptr;
+bool g_eadr = false;
+uint64_t g_write_ticks_per_line = 0;
+
+namespace {
+FlushKind DetectFlushKind() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    if (b & (1u << 24)) return FlushKind::kClwb;
+    if (b & (1u << 23)) return FlushKind::kClflushopt;
+  }
+  return FlushKind::kClflush;
+}
+
+// Live thread blocks and the sum of exited threads.
+struct Registry {
+  std::mutex mu;
+  std::vector<ThreadCounterBlock*> live;
+  Counters exited;
+};
+Registry& Reg() {
+  static Registry* r = new Registry();  // never destroyed: threads may exit late
+  return *r;
+}
+
+Counters Read(const ThreadCounterBlock& b) {
+  Counters c;
+  c.lines_flushed = b.lines_flushed.load(std::memory_order_relaxed);
+  c.fences = b.fences.load(std::memory_order_relaxed);
+  c.naws = b.naws.load(std::memory_order_relaxed);
+  c.pm_bytes_allocated = static_cast<uint64_t>(b.pm_bytes.load(std::memory_order_relaxed));
+  return c;
+}
+
+// Removes the thread's block from the registry when the thread exits.
+struct Unregister {
+  ~Unregister() {
+    Registry& r = Reg();
+    std::lock_guard<std::mutex> g(r.mu);
+    r.exited += Read(tl_counters);
+    std::erase(r.live, &tl_counters);
+    tl_counters.registered = false;
+  }
+};
+thread_local Unregister* tl_unregister = nullptr;
+}  // namespace
+
+FlushKind g_flush_kind = DetectFlushKind();
+
+void RegisterThread() {
+  static thread_local Unregister u;  // constructed here, destroyed at thread exit
+  tl_unregister = &u;
+  Registry& r = Reg();
+  std::lock_guard<std::mutex> g(r.mu);
+  r.live.push_back(&tl_counters);
+  tl_counters.registered = true;
+}
+
+void EmulateWriteLatency(uint64_t lines) {
+  uint64_t until = __rdtsc() + lines * g_write_ticks_per_line;
+  while (__rdtsc() < until) _mm_pause();
+}
+}  // namespace detail
+
+const char* FlushKindName(FlushKind k) {
+  switch (k) {
+    case FlushKind::kClwb: return "clwb";
+    case FlushKind::kClflushopt: return "clflushopt";
+    case FlushKind::kClflush: return "clflush";
+  }
+  return "?";
+}
+
+Counters& Counters::operator+=(const Counters& o) {
+  lines_flushed += o.lines_flushed;
+  fences += o.fences;
+  naws += o.naws;
+  pm_bytes_allocated += o.pm_bytes_allocated;
+  return *this;
+}
+
+Counters Counters::operator-(const Counters& o) const {
+  Counters c = *this;
+  c.lines_flushed -= o.lines_flushed;
+  c.fences -= o.fences;
+  c.naws -= o.naws;
+  c.pm_bytes_allocated -= o.pm_bytes_allocated;
+  return c;
+}
+
+Counters ThreadCounters() { return detail::Read(detail::Mine()); }
+
+Counters GlobalCounters() {
+  detail::Registry& r = detail::Reg();
+  std::lock_guard<std::mutex> g(r.mu);
+  Counters sum = r.exited;
+  for (auto* b : r.live) sum += detail::Read(*b);
+  return sum;
+}
+
+void ResetCounters() {
+  detail::Registry& r = detail::Reg();
+  std::lock_guard<std::mutex> g(r.mu);
+  r.exited = Counters();
+  for (auto* b : r.live) {
+    b->lines_flushed.store(0, std::memory_order_relaxed);
+    b->fences.store(0, std::memory_order_relaxed);
+    b->naws.store(0, std::memory_order_relaxed);
+    b->pm_bytes.store(0, std::memory_order_relaxed);
+  }
+}
+
+void CountAllocated(int64_t bytes) {
+  auto& c = detail::Mine().pm_bytes;
+  c.store(c.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+}
+
+void InstallTracer(Tracer* t) { detail::g_tracer = t; }
+Tracer* InstalledTracer() { return detail::g_tracer; }
+
+FlushKind ActiveFlushKind() { return detail::g_flush_kind; }
+
+double TscTicksPerNs() {
+  static const double ticks = [] {
+    using clk = std::chrono::steady_clock;
+    auto t0 = clk::now();
+    uint64_t c0 = __rdtsc();
+    while (clk::now() - t0 < std::chrono::milliseconds(20)) _mm_pause();
+    uint64_t c1 = __rdtsc();
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(clk::now() - t0).count();
+    return static_cast<double>(c1 - c0) / static_cast<double>(ns);
+  }();
+  return ticks;
+}
+
+static uint32_t g_write_ns = 0;
+
+void SetPmWriteNs(uint32_t ns) {
+  g_write_ns = ns;
+  detail::g_write_ticks_per_line = ns == 0 ? 0 : static_cast<uint64_t>(ns * TscTicksPerNs() + 0.5);
+}
+uint32_t PmWriteNs() { return g_write_ns; }
+
+void SetEadr(bool on) { detail::g_eadr = on; }
+bool Eadr() { return detail::g_eadr; }
+
+}  // namespace pmindex::pm

@@ -1,0 +1,189 @@
+// The persistence layer: the only place in pmindex that issues cache-line
+// write-back (clwb / clflushopt / clflush) and store-fence instructions.
+//
+// Contract (docs/persistence-model.md):
+// - flush(p, n) writes back every cache line overlapping [p, p+n). It does
+//   not order anything by itself.
+// - fence() orders: every line flushed before it is durable after it.
+// - persist(p, n) = flush + fence.
+// - naw(p, v): an "NVM atomic write" — aligned 8-byte store, flush, fence.
+// - PM stores in index code go through store()/copy()/fill() so that the
+//   crash simulator's tracer sees them. In the ordinary library these
+//   compile to plain stores; in the traced library (PMINDEX_TRACED) they
+//   report to the installed Tracer.
+// - Counters are per thread, always on, and summed over all threads on
+//   request. They are the machine-independent cost figures of benchmarks.
+// - Write-latency emulation adds a TSC busy-wait of N ns per flushed line.
+// - eADR mode: flush becomes a no-op (nothing counted, no latency); fences
+//   stay.
+//
+// Every flush/fence call carries its call site (std::source_location), the
+// identity the crash simulator's mutation mode uses to remove one site.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <source_location>
+#include <type_traits>
+
+namespace pmindex::pm {
+
+inline constexpr size_t kCacheLine = 64;
+using Site = std::source_location;
+
+enum class FlushKind : uint8_t { kClwb, kClflushopt, kClflush };
+const char* FlushKindName(FlushKind k);
+
+// Counters of the calling thread, or summed over all threads (live and
+// exited since the last reset).
+struct Counters {
+  uint64_t lines_flushed = 0;
+  uint64_t fences = 0;
+  uint64_t naws = 0;
+  uint64_t pm_bytes_allocated = 0;  // net bytes (allocations minus frees)
+  Counters& operator+=(const Counters& o);
+  Counters operator-(const Counters& o) const;
+};
+Counters ThreadCounters();
+Counters GlobalCounters();
+void ResetCounters();  // all threads; call while no PM work is running
+
+// Called by the allocator.
+void CountAllocated(int64_t bytes);
+
+// Observes PM traffic. Installed by the crash simulator; at most one at a
+// time, installed and removed while no other thread touches PM.
+class Tracer {
+ public:
+  virtual ~Tracer() = default;
+  // After a store of n bytes at addr (addr's live content is the new value).
+  virtual void OnStore(const void* addr, size_t n) = 0;
+  // When flush(addr, n) is called, before the write-back.
+  virtual void OnFlush(const void* addr, size_t n, const Site& site) = 0;
+  // When fence() is called, before it takes effect.
+  virtual void OnFence(const Site& site) = 0;
+};
+void InstallTracer(Tracer* t);  // nullptr removes
+Tracer* InstalledTracer();
+
+// Global configuration (set before the run, read on every flush).
+FlushKind ActiveFlushKind();
+void SetPmWriteNs(uint32_t ns);  // 0 disables emulation
+uint32_t PmWriteNs();
+void SetEadr(bool on);
+bool Eadr();
+double TscTicksPerNs();  // calibrated once, on first use
+
+namespace detail {
+struct alignas(64) ThreadCounterBlock {
+  std::atomic<uint64_t> lines_flushed{0};
+  std::atomic<uint64_t> fences{0};
+  std::atomic<uint64_t> naws{0};
+  std::atomic<int64_t> pm_bytes{0};
+  bool registered = false;
+};
+extern thread_local ThreadCounterBlock tl_counters;
+void RegisterThread();  // slow path: adds tl_counters to the global list
+
+inline ThreadCounterBlock& Mine() {
+  ThreadCounterBlock& b = tl_counters;
+  if (__builtin_expect(!b.registered, 0)) RegisterThread();
+  return b;
+}
+inline void Bump(std::atomic<uint64_t>& c, uint64_t by) {
+  // Only the owning thread writes; readers sum with relaxed loads.
+  c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+extern Tracer* g_tracer;
+extern FlushKind g_flush_kind;
+extern bool g_eadr;
+extern uint64_t g_write_ticks_per_line;  // 0 = no emulation
+
+void EmulateWriteLatency(uint64_t lines);
+
+inline void FlushLine(const void* p) {
+  switch (g_flush_kind) {
+    case FlushKind::kClwb:
+      asm volatile("clwb %0" : "+m"(*(volatile char*)p));
+      break;
+    case FlushKind::kClflushopt:
+      asm volatile("clflushopt %0" : "+m"(*(volatile char*)p));
+      break;
+    case FlushKind::kClflush:
+      asm volatile("clflush %0" : "+m"(*(volatile char*)p));
+      break;
+  }
+}
+
+inline void TraceStore(const void* p, size_t n) {
+#ifdef PMINDEX_TRACED
+  if (g_tracer != nullptr) g_tracer->OnStore(p, n);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+}  // namespace detail
+
+// ---------------------------------------------------------------- flushes
+inline void flush(const void* p, size_t n, const Site& site = Site::current()) {
+  if (__builtin_expect(detail::g_tracer != nullptr, 0)) detail::g_tracer->OnFlush(p, n, site);
+  if (detail::g_eadr || n == 0) return;
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(uintptr_t)(kCacheLine - 1);
+  uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  uint64_t lines = 0;
+  for (; a < end; a += kCacheLine, ++lines) detail::FlushLine(reinterpret_cast<const void*>(a));
+  detail::Bump(detail::Mine().lines_flushed, lines);
+  if (detail::g_write_ticks_per_line != 0) detail::EmulateWriteLatency(lines);
+}
+
+inline void fence(const Site& site = Site::current()) {
+  if (__builtin_expect(detail::g_tracer != nullptr, 0)) detail::g_tracer->OnFence(site);
+  asm volatile("sfence" ::: "memory");
+  detail::Bump(detail::Mine().fences, 1);
+}
+
+inline void persist(const void* p, size_t n, const Site& site = Site::current()) {
+  flush(p, n, site);
+  fence(site);
+}
+
+// ----------------------------------------------------------------- stores
+// A PM store of a trivially copyable T. T of 1/2/4/8 bytes, naturally
+// aligned, is a single atomic store (readers may load it concurrently);
+// memory order as given.
+template <class T>
+inline void store(T* dst, T v, std::memory_order mo = std::memory_order_relaxed) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if constexpr (sizeof(T) <= 8 && (sizeof(T) & (sizeof(T) - 1)) == 0) {
+    std::atomic_ref<T>(*dst).store(v, mo);
+  } else {
+    std::memcpy(static_cast<void*>(dst), &v, sizeof(T));
+  }
+  detail::TraceStore(dst, sizeof(T));
+}
+
+// A PM memcpy (no atomicity beyond what memcpy gives).
+inline void copy(void* dst, const void* src, size_t n) {
+  std::memcpy(dst, src, n);
+  detail::TraceStore(dst, n);
+}
+
+// A PM memset.
+inline void fill(void* dst, int byte, size_t n) {
+  std::memset(dst, byte, n);
+  detail::TraceStore(dst, n);
+}
+
+// NVM atomic write: aligned 8-byte store (release), flush, fence.
+inline void naw(uint64_t* p, uint64_t v, const Site& site = Site::current()) {
+  store(p, v, std::memory_order_release);
+  flush(p, sizeof(uint64_t), site);
+  fence(site);
+  detail::Bump(detail::Mine().naws, 1);
+}
+
+}  // namespace pmindex::pm

@@ -42,7 +42,8 @@ struct IndexInfo {
   std::function<Status(const Options&)> validate;  // null = accepts no options
   IndexFactory create;
   IndexFactory open;  // persistent only
-  bool test_only = false;  // hidden from --list and scenarios (crash-sim fixtures)
+  bool test_only = false;     // hidden from --list and scenarios (crash-sim fixtures)
+  bool stores_data = true;    // false for `null`: excluded from oracle scenarios
 };
 
 class Registry {

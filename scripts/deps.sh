@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what pmindex needs on a Debian machine, only if it is missing.
+# Safe to run any number of times. Needs root (or sudo) the first time.
+set -euo pipefail
+
+pkgs=(cmake ninja-build g++ libgtest-dev libnuma-dev libcli11-dev nlohmann-json3-dev
+      python3 python3-venv)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python packages for tools/plot, in a virtual environment inside the
+# build folder (argument 1, default build/).
+if [ "${PMINDEX_NO_VENV:-0}" != 1 ]; then
+  build=${1:-build}
+  venv="$build/.venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    mkdir -p "$build"
+    python3 -m venv "$venv"
+  fi
+  if ! "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
+    "$venv/bin/pip" install -q -r "$(dirname "$0")/../tools/requirements.txt"
+  fi
+fi

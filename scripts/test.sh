@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (README: "Run the tests").
+#   1. release build: every unit, scenario and crash-simulator test;
+#   2. ASan+UBSan build: unit, scenario and crash tests;
+#   3. TSan build: the concurrent tests (unit and scenario).
+# Builds go to build/<type>. Safe to run twice (incremental).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${PMINDEX_JOBS:-$(nproc)}
+
+scripts/deps.sh build
+
+configure() {  # dir, build type, extra cmake args...
+  local dir=$1 type=$2
+  shift 2
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" "$@" >/dev/null
+}
+
+start=$(date +%s)
+step() { echo "== $* ($(( $(date +%s) - start ))s)"; }
+
+step "release build"
+configure build/release Release
+ninja -C build/release -j "$jobs"
+step "release tests"
+(cd build/release && ctest -j "$jobs" --output-on-failure)
+
+step "ASan+UBSan build"
+configure build/asan Asan -DPMINDEX_BUILD_BENCH=OFF
+ninja -C build/asan -j "$jobs"
+step "ASan+UBSan tests"
+(cd build/asan && ctest -j "$jobs" --output-on-failure -LE slow)
+
+step "TSan build"
+configure build/tsan Tsan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF -DPMINDEX_BUILD_TOOLS=OFF
+ninja -C build/tsan -j "$jobs" unit_tests scenario_tests
+step "TSan tests (concurrent)"
+(cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+   ctest -j "$jobs" --output-on-failure -R 'Concurrent|Epoch|Tsan')
+
+step "all tests passed"

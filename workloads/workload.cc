@@ -1,0 +1,662 @@
+#include "workload.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <utility>
+
+namespace pmindex::workload {
+
+namespace {
+
+// x = y ^ (y >> s) solved for y.
+uint64_t UnXorShift(uint64_t x, int s) {
+  uint64_t y = x;
+  for (int i = 0; i < 64 / s + 1; ++i) y = x ^ (y >> s);
+  return y;
+}
+
+constexpr uint64_t InverseOdd(uint64_t a) {
+  uint64_t inv = a;  // correct to 3 bits; each step doubles the bits
+  for (int i = 0; i < 6; ++i) inv *= 2 - a * inv;
+  return inv;
+}
+static_assert(InverseOdd(0xbf58476d1ce4e5b9ull) * 0xbf58476d1ce4e5b9ull == 1);
+static_assert(InverseOdd(0x94d049bb133111ebull) * 0x94d049bb133111ebull == 1);
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool ParseDouble(std::string_view s, double* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size() && std::isfinite(*out);
+}
+
+std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+}  // namespace
+
+uint64_t UnMix64(uint64_t x) {
+  x = UnXorShift(x, 31);
+  x *= InverseOdd(0x94d049bb133111ebull);
+  x = UnXorShift(x, 27);
+  x *= InverseOdd(0xbf58476d1ce4e5b9ull);
+  x = UnXorShift(x, 30);
+  return x;
+}
+
+uint64_t Fnv1a64(uint64_t v) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < 8; ++i) {
+    h ^= (v >> (8 * i)) & 0xff;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t DeriveSeed(uint64_t seed, uint64_t a, uint64_t b) {
+  return Mix64(Mix64(seed ^ 0x243f6a8885a308d3ull) + Mix64(a + 0x13198a2e03707344ull) * 3 +
+               Mix64(b + 0xa4093822299f31d0ull) * 5);
+}
+
+// ---------------------------------------------------------------- Zipf
+double Zipf::Zeta(uint64_t n, double theta) {
+  static std::mutex mu;
+  static std::map<std::pair<uint64_t, double>, double> cache;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = cache.find({n, theta});
+    if (it != cache.end()) return it->second;
+  }
+  constexpr uint64_t kExact = 1000000;
+  uint64_t m = std::min(n, kExact);
+  double sum = 0;
+  // Smallest terms first for accuracy.
+  for (uint64_t i = m; i >= 1; --i) sum += std::pow(static_cast<double>(i), -theta);
+  if (n > m) {
+    // Euler-Maclaurin: sum_{i=m+1}^{n} f(i) with f(x) = x^-theta
+    //   = int_m^n f + (f(n) - f(m))/2 + (f'(n) - f'(m))/12 + O(f''' ).
+    double dn = static_cast<double>(n), dm = static_cast<double>(m);
+    auto f = [&](double x) { return std::pow(x, -theta); };
+    auto df = [&](double x) { return -theta * std::pow(x, -theta - 1); };
+    double integral = (std::pow(dn, 1 - theta) - std::pow(dm, 1 - theta)) / (1 - theta);
+    sum += integral + (f(dn) - f(dm)) / 2 + (df(dn) - df(dm)) / 12;
+  }
+  std::lock_guard<std::mutex> g(mu);
+  if (cache.size() > 64) cache.clear();
+  cache[{n, theta}] = sum;
+  return sum;
+}
+
+Zipf::Zipf(uint64_t n, double theta) : n_(n), theta_(theta) {
+  zetan_ = Zeta(n, theta);
+  Derive();
+}
+
+void Zipf::Derive() {
+  zeta2_ = 1 + std::pow(0.5, theta_);
+  half_pow_theta_ = std::pow(0.5, theta_);
+  alpha_ = 1 / (1 - theta_);
+  eta_ = n_ <= 2 ? 0 : (1 - std::pow(2.0 / static_cast<double>(n_), 1 - theta_)) / (1 - zeta2_ / zetan_);
+}
+
+void Zipf::Grow(uint64_t n2) {
+  if (n2 <= n_) return;
+  if (n2 - n_ > 4096) {
+    zetan_ = Zeta(n2, theta_);
+  } else {
+    for (uint64_t i = n_ + 1; i <= n2; ++i) zetan_ += std::pow(static_cast<double>(i), -theta_);
+  }
+  n_ = n2;
+  Derive();
+}
+
+uint64_t Zipf::Next(Rng& rng) const {
+  double u = rng.Unit();
+  double uz = u * zetan_;
+  if (uz < 1.0 || n_ == 1) return 0;
+  if (uz < 1.0 + half_pow_theta_ || n_ == 2) return 1;
+  double v = static_cast<double>(n_) * std::pow(eta_ * u - eta_ + 1, alpha_);
+  uint64_t r = v >= static_cast<double>(n_) ? n_ - 1 : static_cast<uint64_t>(v);
+  return r;
+}
+
+// ----------------------------------------------------------------- specs
+const char* OpTypeName(OpType t) {
+  switch (t) {
+    case OpType::kInsert: return "insert";
+    case OpType::kLookup: return "lookup";
+    case OpType::kUpdate: return "update";
+    case OpType::kDelete: return "delete";
+    case OpType::kScan: return "scan";
+    case OpType::kReadModifyWrite: return "rmw";
+  }
+  return "?";
+}
+
+std::string Distribution::ToString() const {
+  char buf[64];
+  switch (kind) {
+    case Kind::kUniform: return "uniform";
+    case Kind::kZipf: std::snprintf(buf, sizeof buf, "zipf:%g", theta); return buf;
+    case Kind::kLatest: return "latest";
+    case Kind::kSequential: return "sequential";
+    case Kind::kHotspot:
+      std::snprintf(buf, sizeof buf, "hotspot:%g:%g", hot_fraction, hot_ops);
+      return buf;
+  }
+  return "?";
+}
+
+Result<Distribution> ParseDistribution(std::string_view text) {
+  Distribution d;
+  auto colon = text.find(':');
+  std::string_view name = text.substr(0, colon);
+  std::string_view arg = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument("bad --dist " + Quote(text) + ": " + std::string(why) +
+                                   " (expected uniform, zipf[:THETA], latest, sequential or "
+                                   "hotspot:F[:P])");
+  };
+  if (name == "uniform" || name == "sequential" || name == "latest") {
+    if (colon != std::string_view::npos && name != "latest") return bad("takes no parameter");
+    d.kind = name == "uniform"      ? Distribution::Kind::kUniform
+             : name == "sequential" ? Distribution::Kind::kSequential
+                                    : Distribution::Kind::kLatest;
+    if (name == "latest" && colon != std::string_view::npos) {
+      if (!ParseDouble(arg, &d.theta) || d.theta <= 0 || d.theta >= 1)
+        return bad("theta must be a number in (0, 1)");
+    }
+    return d;
+  }
+  if (name == "zipf" || name == "zipfian") {
+    d.kind = Distribution::Kind::kZipf;
+    if (colon != std::string_view::npos &&
+        (!ParseDouble(arg, &d.theta) || d.theta <= 0 || d.theta >= 1))
+      return bad("theta must be a number in (0, 1)");
+    return d;
+  }
+  if (name == "hotspot") {
+    d.kind = Distribution::Kind::kHotspot;
+    if (colon == std::string_view::npos) return bad("hotspot needs the hot fraction F");
+    auto c2 = arg.find(':');
+    std::string_view f = arg.substr(0, c2);
+    if (!ParseDouble(f, &d.hot_fraction) || d.hot_fraction <= 0 || d.hot_fraction > 1)
+      return bad("hot fraction F must be a number in (0, 1]");
+    if (c2 != std::string_view::npos &&
+        (!ParseDouble(arg.substr(c2 + 1), &d.hot_ops) || d.hot_ops < 0 || d.hot_ops > 1))
+      return bad("hot operation share P must be a number in [0, 1]");
+    return d;
+  }
+  return bad("unknown distribution");
+}
+
+uint32_t Mix::total() const { return std::accumulate(weight.begin(), weight.end(), 0u); }
+
+bool Mix::reads() const {
+  return has(OpType::kLookup) || has(OpType::kUpdate) || has(OpType::kScan) ||
+         has(OpType::kReadModifyWrite);
+}
+
+namespace {
+
+bool OpTypeFromName(std::string_view s, OpType* t) {
+  for (size_t i = 0; i < kOpTypes; ++i) {
+    if (s == OpTypeName(static_cast<OpType>(i))) {
+      *t = static_cast<OpType>(i);
+      return true;
+    }
+  }
+  if (s == "read") {
+    *t = OpType::kLookup;
+    return true;
+  }
+  return false;
+}
+
+void Reduce(Mix* m) {
+  uint32_t g = 0;
+  for (uint32_t w : m->weight) g = std::gcd(g, w);
+  if (g > 1)
+    for (uint32_t& w : m->weight) w /= g;
+}
+
+}  // namespace
+
+Result<Mix> ParseMix(std::string_view text) {
+  Mix m;
+  m.name = std::string(text);
+  auto set = [&m](OpType t, uint32_t w) { m.weight[static_cast<size_t>(t)] = w; };
+  OpType single;
+  if (text == "dense-insert") {
+    set(OpType::kInsert, 1);
+    m.dense_insert = true;
+    return m;
+  }
+  if (OpTypeFromName(text, &single) && text != "read") {
+    set(single, 1);
+    return m;
+  }
+  if (text == "ycsb-a") { set(OpType::kLookup, 1); set(OpType::kUpdate, 1); return m; }
+  if (text == "ycsb-b") { set(OpType::kLookup, 19); set(OpType::kUpdate, 1); return m; }
+  if (text == "ycsb-c") { set(OpType::kLookup, 1); return m; }
+  if (text == "ycsb-d") {
+    set(OpType::kLookup, 19);
+    set(OpType::kInsert, 1);
+    m.force_latest = true;
+    return m;
+  }
+  if (text == "ycsb-e") { set(OpType::kScan, 19); set(OpType::kInsert, 1); return m; }
+  if (text == "ycsb-f") { set(OpType::kLookup, 1); set(OpType::kReadModifyWrite, 1); return m; }
+  if (text.starts_with("mix:")) {
+    std::string_view rest = text.substr(4);
+    auto bad = [&](std::string_view why) {
+      return Status::InvalidArgument("bad workload " + Quote(text) + ": " + std::string(why) +
+                                     " (expected mix:TYPE=W,TYPE=W,... with TYPE one of insert, "
+                                     "lookup, update, delete, scan, rmw)");
+    };
+    if (rest.empty()) return bad("no weights");
+    uint64_t sum = 0;
+    while (!rest.empty()) {
+      auto comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      auto eq = item.find('=');
+      if (eq == std::string_view::npos) return bad("item " + Quote(item) + " is not TYPE=W");
+      OpType t;
+      uint64_t w;
+      if (!OpTypeFromName(item.substr(0, eq), &t))
+        return bad("unknown operation " + Quote(item.substr(0, eq)));
+      if (!ParseU64(item.substr(eq + 1), &w) || w > 1000000)
+        return bad("weight " + Quote(item.substr(eq + 1)) + " is not an integer in [0, 1000000]");
+      if (m.weight[static_cast<size_t>(t)] != 0) return bad("operation listed twice");
+      set(t, static_cast<uint32_t>(w));
+      sum += w;
+      if (comma != std::string_view::npos && rest.empty()) return bad("trailing comma");
+    }
+    if (sum == 0) return bad("all weights are zero");
+    Reduce(&m);
+    return m;
+  }
+  return Status::InvalidArgument(
+      "unknown workload " + Quote(text) +
+      " (expected insert, lookup, update, delete, scan, rmw, dense-insert, ycsb-a..ycsb-f or "
+      "mix:TYPE=W,...)");
+}
+
+Result<std::vector<PhaseSpec>> ParseWorkload(std::string_view text) {
+  std::vector<PhaseSpec> phases;
+  auto ops_of = [&](std::string_view s, uint64_t* ops) -> Status {
+    if (!ParseU64(s, ops) || *ops == 0)
+      return Status::InvalidArgument("bad workload " + Quote(text) + ": op count " + Quote(s) +
+                                     " is not a positive integer");
+    return Status::OK();
+  };
+  if (text.empty()) return Status::InvalidArgument("empty --workload");
+  if (text.starts_with("mix:")) {
+    PhaseSpec p;
+    std::string_view spec = text;
+    auto colon = text.rfind(':');
+    if (colon > 3) {
+      PMINDEX_RETURN_IF_ERROR(ops_of(text.substr(colon + 1), &p.ops));
+      spec = text.substr(0, colon);
+    }
+    auto m = ParseMix(spec);
+    if (!m.ok()) return m.status();
+    p.mix = std::move(m.value());
+    phases.push_back(std::move(p));
+    return phases;
+  }
+  std::string_view rest = text;
+  while (true) {
+    auto comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    PhaseSpec p;
+    auto colon = item.find(':');
+    if (colon != std::string_view::npos) {
+      PMINDEX_RETURN_IF_ERROR(ops_of(item.substr(colon + 1), &p.ops));
+      item = item.substr(0, colon);
+    }
+    if (item.empty()) return Status::InvalidArgument("bad workload " + Quote(text) + ": empty phase");
+    if (item.starts_with("mix"))
+      return Status::InvalidArgument("bad workload " + Quote(text) +
+                                     ": a mix:... workload must be the only phase");
+    auto m = ParseMix(item);
+    if (!m.ok()) return m.status();
+    p.mix = std::move(m.value());
+    phases.push_back(std::move(p));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return phases;
+}
+
+// ------------------------------------------------------------- key space
+KeySpace::KeySpace(KeyKind kind, uint64_t seed)
+    : kind_(kind), mask_(DeriveSeed(seed, 0x6b6579)), mask2_(DeriveSeed(seed, 0x6b6579, 2)) {}
+
+uint64_t RankList::at(uint64_t pos) const {
+  if (ranges_.size() == 1) return ranges_[0].at(pos);
+  size_t i = std::upper_bound(ends_.begin(), ends_.end(), pos) - ends_.begin();
+  uint64_t begin = i == 0 ? 0 : ends_[i - 1];
+  return ranges_[i].at(pos - begin);
+}
+
+void RankList::Append(RankRange r) {
+  if (r.count == 0) return;
+  if (!ranges_.empty()) {
+    RankRange& last = ranges_.back();
+    if (last.stride == r.stride && last.start + last.count * last.stride == r.start) {
+      last.count += r.count;
+      size_ += r.count;
+      ends_.back() = size_;
+      return;
+    }
+  }
+  ranges_.push_back(r);
+  size_ += r.count;
+  ends_.push_back(size_);
+}
+
+void RankList::Append(const RankList& other) {
+  for (const RankRange& r : other.ranges_) Append(r);
+}
+
+RankList RankList::Slice(uint64_t pos, uint64_t count) const {
+  RankList out;
+  uint64_t begin = 0;
+  for (const RankRange& r : ranges_) {
+    uint64_t end = begin + r.count;
+    if (count == 0) break;
+    if (pos < end) {
+      uint64_t off = pos - begin;
+      uint64_t take = std::min(count, r.count - off);
+      out.Append(RankRange{r.at(off), take, r.stride});
+      pos += take;
+      count -= take;
+    }
+    begin = end;
+  }
+  return out;
+}
+
+// --------------------------------------------------------------- Workload
+Workload::Workload(WorkloadConfig cfg) : cfg_(std::move(cfg)), ks_(cfg_.key_kind, cfg_.seed) {}
+
+Result<std::shared_ptr<const Workload>> Workload::Make(WorkloadConfig cfg) {
+  if (cfg.phases.empty()) return Status::InvalidArgument("the workload has no phase");
+  if (cfg.scan_len == 0) return Status::InvalidArgument("scan length must be >= 1");
+  if (cfg.key_kind == KeyKind::kDense && cfg.keys > (uint64_t{1} << 62))
+    return Status::InvalidArgument("too many keys");
+  for (const PhaseSpec& p : cfg.phases) {
+    if (p.mix.dense_insert) cfg.key_kind = KeyKind::kDense;
+    if (p.ops == 0 && cfg.default_ops == 0)
+      return Status::InvalidArgument("phase " + p.mix.name + " has no op count");
+  }
+  return std::shared_ptr<const Workload>(new Workload(std::move(cfg)));
+}
+
+std::vector<KV> Workload::LoadPairs() const {
+  std::vector<KV> v(cfg_.keys);
+  for (uint64_t r = 0; r < cfg_.keys; ++r) {
+    Key k = ks_.key(r);
+    v[r] = KV{k, ValueFor(k)};
+  }
+  if (ks_.kind() != KeyKind::kDense)
+    std::sort(v.begin(), v.end(), [](const KV& a, const KV& b) { return a.key < b.key; });
+  return v;
+}
+
+State Workload::InitialState() const {
+  State s;
+  s.present.Append(RankRange{0, cfg_.keys, 1});
+  s.next_rank = cfg_.keys;
+  return s;
+}
+
+Result<PhasePlan> Workload::Plan(const State& state, size_t phase_no, unsigned threads,
+                                 bool time_mode) const {
+  if (phase_no < 1 || phase_no > cfg_.phases.size())
+    return Status::InvalidArgument("no such phase");
+  if (threads == 0) return Status::InvalidArgument("threads must be >= 1");
+  const PhaseSpec& spec = cfg_.phases[phase_no - 1];
+  PhasePlan plan;
+  plan.phase_no = phase_no;
+  plan.threads = threads;
+  plan.time_mode = time_mode;
+  plan.mix = spec.mix;
+  plan.dist = cfg_.dist;
+  if (spec.mix.force_latest) {
+    plan.dist = Distribution{};
+    plan.dist.kind = Distribution::Kind::kLatest;
+    if (cfg_.dist.kind == Distribution::Kind::kZipf || cfg_.dist.kind == Distribution::Kind::kLatest)
+      plan.dist.theta = cfg_.dist.theta;
+  }
+  plan.seed = DeriveSeed(cfg_.seed, 0x70686173, phase_no);
+  const uint64_t ops = spec.ops != 0 ? spec.ops : cfg_.default_ops;
+  const uint32_t W = spec.mix.total();
+  const std::string what = "phase " + std::to_string(phase_no) + " (" + spec.mix.name + ")";
+
+  plan.thread_ops.resize(threads);
+  std::vector<uint64_t> blocks(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    plan.thread_ops[t] =
+        time_mode ? std::numeric_limits<uint64_t>::max() : ops / threads + (t < ops % threads);
+    blocks[t] = time_mode ? 0 : (plan.thread_ops[t] + W - 1) / W;
+  }
+
+  const uint64_t present = state.present.size();
+  uint64_t reserved = 0;
+  const uint32_t wd = spec.mix.weight[static_cast<size_t>(OpType::kDelete)];
+  plan.deletes.resize(threads);
+  if (wd != 0) {
+    std::vector<uint64_t> per(threads);
+    if (time_mode) {
+      uint64_t total = spec.mix.reads() ? present / W * wd : present;
+      for (auto& p : per) p = total / threads;
+    } else {
+      for (unsigned t = 0; t < threads; ++t)
+        per[t] = std::min(plan.thread_ops[t], blocks[t] * wd);
+    }
+    uint64_t need = std::accumulate(per.begin(), per.end(), uint64_t{0});
+    if (need > present || (spec.mix.reads() && need == present && !time_mode))
+      return Status::InvalidArgument(
+          what + " needs " + std::to_string(need) + " present keys to delete" +
+          (spec.mix.reads() ? " (plus at least one to read)" : "") + " but only " +
+          std::to_string(present) + " are present; lower --ops or raise --keys");
+    for (unsigned t = 0; t < threads; ++t) {
+      plan.deletes[t] = state.present.Slice(reserved, per[t]);
+      reserved += per[t];
+    }
+  }
+  plan.readable = state.present.Slice(reserved, present - reserved);
+  if (spec.mix.reads() && plan.readable.empty())
+    return Status::InvalidArgument(what + " reads present keys but none is present; raise --keys");
+
+  const uint32_t wi = spec.mix.weight[static_cast<size_t>(OpType::kInsert)];
+  plan.inserts.resize(threads);
+  plan.next_rank_after = state.next_rank;
+  if (wi != 0) {
+    constexpr uint64_t kTimeModeQuota = uint64_t{1} << 36;
+    uint64_t max_per = 0, sum = 0;
+    std::vector<uint64_t> per(threads);
+    for (unsigned t = 0; t < threads; ++t) {
+      per[t] = time_mode ? kTimeModeQuota : std::min(plan.thread_ops[t], blocks[t] * wi);
+      max_per = std::max(max_per, per[t]);
+      sum += per[t];
+    }
+    if (state.next_rank > (uint64_t{1} << 63) - uint64_t{threads} * (max_per + 1))
+      return Status::InvalidArgument(what + ": the insert key space is exhausted");
+    uint64_t off = state.next_rank;
+    for (unsigned t = 0; t < threads; ++t) {
+      if (spec.mix.dense_insert) {
+        plan.inserts[t] = RankRange{state.next_rank + t, per[t], threads};
+      } else {
+        plan.inserts[t] = RankRange{off, per[t], 1};
+        off += per[t];
+      }
+    }
+    plan.next_rank_after = state.next_rank + (spec.mix.dense_insert ? threads * max_per : sum);
+  }
+
+  if (spec.mix.reads()) {
+    const uint64_t n = plan.readable.size();
+    if (plan.dist.kind == Distribution::Kind::kZipf) {
+      plan.zipf = std::make_shared<const Zipf>(n, plan.dist.theta);
+    } else if (plan.dist.kind == Distribution::Kind::kLatest) {
+      Zipf::Zeta(n, plan.dist.theta);  // warm the cache the streams use
+    } else if (plan.dist.kind == Distribution::Kind::kSequential) {
+      auto keys = std::make_shared<std::vector<Key>>(n);
+      for (uint64_t i = 0; i < n; ++i) (*keys)[i] = ks_.key(plan.readable.at(i));
+      if (ks_.kind() != KeyKind::kDense || plan.readable.ranges().size() > 1)
+        std::sort(keys->begin(), keys->end());
+      plan.sorted_readable = std::move(keys);
+    }
+  }
+  return plan;
+}
+
+void Workload::Commit(State* state, const PhasePlan& plan,
+                      const std::vector<const OpStream*>& streams) const {
+  State next;
+  for (unsigned t = 0; t < plan.threads; ++t) {
+    uint64_t done = t < streams.size() ? streams[t]->deletes_done() : 0;
+    const RankList& d = plan.deletes[t];
+    next.present.Append(d.Slice(done, d.size() - done));
+    next.deleted += done;
+  }
+  next.present.Append(plan.readable);
+  for (unsigned t = 0; t < plan.threads; ++t) {
+    uint64_t done = t < streams.size() ? streams[t]->inserts_done() : 0;
+    RankRange r = plan.inserts[t];
+    r.count = done;
+    next.present.Append(r);
+    next.inserted += done;
+  }
+  next.next_rank = plan.next_rank_after;
+  next.inserted += state->inserted;
+  next.deleted += state->deleted;
+  *state = std::move(next);
+}
+
+// --------------------------------------------------------------- OpStream
+OpStream::OpStream(std::shared_ptr<const Workload> w, const PhasePlan& plan, unsigned thread)
+    : w_(std::move(w)),
+      plan_(&plan),
+      thread_(thread),
+      rng_(DeriveSeed(plan.seed, thread, 0x7468)),
+      budget_(plan.thread_ops.at(thread)) {
+  if (plan.mix.reads() && plan.dist.kind == Distribution::Kind::kLatest) {
+    latest_base_ = plan.readable.size();
+    latest_ = std::make_unique<Zipf>(latest_base_, plan.dist.theta);
+  }
+  if (plan.sorted_readable && !plan.sorted_readable->empty())
+    seq_pos_ = plan.sorted_readable->size() / plan.threads * thread;
+}
+
+void OpStream::RefillBlock() {
+  block_.clear();
+  for (size_t i = 0; i < kOpTypes; ++i)
+    block_.insert(block_.end(), plan_->mix.weight[i], static_cast<OpType>(i));
+  for (size_t i = block_.size(); i > 1; --i) std::swap(block_[i - 1], block_[rng_.Below(i)]);
+  block_pos_ = 0;
+}
+
+uint64_t OpStream::PickReadRank() {
+  const RankList& rd = plan_->readable;
+  const uint64_t n = rd.size();
+  const Distribution& d = plan_->dist;
+  switch (d.kind) {
+    case Distribution::Kind::kUniform:
+      return rd.at(rng_.Below(n));
+    case Distribution::Kind::kZipf:
+      return rd.at(Fnv1a64(plan_->zipf->Next(rng_)) % n);
+    case Distribution::Kind::kHotspot: {
+      uint64_t hot = std::max<uint64_t>(1, static_cast<uint64_t>(d.hot_fraction * static_cast<double>(n)));
+      if (hot >= n) return rd.at(rng_.Below(n));
+      if (rng_.Unit() < d.hot_ops) return rd.at(rng_.Below(hot));
+      return rd.at(hot + rng_.Below(n - hot));
+    }
+    case Distribution::Kind::kLatest: {
+      uint64_t own = inserts_done_;
+      uint64_t z = latest_->Next(rng_);
+      if (z < own) return plan_->inserts[thread_].at(own - 1 - z);
+      return rd.at(n - 1 - (z - own));
+    }
+    case Distribution::Kind::kSequential:
+      break;  // handled by the caller (key order, not rank order)
+  }
+  return rd.at(0);
+}
+
+bool OpStream::Next(Op* op) {
+  if (done_ >= budget_) return false;
+  if (block_pos_ >= block_.size()) RefillBlock();
+  const OpType type = block_[block_pos_];
+  const KeySpace& ks = w_->keyspace();
+  op->type = type;
+  op->value = 0;
+  op->scan_len = 0;
+  switch (type) {
+    case OpType::kInsert: {
+      const RankRange& r = plan_->inserts[thread_];
+      if (inserts_done_ >= r.count) return false;
+      op->key = ks.key(r.at(inserts_done_++));
+      op->value = ValueFor(op->key);
+      op->expect_present = false;
+      if (latest_) latest_->Grow(latest_base_ + inserts_done_);
+      break;
+    }
+    case OpType::kDelete: {
+      const RankList& d = plan_->deletes[thread_];
+      if (deletes_done_ >= d.size()) return false;
+      op->key = ks.key(d.at(deletes_done_++));
+      op->expect_present = true;
+      break;
+    }
+    default: {
+      if (plan_->dist.kind == Distribution::Kind::kSequential) {
+        const std::vector<Key>& keys = *plan_->sorted_readable;
+        op->key = keys[seq_pos_];
+        if (++seq_pos_ == keys.size()) seq_pos_ = 0;
+      } else {
+        op->key = ks.key(PickReadRank());
+      }
+      op->expect_present = true;
+      if (type == OpType::kUpdate || type == OpType::kReadModifyWrite)
+        op->value = ValueFor(op->key) + (++updates_);
+      if (type == OpType::kScan) op->scan_len = w_->config().scan_len;
+      break;
+    }
+  }
+  ++block_pos_;
+  ++done_;
+  return true;
+}
+
+Result<std::vector<Op>> GenerateOps(const WorkloadConfig& cfg) {
+  auto w = Workload::Make(cfg);
+  if (!w.ok()) return w.status();
+  std::shared_ptr<const Workload> wl = w.value();
+  State s = wl->InitialState();
+  std::vector<Op> ops;
+  for (size_t p = 1; p <= wl->config().phases.size(); ++p) {
+    auto plan = wl->Plan(s, p, 1, false);
+    if (!plan.ok()) return plan.status();
+    OpStream st(wl, plan.value(), 0);
+    Op op;
+    while (st.Next(&op)) ops.push_back(op);
+    wl->Commit(&s, plan.value(), {&st});
+  }
+  return ops;
+}
+
+}  // namespace pmindex::workload

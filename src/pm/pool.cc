@@ -1,0 +1,753 @@
+// Pools (include/pmindex/pool.h, docs/pool-format.md).
+//
+// Every pool reserves its whole max_size of address space once (PROT_NONE,
+// MAP_NORESERVE) and maps each segment MAP_FIXED at its offset inside the
+// reservation, so the pool's bytes stay contiguous as it grows and no
+// pointer into it ever moves.
+//
+// Opening validates everything that can be validated from the files
+// (header, sizes, segment files, kind) before mapping or writing anything,
+// so a refused open leaves every file byte-for-byte unchanged.
+#include "pmindex/pool.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <vector>
+
+#include "pm/persist.h"
+#include "pm/pool_format.h"
+
+#ifndef MAP_SHARED_VALIDATE
+#define MAP_SHARED_VALIDATE 0x03
+#endif
+#ifndef MAP_SYNC
+#define MAP_SYNC 0x80000
+#endif
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+namespace pmindex {
+
+using pm::PoolHeader;
+
+const char* DurabilityName(Durability d) {
+  switch (d) {
+    case Durability::kPowerFailure:
+      return "power-failure (MAP_SYNC)";
+    case Durability::kProcessCrash:
+      return "process-crash (msync for power failure)";
+    case Durability::kVolatile:
+      return "volatile";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr uint64_t kPage = PoolOptions::kPageSize;
+static_assert(kPage == pm::kPoolPageSize);
+// Base addresses are aligned to 2 MiB so that DAX mappings can use huge
+// pages.
+constexpr uint64_t kBaseAlign = 2ull << 20;
+
+#define POOL_CHECK(cond, msg)                                                       \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "pmindex: pool invariant failed: %s (%s:%d)\n", msg,   \
+                   __FILE__, __LINE__);                                             \
+      std::abort();                                                                 \
+    }                                                                               \
+  } while (0)
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
+
+std::string SysError(const std::string& what, const std::string& path, int err) {
+  return what + " " + path + ": " + std::strerror(err);
+}
+
+std::string ByteCount(uint64_t b) {
+  char buf[64];
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " GiB", b >> 30);
+  } else if (b >= (1ull << 20) && b % (1ull << 20) == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " MiB", b >> 20);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " bytes", b);
+  }
+  return buf;
+}
+
+struct Geometry {
+  uint64_t first = 0, segment = 0, max = 0, heap_begin = 0, entries = 0;
+};
+
+// heap_begin and page-table entries for a first segment / max size pair.
+void Layout(Geometry* g) {
+  uint64_t bound = g->max / kPage;  // upper bound on pages
+  g->heap_begin = AlignUp(pm::kHeaderSize + bound * sizeof(uint64_t), kPage);
+  g->entries = g->max > g->heap_begin ? (g->max - g->heap_begin) / kPage : 0;
+}
+
+Result<Geometry> GeometryFor(const PoolOptions& opt) {
+  if (opt.kind.size() >= pm::kKindCapacity) {
+    return Status::InvalidArgument("index kind '" + opt.kind + "' is longer than " +
+                                   std::to_string(pm::kKindCapacity - 1) + " characters");
+  }
+  if (opt.kind.find('\0') != std::string::npos ||
+      opt.index_options.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("index kind and options must not contain NUL bytes");
+  }
+  if (opt.index_options.size() >= pm::kOptionsCapacity) {
+    return Status::InvalidArgument("index options string is longer than " +
+                                   std::to_string(pm::kOptionsCapacity - 1) + " characters");
+  }
+  if (opt.size < PoolOptions::kMinSize) {
+    return Status::InvalidArgument("pool size " + std::to_string(opt.size) +
+                                   " bytes is below the minimum of " +
+                                   ByteCount(PoolOptions::kMinSize) + " (" +
+                                   std::to_string(PoolOptions::kMinSize) + " bytes)");
+  }
+  if (opt.max_size < opt.size) {
+    return Status::InvalidArgument("max_size " + std::to_string(opt.max_size) +
+                                   " is smaller than the pool size " + std::to_string(opt.size));
+  }
+  if (opt.max_size > pm::kMaxPoolSize || opt.size > pm::kMaxPoolSize ||
+      opt.segment_size > pm::kMaxPoolSize) {
+    return Status::InvalidArgument("pool sizes are limited to " + ByteCount(pm::kMaxPoolSize));
+  }
+  Geometry g;
+  g.first = AlignUp(opt.size, kPage);
+  g.segment = opt.segment_size == 0 ? g.first : AlignUp(opt.segment_size, kPage);
+  g.max = std::max(AlignDown(opt.max_size, kPage), g.first);
+  Layout(&g);
+  if (g.heap_begin + kPage > g.first) {
+    return Status::InvalidArgument(
+        "pool size " + ByteCount(opt.size) + " is too small for max_size " +
+        ByteCount(opt.max_size) + ": the header and page table need " +
+        ByteCount(g.heap_begin) + " plus one 256 KiB page; raise size or lower max_size");
+  }
+  return g;
+}
+
+PoolHeader MakeHeader(const Geometry& g, const PoolOptions& opt) {
+  PoolHeader h;
+  std::memset(&h, 0, sizeof(h));
+  h.magic = pm::kPoolMagic;
+  h.format_version = pm::kPoolFormatVersion;
+  h.header_size = pm::kHeaderSize;
+  if (getrandom(h.uuid, sizeof(h.uuid), 0) != static_cast<ssize_t>(sizeof(h.uuid))) {
+    // Entropy unavailable: fall back to time and address bits; UUIDs only
+    // need to tell pools apart.
+    uint64_t a = static_cast<uint64_t>(time(nullptr)) ^ reinterpret_cast<uintptr_t>(&h);
+    uint64_t b = static_cast<uint64_t>(clock()) * 0x9E3779B97F4A7C15ull ^ getpid();
+    std::memcpy(h.uuid, &a, 8);
+    std::memcpy(h.uuid + 8, &b, 8);
+  }
+  h.uuid[6] = static_cast<uint8_t>((h.uuid[6] & 0x0F) | 0x40);  // version 4
+  h.uuid[8] = static_cast<uint8_t>((h.uuid[8] & 0x3F) | 0x80);  // RFC 4122 variant
+  h.first_size = g.first;
+  h.segment_size = g.segment;
+  h.max_size = g.max;
+  h.heap_begin = g.heap_begin;
+  h.page_table_entries = g.entries;
+  h.create_time = static_cast<uint64_t>(time(nullptr));
+  h.pool_id = opt.pool_id;
+  std::memcpy(h.kind, opt.kind.data(), opt.kind.size());
+  std::memcpy(h.options, opt.index_options.data(), opt.index_options.size());
+  h.checksum = pm::HeaderChecksum(h);
+  h.clean = 1;
+  h.segments = 1;
+  return h;
+}
+
+bool NulTerminated(const char* s, size_t cap) { return std::memchr(s, '\0', cap) != nullptr; }
+
+// Validates a header copy. `have` = bytes available at the header's
+// location (file size of the first segment, or image size).
+Status ValidateHeader(const PoolHeader& h, uint64_t have, const std::string& what) {
+  if (have < pm::kHeaderSize || h.magic != pm::kPoolMagic) {
+    return Status::Corruption(what + " is not a pmindex pool" +
+                              (have < pm::kHeaderSize
+                                   ? " (only " + std::to_string(have) + " bytes)"
+                                   : std::string(" (no pool magic number)")));
+  }
+  if (h.format_version == 0) {
+    return Status::Corruption(what + ": pool header has format version 0");
+  }
+  if (h.format_version > pm::kPoolFormatVersion) {
+    return Status::NotSupported(what + " has pool format version " +
+                                std::to_string(h.format_version) +
+                                "; this build of pmindex reads version " +
+                                std::to_string(pm::kPoolFormatVersion) + " only");
+  }
+  if ((h.incompat_flags & ~pm::kKnownIncompatFlags) != 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "0x%" PRIx64, h.incompat_flags & ~pm::kKnownIncompatFlags);
+    return Status::NotSupported(what + " uses incompatible features unknown to this build (flags " +
+                                buf + ")");
+  }
+  uint32_t sum = pm::HeaderChecksum(h);
+  if (sum != h.checksum) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "stored 0x%08x, computed 0x%08x", h.checksum, sum);
+    return Status::Corruption(what + ": pool header checksum mismatch (" + buf + ")");
+  }
+  // The checksum matched, so the fields below were written by a pmindex
+  // writer; they are still checked so that no byte pattern can crash us.
+  Geometry g;
+  g.first = h.first_size;
+  g.segment = h.segment_size;
+  g.max = h.max_size;
+  bool geometry_ok = h.header_size == pm::kHeaderSize && g.first % kPage == 0 &&
+                     g.segment % kPage == 0 && g.segment > 0 && g.max % kPage == 0 &&
+                     g.first >= PoolOptions::kMinSize && g.max >= g.first &&
+                     g.max <= pm::kMaxPoolSize;
+  if (geometry_ok) {
+    Layout(&g);
+    geometry_ok = g.heap_begin == h.heap_begin && g.entries == h.page_table_entries &&
+                  g.heap_begin + kPage <= g.first;
+  }
+  if (!geometry_ok) return Status::Corruption(what + ": pool header has inconsistent sizes");
+  if (!NulTerminated(h.kind, sizeof(h.kind)) || !NulTerminated(h.options, sizeof(h.options))) {
+    return Status::Corruption(what + ": pool header has an unterminated kind or options string");
+  }
+  // Mutable words.
+  if (h.clean > 1) {
+    return Status::Corruption(what + ": pool header has a bad clean-shutdown flag (" +
+                              std::to_string(h.clean) + ")");
+  }
+  if (h.segments == 0 || (h.segments > 1 && pm::SegmentEnd(h, h.segments - 1) >= h.max_size)) {
+    return Status::Corruption(what + ": pool header has an impossible segment count (" +
+                              std::to_string(h.segments) + ")");
+  }
+  return Status::OK();
+}
+
+Status CheckKind(const PoolHeader& h, const OpenOptions& opt, const std::string& what) {
+  if (!opt.expected_kind.empty() && opt.expected_kind != h.kind) {
+    return Status::WrongKind(what + " holds index kind '" + std::string(h.kind) + "', not '" +
+                             opt.expected_kind + "'");
+  }
+  return Status::OK();
+}
+
+std::string SegmentPath(const std::string& path, uint64_t i) {
+  return i == 0 ? path : path + "." + std::to_string(i);
+}
+
+// Checks that segment files 1..segments-1 exist with their exact sizes.
+Status CheckSegmentFiles(const PoolHeader& h, const std::string& path) {
+  for (uint64_t i = 1; i < h.segments; ++i) {
+    std::string sp = SegmentPath(path, i);
+    struct stat st;
+    if (stat(sp.c_str(), &st) != 0) {
+      if (errno == ENOENT) {
+        return Status::Corruption("missing segment file " + sp + " (pool " + path + " has " +
+                                  std::to_string(h.segments) + " segments)");
+      }
+      return Status::IOError(SysError("cannot stat segment file", sp, errno));
+    }
+    uint64_t want = pm::SegmentEnd(h, i + 1) - pm::SegmentEnd(h, i);
+    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != want) {
+      return Status::Corruption("segment file " + sp + " is truncated or resized (" +
+                                std::to_string(st.st_size) + " bytes, expected " +
+                                std::to_string(want) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+// Reads the header of an open pool file into *h and validates the header
+// and the first file's size. Leaves the file unchanged.
+Status ReadHeader(int fd, const std::string& path, PoolHeader* h) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Status::IOError(SysError("cannot stat", path, errno));
+  if (!S_ISREG(st.st_mode)) {
+    return Status::Corruption(path + " is not a pmindex pool (not a regular file)");
+  }
+  std::memset(h, 0, sizeof(*h));
+  uint64_t have = static_cast<uint64_t>(st.st_size);
+  if (have >= pm::kHeaderSize) {
+    size_t got = 0;
+    while (got < pm::kHeaderSize) {
+      ssize_t r = pread(fd, reinterpret_cast<char*>(h) + got, pm::kHeaderSize - got, got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Status::IOError(SysError("cannot read", path, errno));
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    have = got;
+  }
+  PMINDEX_RETURN_IF_ERROR(ValidateHeader(*h, have, path));
+  if (static_cast<uint64_t>(st.st_size) != h->first_size) {
+    return Status::Corruption("pool file " + path + " is truncated or resized (" +
+                              std::to_string(st.st_size) + " bytes, header says " +
+                              std::to_string(h->first_size) + ")");
+  }
+  return Status::OK();
+}
+
+Status SyncDirectoryOf(const std::string& path) {
+  std::string dir = ".";
+  size_t slash = path.rfind('/');
+  if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Status::IOError(SysError("cannot open directory", dir, errno));
+  int rc = fsync(dfd);
+  int err = errno;
+  close(dfd);
+  if (rc != 0 && err != EINVAL) return Status::IOError(SysError("cannot fsync directory", dir, err));
+  return Status::OK();
+}
+
+// posix_fallocate with the error classes pools report.
+Status Allocate(int fd, uint64_t len, const std::string& path) {
+  int rc;
+  do {
+    rc = posix_fallocate(fd, 0, static_cast<off_t>(len));
+  } while (rc == EINTR);
+  if (rc == 0) return Status::OK();
+  if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT) {
+    return Status::OutOfSpace("no space for " + ByteCount(len) + " in " + path + ": " +
+                              std::strerror(rc));
+  }
+  return Status::IOError(SysError("cannot allocate space for", path, rc));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ Impl
+
+struct Pool::Impl {
+  std::string path;     // empty for in-memory pools
+  int lock_fd = -1;     // first segment, holds the flock
+  mode_t file_mode = 0644;
+  char* reserve = nullptr;  // whole reservation (base is inside it)
+  size_t reserve_len = 0;
+  int poison = -1;
+  Durability durability = Durability::kVolatile;
+  bool was_clean = true;
+  bool open = false;   // holds a reservation and/or the lock
+  bool ready = false;  // fully mapped; the header is live
+  std::string kind, options;
+  std::mutex grow_mu;
+  struct Segment {
+    char* addr;
+    size_t len;
+  };
+  std::vector<Segment> segments;
+
+  PoolHeader* header(char* base) const { return reinterpret_cast<PoolHeader*>(base); }
+};
+
+Pool::Pool() : impl_(std::make_unique<Impl>()) {}
+
+Pool::~Pool() { (void)Close(); }
+
+namespace {
+
+// Reserves address space for max_size bytes at a 2 MiB aligned base.
+Status Reserve(uint64_t max_size, char** reserve, size_t* reserve_len, char** base) {
+  size_t len = max_size + kBaseAlign;
+  void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::IOError("cannot reserve " + ByteCount(max_size) +
+                           " of address space: " + std::strerror(errno));
+  }
+  *reserve = static_cast<char*>(p);
+  *reserve_len = len;
+  *base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(p), kBaseAlign));
+  return Status::OK();
+}
+
+// Anonymous read-write memory at [addr, addr+len) inside a reservation.
+Status CommitAnonymous(char* addr, size_t len, int poison) {
+  void* p = mmap(addr, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::OutOfSpace("cannot map " + ByteCount(len) + " of memory: " +
+                              std::strerror(errno));
+  }
+  if (poison >= 0) std::memset(addr, poison, len);
+  return Status::OK();
+}
+
+// Maps a segment file at addr (MAP_FIXED). Tries MAP_SYNC first; on a file
+// system without DAX falls back to a plain shared mapping and lowers
+// *durability.
+Status MapFile(int fd, char* addr, size_t len, const std::string& path, Durability* durability) {
+  void* p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED,
+                 fd, 0);
+  if (p == MAP_FAILED && (errno == EOPNOTSUPP || errno == EINVAL)) {
+    p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (p != MAP_FAILED) *durability = Durability::kProcessCrash;
+  }
+  if (p == MAP_FAILED) return Status::IOError(SysError("cannot map", path, errno));
+  return Status::OK();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- create
+
+Result<std::unique_ptr<Pool>> Pool::Create(const std::string& path, const PoolOptions& opt) {
+  if (path.empty()) return Status::InvalidArgument("pool path is empty");
+  auto g = GeometryFor(opt);
+  if (!g.ok()) return g.status();
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) return Status::AlreadyExists(path + " already exists");
+  PoolHeader h = MakeHeader(g.value(), opt);
+
+  std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IOError(SysError("cannot create", tmp, errno));
+  auto fail = [&](Status s) {
+    close(fd);
+    unlink(tmp.c_str());
+    return s;
+  };
+  Status s = Allocate(fd, h.first_size, path);
+  if (!s.ok()) return fail(s);
+  size_t done = 0;
+  while (done < sizeof(h)) {
+    ssize_t w = pwrite(fd, reinterpret_cast<const char*>(&h) + done, sizeof(h) - done, done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return fail(Status::IOError(SysError("cannot write", tmp, errno)));
+    done += static_cast<size_t>(w);
+  }
+  if (fsync(fd) != 0) return fail(Status::IOError(SysError("cannot fsync", tmp, errno)));
+  close(fd);
+  fd = -1;
+  // Atomic and never replaces an existing file.
+  if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+    int err = errno;
+    if (err == EINVAL || err == ENOSYS) {
+      // File system without RENAME_NOREPLACE: link() fails if path exists.
+      if (link(tmp.c_str(), path.c_str()) == 0) {
+        unlink(tmp.c_str());
+        err = 0;
+      } else {
+        err = errno;
+      }
+    }
+    if (err != 0) {
+      unlink(tmp.c_str());
+      if (err == EEXIST) return Status::AlreadyExists(path + " already exists");
+      return Status::IOError(SysError("cannot create", path, err));
+    }
+  }
+  PMINDEX_RETURN_IF_ERROR(SyncDirectoryOf(path));
+  return Open(path);
+}
+
+// ------------------------------------------------------------------ open
+
+Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOptions& opt) {
+  if (path.empty()) return Status::InvalidArgument("pool path is empty");
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound("no pool at " + path);
+    return Status::IOError(SysError("cannot open", path, errno));
+  }
+  auto fail = [&](Status s) {
+    close(fd);
+    return s;
+  };
+  // flock locks belong to the open file description: a second Open, even in
+  // this process, gets its own description and is refused here.
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return fail(Status::Busy("pool " + path + " is open in another process"));
+    }
+    return fail(Status::IOError(SysError("cannot lock", path, errno)));
+  }
+  PoolHeader h;
+  Status s = ReadHeader(fd, path, &h);
+  if (s.ok()) s = CheckSegmentFiles(h, path);
+  if (s.ok()) s = CheckKind(h, opt, path);
+  if (!s.ok()) return fail(s);
+  struct stat st;
+  if (fstat(fd, &st) != 0) return fail(Status::IOError(SysError("cannot stat", path, errno)));
+
+  // Every check passed: map, then write.
+  std::unique_ptr<Pool> pool(new Pool());
+  Impl& im = *pool->impl_;
+  im.path = path;
+  im.lock_fd = fd;  // owned by the pool from here on
+  im.file_mode = st.st_mode & 07777;
+  im.durability = Durability::kPowerFailure;
+  im.kind = h.kind;
+  im.options = h.options;
+  im.open = true;  // from here on, ~Pool unmaps and unlocks
+  PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
+  for (uint64_t i = 0; i < h.segments; ++i) {
+    uint64_t start = i == 0 ? 0 : pm::SegmentEnd(h, i);
+    uint64_t end = pm::SegmentEnd(h, i + 1);
+    std::string sp = SegmentPath(path, i);
+    int sfd = fd;
+    if (i > 0) {
+      sfd = open(sp.c_str(), O_RDWR | O_CLOEXEC);
+      if (sfd < 0) return Status::IOError(SysError("cannot open segment file", sp, errno));
+    }
+    s = MapFile(sfd, pool->base_ + start, end - start, sp, &im.durability);
+    if (i > 0) close(sfd);
+    if (!s.ok()) return s;
+    im.segments.push_back({pool->base_ + start, end - start});
+  }
+  pool->id_ = h.pool_id;
+  pool->size_.store(pm::SegmentEnd(h, h.segments), std::memory_order_release);
+  PoolHeader* live = im.header(pool->base_);
+  im.was_clean = live->clean == 1;
+  pm::naw(&live->clean, 0);
+  im.ready = true;
+  if (im.durability != Durability::kPowerFailure) {
+    // The cleared flag must reach the file before any data page the kernel
+    // may write back on its own.
+    if (msync(pool->base_, pm::kHeaderSize, MS_SYNC) != 0) {
+      return Status::IOError(SysError("cannot msync", path, errno));
+    }
+  }
+  return pool;
+}
+
+Result<std::unique_ptr<Pool>> Pool::CreateInMemory(const PoolOptions& opt) {
+  auto g = GeometryFor(opt);
+  if (!g.ok()) return g.status();
+  PoolHeader h = MakeHeader(g.value(), opt);
+  std::unique_ptr<Pool> pool(new Pool());
+  Impl& im = *pool->impl_;
+  im.poison = opt.poison;
+  im.durability = Durability::kVolatile;
+  im.kind = opt.kind;
+  im.options = opt.index_options;
+  im.was_clean = true;
+  im.open = true;
+  PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
+  PMINDEX_RETURN_IF_ERROR(CommitAnonymous(pool->base_, h.first_size, opt.poison));
+  im.segments.push_back({pool->base_, h.first_size});
+  h.clean = 0;
+  pm::copy(pool->base_, &h, sizeof(h));
+  if (opt.poison > 0) {
+    pm::fill(pool->base_ + pm::kHeaderSize, 0, h.page_table_entries * sizeof(uint64_t));
+  }
+  pm::persist(pool->base_, pm::kHeaderSize + h.page_table_entries * sizeof(uint64_t));
+  pool->id_ = h.pool_id;
+  pool->size_.store(h.first_size, std::memory_order_release);
+  im.ready = true;
+  return pool;
+}
+
+Result<std::unique_ptr<Pool>> Pool::OpenImage(std::span<const std::byte> image,
+                                              const OpenOptions& opt) {
+  PoolHeader h;
+  std::memset(&h, 0, sizeof(h));
+  if (image.size() >= sizeof(h)) std::memcpy(&h, image.data(), sizeof(h));
+  const std::string what = "pool image";
+  PMINDEX_RETURN_IF_ERROR(ValidateHeader(h, image.size(), what));
+  uint64_t want = pm::SegmentEnd(h, h.segments);
+  if (image.size() != want) {
+    return Status::Corruption("pool image is truncated or resized (" +
+                              std::to_string(image.size()) + " bytes, header says " +
+                              std::to_string(want) + ")");
+  }
+  PMINDEX_RETURN_IF_ERROR(CheckKind(h, opt, what));
+  std::unique_ptr<Pool> pool(new Pool());
+  Impl& im = *pool->impl_;
+  im.durability = Durability::kVolatile;
+  im.kind = h.kind;
+  im.options = h.options;
+  im.open = true;
+  PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
+  PMINDEX_RETURN_IF_ERROR(CommitAnonymous(pool->base_, want, -1));
+  im.segments.push_back({pool->base_, want});
+  std::memcpy(pool->base_, image.data(), want);
+  pool->id_ = h.pool_id;
+  pool->size_.store(want, std::memory_order_release);
+  PoolHeader* live = im.header(pool->base_);
+  im.was_clean = live->clean == 1;
+  pm::naw(&live->clean, 0);
+  im.ready = true;
+  return pool;
+}
+
+Result<Pool::Info> Pool::Inspect(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound("no pool at " + path);
+    return Status::IOError(SysError("cannot open", path, errno));
+  }
+  PoolHeader h;
+  Status s = ReadHeader(fd, path, &h);
+  close(fd);
+  if (s.ok()) s = CheckSegmentFiles(h, path);
+  if (!s.ok()) return s;
+  Info info;
+  info.format_version = h.format_version;
+  info.incompat_flags = h.incompat_flags;
+  info.uuid = pm::FormatUuid(h.uuid);
+  info.size = pm::SegmentEnd(h, h.segments);
+  info.max_size = h.max_size;
+  info.segment_size = h.segment_size;
+  info.segments = static_cast<uint32_t>(h.segments);
+  info.kind = h.kind;
+  info.index_options = h.options;
+  info.clean = h.clean == 1;
+  info.pool_id = h.pool_id;
+  return info;
+}
+
+// ----------------------------------------------------------- close, sync
+
+Status Pool::Sync() {
+  Impl& im = *impl_;
+  if (!im.ready || im.durability != Durability::kProcessCrash) return Status::OK();
+  for (const auto& seg : im.segments) {
+    if (msync(seg.addr, seg.len, MS_SYNC) != 0) {
+      return Status::IOError(SysError("cannot msync", im.path, errno));
+    }
+  }
+  return Status::OK();
+}
+
+Status Pool::Close() {
+  Impl& im = *impl_;
+  if (!im.open) return Status::OK();
+  Status result;
+  if (im.ready && !im.path.empty()) {
+    result = Sync();
+    // The clean flag is set only after all data is durable.
+    if (result.ok()) {
+      pm::naw(&im.header(base_)->clean, 1);
+      result = Sync();
+    }
+  }
+  if (im.reserve != nullptr) munmap(im.reserve, im.reserve_len);
+  im.reserve = nullptr;
+  im.segments.clear();
+  if (im.lock_fd >= 0) {
+    close(im.lock_fd);  // releases the flock
+    im.lock_fd = -1;
+  }
+  im.open = false;
+  im.ready = false;
+  base_ = nullptr;
+  size_.store(0, std::memory_order_release);
+  return result;
+}
+
+// ------------------------------------------------------------- accessors
+
+Durability Pool::durability() const { return impl_->durability; }
+const std::string& Pool::path() const { return impl_->path; }
+bool Pool::was_clean() const { return impl_->was_clean; }
+std::string_view Pool::kind() const { return impl_->kind; }
+std::string_view Pool::index_options() const { return impl_->options; }
+uint16_t Pool::id() const { return id_; }
+
+Pool::Info Pool::info() const {
+  Info info;
+  if (!impl_->ready) return info;
+  const PoolHeader& h = *impl_->header(base_);
+  info.format_version = h.format_version;
+  info.incompat_flags = h.incompat_flags;
+  info.uuid = pm::FormatUuid(h.uuid);
+  info.size = size();
+  info.max_size = h.max_size;
+  info.segment_size = h.segment_size;
+  info.segments = static_cast<uint32_t>(std::atomic_ref<const uint64_t>(h.segments).load(
+      std::memory_order_acquire));
+  info.kind = impl_->kind;
+  info.index_options = impl_->options;
+  info.clean = h.clean == 1;
+  info.pool_id = h.pool_id;
+  return info;
+}
+
+uint64_t* Pool::root_slot(unsigned i) {
+  POOL_CHECK(i < kRootSlots, "root slot index out of range");
+  POOL_CHECK(impl_->ready, "root_slot on a closed pool");
+  return &impl_->header(base_)->root[i];
+}
+
+uint64_t Pool::heap_begin() const { return impl_->header(base_)->heap_begin; }
+
+uint64_t* Pool::page_table() { return reinterpret_cast<uint64_t*>(base_ + pm::kHeaderSize); }
+
+size_t Pool::page_table_entries() const { return impl_->header(base_)->page_table_entries; }
+
+size_t Pool::pages_mapped() const {
+  uint64_t s = size();
+  uint64_t hb = heap_begin();
+  return s > hb ? (s - hb) / kPage : 0;
+}
+
+std::span<std::byte> Pool::bytes() const {
+  return {reinterpret_cast<std::byte*>(base_), static_cast<size_t>(size())};
+}
+
+// ------------------------------------------------------------------ grow
+
+Status Pool::Grow(size_t min_pages) {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> g(im.grow_mu);
+  if (!im.ready) return Status::InvalidArgument("Grow on a closed pool");
+  if (pages_mapped() >= min_pages) return Status::OK();
+  PoolHeader* h = im.header(base_);
+  uint64_t max_pages = (h->max_size - h->heap_begin) / kPage;
+  if (min_pages > max_pages) {
+    return Status::OutOfSpace("pool is full: " + std::to_string(min_pages) +
+                              " pages needed, max_size " + ByteCount(h->max_size) + " holds " +
+                              std::to_string(max_pages));
+  }
+  while (pages_mapped() < min_pages) {
+    uint64_t n = h->segments;
+    uint64_t start = pm::SegmentEnd(*h, n);
+    uint64_t end = pm::SegmentEnd(*h, n + 1);
+    POOL_CHECK(start == size() && end > start, "segment geometry");
+    char* addr = base_ + start;
+    size_t len = end - start;
+    if (im.path.empty()) {
+      PMINDEX_RETURN_IF_ERROR(CommitAnonymous(addr, len, im.poison));
+    } else {
+      // A leftover PATH.n from a Grow that crashed before its count was
+      // persisted belongs to nobody: truncate and reuse it.
+      std::string sp = SegmentPath(im.path, n);
+      int fd = open(sp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, im.file_mode);
+      if (fd < 0) return Status::IOError(SysError("cannot create segment file", sp, errno));
+      Status s = Allocate(fd, len, sp);
+      // The file must exist durably before the segment count names it.
+      if (s.ok() && fsync(fd) != 0) s = Status::IOError(SysError("cannot fsync", sp, errno));
+      if (s.ok()) s = SyncDirectoryOf(sp);
+      if (s.ok()) s = MapFile(fd, addr, len, sp, &im.durability);
+      close(fd);
+      if (!s.ok()) {
+        unlink(sp.c_str());
+        // Restore the reservation if a failed MAP_FIXED left a hole.
+        mmap(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+             0);
+        return s;
+      }
+    }
+    im.segments.push_back({addr, len});
+    pm::naw(&h->segments, n + 1);
+    size_.store(end, std::memory_order_release);
+  }
+  return Status::OK();
+}
+
+}  // namespace pmindex

@@ -96,7 +96,8 @@ class Index {
   Pool* pool() const { return pool_; }
 
  protected:
-  Index() = default;
+  // Out of line: alloc::Allocator is incomplete here (index.cc defines it).
+  Index();
 
  private:
   friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);

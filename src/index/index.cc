@@ -1,0 +1,158 @@
+// create_index / open_index / create_pool_for: the checks between a caller,
+// the registry and a pool, so that every factory receives validated options
+// and a pool of its own kind.
+#include "pmindex/index.h"
+
+#include <string>
+
+#include "alloc/allocator.h"
+#include "pmindex/registry.h"
+
+namespace pmindex {
+
+Index::Index() = default;
+Index::~Index() = default;
+
+Status Index::for_each_block(const std::function<void(PPtr)>&) {
+  return Status::NotSupported("index kind \"" + std::string(kind()) +
+                              "\" has no persistent blocks");
+}
+
+Status Index::close() { return Status::OK(); }
+
+namespace {
+
+std::string KnownKinds() {
+  std::string list;
+  for (const IndexInfo* i : Registry::Get().All()) {
+    if (!list.empty()) list += ", ";
+    list += i->name;
+  }
+  return list.empty() ? "none" : list;
+}
+
+Result<const IndexInfo*> FindKind(std::string_view kind) {
+  const IndexInfo* info = Registry::Get().Find(kind);
+  if (info == nullptr) {
+    return Status::InvalidArgument("unknown index kind \"" + std::string(kind) +
+                                   "\" (known: " + KnownKinds() + ")");
+  }
+  return info;
+}
+
+// Parses `text` and runs the kind's validator. An index without a validator
+// accepts no options.
+Result<Options> ParseAndValidate(const IndexInfo& info, std::string_view text) {
+  auto parsed = Options::Parse(text);
+  if (!parsed.ok()) return parsed.status();
+  Options opts = std::move(parsed).value();
+  Status s = info.validate ? info.validate(opts) : opts.CheckKnown({});
+  if (!s.ok()) return s;
+  return opts;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_view options,
+                                            Pool* pool) {
+  auto info_r = FindKind(kind);
+  if (!info_r.ok()) return info_r.status();
+  const IndexInfo& info = *info_r.value();
+  auto opts_r = ParseAndValidate(info, options);
+  if (!opts_r.ok()) return opts_r.status();
+  const Options& opts = opts_r.value();
+
+  if (!info.persistent) {
+    if (pool != nullptr) {
+      return Status::InvalidArgument("index kind \"" + info.name +
+                                     "\" is volatile and takes no pool");
+    }
+    auto idx = info.create(IndexEnv{}, opts);
+    if (!idx.ok()) return idx.status();
+    if (idx.value() == nullptr) {
+      return Status::InvalidArgument("index kind \"" + info.name + "\": factory returned null");
+    }
+    return idx;
+  }
+
+  if (pool == nullptr) {
+    return Status::InvalidArgument("index kind \"" + info.name + "\" is persistent and needs a pool");
+  }
+  if (pool->kind() != kind) {
+    return Status::WrongKind("pool is for index kind \"" + std::string(pool->kind()) +
+                             "\", not \"" + info.name + "\"");
+  }
+  auto pool_opts = Options::Parse(pool->index_options());
+  if (!pool_opts.ok()) {
+    return Status::InvalidArgument("pool holds bad index options: " +
+                                   std::string(pool_opts.status().message()));
+  }
+  if (pool_opts.value().ToString() != opts.ToString()) {
+    return Status::InvalidArgument("pool was created with options \"" +
+                                   pool_opts.value().ToString() + "\", not \"" + opts.ToString() +
+                                   "\"");
+  }
+  if (*pool->root_slot(0) != 0) {
+    return Status::InvalidArgument("pool already holds an index; use open_index");
+  }
+  auto alloc = alloc::Allocator::Attach(pool, /*fresh=*/true);
+  if (!alloc.ok()) return alloc.status();
+  std::unique_ptr<alloc::Allocator> a = std::move(alloc).value();
+  auto idx = info.create(IndexEnv{pool, a.get()}, opts);
+  if (!idx.ok()) return idx.status();
+  if (idx.value() == nullptr) {
+    return Status::InvalidArgument("index kind \"" + info.name + "\": factory returned null");
+  }
+  idx.value()->alloc_ = std::move(a);
+  idx.value()->pool_ = pool;
+  return idx;
+}
+
+Result<std::unique_ptr<Index>> open_index(Pool* pool) {
+  if (pool == nullptr) return Status::InvalidArgument("open_index: no pool given");
+  const IndexInfo* info = Registry::Get().Find(pool->kind());
+  if (info == nullptr) {
+    return Status::NotSupported("pool holds index kind \"" + std::string(pool->kind()) +
+                                "\", which this build does not know (known: " + KnownKinds() +
+                                ")");
+  }
+  if (!info->persistent || !info->open) {
+    return Status::Corruption("pool names index kind \"" + info->name +
+                              "\", which is volatile");
+  }
+  auto opts_r = ParseAndValidate(*info, pool->index_options());
+  if (!opts_r.ok()) {
+    return Status::Corruption("pool holds bad index options: " +
+                              std::string(opts_r.status().message()));
+  }
+  auto alloc = alloc::Allocator::Attach(pool, /*fresh=*/false);
+  if (!alloc.ok()) return alloc.status();
+  std::unique_ptr<alloc::Allocator> a = std::move(alloc).value();
+  auto idx = info->open(IndexEnv{pool, a.get()}, opts_r.value());
+  if (!idx.ok()) return idx.status();
+  if (idx.value() == nullptr) {
+    return Status::Corruption("index kind \"" + info->name + "\": open returned null");
+  }
+  Status s = a->FinishRecovery();
+  if (!s.ok()) return s;
+  idx.value()->alloc_ = std::move(a);
+  idx.value()->pool_ = pool;
+  return idx;
+}
+
+Result<std::unique_ptr<Pool>> create_pool_for(std::string_view kind, std::string_view options,
+                                              const std::string& path, PoolOptions pool_opt) {
+  auto info_r = FindKind(kind);
+  if (!info_r.ok()) return info_r.status();
+  const IndexInfo& info = *info_r.value();
+  auto opts_r = ParseAndValidate(info, options);
+  if (!opts_r.ok()) return opts_r.status();
+  if (!info.persistent) {
+    return Status::InvalidArgument("index kind \"" + info.name + "\" is volatile and has no pool");
+  }
+  pool_opt.kind = info.name;
+  pool_opt.index_options = opts_r.value().ToString();
+  return Pool::Create(path, pool_opt);
+}
+
+}  // namespace pmindex

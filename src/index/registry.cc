@@ -1,0 +1,52 @@
+#include "pmindex/registry.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace pmindex {
+
+Registry& Registry::Get() {
+  // Function-local static: safe to use from other translation units' static
+  // initializers (the PMINDEX_REGISTER_INDEX objects).
+  static Registry registry;
+  return registry;
+}
+
+void Registry::Add(IndexInfo info) {
+  // Registrations run before main(); a bad one is a programming error that
+  // must stop the process with a message, not a Status nobody can receive.
+  if (info.name.empty()) {
+    std::fprintf(stderr, "pmindex: PMINDEX_REGISTER_INDEX with an empty name\n");
+    std::abort();
+  }
+  if (Find(info.name) != nullptr) {
+    std::fprintf(stderr, "pmindex: index kind \"%s\" is registered twice\n", info.name.c_str());
+    std::abort();
+  }
+  if (!info.create || (info.persistent && !info.open)) {
+    std::fprintf(stderr, "pmindex: index kind \"%s\" registered without %s factory\n",
+                 info.name.c_str(), info.create ? "an open" : "a create");
+    std::abort();
+  }
+  infos_.push_back(std::make_unique<IndexInfo>(std::move(info)));
+}
+
+const IndexInfo* Registry::Find(std::string_view name) const {
+  for (const auto& i : infos_) {
+    if (i->name == name) return i.get();
+  }
+  return nullptr;
+}
+
+std::vector<const IndexInfo*> Registry::All(bool include_test_only) const {
+  std::vector<const IndexInfo*> out;
+  for (const auto& i : infos_) {
+    if (include_test_only || !i->test_only) out.push_back(i.get());
+  }
+  std::sort(out.begin(), out.end(),
+            [](const IndexInfo* a, const IndexInfo* b) { return a->name < b->name; });
+  return out;
+}
+
+}  // namespace pmindex

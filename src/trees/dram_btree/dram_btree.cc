@@ -1,0 +1,105 @@
+// dram-btree: the volatile concurrent B+-tree (OlcBTree) behind the Index
+// interface. It is the upper bound every persistent tree is measured
+// against. Layout and protocol: docs/layout/dram_btree.md.
+#include <memory>
+#include <string>
+
+#include "common/olc_btree.h"
+#include "pmindex/index.h"
+#include "pmindex/registry.h"
+
+namespace pmindex {
+namespace {
+
+template <int kNode>
+class DramBTree final : public Index {
+ public:
+  std::string_view kind() const override { return "dram-btree"; }
+  bool persistent() const override { return false; }
+
+  Status insert(Key k, Value v) override {
+    return tree_.insert(k, v) ? Status::OK() : Status::AlreadyExists();
+  }
+  Status update(Key k, Value v) override {
+    return tree_.update(k, v) ? Status::OK() : Status::NotFound();
+  }
+  Status upsert(Key k, Value v) override {
+    tree_.upsert(k, v);
+    return Status::OK();
+  }
+  std::optional<Value> lookup(Key k) override { return tree_.lookup(k); }
+  Status remove(Key k) override { return tree_.remove(k) ? Status::OK() : Status::NotFound(); }
+  size_t scan(Key from, size_t n, KV* out) override { return tree_.scan(from, n, out); }
+
+  Status bulk_load(std::span<const KV> sorted, double fill) override {
+    if (!(fill > 0.0 && fill <= 1.0)) {
+      return Status::InvalidArgument("bulk_load: fill " + std::to_string(fill) +
+                                     " is outside (0, 1]");
+    }
+    if (tree_.size() != 0) return Status::InvalidArgument("bulk_load: the index is not empty");
+    for (size_t i = 1; i < sorted.size(); ++i) {
+      if (sorted[i - 1].key >= sorted[i].key) {
+        return Status::InvalidArgument("bulk_load: keys not strictly ascending at position " +
+                                       std::to_string(i));
+      }
+    }
+    tree_.bulk_load(sorted, fill);
+    return Status::OK();
+  }
+
+  Status verify() override { return tree_.verify(); }
+
+  IndexStats stats() override {
+    IndexStats s;
+    s.entries = tree_.size();
+    s.height = s.entries == 0 && tree_.height() == 1 ? 0 : tree_.height();
+    s.inner_nodes = tree_.inner_nodes();
+    s.leaves = tree_.leaves();
+    s.dram_bytes = tree_.dram_bytes();
+    return s;
+  }
+
+ private:
+  OlcBTree<kNode, kNode> tree_;
+};
+
+Status Validate(const Options& o) {
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node"}));
+  auto node = o.get_enum("node", "32", {"4", "16", "32", "64", "128"});
+  return node.status();
+}
+
+Result<std::unique_ptr<Index>> Create(const IndexEnv&, const Options& o) {
+  auto node = o.get_enum("node", "32", {"4", "16", "32", "64", "128"});
+  if (!node.ok()) return node.status();
+  const std::string& n = node.value();
+  std::unique_ptr<Index> idx;
+  if (n == "4") {
+    idx = std::make_unique<DramBTree<4>>();
+  } else if (n == "16") {
+    idx = std::make_unique<DramBTree<16>>();
+  } else if (n == "64") {
+    idx = std::make_unique<DramBTree<64>>();
+  } else if (n == "128") {
+    idx = std::make_unique<DramBTree<128>>();
+  } else {
+    idx = std::make_unique<DramBTree<32>>();
+  }
+  return idx;
+}
+
+}  // namespace
+
+PMINDEX_REGISTER_INDEX(dram_btree, {
+    .name = "dram-btree",
+    .persistent = false,
+    .options_help = "node=16|32|64|128 (keys per inner node and per leaf; default 32)",
+    .test_configs = {"node=4", "node=16", "node=32", "node=128"},
+    .validate = Validate,
+    .create = Create,
+    .open = nullptr,
+    .test_only = false,
+    .stores_data = true,
+});
+
+}  // namespace pmindex

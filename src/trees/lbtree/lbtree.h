@@ -1,0 +1,42 @@
+// LB+-Tree (paper 000_eb283a9b9c5be096): PM leaves of node= 256/512/768/1024
+// bytes (lbtree_leaf.h), DRAM routing layer and leaf list machinery shared
+// with fptree and wbtree (common/pm_leaf_tree.h).
+//
+// Contract
+// - Persistent: the leaf list (root slot 0 = head), the rebuild hints (root
+//   slot 1). Layout and persist order of every operation: lbtree_leaf.h and
+//   docs/layout/lbtree.md. No log anywhere: every change of a leaf is one
+//   NAW section; a split is one NAW section on the old leaf (the new leaf is
+//   unused space until then).
+// - Locks: per leaf, the DRAM version lock of its LeafRef (writers), with the
+//   paper's persistent lock bit mirrored in the leaf; readers validate
+//   versions (no HTM).
+// - Recovery: walks the list (in parallel over the hinted segments with
+//   rebuild_threads=N), clears stale lock bits, unlinks empty leaves other
+//   than the head, reports every leaf to the allocator, rebuilds the DRAM
+//   layer.
+#pragma once
+
+#include <string_view>
+
+#include "common/pm_leaf_tree.h"
+#include "trees/lbtree/lbtree_leaf.h"
+
+namespace pmindex::lbtree {
+
+template <int kBlocks>
+struct Policy {
+  static constexpr std::string_view kName = "lbtree";
+  using LeafT = Leaf<kBlocks>;
+  static constexpr size_t kMetaBytes = 0;
+  void InitMeta(void*) {}
+  Status RecoverMeta(void*, Pool*) { return Status::OK(); }
+  uint64_t Split(LeafT* l, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void*) {
+    return l->SplitInsert(k, v, nl, nl_ptr);
+  }
+};
+
+template <int kBlocks>
+using Tree = common::PmLeafTree<Policy<kBlocks>>;
+
+}  // namespace pmindex::lbtree

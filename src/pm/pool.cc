@@ -278,7 +278,8 @@ Status ReadHeader(int fd, const std::string& path, PoolHeader* h) {
   struct stat st;
   if (fstat(fd, &st) != 0) return Status::IOError(SysError("cannot stat", path, errno));
   if (!S_ISREG(st.st_mode)) {
-    return Status::Corruption(path + " is not a pmindex pool (not a regular file)");
+    return Status::Corruption(path + " is not a pmindex pool (" +
+                              (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") + ")");
   }
   std::memset(h, 0, sizeof(*h));
   uint64_t have = static_cast<uint64_t>(st.st_size);
@@ -462,6 +463,7 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound("no pool at " + path);
+    if (errno == EISDIR) return Status::Corruption(path + " is not a pmindex pool (a directory)");
     return Status::IOError(SysError("cannot open", path, errno));
   }
   auto fail = [&](Status s) {

@@ -119,6 +119,8 @@ class Pool {
     std::string kind, index_options;
     bool clean = false;
     uint16_t pool_id = 0;
+    // What Open would give (Inspect probes with a read-only MAP_SYNC map).
+    Durability durability = Durability::kVolatile;
   };
   static Result<Info> Inspect(const std::string& path);
 

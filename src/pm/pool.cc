@@ -595,6 +595,15 @@ Result<Pool::Info> Pool::Inspect(const std::string& path) {
   }
   PoolHeader h;
   Status s = ReadHeader(fd, path, &h);
+  Durability durability = Durability::kProcessCrash;
+  if (s.ok()) {
+    // A read-only MAP_SYNC mapping succeeds exactly where Open's would.
+    void* m = mmap(nullptr, pm::kHeaderSize, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+    if (m != MAP_FAILED) {
+      durability = Durability::kPowerFailure;
+      munmap(m, pm::kHeaderSize);
+    }
+  }
   close(fd);
   if (s.ok()) s = CheckSegmentFiles(h, path);
   if (!s.ok()) return s;
@@ -610,6 +619,7 @@ Result<Pool::Info> Pool::Inspect(const std::string& path) {
   info.index_options = h.options;
   info.clean = h.clean == 1;
   info.pool_id = h.pool_id;
+  info.durability = durability;
   return info;
 }
 
@@ -677,6 +687,7 @@ Pool::Info Pool::info() const {
   info.index_options = impl_->options;
   info.clean = h.clean == 1;
   info.pool_id = h.pool_id;
+  info.durability = impl_->durability;
   return info;
 }
 

@@ -1,0 +1,593 @@
+#include "bench.h"
+
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "alloc/allocator.h"
+#include "pm/persist.h"
+#include "pmindex/pool.h"
+
+namespace pmindex::bench {
+
+namespace fs = std::filesystem;
+using workload::Op;
+using workload::OpStream;
+using workload::OpType;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+template <class T>
+T Median(std::vector<T> v) {
+  if (v.empty()) return T{};
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  if (n % 2 == 1) return v[n / 2];
+  return static_cast<T>((v[n / 2 - 1] + v[n / 2]) / 2);
+}
+
+// Prints "loading ..." on stderr if the load takes over a second, and the
+// time taken when it ends.
+class LoadProgress {
+ public:
+  LoadProgress(std::string what) : what_(std::move(what)), t0_(Clock::now()) {
+    th_ = std::thread([this] {
+      std::unique_lock<std::mutex> l(mu_);
+      if (!cv_.wait_for(l, std::chrono::seconds(1), [this] { return done_; })) {
+        std::fprintf(stderr, "pmbench: %s ...\n", what_.c_str());
+        printed_ = true;
+      }
+    });
+  }
+  ~LoadProgress() { Finish(); }
+  double Finish() {
+    if (th_.joinable()) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        done_ = true;
+      }
+      cv_.notify_all();
+      th_.join();
+      secs_ = SecondsSince(t0_);
+      if (printed_) std::fprintf(stderr, "pmbench: %s done in %.2f s\n", what_.c_str(), secs_);
+    }
+    return secs_;
+  }
+
+ private:
+  std::string what_;
+  Clock::time_point t0_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false, printed_ = false;
+  double secs_ = 0;
+  std::thread th_;
+};
+
+struct ThreadResult {
+  uint64_t ops = 0, errors = 0, misses = 0;
+  bool fatal = false;
+  std::string first_error, fatal_error;
+  std::vector<uint64_t> lat_ticks;
+};
+
+struct Checker {
+  bool check;          // the index stores data: verify results
+  bool values_pristine;  // no update ran yet: a lookup returns ValueFor(key)
+};
+
+void Wrong(ThreadResult& r, const Op& op, const char* what, bool miss) {
+  ++r.errors;
+  if (miss) ++r.misses;
+  if (r.first_error.empty()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s of key %llu: %s", workload::OpTypeName(op.type),
+                  static_cast<unsigned long long>(op.key), what);
+    r.first_error = buf;
+  }
+}
+
+// Executes one op. Returns false on a fatal error (out of space).
+inline bool Execute(Index& idx, const Op& op, KV* buf, const Checker& c, ThreadResult& r) {
+  switch (op.type) {
+    case OpType::kInsert: {
+      Status s = idx.insert(op.key, op.value);
+      if (!s.ok()) {
+        if (s.is_out_of_space()) {
+          r.fatal = true;
+          r.fatal_error = "out of space during insert: " + s.ToString();
+          return false;
+        }
+        if (c.check) Wrong(r, op, "insert of an absent key failed", false);
+      }
+      break;
+    }
+    case OpType::kLookup: {
+      std::optional<Value> v = idx.lookup(op.key);
+      if (c.check) {
+        if (!v) Wrong(r, op, "present key not found", true);
+        else if (c.values_pristine && *v != workload::ValueFor(op.key))
+          Wrong(r, op, "wrong value", false);
+      }
+      break;
+    }
+    case OpType::kUpdate: {
+      Status s = idx.update(op.key, op.value);
+      if (!s.ok() && c.check) Wrong(r, op, "update of a present key failed", s.is_not_found());
+      break;
+    }
+    case OpType::kDelete: {
+      Status s = idx.remove(op.key);
+      if (!s.ok() && c.check) Wrong(r, op, "delete of a present key failed", s.is_not_found());
+      break;
+    }
+    case OpType::kScan: {
+      size_t n = idx.scan(op.key, op.scan_len, buf);
+      if (c.check && (n == 0 || buf[0].key != op.key))
+        Wrong(r, op, "scan did not start at the present key", n == 0);
+      break;
+    }
+    case OpType::kReadModifyWrite: {
+      std::optional<Value> v = idx.lookup(op.key);
+      if (!v) {
+        if (c.check) Wrong(r, op, "present key not found", true);
+        break;
+      }
+      Status s = idx.update(op.key, op.value);
+      if (!s.ok() && c.check) Wrong(r, op, "update of a present key failed", s.is_not_found());
+      break;
+    }
+  }
+  return true;
+}
+
+struct PhaseRun {
+  uint64_t ops = 0;
+  double seconds = 0;
+  LatencyNs lat;
+  pm::Counters counters;
+  uint64_t errors = 0, misses = 0;
+  std::string first_error;
+  IndexStats stats;
+};
+
+// Runs one planned phase with plan.threads threads.
+Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> w,
+                          const workload::PhasePlan& plan, const BenchConfig& cfg,
+                          const Checker& checker, workload::State* state) {
+  const unsigned T = plan.threads;
+  std::vector<std::unique_ptr<OpStream>> streams;
+  for (unsigned t = 0; t < T; ++t) streams.push_back(std::make_unique<OpStream>(w, plan, t));
+  std::vector<ThreadResult> results(T);
+  std::atomic<unsigned> ready{0};
+  std::atomic<bool> go{false}, stop{false};
+  const uint64_t every = std::max<uint32_t>(1, cfg.latency_every);
+  const size_t scan_buf = std::max<uint32_t>(1, cfg.scan_len);
+
+  pm::ResetCounters();
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < T; ++t) {
+    threads.emplace_back([&, t] {
+      OpStream& st = *streams[t];
+      ThreadResult& r = results[t];
+      std::vector<KV> buf(scan_buf);
+      r.lat_ticks.reserve(plan.time_mode ? 1 << 16 : plan.thread_ops[t] / every + 1);
+      Op op;
+      uint64_t i = 0;
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      while (true) {
+        if (plan.time_mode && (i & 255) == 0 && stop.load(std::memory_order_relaxed)) break;
+        if (!st.Next(&op)) break;
+        bool ok;
+        if (i % every == 0) {
+          uint64_t t0 = __rdtsc();
+          ok = Execute(idx, op, buf.data(), checker, r);
+          r.lat_ticks.push_back(__rdtsc() - t0);
+        } else {
+          ok = Execute(idx, op, buf.data(), checker, r);
+        }
+        ++i;
+        if (!ok) {
+          stop.store(true);
+          break;
+        }
+      }
+      r.ops = i;
+    });
+  }
+  while (ready.load() != T) std::this_thread::yield();
+  Clock::time_point t0 = Clock::now();
+  go.store(true, std::memory_order_release);
+  if (plan.time_mode) {
+    while (SecondsSince(t0) < cfg.duration_s && !stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    stop.store(true);
+  }
+  for (auto& th : threads) th.join();
+  PhaseRun run;
+  run.seconds = SecondsSince(t0);
+  run.counters = pm::GlobalCounters();
+
+  std::vector<const OpStream*> sp;
+  for (auto& s : streams) sp.push_back(s.get());
+  w->Commit(state, plan, sp);
+
+  std::vector<uint64_t> lat;
+  for (ThreadResult& r : results) {
+    if (r.fatal) return Status::OutOfSpace(r.fatal_error);
+    run.ops += r.ops;
+    run.errors += r.errors;
+    run.misses += r.misses;
+    if (run.first_error.empty()) run.first_error = r.first_error;
+    lat.insert(lat.end(), r.lat_ticks.begin(), r.lat_ticks.end());
+  }
+  if (!lat.empty()) {
+    std::sort(lat.begin(), lat.end());
+    const double tpn = pm::TscTicksPerNs();
+    auto pct = [&](double p) {
+      size_t k = static_cast<size_t>(p * static_cast<double>(lat.size() - 1) + 0.5);
+      return static_cast<double>(lat[std::min(k, lat.size() - 1)]) / tpn;
+    };
+    run.lat = LatencyNs{pct(0.50), pct(0.90), pct(0.99), pct(0.999)};
+  }
+  run.stats = idx.stats();
+  if (run.stats.pm_bytes == 0 && idx.allocator() != nullptr)
+    run.stats.pm_bytes = idx.allocator()->stats().bytes_in_use;
+  return run;
+}
+
+std::string OptionsOf(const BenchConfig& cfg, const std::string& name) {
+  auto it = cfg.index_options.find(name);
+  return it == cfg.index_options.end() ? std::string() : it->second;
+}
+
+void RemovePoolFiles(const std::string& path) {
+  fs::path p(path);
+  std::error_code ec;
+  if (!fs::exists(p.parent_path(), ec)) return;
+  const std::string base = p.filename().string();
+  for (const auto& e : fs::directory_iterator(p.parent_path(), ec)) {
+    std::string name = e.path().filename().string();
+    if (name == base || name.starts_with(base + ".")) fs::remove(e.path(), ec);
+  }
+}
+
+uint64_t PoolSizeBytes(const BenchConfig& cfg) {
+  if (cfg.pool_size_mb != 0) return cfg.pool_size_mb << 20;
+  // About 40 bytes per loaded key at the fill factor, in whole MiB, at
+  // least 64 MiB; the pool grows by segments beyond that.
+  double est = static_cast<double>(cfg.keys) * 40.0 / std::max(cfg.fill, 0.1);
+  uint64_t mb = static_cast<uint64_t>(est / (1 << 20)) + 1;
+  return std::max<uint64_t>(64, mb) << 20;
+}
+
+struct RepeatResult {
+  std::vector<PhaseRun> phases;
+  double load_s = 0;
+  double recovery_s = 0;
+};
+
+// Pool and index are locals: on every return the index is destroyed
+// before the pool.
+Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
+                               std::shared_ptr<const workload::Workload> w,
+                               const std::vector<KV>& pairs, const std::string& path) {
+  RepeatResult out;
+  std::unique_ptr<Pool> pool;
+  if (info.persistent) {
+    PoolOptions po;
+    po.size = PoolSizeBytes(cfg);
+    po.segment_size = po.size;
+    auto p = create_pool_for(info.name, OptionsOf(cfg, info.name), path, po);
+    if (!p.ok()) return Status(p.status());
+    pool = std::move(p.value());
+  }
+  auto created = create_index(info.name, OptionsOf(cfg, info.name), pool.get());
+  if (!created.ok()) return Status(created.status());
+  std::unique_ptr<Index> idx = std::move(created.value());
+
+  {
+    char what[200];
+    std::snprintf(what, sizeof what, "loading %s (%llu keys, fill %.2f)", info.name.c_str(),
+                  static_cast<unsigned long long>(pairs.size()), cfg.fill);
+    LoadProgress progress(what);
+    if (!pairs.empty()) {
+      Status s = idx->bulk_load(pairs, cfg.fill);
+      if (!s.ok()) return Status(s.code() == Status::Code::kOutOfSpace
+                                     ? Status::OutOfSpace("bulk load: " + s.ToString())
+                                     : Status::InvalidArgument("bulk load: " + s.ToString()));
+    }
+    out.load_s = progress.Finish();
+  }
+
+  workload::State state = w->InitialState();
+  Checker checker{cfg.check && info.stores_data, true};
+  const size_t nphases = w->config().phases.size();
+  for (size_t p = 1; p <= nphases; ++p) {
+    const workload::Mix& mix = w->config().phases[p - 1].mix;
+    if (mix.has(OpType::kUpdate) || mix.has(OpType::kReadModifyWrite)) checker.values_pristine = false;
+    auto plan = w->Plan(state, p, cfg.threads, cfg.duration_s > 0);
+    if (!plan.ok()) return plan.status();
+    auto run = RunPhase(*idx, w, plan.value(), cfg, checker, &state);
+    if (!run.ok()) return Status(run.status());
+    out.phases.push_back(std::move(run.value()));
+  }
+
+  if (cfg.verify) {
+    Status s = idx->verify();
+    if (!s.ok() && !s.is_not_supported())
+      return Status::Corruption(info.name + ": verify() failed after the run: " + s.ToString());
+  }
+
+  if (info.persistent) {
+    Status s = idx->close();
+    if (!s.ok()) return Status::IOError("close: " + s.ToString());
+    idx.reset();
+    s = pool->Close();
+    if (!s.ok()) return Status::IOError("pool close: " + s.ToString());
+    pool.reset();
+    auto p = Pool::Open(path);
+    if (!p.ok()) return Status::IOError("reopen: " + p.status().ToString());
+    pool = std::move(p.value());
+    Clock::time_point t0 = Clock::now();
+    auto opened = open_index(pool.get());
+    out.recovery_s = SecondsSince(t0);
+    if (!opened.ok()) return Status::Corruption("open_index after close: " + opened.status().ToString());
+    idx = std::move(opened.value());
+    // The reopened index must hold the keys present at the end of the run.
+    if (checker.check && !state.present.empty()) {
+      workload::Rng rng(cfg.seed ^ 0x7265636f76ull);
+      uint64_t missing = 0;
+      for (int i = 0; i < 1000; ++i) {
+        Key k = w->keyspace().key(state.present.at(rng.Below(state.present.size())));
+        if (!idx->lookup(k)) ++missing;
+      }
+      if (missing != 0) {
+        PhaseRun& last = out.phases.back();
+        last.errors += missing;
+        last.misses += missing;
+        if (last.first_error.empty())
+          last.first_error = std::to_string(missing) + " of 1000 sampled present keys missing after reopen";
+      }
+    }
+    idx->close();
+    idx.reset();
+    pool->Close();
+    pool.reset();
+  }
+  return out;
+}
+
+Result<RepeatResult> RunOnce(const IndexInfo& info, const BenchConfig& cfg,
+                             std::shared_ptr<const workload::Workload> w,
+                             const std::vector<KV>& pairs, unsigned rep) {
+  std::string path;
+  if (info.persistent) {
+    path = (fs::path(cfg.pool_dir) / (info.name + "-r" + std::to_string(rep) + ".pool")).string();
+    RemovePoolFiles(path);
+  }
+  auto res = RunOnceIn(info, cfg, std::move(w), pairs, path);
+  if (info.persistent) RemovePoolFiles(path);
+  return res;
+}
+
+}  // namespace
+
+Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
+                                        std::shared_ptr<const workload::Workload> w) {
+  std::vector<KV> pairs;
+  {
+    LoadProgress progress("generating " + std::to_string(cfg.keys) + " keys");
+    pairs = w->LoadPairs();
+  }
+  std::vector<PhaseReport> reports;
+  const size_t nphases = w->config().phases.size();
+  for (const std::string& name : cfg.indexes) {
+    const IndexInfo* info = Registry::Get().Find(name);
+    std::vector<RepeatResult> reps;
+    for (unsigned r = 1; r <= cfg.repeat; ++r) {
+      auto res = RunOnce(*info, cfg, w, pairs, r);
+      if (!res.ok()) return Status(res.status().code() == Status::Code::kOutOfSpace
+                                       ? Status::OutOfSpace(name + ": " + std::string(res.status().message()))
+                                       : Status::InvalidArgument(name + ": " + res.status().ToString()));
+      reps.push_back(std::move(res.value()));
+    }
+    for (size_t p = 0; p < nphases; ++p) {
+      PhaseReport rep;
+      rep.index = name;
+      rep.options = OptionsOf(cfg, name);
+      rep.phase = w->config().phases[p].mix.name;
+      rep.phase_no = p + 1;
+      rep.persistent = info->persistent;
+      rep.threads = cfg.threads;
+      rep.repeat = cfg.repeat;
+      std::vector<double> tput, secs, p50, p90, p99, p999, lf, fe, nw, load, rec;
+      std::vector<uint64_t> ops, pmb, drb;
+      for (const RepeatResult& rr : reps) {
+        const PhaseRun& run = rr.phases[p];
+        double n = static_cast<double>(std::max<uint64_t>(run.ops, 1));
+        tput.push_back(run.seconds > 0 ? static_cast<double>(run.ops) / run.seconds : 0);
+        secs.push_back(run.seconds);
+        ops.push_back(run.ops);
+        p50.push_back(run.lat.p50);
+        p90.push_back(run.lat.p90);
+        p99.push_back(run.lat.p99);
+        p999.push_back(run.lat.p999);
+        lf.push_back(static_cast<double>(run.counters.lines_flushed) / n);
+        fe.push_back(static_cast<double>(run.counters.fences) / n);
+        nw.push_back(static_cast<double>(run.counters.naws) / n);
+        pmb.push_back(run.stats.pm_bytes);
+        drb.push_back(run.stats.dram_bytes);
+        load.push_back(rr.load_s);
+        rec.push_back(rr.recovery_s);
+        rep.errors += run.errors;
+        rep.misses += run.misses;
+        if (rep.first_error.empty()) rep.first_error = run.first_error;
+      }
+      rep.throughput_runs = tput;
+      rep.throughput_ops_s = Median(tput);
+      rep.seconds = Median(secs);
+      rep.ops = Median(ops);
+      rep.latency = LatencyNs{Median(p50), Median(p90), Median(p99), Median(p999)};
+      rep.lines_flushed = Median(lf);
+      rep.fences = Median(fe);
+      rep.naws = Median(nw);
+      rep.pm_bytes = Median(pmb);
+      rep.dram_bytes = Median(drb);
+      rep.load_s = Median(load);
+      rep.recovery_s = (info->persistent && p + 1 == nphases) ? Median(rec) : 0.0;
+      reports.push_back(std::move(rep));
+    }
+  }
+  return reports;
+}
+
+// ----------------------------------------------------------------- report
+namespace {
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto c = line.find(':');
+      if (c != std::string::npos) {
+        std::string m = line.substr(c + 1);
+        m.erase(0, m.find_first_not_of(' '));
+        return m;
+      }
+    }
+  }
+  return "unknown";
+}
+
+std::string Human(double v) {
+  char buf[32];
+  if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", v / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+std::string Mib(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(b) / (1 << 20));
+  return buf;
+}
+
+std::string UtcNow() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg) {
+  std::printf("pmbench: %llu keys (fill %.2f, %s), dist %s, %u thread(s), median of %u, flush %s%s%s\n",
+              static_cast<unsigned long long>(cfg.keys), cfg.fill, cfg.keyspace.c_str(),
+              cfg.dist.c_str(), cfg.threads, cfg.repeat,
+              pm::FlushKindName(pm::ActiveFlushKind()), cfg.eadr ? ", eADR" : "",
+              cfg.pm_write_ns ? (", +" + std::to_string(cfg.pm_write_ns) + " ns/line").c_str() : "");
+  std::printf("%-12s %-14s %2s %9s %9s %8s %8s %8s %8s %7s %7s %7s %9s %9s %8s %6s\n", "index",
+              "phase", "#", "ops", "ops/s", "p50ns", "p90ns", "p99ns", "p999ns", "lines", "fences",
+              "naws", "PM MiB", "DRAM MiB", "recov s", "errors");
+  for (const PhaseReport& r : reports) {
+    std::string phase = r.phase.size() > 14 ? r.phase.substr(0, 13) + "~" : r.phase;
+    std::printf("%-12s %-14s %2zu %9s %9s %8.0f %8.0f %8.0f %8.0f %7.2f %7.2f %7.2f %9s %9s %8s %6llu\n",
+                r.index.c_str(), phase.c_str(), r.phase_no, Human(static_cast<double>(r.ops)).c_str(),
+                Human(r.throughput_ops_s).c_str(), r.latency.p50, r.latency.p90, r.latency.p99,
+                r.latency.p999, r.lines_flushed, r.fences, r.naws, Mib(r.pm_bytes).c_str(),
+                Mib(r.dram_bytes).c_str(),
+                r.persistent && r.recovery_s > 0 ? std::to_string(r.recovery_s).substr(0, 7).c_str() : "-",
+                static_cast<unsigned long long>(r.errors));
+  }
+  std::fflush(stdout);
+}
+
+Status WriteJson(const std::string& path, const std::vector<PhaseReport>& reports,
+                 const BenchConfig& cfg) {
+  using nlohmann::json;
+  json machine = {
+      {"cpu", CpuModel()},
+      {"cores", std::thread::hardware_concurrency()},
+      {"flush", pm::FlushKindName(pm::ActiveFlushKind())},
+      {"tsc_ticks_per_ns", pm::TscTicksPerNs()},
+      {"date", UtcNow()},
+      {"compiler", __VERSION__},
+  };
+  json config = {
+      {"index", cfg.indexes},   {"keys", cfg.keys},
+      {"fill", cfg.fill},       {"workload", cfg.workload},
+      {"ops", cfg.ops},         {"duration_s", cfg.duration_s},
+      {"dist", cfg.dist},       {"keyspace", cfg.keyspace},
+      {"threads", cfg.threads}, {"repeat", cfg.repeat},
+      {"pm_write_ns", cfg.pm_write_ns}, {"eadr", cfg.eadr},
+      {"pool", cfg.pool_dir_is_temp ? std::string() : cfg.pool_dir},
+      {"pool_size_mb", cfg.pool_size_mb}, {"opt", cfg.opt_args},
+      {"index_options", cfg.index_options},
+      {"seed", cfg.seed},       {"scan_len", cfg.scan_len},
+      {"latency_every", cfg.latency_every}, {"check", cfg.check},
+      {"verify", cfg.verify},
+  };
+  json runs = json::array();
+  for (const PhaseReport& r : reports) {
+    runs.push_back({
+        {"index", r.index},
+        {"options", r.options},
+        {"phase", r.phase},
+        {"phase_no", r.phase_no},
+        {"persistent", r.persistent},
+        {"threads", r.threads},
+        {"ops", r.ops},
+        {"repeat", r.repeat},
+        {"throughput_ops_s", r.throughput_ops_s},
+        {"throughput_runs", r.throughput_runs},
+        {"seconds", r.seconds},
+        {"latency_ns", {{"p50", r.latency.p50}, {"p90", r.latency.p90}, {"p99", r.latency.p99},
+                        {"p999", r.latency.p999}}},
+        {"per_op", {{"lines_flushed", r.lines_flushed}, {"fences", r.fences}, {"naws", r.naws}}},
+        {"pm_bytes", r.pm_bytes},
+        {"dram_bytes", r.dram_bytes},
+        {"recovery_s", r.recovery_s},
+        {"load_s", r.load_s},
+        {"errors", r.errors},
+        {"misses", r.misses},
+        {"first_error", r.first_error},
+    });
+  }
+  json doc = {{"machine", machine}, {"config", config}, {"runs", runs}};
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) return Status::IOError("cannot write --json " + path);
+    out << doc.dump(2) << "\n";
+    if (!out) return Status::IOError("cannot write --json " + path);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::IOError("cannot write --json " + path + ": " + ec.message());
+  return Status::OK();
+}
+
+}  // namespace pmindex::bench

@@ -1,0 +1,83 @@
+// pmbench internals: the run configuration, the driver that runs one index
+// through bulk load + phases, and the report (table, JSON).
+//
+// The command line and the JSON schema are a contract (DESIGN.md section 7,
+// docs/benchmarking.md): fields may be added, never renamed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pmindex/index.h"
+#include "pmindex/registry.h"
+#include "pmindex/status.h"
+#include "workload.h"
+
+namespace pmindex::bench {
+
+struct BenchConfig {
+  std::vector<std::string> indexes;  // resolved names
+  std::string index_arg = "dram-btree,null";
+  uint64_t keys = 1000000;
+  double fill = 0.7;
+  std::string workload = "lookup";
+  uint64_t ops = 1000000;
+  double duration_s = 0;  // > 0: time mode, each phase runs this long
+  std::string dist = "uniform";
+  std::string keyspace = "random";
+  unsigned threads = 1;
+  unsigned repeat = 3;
+  uint32_t pm_write_ns = 0;
+  bool eadr = false;
+  std::string pool_dir;  // empty: a fresh temp dir, removed at exit
+  bool pool_dir_is_temp = false;
+  uint64_t pool_size_mb = 0;  // 0: sized from --keys
+  std::vector<std::string> opt_args;               // raw --opt values
+  std::map<std::string, std::string> index_options;  // effective, per index
+  std::string json_path;
+  uint64_t seed = 42;
+  uint32_t scan_len = 100;
+  uint32_t latency_every = 64;
+  bool check = true;
+  bool verify = false;
+};
+
+struct LatencyNs {
+  double p50 = 0, p90 = 0, p99 = 0, p999 = 0;
+};
+
+// One (index, phase) over all repeats; scalar fields are medians.
+struct PhaseReport {
+  std::string index, options, phase;
+  size_t phase_no = 0;
+  bool persistent = false;
+  unsigned threads = 1;
+  uint64_t ops = 0;
+  unsigned repeat = 0;
+  double throughput_ops_s = 0;
+  double seconds = 0;
+  LatencyNs latency;
+  double lines_flushed = 0, fences = 0, naws = 0;  // per op
+  uint64_t pm_bytes = 0, dram_bytes = 0;
+  double recovery_s = 0;  // last phase of a persistent index only
+  double load_s = 0;      // bulk load, median
+  uint64_t errors = 0;    // wrong results, summed over repeats
+  uint64_t misses = 0;    // present keys not found (part of errors)
+  std::string first_error;
+  std::vector<double> throughput_runs;
+};
+
+// Runs every index of cfg on the workload. A fatal problem (out of space,
+// create/open failure) returns a non-OK status; wrong results are reported
+// in PhaseReport::errors.
+Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
+                                        std::shared_ptr<const workload::Workload> w);
+
+void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg);
+Status WriteJson(const std::string& path, const std::vector<PhaseReport>& reports,
+                 const BenchConfig& cfg);
+
+}  // namespace pmindex::bench

@@ -1,0 +1,312 @@
+// pmbench: runs registered indexes on one generated workload and reports
+// throughput, sampled latency, per-operation persistence costs, space and
+// recovery time (DESIGN.md section 7, docs/benchmarking.md).
+//
+// Exit status: 0 success; 1 some phase returned wrong results (a present
+// key not found, an insert of a fresh key refused, ...); 2 a usage or
+// environment error (one line on stderr), including out of space.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "pm/persist.h"
+#include "pmindex/options.h"
+#include "pmindex/registry.h"
+#include "workload.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pmindex::Registry;
+using pmindex::Status;
+using pmindex::bench::BenchConfig;
+
+[[noreturn]] void Fail(const std::string& msg) {
+  std::fprintf(stderr, "pmbench: error: %s\n", msg.c_str());
+  std::exit(2);
+}
+
+// A temporary pool directory removed when main returns.
+struct TempDir {
+  std::string path;
+  ~TempDir() {
+    if (!path.empty()) {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  }
+};
+
+std::string KnownIndexes() {
+  std::string s;
+  for (const pmindex::IndexInfo* i : Registry::Get().All()) s += (s.empty() ? "" : ", ") + i->name;
+  return s;
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (true) {
+    size_t e = s.find(sep, b);
+    out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+
+void ResolveIndexes(BenchConfig& cfg) {
+  std::set<std::string> seen;
+  for (const std::string& raw : Split(cfg.index_arg, ',')) {
+    if (raw == "all") {
+      for (const pmindex::IndexInfo* i : Registry::Get().All())
+        if (seen.insert(i->name).second) cfg.indexes.push_back(i->name);
+      continue;
+    }
+    if (raw.empty()) Fail("bad --index '" + cfg.index_arg + "': empty name");
+    const pmindex::IndexInfo* info = Registry::Get().Find(raw);
+    if (info == nullptr || info->test_only)
+      Fail("unknown index '" + raw + "' (known: " + KnownIndexes() + ")");
+    if (seen.insert(raw).second) cfg.indexes.push_back(raw);
+  }
+  if (cfg.indexes.empty()) Fail("no index selected (known: " + KnownIndexes() + ")");
+}
+
+// --opt k=v,...        applies to every selected index that takes options
+// --opt INDEX:k=v,...  applies to INDEX only (and overrides the above)
+void ResolveOptions(BenchConfig& cfg) {
+  std::string common;
+  std::map<std::string, std::string> specific;
+  for (const std::string& a : cfg.opt_args) {
+    auto colon = a.find(':');
+    auto eq = a.find('=');
+    if (colon != std::string::npos && (eq == std::string::npos || colon < eq)) {
+      std::string name = a.substr(0, colon);
+      if (std::find(cfg.indexes.begin(), cfg.indexes.end(), name) == cfg.indexes.end())
+        Fail("--opt '" + a + "' names index '" + name + "', which is not in --index");
+      std::string& dst = specific[name];
+      dst += (dst.empty() ? "" : ",") + a.substr(colon + 1);
+    } else {
+      common += (common.empty() ? "" : ",") + a;
+    }
+  }
+  for (const std::string& name : cfg.indexes) {
+    const pmindex::IndexInfo* info = Registry::Get().Find(name);
+    std::string text;
+    if (info->validate || specific.count(name)) text = common;
+    if (specific.count(name)) {
+      // Specific keys override common ones.
+      auto sp = pmindex::Options::Parse(specific[name]);
+      if (!sp.ok()) Fail("bad --opt for " + name + ": " + sp.status().ToString());
+      auto cm = pmindex::Options::Parse(text);
+      if (!cm.ok()) Fail("bad --opt: " + cm.status().ToString());
+      pmindex::Options merged;
+      for (const auto& [k, v] : cm.value().items())
+        if (!sp.value().has(k)) merged.set(k, v);
+      for (const auto& [k, v] : sp.value().items()) merged.set(k, v);
+      text = merged.ToString();
+    }
+    auto parsed = pmindex::Options::Parse(text);
+    if (!parsed.ok()) Fail("bad --opt for " + name + ": " + parsed.status().ToString());
+    if (!parsed.value().items().empty()) {
+      if (!info->validate) Fail("index " + name + " takes no options (got '" + text + "')");
+      Status s = info->validate(parsed.value());
+      if (!s.ok())
+        Fail("bad --opt for " + name + ": " + std::string(s.message().empty() ? s.ToString() : s.message()) +
+             (info->options_help.empty() ? "" : " (accepted: " + info->options_help + ")"));
+    }
+    cfg.index_options[name] = parsed.value().ToString();
+  }
+}
+
+void PreparePoolDir(BenchConfig& cfg, TempDir& tmp) {
+  bool any_persistent = false;
+  for (const std::string& n : cfg.indexes) any_persistent |= Registry::Get().Find(n)->persistent;
+  if (cfg.pool_dir.empty()) {
+    if (!any_persistent) return;
+    const char* base = std::getenv("TMPDIR");
+    std::string templ = std::string(base && *base ? base : "/tmp") + "/pmbench-XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()) == nullptr) Fail("cannot create a temporary pool directory in " + templ);
+    cfg.pool_dir = tmp.path = buf.data();
+    cfg.pool_dir_is_temp = true;
+    return;
+  }
+  std::error_code ec;
+  if (!fs::exists(cfg.pool_dir, ec)) {
+    fs::create_directories(cfg.pool_dir, ec);
+    if (ec) Fail("cannot create --pool directory '" + cfg.pool_dir + "': " + ec.message());
+  }
+  if (!fs::is_directory(cfg.pool_dir, ec)) Fail("--pool '" + cfg.pool_dir + "' is not a directory");
+  if (access(cfg.pool_dir.c_str(), W_OK | X_OK) != 0)
+    Fail("--pool directory '" + cfg.pool_dir + "' is not writable");
+}
+
+// Plans every phase once (generating the ops, executing nothing) so that a
+// workload the key set cannot serve fails before any index is loaded.
+void DryRun(const BenchConfig& cfg, std::shared_ptr<const pmindex::workload::Workload> w) {
+  using namespace pmindex::workload;
+  State s = w->InitialState();
+  const bool time_mode = cfg.duration_s > 0;
+  for (size_t p = 1; p <= w->config().phases.size(); ++p) {
+    auto plan = w->Plan(s, p, cfg.threads, time_mode);
+    if (!plan.ok()) Fail(std::string(plan.status().message()));
+    std::vector<std::unique_ptr<OpStream>> streams;
+    std::vector<const OpStream*> sp;
+    if (!time_mode) {
+      for (unsigned t = 0; t < cfg.threads; ++t) {
+        streams.push_back(std::make_unique<OpStream>(w, plan.value(), t));
+        Op op;
+        while (streams.back()->Next(&op)) {
+        }
+        sp.push_back(streams.back().get());
+      }
+    }
+    w->Commit(&s, plan.value(), sp);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchConfig cfg;
+  bool list = false;
+  std::string fill_text = "0.7";
+  CLI::App app{
+      "pmbench: runs persistent-memory indexes on one generated workload and reports throughput,\n"
+      "latency percentiles, cache lines flushed / fences / NAWs per operation, PM and DRAM bytes\n"
+      "and recovery time (docs/benchmarking.md)."};
+  app.option_defaults()->always_capture_default();
+  app.add_flag("--list", list, "Print the registered indexes (name, persistent|volatile, options) and exit");
+  app.add_option("--index", cfg.index_arg, "Comma list of indexes, or 'all'");
+  app.add_option("--keys", cfg.keys, "Keys bulk-loaded before the first phase");
+  app.add_option("--fill", fill_text, "Bulk-load fill factor, in (0, 1]");
+  app.add_option("--workload", cfg.workload,
+                 "insert|lookup|update|delete|scan|rmw|ycsb-a..ycsb-f|dense-insert|"
+                 "mix:insert=50,lookup=50, or a phase sequence insert:1000000,lookup:500000");
+  app.add_option("--ops", cfg.ops, "Operations per phase (phases without their own :OPS)");
+  app.add_option("--duration", cfg.duration_s,
+                 "Time mode: run each phase for SECS seconds instead of --ops operations");
+  app.add_option("--dist", cfg.dist, "uniform|zipf[:THETA]|latest|sequential|hotspot:F[:P]");
+  app.add_option("--keyspace", cfg.keyspace,
+                 "random (distinct random 64-bit keys) or dense (1..N); dense-insert implies dense");
+  app.add_option("--threads", cfg.threads, "Worker threads per phase");
+  app.add_option("--repeat", cfg.repeat, "Runs per index, each on a fresh index; medians reported");
+  app.add_option("--pm-write-ns", cfg.pm_write_ns, "Emulated extra PM write latency per flushed line");
+  app.add_flag("--eadr", cfg.eadr, "eADR mode: flushes are no-ops, fences stay");
+  app.add_option("--pool", cfg.pool_dir,
+                 "Directory for pool files (default: a fresh temporary directory, removed at exit)");
+  app.add_option("--pool-size-mb", cfg.pool_size_mb, "First pool segment in MiB (0: sized from --keys)");
+  app.add_option("--opt", cfg.opt_args,
+                 "Index options k=v,... for every index that takes options, or INDEX:k=v,... for one; "
+                 "repeatable");
+  app.add_option("--json", cfg.json_path, "Write the results as JSON to this file");
+  app.add_option("--seed", cfg.seed, "Workload seed (same seed, same keys and operations)");
+  app.add_option("--scan-len", cfg.scan_len, "Pairs per scan operation");
+  app.add_option("--latency-every", cfg.latency_every, "Time one operation in every N");
+  bool no_check = false;
+  app.add_flag("--no-check", no_check, "Do not check operation results");
+  app.add_flag("--verify", cfg.verify, "Run verify() on each index after its last phase");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    Fail(std::string(e.what()) + " (see pmbench --help)");
+  }
+  cfg.check = !no_check;
+
+  if (list) {
+    for (const pmindex::IndexInfo* i : Registry::Get().All())
+      std::printf("%s %s %s\n", i->name.c_str(), i->persistent ? "persistent" : "volatile",
+                  i->options_help.c_str());
+    return 0;
+  }
+
+  char* end = nullptr;
+  cfg.fill = std::strtod(fill_text.c_str(), &end);
+  if (fill_text.empty() || *end != '\0' || !(cfg.fill > 0 && cfg.fill <= 1))
+    Fail("bad --fill '" + fill_text + "': must be a number in (0, 1]");
+  if (cfg.threads < 1 || cfg.threads > 1024) Fail("bad --threads: must be in [1, 1024]");
+  if (cfg.repeat < 1 || cfg.repeat > 1000) Fail("bad --repeat: must be in [1, 1000]");
+  if (cfg.ops < 1) Fail("bad --ops: must be >= 1");
+  if (!(cfg.duration_s >= 0) || cfg.duration_s > 86400) Fail("bad --duration: must be in [0, 86400] seconds");
+  if (cfg.scan_len < 1 || cfg.scan_len > 1000000) Fail("bad --scan-len: must be in [1, 1000000]");
+  if (cfg.latency_every < 1) Fail("bad --latency-every: must be >= 1");
+  if (cfg.pm_write_ns > 100000) Fail("bad --pm-write-ns: must be <= 100000");
+  if (cfg.keyspace != "random" && cfg.keyspace != "dense")
+    Fail("bad --keyspace '" + cfg.keyspace + "': must be random or dense");
+  if (cfg.keys > (uint64_t{1} << 34)) Fail("bad --keys: at most 2^34 keys");
+
+  ResolveIndexes(cfg);
+  ResolveOptions(cfg);
+
+  namespace wl = pmindex::workload;
+  auto dist = wl::ParseDistribution(cfg.dist);
+  if (!dist.ok()) Fail(std::string(dist.status().message()));
+  auto phases = wl::ParseWorkload(cfg.workload);
+  if (!phases.ok()) Fail(std::string(phases.status().message()));
+  wl::WorkloadConfig wc;
+  wc.keys = cfg.keys;
+  wc.key_kind = cfg.keyspace == "dense" ? wl::KeyKind::kDense : wl::KeyKind::kRandom;
+  wc.dist = dist.value();
+  wc.phases = phases.value();
+  wc.default_ops = cfg.ops;
+  wc.scan_len = cfg.scan_len;
+  wc.seed = cfg.seed;
+  auto w = wl::Workload::Make(wc);
+  if (!w.ok()) Fail(std::string(w.status().message()));
+  if (w.value()->keyspace().kind() == wl::KeyKind::kDense) cfg.keyspace = "dense";
+  DryRun(cfg, w.value());
+
+  if (!cfg.json_path.empty()) {
+    fs::path jp = fs::absolute(cfg.json_path);
+    std::error_code ec;
+    bool exists = fs::exists(jp, ec);
+    if ((exists && (fs::is_directory(jp, ec) || access(jp.c_str(), W_OK) != 0)) ||
+        (!exists && access(jp.parent_path().c_str(), W_OK | X_OK) != 0))
+      Fail("cannot write --json file '" + cfg.json_path + "'");
+  }
+
+  TempDir tmp;
+  PreparePoolDir(cfg, tmp);
+  pmindex::pm::SetEadr(cfg.eadr);
+  pmindex::pm::SetPmWriteNs(cfg.pm_write_ns);
+
+  auto reports = pmindex::bench::RunAll(cfg, w.value());
+  if (!reports.ok()) {
+    std::fprintf(stderr, "pmbench: error: %s\n", std::string(reports.status().message()).c_str());
+    return 2;
+  }
+  pmindex::bench::PrintTable(reports.value(), cfg);
+  if (!cfg.json_path.empty()) {
+    Status s = pmindex::bench::WriteJson(cfg.json_path, reports.value(), cfg);
+    if (!s.ok()) {
+      std::fprintf(stderr, "pmbench: error: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  int rc = 0;
+  for (const auto& r : reports.value()) {
+    if (r.errors != 0) {
+      std::fprintf(stderr, "pmbench: %s phase %zu (%s): %llu wrong results (%llu misses); first: %s\n",
+                   r.index.c_str(), r.phase_no, r.phase.c_str(),
+                   static_cast<unsigned long long>(r.errors),
+                   static_cast<unsigned long long>(r.misses), r.first_error.c_str());
+      rc = 1;
+    }
+  }
+  return rc;
+}

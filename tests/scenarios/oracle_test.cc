@@ -226,10 +226,11 @@ void SequentialScenario(const IndexParam& p, Key first, Key step, size_t n, bool
   ASSERT_TRUE(o.Verify());
   ASSERT_TRUE(o.FullScan(97));
   ASSERT_TRUE(o.LookupAll());
-  for (Key k : keys)
+  for (Key k : keys) {
     if (((k - first) / step) % 2 == 1) {
       ASSERT_TRUE(o.Remove(k));
     }
+  }
   ASSERT_TRUE(o.Verify());
   ASSERT_TRUE(o.FullScan(61));
   // Scans from every key neighbourhood, of lengths around typical node
@@ -248,10 +249,11 @@ void SequentialScenario(const IndexParam& p, Key first, Key step, size_t n, bool
     ASSERT_TRUE(o.Scan(from, len));
   }
   // Remove the rest; the index is empty again.
-  for (Key k : keys)
+  for (Key k : keys) {
     if (((k - first) / step) % 2 == 0) {
       ASSERT_TRUE(o.Remove(k));
     }
+  }
   ASSERT_TRUE(o.Verify());
   ASSERT_TRUE(o.Scan(0, 10));
 }

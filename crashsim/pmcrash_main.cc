@@ -1,0 +1,316 @@
+// pmcrash: the crash simulator's command line (docs/crash-testing.md).
+//
+//   pmcrash --index NAME|all [--ops N] [--seed S] [--mode prefix|line|eadr|tear]
+//           [--budget K] [--mutate] [--json FILE]
+//           [--workload W[,W...]] [--opt k=v,...] [--replay POINT:IMAGE]
+//           [--mutant KIND@SITE] [--mutate-alloc] [--pool-mb N]
+//           [--further-ops N] [--timeout S] [--no-fork] [--list]
+//
+// Exit status: 0 when every run is clean, 1 on any failure, 2 on bad usage.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pmindex/registry.h"
+#include "simulator.h"
+#include "workload.h"
+
+namespace pmindex::crash {
+void LinkFixtures();
+}
+
+namespace {
+
+using pmindex::crash::Config;
+
+const char kUsage[] =
+    "usage: pmcrash --index NAME|all [--ops N] [--seed S] [--mode prefix|line|eadr|tear]\n"
+    "               [--budget K] [--mutate] [--json FILE] [--workload W[,W...]]\n"
+    "               [--opt k=v,...] [--replay POINT:IMAGE] [--mutant KIND@SITE]\n"
+    "               [--mutate-alloc] [--pool-mb N] [--further-ops N] [--timeout S]\n"
+    "               [--no-fork] [--max-failures N] [--list]\n"
+    "  --index      a persistent index (test-only fixtures included), or 'all'\n"
+    "               (every registered persistent index, each test config)\n"
+    "  --ops        operations per workload (default 100)\n"
+    "  --mode       prefix (default): each line shows a prefix of its stores;\n"
+    "               line: each line old or new; eadr: prefix of the global store\n"
+    "               order; tear: stores wider than 8 bytes split into 8-byte pieces\n"
+    "  --budget     crash images per crash point at most (default 64)\n"
+    "  --mutate     remove each flush/fence call site of index code in turn and\n"
+    "               print the kill matrix (--mutate-alloc: src/alloc/ sites too)\n"
+    "  --workload   mixed (default), insert, seq, delete, update, bulk, recovery,\n"
+    "               or 'all'; a comma list runs each\n"
+    "  --replay     check exactly one crash image (printed with each failure)\n";
+
+[[noreturn]] void Usage(const std::string& msg) {
+  std::fprintf(stderr, "pmcrash: %s\n%s", msg.c_str(), kUsage);
+  std::exit(2);
+}
+
+uint64_t ParseU64(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-' || x < lo || x > hi) {
+    Usage(flag + " expects an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+          "], got '" + v + "'");
+  }
+  return x;
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          o += b;
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o;
+}
+
+struct Job {
+  Config cfg;
+  pmindex::crash::RunStats stats;
+  bool mutated = false;
+  pmindex::crash::MutationReport mut;
+};
+
+void PrintStats(const Job& j) {
+  const auto& s = j.stats;
+  std::printf("  crash points %llu (%llu checked, %llu sampled), images %llu, %.0f images/s, "
+              "%.2f s, ops %llu, max lines in play %llu\n",
+              (unsigned long long)s.crash_points, (unsigned long long)s.checked_points,
+              (unsigned long long)s.sampled_points, (unsigned long long)s.images,
+              s.images_per_s(), s.seconds, (unsigned long long)s.ops,
+              (unsigned long long)s.max_lines_in_play);
+  if (!s.setup_error.empty()) std::printf("  ERROR: %s\n", s.setup_error.c_str());
+  std::printf("  failures: %llu failing image(s)\n", (unsigned long long)s.failing_images);
+  for (const auto& f : s.failures) {
+    std::printf("  FAIL point %llu image %llu: %s\n    %s\n",
+                (unsigned long long)f.point, (unsigned long long)f.image, f.where.c_str(),
+                f.message.c_str());
+    if (!f.replay.empty()) std::printf("    replay: %s\n", f.replay.c_str());
+  }
+  if (s.failing_images > s.failures.size()) {
+    std::printf("  ... %llu more failing image(s) not shown\n",
+                (unsigned long long)(s.failing_images - s.failures.size()));
+  }
+  for (const auto& b : s.bypasses) std::printf("  BYPASS %s\n", b.c_str());
+}
+
+void WriteJson(const std::string& path, const std::vector<Job>& jobs, bool all_ok) {
+  std::ofstream out(path);
+  if (!out) {
+    std::fprintf(stderr, "pmcrash: cannot write %s\n", path.c_str());
+    return;
+  }
+  out << "{\"ok\": " << (all_ok ? "true" : "false") << ", \"runs\": [";
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const auto& j = jobs[i];
+    const auto& s = j.stats;
+    out << (i ? ",\n" : "\n") << "{\"index\": \"" << JsonEscape(j.cfg.index) << "\", \"options\": \""
+        << JsonEscape(j.cfg.options) << "\", \"workload\": \"" << j.cfg.workload
+        << "\", \"ops\": " << j.cfg.ops << ", \"seed\": " << j.cfg.seed << ", \"mode\": \""
+        << pmindex::crash::ModeName(j.cfg.mode) << "\", \"budget\": " << j.cfg.budget
+        << ", \"crash_points\": " << s.crash_points << ", \"checked_points\": "
+        << s.checked_points << ", \"sampled_points\": " << s.sampled_points
+        << ", \"images\": " << s.images << ", \"images_per_s\": " << s.images_per_s()
+        << ", \"seconds\": " << s.seconds << ", \"failing_images\": " << s.failing_images
+        << ", \"error\": \"" << JsonEscape(s.setup_error) << "\", \"failures\": [";
+    for (size_t k = 0; k < s.failures.size(); ++k) {
+      const auto& f = s.failures[k];
+      out << (k ? ", " : "") << "{\"point\": " << f.point << ", \"image\": " << f.image
+          << ", \"where\": \"" << JsonEscape(f.where) << "\", \"message\": \""
+          << JsonEscape(f.message) << "\", \"replay\": \"" << JsonEscape(f.replay) << "\"}";
+    }
+    out << "], \"bypasses\": [";
+    for (size_t k = 0; k < s.bypasses.size(); ++k) {
+      out << (k ? ", " : "") << "\"" << JsonEscape(s.bypasses[k]) << "\"";
+    }
+    out << "]";
+    if (j.mutated) {
+      out << ", \"mutation\": {\"killed\": " << j.mut.killed << ", \"redundant\": "
+          << j.mut.redundant << ", \"unexplained\": " << j.mut.unexplained << ", \"mutants\": [";
+      for (size_t k = 0; k < j.mut.mutants.size(); ++k) {
+        const auto& m = j.mut.mutants[k];
+        out << (k ? ",\n  " : "\n  ") << "{\"mutant\": \"" << JsonEscape(m.mutation.ToString())
+            << "\", \"site\": \"" << JsonEscape(m.site) << "\", \"verdict\": \""
+            << (m.killed ? "killed" : m.redundant ? "redundant" : "unexplained")
+            << "\", \"reason\": \"" << JsonEscape(m.reason) << "\"}";
+      }
+      out << "]}";
+    }
+    out << "}";
+  }
+  out << "\n]}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pmindex::crash::LinkFixtures();
+  Config base;
+  std::string index, json, workloads = "mixed";
+  bool mutate = false, mutate_alloc = false, list = false, opt_given = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) Usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--index") index = val();
+    else if (a == "--ops") base.ops = ParseU64(a, val(), 1, 1000000);
+    else if (a == "--seed") base.seed = ParseU64(a, val(), 0, UINT64_MAX);
+    else if (a == "--mode") {
+      std::string m = val();
+      if (!pmindex::crash::ParseMode(m, &base.mode)) Usage("unknown --mode '" + m + "'");
+    } else if (a == "--budget") base.budget = ParseU64(a, val(), 1, 1u << 24);
+    else if (a == "--mutate") mutate = true;
+    else if (a == "--mutate-alloc") mutate = mutate_alloc = true;
+    else if (a == "--json") json = val();
+    else if (a == "--workload") workloads = val();
+    else if (a == "--opt") {
+      base.options = val();
+      opt_given = true;
+    } else if (a == "--replay") {
+      std::string r = val();
+      size_t c = r.find(':');
+      if (c == std::string::npos) Usage("--replay expects POINT:IMAGE");
+      base.replay = {ParseU64("--replay", r.substr(0, c), 1, UINT64_MAX),
+                     ParseU64("--replay", r.substr(c + 1), 0, UINT64_MAX)};
+    } else if (a == "--mutant") {
+      std::string m = val();
+      if (!pmindex::crash::Mutation::Parse(m, &base.mutation)) {
+        Usage("--mutant expects KIND@FILE:LINE:COLUMN (drop-flush, drop-fence, flush-short, "
+              "flush-late), got '" + m + "'");
+      }
+    } else if (a == "--pool-mb") base.pool_mb = ParseU64(a, val(), 4, 4096);
+    else if (a == "--further-ops") base.further_ops = static_cast<int>(ParseU64(a, val(), 0, 100000));
+    else if (a == "--timeout") base.timeout_s = static_cast<int>(ParseU64(a, val(), 1, 3600));
+    else if (a == "--max-failures") base.stop_after = ParseU64(a, val(), 0, UINT64_MAX);
+    else if (a == "--no-fork") base.fork = false;
+    else if (a == "--list") list = true;
+    else if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else {
+      Usage("unknown argument '" + a + "'");
+    }
+  }
+  auto& reg = pmindex::Registry::Get();
+  if (list) {
+    for (const auto* info : reg.All(true)) {
+      if (info->persistent) {
+        std::printf("%s%s\n", info->name.c_str(), info->test_only ? " (test-only fixture)" : "");
+      }
+    }
+    return 0;
+  }
+  if (index.empty()) Usage("--index is required");
+  std::vector<std::string> wl = workloads == "all" ? std::vector<std::string>{} : Split(workloads, ',');
+  if (workloads == "all") {
+    for (const auto& [n, d] : pmindex::crash::WorkloadNames()) wl.push_back(n);
+  }
+  for (const auto& w : wl) {
+    bool ok = false;
+    for (const auto& [n, d] : pmindex::crash::WorkloadNames()) ok |= (n == w);
+    if (!ok) Usage("unknown workload '" + w + "'");
+  }
+  if (wl.empty()) Usage("--workload is empty");
+  if (mutate && base.mode == pmindex::crash::Mode::kEadr) {
+    Usage("--mutate needs a mode with flushes (prefix, line or tear), not eadr");
+  }
+  if (base.replay && (index == "all" || wl.size() != 1)) {
+    Usage("--replay needs one --index and one --workload");
+  }
+
+  // (index, options) pairs.
+  std::vector<std::pair<std::string, std::string>> targets;
+  if (index == "all") {
+    for (const auto* info : reg.All(false)) {
+      if (!info->persistent) continue;
+      if (opt_given || info->test_configs.empty()) {
+        targets.emplace_back(info->name, base.options);
+      } else {
+        for (const auto& c : info->test_configs) targets.emplace_back(info->name, c);
+      }
+    }
+    if (targets.empty()) {
+      std::printf("pmcrash: no persistent index is registered\n");
+      return 0;
+    }
+  } else {
+    const auto* info = reg.Find(index);
+    if (info == nullptr) {
+      std::string names;
+      for (const auto* i : reg.All(true)) {
+        if (i->persistent) names += (names.empty() ? "" : ", ") + i->name;
+      }
+      Usage("unknown index '" + index + "' (persistent: " + names + ")");
+    }
+    if (!info->persistent) Usage("index '" + index + "' is not persistent");
+    targets.emplace_back(index, base.options);
+  }
+
+  std::vector<Job> jobs;
+  bool all_ok = true;
+  for (const auto& [name, opt] : targets) {
+    for (const auto& w : wl) {
+      Job j;
+      j.cfg = base;
+      j.cfg.index = name;
+      j.cfg.options = opt;
+      j.cfg.workload = w;
+      std::printf("pmcrash --index %s%s%s --workload %s --ops %llu --seed %llu --mode %s --budget %llu%s%s\n",
+                  name.c_str(), opt.empty() ? "" : " --opt ", opt.c_str(), w.c_str(),
+                  (unsigned long long)j.cfg.ops, (unsigned long long)j.cfg.seed,
+                  pmindex::crash::ModeName(j.cfg.mode), (unsigned long long)j.cfg.budget,
+                  j.cfg.mutation.kind == pmindex::crash::MutKind::kNone ? "" : " --mutant ",
+                  j.cfg.mutation.ToString().c_str());
+      std::fflush(stdout);
+      if (mutate) {
+        j.mutated = true;
+        j.mut = pmindex::crash::RunMutation(j.cfg, mutate_alloc, &std::cout);
+        j.stats = j.mut.baseline;
+        PrintStats(j);
+        std::printf("  mutants: %zu, killed %llu, redundant %llu, unexplained %llu\n",
+                    j.mut.mutants.size(), (unsigned long long)j.mut.killed,
+                    (unsigned long long)j.mut.redundant, (unsigned long long)j.mut.unexplained);
+        if (!j.mut.ok()) all_ok = false;
+      } else {
+        j.stats = pmindex::crash::Run(j.cfg);
+        PrintStats(j);
+        if (!j.stats.ok()) all_ok = false;
+      }
+      std::fflush(stdout);
+      jobs.push_back(std::move(j));
+    }
+  }
+  if (!json.empty()) WriteJson(json, jobs, all_ok);
+  std::printf("pmcrash: %s\n", all_ok ? "all runs clean" : "FAILURES (see above)");
+  return all_ok ? 0 : 1;
+}

@@ -1,0 +1,761 @@
+#include "simulator.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "alloc/allocator.h"
+#include "check.h"
+#include "pmindex/index.h"
+#include "pmindex/registry.h"
+#include "workload.h"
+
+namespace pmindex::crash {
+
+void LinkFixtures();  // fixtures/parray.cc: keeps the fixture registrations linked
+
+namespace {
+
+using Model = std::map<Key, Value>;
+constexpr int kPoison = 0xA5;
+
+std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  return s;
+}
+
+std::string Hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+// What a crash image must recover to.
+struct Expect {
+  const Model* before = nullptr;
+  const Model* after = nullptr;
+  bool after_only = false;   // the operation had returned
+  bool create_mid = false;   // crash inside create_index: opening may fail cleanly
+  const Op* op = nullptr;    // the in-flight operation
+};
+
+// Differences between what the index holds and a model, for messages.
+std::string Diff(const std::vector<KV>& got, const Model& want, size_t max_items = 3) {
+  std::ostringstream os;
+  size_t items = 0;
+  Model g;
+  for (const KV& kv : got) g[kv.key] = kv.value;
+  for (const auto& [k, v] : g) {
+    auto it = want.find(k);
+    if (items >= max_items) break;
+    if (it == want.end()) {
+      os << (items++ ? "; " : "") << "key " << k << " present (value " << v
+         << ") but never written or removed";
+    } else if (it->second != v) {
+      os << (items++ ? "; " : "") << "key " << k << " has value " << v << ", expected "
+         << it->second;
+    }
+  }
+  for (const auto& [k, v] : want) {
+    if (items >= max_items) break;
+    if (!g.count(k)) os << (items++ ? "; " : "") << "key " << k << " (value " << v << ") missing";
+  }
+  if (items == 0 && got.size() != g.size()) os << "scan returned duplicate keys";
+  if (items == 0 && got.size() == g.size()) os << "scan out of order";
+  os << " [" << got.size() << " entries found, " << want.size() << " expected]";
+  return os.str();
+}
+
+bool Same(const std::vector<KV>& got, const Model& want) {
+  if (got.size() != want.size()) return false;
+  size_t i = 0;
+  for (const auto& [k, v] : want) {
+    if (got[i].key != k || got[i].value != v) return false;
+    ++i;
+  }
+  return true;
+}
+
+std::vector<KV> ScanAll(Index& x, size_t limit) {
+  std::vector<KV> out(limit + 1);
+  size_t n = x.scan(0, out.size(), out.data());
+  out.resize(std::min(n, out.size()));
+  return out;
+}
+
+// Allocator: live blocks == reachable blocks, live blocks disjoint.
+std::string CheckAllocator(Index& x) {
+  alloc::Allocator* a = x.allocator();
+  if (a == nullptr) return "persistent index has no allocator";
+  std::set<uint64_t> reach;
+  std::string dup;
+  Status st = x.for_each_block([&](PPtr p) {
+    if (!reach.insert(p.raw()).second && dup.empty()) dup = Hex(p.raw());
+  });
+  if (st.is_not_supported()) return "";
+  if (!st.ok()) return "for_each_block: " + st.ToString();
+  if (!dup.empty()) return "for_each_block reported block " + dup + " twice (shared block)";
+  std::vector<std::pair<uint64_t, size_t>> live;
+  a->ForEachLiveBlock([&](PPtr p, size_t n) { live.emplace_back(p.raw(), n); });
+  std::sort(live.begin(), live.end());
+  for (size_t i = 1; i < live.size(); ++i) {
+    if (PPtr(live[i - 1].first).offset() + live[i - 1].second > PPtr(live[i].first).offset()) {
+      return "allocator blocks overlap: " + Hex(live[i - 1].first) + " (+" +
+             std::to_string(live[i - 1].second) + ") and " + Hex(live[i].first);
+    }
+  }
+  std::set<uint64_t> live_set;
+  for (const auto& [p, n] : live) live_set.insert(p);
+  for (uint64_t p : reach) {
+    if (!live_set.count(p)) {
+      return "reachable block " + Hex(p) + " is free in the allocator (would be handed out again)";
+    }
+  }
+  for (uint64_t p : live_set) {
+    if (!reach.count(p)) return "leak: live block " + Hex(p) + " is not reachable from the index";
+  }
+  return "";
+}
+
+class Session : public CrashTracer::Listener {
+ public:
+  explicit Session(const Config& cfg) : cfg_(cfg) {}
+
+  RunStats Go();
+  void OnCrashPoint(CrashTracer& t, const pm::Site& site) override;
+
+ private:
+  void CrashPoint(const std::string& where, bool op_end);
+  void CheckSet(const ImageSet& set, uint64_t point, const Expect& e, const std::string& where);
+  std::string CheckOne(const ImageSet& set, size_t i, uint64_t point, const Expect& e);
+  std::string CheckRecovered(Index& x, Pool& pool, uint64_t point, size_t image, const Expect& e);
+  void Fail(uint64_t point, uint64_t image, const std::string& where, const std::string& msg);
+  bool LiveOp(const Op& op);
+  void MergeSites();
+  void InstallNewTracer();
+  std::string OwnerOf(uint64_t offset);
+  bool Stopped() const { return stopped_; }
+
+  const Config& cfg_;
+  RunStats stats_;
+  std::vector<Op> ops_;
+  size_t cur_ = 0;
+  Model oracle_, after_;
+  uint64_t oracle_gen_ = 0;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Index> idx_;
+  std::unique_ptr<CrashTracer> tracer_;
+  uint64_t tracer_gen_ = 0;
+  std::vector<std::byte> img_;
+  std::atomic<uint64_t>* progress_ = nullptr;  // shared with children
+  bool stopped_ = false;
+  // The last crash point whose images were checked (to skip repeats).
+  std::tuple<uint64_t, uint64_t, bool, uint64_t> last_checked_{~0ull, 0, false, 0};
+};
+
+void Session::Fail(uint64_t point, uint64_t image, const std::string& where,
+                   const std::string& msg) {
+  ++stats_.failing_images;
+  if (stats_.failures.size() < cfg_.keep_failures) {
+    Failure f;
+    f.point = point;
+    f.image = image;
+    f.where = where;
+    f.message = OneLine(msg);
+    f.replay = point == 0 ? "" : ReplayCommand(cfg_, point, image);
+    stats_.failures.push_back(std::move(f));
+  }
+  if (cfg_.stop_after != 0 && stats_.failing_images >= cfg_.stop_after) stopped_ = true;
+}
+
+std::string Session::OwnerOf(uint64_t offset) {
+  if (!pool_) return "";
+  if (offset < 4096) return "pool header";
+  if (offset < pool_->heap_begin()) {
+    return "allocator page table (entry " + std::to_string((offset - 4096) / 8) + ")";
+  }
+  std::string owner = "heap page " + std::to_string((offset - pool_->heap_begin()) /
+                                                    PoolOptions::kPageSize);
+  if (idx_ && idx_->allocator() != nullptr) {
+    std::string block;
+    idx_->allocator()->ForEachLiveBlock([&](PPtr p, size_t n) {
+      if (p.offset() <= offset && offset < p.offset() + n) {
+        block = "allocator block " + Hex(p.raw()) + " (" + std::to_string(n) + " bytes)";
+      }
+    });
+    if (!block.empty()) {
+      bool reachable = false;
+      Status st = idx_->for_each_block([&](PPtr p) {
+        size_t n = idx_->allocator()->BlockSize(p);
+        if (p.offset() <= offset && offset < p.offset() + n) reachable = true;
+      });
+      if (st.ok()) block += reachable ? ", reachable from the index" : ", not reachable";
+      return block;
+    }
+  }
+  return owner + ", no live block";
+}
+
+void Session::OnCrashPoint(CrashTracer& t, const pm::Site& site) {
+  (void)t;
+  std::string where = "op #" + std::to_string(cur_) + " " + Describe(ops_[cur_]) +
+                      ", before fence " + RelativeSourcePath(site.file_name()) + ":" +
+                      std::to_string(site.line());
+  CrashPoint(where, false);
+}
+
+void Session::CrashPoint(const std::string& where, bool op_end) {
+  const uint64_t point = ++stats_.crash_points;
+  if (stopped_) return;
+  if (cfg_.replay && cfg_.replay->first != point) return;
+  const Op& op = ops_[cur_];
+  Expect e;
+  e.before = &oracle_;
+  e.after = &after_;
+  e.after_only = op_end;
+  e.create_mid = op.type == OpType::kCreate && !op_end;
+  e.op = &op;
+  const uint64_t sig = op_end ? oracle_gen_ + 1 : cur_;
+  auto key = std::make_tuple(tracer_->version(), tracer_gen_, op_end, sig);
+  if (!cfg_.replay && key == last_checked_) return;
+  last_checked_ = key;
+  const uint64_t seed = Mix64(cfg_.seed ^ (point << 1));
+  if (cfg_.mode == Mode::kEadr) {
+    ImageSet set = tracer_->EadrImages(!op_end, cfg_.budget, seed);
+    CheckSet(set, point, e, where);
+  } else {
+    ImageSet set = tracer_->Images(cfg_.budget, seed);
+    stats_.max_lines_in_play = std::max<uint64_t>(stats_.max_lines_in_play, set.lines_in_play());
+    CheckSet(set, point, e, where);
+  }
+}
+
+void Session::CheckSet(const ImageSet& set, uint64_t point, const Expect& e,
+                       const std::string& where) {
+  if (set.size() == 0) return;
+  ++stats_.checked_points;
+  if (!set.exhaustive()) ++stats_.sampled_points;
+  if (cfg_.replay) {
+    const uint64_t i = cfg_.replay->second;
+    stopped_ = true;  // nothing after the replayed image
+    if (i >= set.size()) {
+      Fail(0, 0, where, "replay: crash point " + std::to_string(point) + " has only " +
+                            std::to_string(set.size()) + " images");
+      return;
+    }
+    std::cout << "replay crash point " << point << " image " << i << " of " << set.size()
+              << ": " << where << "\n  image: " << set.Describe(i) << "\n";
+    ++stats_.images;
+    std::string msg = CheckOne(set, i, point, e);
+    std::cout << "  result: " << (msg.empty() ? "ok" : msg) << "\n";
+    if (!msg.empty()) Fail(point, i, where, msg);
+    return;
+  }
+  stats_.images += set.size();
+  if (!cfg_.fork) {
+    for (size_t i = 0; i < set.size() && !stopped_; ++i) {
+      std::string msg = CheckOne(set, i, point, e);
+      if (!msg.empty()) Fail(point, i, where, msg);
+    }
+    return;
+  }
+  size_t start = 0;
+  while (start < set.size() && !stopped_) {
+    int fds[2];
+    PMCRASH_CHECK(pipe(fds) == 0);
+    progress_->store(start);
+    std::cout.flush();
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    PMCRASH_CHECK(pid >= 0);
+    if (pid == 0) {
+      close(fds[0]);
+      pm::InstallTracer(nullptr);
+      for (size_t i = start; i < set.size(); ++i) {
+        progress_->store(i);
+        alarm(static_cast<unsigned>(cfg_.timeout_s));
+        std::string msg = CheckOne(set, i, point, e);
+        alarm(0);
+        if (!msg.empty()) {
+          std::string line = std::to_string(i) + "\t" + OneLine(msg) + "\n";
+          const char* p = line.data();
+          size_t left = line.size();
+          while (left > 0) {
+            ssize_t w = write(fds[1], p, left);
+            if (w <= 0) break;
+            p += w;
+            left -= static_cast<size_t>(w);
+          }
+        }
+      }
+      _exit(0);
+    }
+    close(fds[1]);
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      ssize_t r = read(fds[0], buf, sizeof buf);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      out.append(buf, static_cast<size_t>(r));
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::istringstream lines(out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      size_t tab = line.find('\t');
+      if (tab == std::string::npos) continue;
+      Fail(point, std::stoull(line.substr(0, tab)), where, line.substr(tab + 1));
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) break;
+    const uint64_t at = progress_->load();
+    std::string why;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+      why = "recovery/check hung: no result after " + std::to_string(cfg_.timeout_s) + " s";
+    } else if (WIFSIGNALED(status)) {
+      why = std::string("recovery/check crashed: signal ") + strsignal(WTERMSIG(status));
+    } else {
+      why = "recovery/check exited with status " + std::to_string(WEXITSTATUS(status));
+    }
+    Fail(point, at, where, why);
+    start = at + 1;
+  }
+}
+
+std::string Session::CheckOne(const ImageSet& set, size_t i, uint64_t point, const Expect& e) {
+  set.Build(i, &img_);
+  OpenOptions oo;
+  oo.expected_kind = cfg_.index;
+  auto pool = Pool::OpenImage(img_, oo);
+  if (!pool.ok()) {
+    if (e.create_mid) return "";
+    return "crash image does not open as a pool: " + pool.status().ToString();
+  }
+  auto idx = open_index(pool->get());
+  if (!idx.ok()) {
+    if (e.create_mid) return "";
+    return "recovery (open_index) failed: " + idx.status().ToString();
+  }
+  return CheckRecovered(**idx, **pool, point, i, e);
+}
+
+std::string Session::CheckRecovered(Index& x, Pool& pool, uint64_t point, size_t image,
+                                    const Expect& e) {
+  Status st = x.verify();
+  if (!st.ok()) return "verify() after recovery: " + st.ToString();
+  const bool bulk_mid = e.op->type == OpType::kBulkLoad && !e.after_only;
+  const size_t limit = std::max(e.before->size(), e.after->size()) + 8;
+  std::vector<KV> got = ScanAll(x, limit);
+  Model model;
+  if (bulk_mid) {
+    // A bulk load is not atomic: any subset of its pairs may survive.
+    for (size_t j = 0; j < got.size(); ++j) {
+      if (j > 0 && got[j].key <= got[j - 1].key) return "scan out of order after recovery";
+      auto it = e.after->find(got[j].key);
+      if (it == e.after->end() || it->second != got[j].value) {
+        return "after a crash in bulk_load: " + Diff(got, *e.after);
+      }
+      model[got[j].key] = got[j].value;
+    }
+  } else if (Same(got, *e.after)) {
+    model = *e.after;
+  } else if (!e.after_only && Same(got, *e.before)) {
+    model = *e.before;
+  } else if (e.after_only) {
+    return "completed operations not all visible: " + Diff(got, *e.after);
+  } else {
+    return "in-flight operation not all-or-nothing: vs before: " + Diff(got, *e.before) +
+           "; vs after: " + Diff(got, *e.after);
+  }
+  // Point lookups agree with the scan, and the in-flight key is right.
+  size_t checked = 0;
+  for (const auto& [k, v] : model) {
+    if (++checked > 512) break;
+    auto got_v = x.lookup(k);
+    if (!got_v || *got_v != v) {
+      return "lookup(" + std::to_string(k) + ") = " + (got_v ? std::to_string(*got_v) : "absent") +
+             " but scan shows " + std::to_string(v);
+    }
+  }
+  if (!model.count(e.op->key) && x.lookup(e.op->key)) {
+    return "lookup(" + std::to_string(e.op->key) + ") finds a key the scan does not";
+  }
+  std::string a = CheckAllocator(x);
+  if (!a.empty()) return "after recovery: " + a;
+
+  // Further operations on the recovered index, against the oracle.
+  std::mt19937_64 rng(Mix64(cfg_.seed ^ (point << 20) ^ image));
+  std::vector<Key> keys;
+  for (const auto& [k, v] : model) keys.push_back(k);
+  auto pick = [&]() -> Key {
+    if (!keys.empty() && rng() % 2 == 0) return keys[rng() % keys.size()];
+    return rng() % 4 == 0 ? UINT64_MAX - rng() % 4 : Mix64(rng());
+  };
+  for (int j = 0; j < cfg_.further_ops; ++j) {
+    const Key k = pick();
+    const Value v = Mix64(rng());
+    const bool has = model.count(k) != 0;
+    const char* what = "";
+    bool ok = true;
+    std::string extra;
+    switch (rng() % 5) {
+      case 0:
+      case 1: {
+        what = "insert";
+        Status s = x.insert(k, v);
+        ok = has ? s.is_already_exists() : s.ok();
+        if (s.ok()) {
+          model[k] = v;
+          keys.push_back(k);
+        }
+        extra = s.ToString();
+        break;
+      }
+      case 2: {
+        what = "update";
+        Status s = x.update(k, v);
+        ok = has ? s.ok() : s.is_not_found();
+        if (s.ok()) model[k] = v;
+        extra = s.ToString();
+        break;
+      }
+      case 3: {
+        what = "remove";
+        Status s = x.remove(k);
+        ok = has ? s.ok() : s.is_not_found();
+        if (s.ok()) model.erase(k);
+        extra = s.ToString();
+        break;
+      }
+      default: {
+        what = "lookup";
+        auto r = x.lookup(k);
+        ok = has ? (r && *r == model[k]) : !r;
+        extra = r ? std::to_string(*r) : "absent";
+        break;
+      }
+    }
+    if (!ok) {
+      return "after recovery, operation " + std::to_string(j) + " (" + what + " " +
+             std::to_string(k) + ") returned " + extra + ", oracle disagrees";
+    }
+  }
+  st = x.verify();
+  if (!st.ok()) return "verify() after further operations: " + st.ToString();
+  got = ScanAll(x, model.size() + 8);
+  if (!Same(got, model)) return "after further operations: " + Diff(got, model);
+  a = CheckAllocator(x);
+  if (!a.empty()) return "after further operations: " + a;
+  (void)pool;
+  return "";
+}
+
+bool Session::LiveOp(const Op& op) {
+  Status st;
+  bool ok = true;
+  std::string got;
+  const bool has = oracle_.count(op.key) != 0;
+  switch (op.type) {
+    case OpType::kCreate:
+    case OpType::kReopen:
+      return true;  // handled by Go()
+    case OpType::kInsert:
+      st = idx_->insert(op.key, op.value);
+      ok = has ? st.is_already_exists() : st.ok();
+      break;
+    case OpType::kUpdate:
+      st = idx_->update(op.key, op.value);
+      ok = has ? st.ok() : st.is_not_found();
+      break;
+    case OpType::kUpsert:
+      st = idx_->upsert(op.key, op.value);
+      ok = st.ok();
+      break;
+    case OpType::kRemove:
+      st = idx_->remove(op.key);
+      ok = has ? st.ok() : st.is_not_found();
+      break;
+    case OpType::kLookup: {
+      auto r = idx_->lookup(op.key);
+      ok = has ? (r && *r == oracle_.at(op.key)) : !r;
+      got = r ? std::to_string(*r) : "absent";
+      break;
+    }
+    case OpType::kBulkLoad:
+      st = idx_->bulk_load(op.bulk, op.fill);
+      ok = st.ok();
+      break;
+  }
+  if (!ok) {
+    stats_.setup_error = "live run (no crash): op #" + std::to_string(cur_) + " " + Describe(op) +
+                         " returned " + (got.empty() ? st.ToString() : got) +
+                         ", oracle disagrees";
+  }
+  return ok;
+}
+
+void Session::MergeSites() {
+  if (!tracer_) return;
+  for (auto& [k, s] : tracer_->Sites()) {
+    auto it = stats_.sites.find(k);
+    if (it == stats_.sites.end()) {
+      stats_.sites.emplace(k, s);
+    } else {
+      it->second.calls += s.calls;
+      it->second.multi_line_calls += s.multi_line_calls;
+      it->second.effective += s.effective;
+      it->second.effective_last_line += s.effective_last_line;
+    }
+  }
+}
+
+void Session::InstallNewTracer() {
+  tracer_ = std::make_unique<CrashTracer>(pool_->base(), pool_->size(), cfg_.mode, cfg_.mutation);
+  tracer_->set_listener(this);
+  ++tracer_gen_;
+  pm::InstallTracer(tracer_.get());
+}
+
+RunStats Session::Go() {
+  LinkFixtures();
+  auto t0 = std::chrono::steady_clock::now();
+  const IndexInfo* info = Registry::Get().Find(cfg_.index);
+  if (info == nullptr) {
+    stats_.setup_error = "unknown index '" + cfg_.index + "'";
+    return stats_;
+  }
+  if (!info->persistent) {
+    stats_.setup_error = "index '" + cfg_.index + "' is not persistent";
+    return stats_;
+  }
+  auto w = MakeWorkload(cfg_.workload, cfg_.ops, cfg_.seed);
+  if (!w.ok()) {
+    stats_.setup_error = w.status().ToString();
+    return stats_;
+  }
+  ops_ = std::move(w.value());
+  void* shared = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  PMCRASH_CHECK(shared != MAP_FAILED);
+  progress_ = new (shared) std::atomic<uint64_t>(0);
+
+  PoolOptions po;
+  po.size = cfg_.pool_mb << 20;
+  po.max_size = po.size;
+  po.kind = cfg_.index;
+  po.index_options = cfg_.options;
+  po.poison = kPoison;
+  auto pool = Pool::CreateInMemory(po);
+  if (!pool.ok()) {
+    stats_.setup_error = "cannot create the pool: " + pool.status().ToString();
+    munmap(shared, 4096);
+    return stats_;
+  }
+  pool_ = std::move(pool.value());
+  const bool eadr_was = pm::Eadr();
+  pm::SetEadr(cfg_.mode == Mode::kEadr);
+  InstallNewTracer();
+
+  for (cur_ = 0; cur_ < ops_.size() && stats_.setup_error.empty(); ++cur_) {
+    const Op& op = ops_[cur_];
+    after_ = oracle_;
+    switch (op.type) {
+      case OpType::kInsert:
+        after_.emplace(op.key, op.value);
+        break;
+      case OpType::kUpdate:
+        if (after_.count(op.key)) after_[op.key] = op.value;
+        break;
+      case OpType::kUpsert:
+        after_[op.key] = op.value;
+        break;
+      case OpType::kRemove:
+        after_.erase(op.key);
+        break;
+      case OpType::kBulkLoad:
+        for (const KV& kv : op.bulk) after_[kv.key] = kv.value;
+        break;
+      default:
+        break;
+    }
+    if (cfg_.mode == Mode::kEadr) tracer_->BeginOp();
+    if (op.type == OpType::kCreate) {
+      auto idx = create_index(cfg_.index, cfg_.options, pool_.get());
+      if (!idx.ok()) {
+        stats_.setup_error = "create_index: " + idx.status().ToString();
+        break;
+      }
+      idx_ = std::move(idx.value());
+    } else if (op.type == OpType::kReopen) {
+      // The machine restarts from what PM surely holds; recovery runs
+      // under a fresh tracer, so crashes during recovery are explored too.
+      pm::InstallTracer(nullptr);
+      MergeSites();
+      std::vector<std::byte> image(tracer_->persisted().size());
+      std::memcpy(image.data(), tracer_->persisted().data(), image.size());
+      idx_.reset();
+      tracer_.reset();
+      pool_.reset();
+      OpenOptions oo;
+      oo.expected_kind = cfg_.index;
+      auto p = Pool::OpenImage(image, oo);
+      if (!p.ok()) {
+        stats_.setup_error = "reopen: the persisted image does not open: " + p.status().ToString();
+        break;
+      }
+      pool_ = std::move(p.value());
+      InstallNewTracer();
+      if (cfg_.mode == Mode::kEadr) tracer_->BeginOp();
+      auto idx = open_index(pool_.get());
+      if (!idx.ok()) {
+        stats_.setup_error = "reopen: recovery failed: " + idx.status().ToString();
+        break;
+      }
+      idx_ = std::move(idx.value());
+    } else if (!LiveOp(op)) {
+      break;
+    }
+    ++stats_.ops;
+    const std::string where = "op #" + std::to_string(cur_) + " " + Describe(op);
+    if (cfg_.mode == Mode::kEadr) {
+      CrashPoint(where + ", during the operation", false);
+      CrashPoint(where + ", end of operation", true);
+      tracer_->EndOpEadr();
+    } else {
+      CrashPoint(where + ", end of operation", true);
+    }
+    for (uint64_t line : tracer_->FindBypassedLines()) {
+      std::string flushed = tracer_->LastFlushSite(line);
+      stats_.bypasses.push_back("op #" + std::to_string(cur_) + " " + Describe(op) +
+                                ": line at pool offset " + Hex(line * kLine) + " (" +
+                                OwnerOf(line * kLine) +
+                                ") changed without pm::store/copy/fill/naw" +
+                                (flushed.empty() ? "" : "; last flushed by " + flushed));
+    }
+    if (after_ != oracle_) ++oracle_gen_;
+    oracle_.swap(after_);
+    if (stopped_ && !cfg_.replay) break;
+    if (stopped_ && cfg_.replay) break;
+  }
+  if (stats_.setup_error.empty() && idx_ && !stopped_) {
+    Status st = idx_->verify();
+    if (!st.ok()) stats_.setup_error = "live run: verify() at the end: " + st.ToString();
+  }
+  pm::InstallTracer(nullptr);
+  pm::SetEadr(eadr_was);
+  MergeSites();
+  idx_.reset();
+  tracer_.reset();
+  pool_.reset();
+  munmap(shared, 4096);
+  stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return stats_;
+}
+
+}  // namespace
+
+RunStats Run(const Config& cfg) {
+  Session s(cfg);
+  return s.Go();
+}
+
+std::string ReplayCommand(const Config& cfg, uint64_t point, uint64_t image) {
+  std::ostringstream os;
+  os << "pmcrash --index " << cfg.index;
+  if (!cfg.options.empty()) os << " --opt " << cfg.options;
+  os << " --workload " << cfg.workload << " --ops " << cfg.ops << " --seed " << cfg.seed
+     << " --mode " << ModeName(cfg.mode) << " --budget " << cfg.budget;
+  if (cfg.pool_mb != Config().pool_mb) os << " --pool-mb " << cfg.pool_mb;
+  if (cfg.further_ops != Config().further_ops) os << " --further-ops " << cfg.further_ops;
+  if (cfg.mutation.kind != MutKind::kNone) os << " --mutant " << cfg.mutation.ToString();
+  os << " --replay " << point << ":" << image;
+  return os.str();
+}
+
+bool MutableSite(const SiteInfo& s, bool with_alloc) {
+  auto has = [&](const char* p) { return s.file.find(p) != std::string::npos; };
+  return has("src/trees/") || has("crashsim/fixtures/") || has("tests/crash/") ||
+         (with_alloc && has("src/alloc/"));
+}
+
+MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress) {
+  MutationReport rep;
+  Config base = cfg;
+  base.mutation = {};
+  rep.baseline = Run(base);
+  if (!rep.baseline.ok()) return rep;
+  for (const auto& [k, s] : rep.baseline.sites) {
+    if (!MutableSite(s, with_alloc)) continue;
+    std::vector<MutKind> kinds;
+    if (s.fence) {
+      kinds = {MutKind::kDropFence};
+    } else {
+      kinds = {MutKind::kDropFlush, MutKind::kFlushLate};
+      if (s.multi_line_calls > 0) kinds.push_back(MutKind::kFlushShort);
+    }
+    for (MutKind kind : kinds) {
+      MutantResult r;
+      r.mutation.kind = kind;
+      r.mutation.site = s.key();
+      r.site = s.Pretty();
+      Config mc = cfg;
+      mc.mutation = r.mutation;
+      mc.stop_after = 1;
+      mc.keep_failures = 1;
+      RunStats st = Run(mc);
+      if (!st.failures.empty() || !st.setup_error.empty()) {
+        r.killed = true;
+        if (!st.failures.empty()) {
+          r.reason = st.failures[0].message + " | " + st.failures[0].replay;
+        } else {
+          r.reason = st.setup_error;
+        }
+        ++rep.killed;
+      } else {
+        // Survivors the baseline explains: the model says the site never
+        // made anything durable that no other site did.
+        if (kind == MutKind::kDropFence && s.effective == 0) {
+          r.redundant = true;
+          r.reason = "fence never had a flushed line to make durable (no flush since the previous fence)";
+        } else if (kind != MutKind::kDropFence && s.effective == 0) {
+          r.redundant = true;
+          r.reason = "every line it flushed was clean or flushed again before the next fence";
+        } else if (kind == MutKind::kFlushShort && s.effective_last_line == 0) {
+          r.redundant = true;
+          r.reason = "the last line of its multi-line flushes was never dirty or was flushed again";
+        } else {
+          r.reason = "UNEXPLAINED survivor: made lines durable " + std::to_string(s.effective) +
+                     " times, yet no crash image failed (redundant flush = performance bug, "
+                     "or the workload/checks miss what it protects)";
+          ++rep.unexplained;
+        }
+        if (r.redundant) ++rep.redundant;
+      }
+      if (progress != nullptr) {
+        *progress << (r.killed ? "KILLED    " : r.redundant ? "REDUNDANT " : "SURVIVED  ")
+                  << r.mutation.ToString() << "  " << r.site << "\n    " << r.reason << "\n";
+        progress->flush();
+      }
+      rep.mutants.push_back(std::move(r));
+    }
+  }
+  return rep;
+}
+
+}  // namespace pmindex::crash

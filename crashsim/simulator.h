@@ -1,0 +1,100 @@
+// The crash simulator's driver (docs/crash-testing.md).
+//
+// Run() executes a workload on a fresh in-memory pool (poisoned) under a
+// CrashTracer. At every crash point (before each fence, at the end of each
+// operation) it enumerates crash images and checks each one in a forked
+// child (so a recovery that crashes or hangs is reported, not fatal):
+//   - the image opens as a pool at a new address and open_index recovers;
+//   - verify() passes;
+//   - every completed operation is visible, the in-flight one entirely or
+//     not at all (update: old or new value), nothing never written is;
+//   - the allocator's live blocks are exactly the reachable ones, disjoint;
+//   - `further_ops` more random operations agree with the oracle, then
+//     verify, contents, allocator again, and a clean close + reopen.
+// Each failure carries a replay command for exactly that image.
+//
+// RunMutation() repeats the run with one flush/fence call site mutated at a
+// time and reports which mutants the checks kill.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tracer.h"
+
+namespace pmindex::crash {
+
+struct Config {
+  std::string index;
+  std::string options;         // index options ("k=v,...")
+  std::string workload = "mixed";
+  uint64_t ops = 100;
+  uint64_t seed = 1;
+  Mode mode = Mode::kPrefix;
+  uint64_t budget = 64;        // images per crash point at most
+  uint64_t pool_mb = 8;        // pool size (also its maximum)
+  int further_ops = 64;        // random operations after each recovery
+  int timeout_s = 20;          // per image, in the child
+  bool fork = true;            // false: check in process (debugging)
+  uint64_t stop_after = 0;     // stop after this many failing images (0 = never)
+  size_t keep_failures = 20;   // failures kept with details
+  std::optional<std::pair<uint64_t, uint64_t>> replay;  // point, image
+  Mutation mutation;
+  bool verbose = false;
+};
+
+struct Failure {
+  uint64_t point = 0;  // 0 = the live run itself
+  uint64_t image = 0;
+  std::string where;    // "op #12 insert 5=7, before fence src/x.cc:40 (f)"
+  std::string message;  // one line
+  std::string replay;   // one command
+};
+
+struct RunStats {
+  uint64_t ops = 0;
+  uint64_t crash_points = 0;
+  uint64_t checked_points = 0;  // crash points whose images were checked
+  uint64_t sampled_points = 0;  // ... with a sampled (not exhaustive) image set
+  uint64_t images = 0;
+  uint64_t failing_images = 0;
+  uint64_t max_lines_in_play = 0;
+  double seconds = 0;
+  std::string setup_error;  // the run could not start or the live run failed
+  std::vector<Failure> failures;
+  std::vector<std::string> bypasses;  // one line per line written outside the helpers
+  std::map<std::string, SiteInfo> sites;  // "flush@file:line:col" -> info
+  bool ok() const { return setup_error.empty() && failing_images == 0 && bypasses.empty(); }
+  double images_per_s() const { return seconds > 0 ? images / seconds : 0; }
+};
+
+RunStats Run(const Config& cfg);
+std::string ReplayCommand(const Config& cfg, uint64_t point, uint64_t image);
+
+struct MutantResult {
+  Mutation mutation;
+  std::string site;     // SiteInfo::Pretty()
+  bool killed = false;
+  bool redundant = false;  // survived, explained by `reason`
+  std::string reason;      // killer (first failure) or why it is redundant
+};
+
+struct MutationReport {
+  RunStats baseline;
+  std::vector<MutantResult> mutants;
+  uint64_t killed = 0, redundant = 0, unexplained = 0;
+  bool ok() const { return baseline.ok() && unexplained == 0; }
+};
+
+// Sites eligible for mutation: index code (src/trees/), fixtures
+// (crashsim/fixtures/, tests/crash/), and src/alloc/ when `with_alloc`.
+bool MutableSite(const SiteInfo& s, bool with_alloc);
+
+// `progress` (may be null) gets one line per mutant.
+MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress);
+
+}  // namespace pmindex::crash

@@ -601,7 +601,11 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
     t->recovered_clean_ = st.ok();
   }
   if (!t->recovered_clean_) {
-    PMINDEX_RETURN_IF_ERROR(t->RebuildFromLn());
+    st = t->RebuildFromLn();
+    if (!st.ok()) {
+      t->closed_ = true;  // nothing to shut down; the allocator is still recovering
+      return st;
+    }
   }
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -685,6 +689,7 @@ Status NvTree::LoadSnapshot(uint64_t raw) {
 Status NvTree::close() {
   if (closed_) return Status::OK();
   closed_ = true;
+  if (layout_.load(std::memory_order_acquire) == nullptr) return Status::OK();
   std::lock_guard g(structure_mu_);
   // Drain retired LNs (no operation runs any more).
   for (int i = 0; i < 4 && epoch_.pending() > 0; ++i) epoch_.Reclaim();

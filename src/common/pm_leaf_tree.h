@@ -33,11 +33,12 @@
 //   using LeafT;  LeafT::kBytes, LeafT::kSlots, and the leaf operations used
 //                 below (Format, Fill, Locate, ValueAt, Find, Count, Full,
 //                 Collect, SetLockBit, Insert, UpdateSlot, RemoveSlot,
-//                 Relink, ClearStaleLock, Check, next)
+//                 Relink, RecoverLeaf, Check, next)
 //   static constexpr size_t kMetaBytes;   0 = no tree-specific block
 //   void InitMeta(void* meta);            format + persist
 //   Status RecoverMeta(void* meta, Pool*); before the leaf walk (logs)
-//   uint64_t Split(LeafT* l, k, v, LeafT* nl, PPtr nl_ptr, void* meta);
+//   uint64_t Split(LeafT* l, PPtr l_ptr, k, v, LeafT* nl, PPtr nl_ptr, void* meta);
+//     inserts (k, v) too; returns the split key (nl's low fence).
 #pragma once
 
 #include <algorithm>
@@ -366,7 +367,7 @@ class PmLeafTree final : public Index {
     for (uint64_t steps = 0; p != until; ++steps) {
       if (p.is_null() || !ValidLeafPtr(p) || steps > limit) return false;
       LeafT* l = pool_->to_ptr<LeafT>(p);
-      l->ClearStaleLock();
+      l->RecoverLeaf();
       LeafInfo li;
       li.ptr = p;
       li.count = l->Collect(buf);
@@ -580,7 +581,7 @@ class PmLeafTree final : public Index {
     LeafT* nl = pool_->to_ptr<LeafT>(*np);
     void* meta = nullptr;
     if constexpr (Policy::kMetaBytes > 0) meta = pool_->to_ptr(PPtr(*pool_->root_slot(kMetaSlot)));
-    uint64_t split_key = policy_.Split(l, k, v, nl, *np, meta);
+    uint64_t split_key = policy_.Split(l, pool_->to_pptr(l), k, v, nl, *np, meta);
     LeafRef* nr = NewRef(nl, split_key);
     LinkAfter(r, nr);
     routing_.insert(split_key, reinterpret_cast<uint64_t>(nr));
@@ -606,5 +607,32 @@ class PmLeafTree final : public Index {
   std::atomic<uint64_t> hinted_leaves_{0};
   bool closed_ = false;
 };
+
+// Options shared by the three trees: node=256|512|768|1024 (leaf bytes),
+// rebuild_threads=N.
+inline Status ValidatePmLeafTreeOptions(const Options& o) {
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node", "rebuild_threads"}));
+  auto n = o.get_enum("node", "256", {"256", "512", "768", "1024"});
+  if (!n.ok()) return n.status();
+  auto t = o.get_uint("rebuild_threads", 1, 1, 256);
+  if (!t.ok()) return t.status();
+  return Status::OK();
+}
+
+// Create (open = false) or open the PmLeafTree<P<node>> the options select.
+template <template <size_t> class P>
+Result<std::unique_ptr<Index>> MakePmLeafTree(const IndexEnv& env, const Options& o, bool open) {
+  PMINDEX_RETURN_IF_ERROR(ValidatePmLeafTreeOptions(o));
+  const std::string node = o.get_enum("node", "256", {"256", "512", "768", "1024"}).value();
+  const int threads = static_cast<int>(o.get_uint("rebuild_threads", 1, 1, 256).value());
+  auto go = [&](auto* tag) -> Result<std::unique_ptr<Index>> {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return open ? T::Open(env, threads) : T::Create(env, threads);
+  };
+  if (node == "512") return go(static_cast<PmLeafTree<P<512>>*>(nullptr));
+  if (node == "768") return go(static_cast<PmLeafTree<P<768>>*>(nullptr));
+  if (node == "1024") return go(static_cast<PmLeafTree<P<1024>>*>(nullptr));
+  return go(static_cast<PmLeafTree<P<256>>*>(nullptr));
+}
 
 }  // namespace pmindex::common

@@ -24,19 +24,20 @@
 
 namespace pmindex::lbtree {
 
-template <int kBlocks>
+template <size_t kNodeBytes>
 struct Policy {
+  static_assert(kNodeBytes % 256 == 0);
   static constexpr std::string_view kName = "lbtree";
-  using LeafT = Leaf<kBlocks>;
+  using LeafT = Leaf<static_cast<int>(kNodeBytes / 256)>;
   static constexpr size_t kMetaBytes = 0;
   void InitMeta(void*) {}
   Status RecoverMeta(void*, Pool*) { return Status::OK(); }
-  uint64_t Split(LeafT* l, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void*) {
+  uint64_t Split(LeafT* l, PPtr, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void*) {
     return l->SplitInsert(k, v, nl, nl_ptr);
   }
 };
 
-template <int kBlocks>
-using Tree = common::PmLeafTree<Policy<kBlocks>>;
+template <size_t kNodeBytes>
+using Tree = common::PmLeafTree<Policy<kNodeBytes>>;
 
 }  // namespace pmindex::lbtree

@@ -323,10 +323,9 @@ class Leaf {
 
   // Recovery: clears a lock bit left by a crash. Not flushed: if it does
   // not reach PM, the next recovery clears it again.
-  bool ClearStaleLock() {
-    if ((blk[0].hdr[0] & Header::kLockBit) == 0) return false;
+  void RecoverLeaf() {
+    if ((blk[0].hdr[0] & Header::kLockBit) == 0) return;
     pm::store(&blk[0].hdr[0], blk[0].hdr[0] & ~Header::kLockBit);
-    return true;
   }
 
   // Bulk load: n <= kSlots sorted entries, spread evenly over the blocks

@@ -1,0 +1,88 @@
+// SplitLogArea: the persistent split micro-logs of the baseline trees
+// (fptree, wbtree), one 64-byte line per log so that concurrent splits of
+// different leaves each own one log.
+//
+// Contract
+// - A log is {cur, fresh}: the leaf being split and the new leaf. It is
+//   "active" iff cur != 0. Begin() writes both words and persists the line
+//   (one flush + fence) before the split touches any used PM; Clear() is one
+//   NAW of cur = 0 after the split's last persist point.
+// - Recovery calls ForEachActive(fn) before walking the leaf list; fn
+//   replays (the new leaf is linked) or rolls back (it is not) the split,
+//   then the log is cleared.
+// - Slots are claimed in DRAM (a bitmask with CAS), never persisted: after
+//   a restart every slot is free once recovery has cleared the active ones.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+
+#include "pm/persist.h"
+#include "pmindex/pool.h"
+
+namespace pmindex::common {
+
+struct alignas(64) SplitLog {
+  uint64_t cur;    // PPtr raw of the leaf being split; 0 = inactive
+  uint64_t fresh;  // PPtr raw of the new leaf
+  uint64_t pad[6];
+};
+static_assert(sizeof(SplitLog) == 64);
+
+class SplitLogArea {
+ public:
+  static constexpr int kLogs = 64;
+  static constexpr size_t kBytes = kLogs * sizeof(SplitLog);
+
+  // Formats and persists the area (creation).
+  static void Format(void* area) {
+    pm::fill(area, 0, kBytes);
+    pm::persist(area, kBytes);
+  }
+
+  // Claims a log (spins while all kLogs are in use) and records the split.
+  int Begin(void* area, PPtr cur, PPtr fresh) {
+    int i = Claim();
+    SplitLog* log = static_cast<SplitLog*>(area) + i;
+    pm::store(&log->fresh, fresh.raw());
+    pm::store(&log->cur, cur.raw());
+    // The log must be durable before the split changes any used word.
+    pm::persist(log, sizeof(SplitLog));
+    return i;
+  }
+  void Clear(void* area, int i) {
+    SplitLog* log = static_cast<SplitLog*>(area) + i;
+    pm::naw(&log->cur, 0);
+    busy_.fetch_and(~(uint64_t{1} << i), std::memory_order_release);
+  }
+
+  // Recovery: fn(cur, fresh) for every active log, then clears it.
+  static void ForEachActive(void* area, const std::function<void(PPtr, PPtr)>& fn) {
+    SplitLog* logs = static_cast<SplitLog*>(area);
+    for (int i = 0; i < kLogs; ++i) {
+      if (logs[i].cur == 0) continue;
+      fn(PPtr(logs[i].cur), PPtr(logs[i].fresh));
+      // Repair durable before the log stops asking for it.
+      pm::naw(&logs[i].cur, 0);
+    }
+  }
+
+ private:
+  int Claim() {
+    for (;;) {
+      uint64_t b = busy_.load(std::memory_order_relaxed);
+      if (~b != 0) {
+        int i = __builtin_ctzll(~b);
+        if (busy_.compare_exchange_weak(b, b | (uint64_t{1} << i), std::memory_order_acquire))
+          return i;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+  std::atomic<uint64_t> busy_{0};
+};
+
+}  // namespace pmindex::common

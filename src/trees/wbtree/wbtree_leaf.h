@@ -1,0 +1,299 @@
+// WB+-Tree leaf (Chen and Jin, PVLDB 2015, as the LB+-Tree paper's section
+// 2.4 describes it): unsorted entries, a bitmap, and a sorted slot
+// indirection array searched by binary search, in one node of kBytes
+// (256/512/768/1024) with a centralized header.
+//
+// Contract
+// - Persistent: word 0 = bitmap (bit i = slot i valid) | order-valid bit 62
+//   | lock bit 63; word 1 = next leaf (PPtr); then the indirection array:
+//   byte 0 = number of entries, bytes 1..n = slot numbers in key order
+//   (padded to 16 B; accessed as 8-byte words); then kSlots entries.
+// - Invariant: if order-valid is set, the indirection array lists exactly
+//   the valid slots in ascending key order. If it is clear, the array is
+//   unused space and recovery rebuilds it.
+// - Insert and delete are the two NAW sections of section 2.4:
+//   (1) insert only: write the entry into an invalid slot, flush its line
+//       (if not line 0) and fence; NAW of word 0 changing the bit AND
+//       clearing order-valid;
+//   (2) write the new indirection array (unused space now), flush its lines
+//       other than line 0 and fence; NAW of word 0 setting order-valid.
+// - Update: NAW of the value word.
+// - Split: persistent micro-log (common/split_log.h) as in fptree: log,
+//   build the new leaf (upper half, sorted, order-valid) and persist it, NAW
+//   cur.next = new, then the two sections above for cur without the moved
+//   entries, clear the log; the new key is then inserted normally.
+// - Locks: as lbtree (pm_leaf_tree.h); readers read with relaxed atomics.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "common/small_sort.h"
+#include "common/split_log.h"
+#include "pm/persist.h"
+#include "pmindex/index.h"
+#include "pmindex/pool.h"
+#include "pmindex/status.h"
+
+namespace pmindex::wbtree {
+
+inline uint64_t LoadRelaxed(const uint64_t* p) {
+  return std::atomic_ref<const uint64_t>(*p).load(std::memory_order_relaxed);
+}
+
+constexpr int SlotsFor(size_t bytes) {
+  int n = static_cast<int>((bytes - 17) / 17);
+  while (16 + ((n + 1 + 15) / 16) * 16 + 16 * n > static_cast<int>(bytes)) --n;
+  return n;
+}
+
+template <size_t kNodeBytes>
+class Leaf {
+ public:
+  static constexpr size_t kBytes = kNodeBytes;
+  static constexpr int kSlots = SlotsFor(kNodeBytes);
+  static constexpr int kOrdBytes = ((kSlots + 1 + 15) / 16) * 16;
+  static_assert(kSlots <= 62);
+  static constexpr uint64_t kLockBit = uint64_t{1} << 63;
+  static constexpr uint64_t kOrderValid = uint64_t{1} << 62;
+  static constexpr uint64_t kAllSlots = (uint64_t{1} << kSlots) - 1;
+
+  struct Entry {
+    uint64_t key;
+    uint64_t value;
+  };
+
+  // [0]  bits   [8] next   [16] ord[kOrdBytes]   [16 + kOrdBytes] entries
+  uint64_t bits;
+  uint64_t next_;
+  uint64_t ordw[kOrdBytes / 8];
+  Entry e[kSlots];
+  static constexpr size_t kEntryOff = 16 + kOrdBytes;
+
+  // ------------------------------------------------------------ reading
+  PPtr next() const { return PPtr(LoadRelaxed(&next_)); }
+  uint64_t Bitmap() const { return LoadRelaxed(&bits) & kAllSlots; }
+  void LoadOrder(uint8_t* ord) const {
+    uint64_t w[kOrdBytes / 8];
+    for (int i = 0; i < kOrdBytes / 8; ++i) w[i] = LoadRelaxed(&ordw[i]);
+    std::memcpy(ord, w, kOrdBytes);
+  }
+
+  // Binary search over the indirection array (linear scan if it is not
+  // valid, which only a crash leaves behind until recovery).
+  int Locate(uint64_t k) const {
+    const uint64_t b = LoadRelaxed(&bits);
+    if ((b & kOrderValid) == 0) {
+      uint64_t m = b & kAllSlots;
+      while (m != 0) {
+        int s = __builtin_ctzll(m);
+        m &= m - 1;
+        if (LoadRelaxed(&e[s].key) == k) return s;
+      }
+      return -1;
+    }
+    uint8_t ord[kOrdBytes];
+    LoadOrder(ord);
+    int lo = 0, hi = std::min<int>(ord[0], kSlots) - 1;
+    while (lo <= hi) {
+      int mid = (lo + hi) / 2;
+      int s = ord[1 + mid] % kSlots;
+      uint64_t key = LoadRelaxed(&e[s].key);
+      if (key == k) return s;
+      if (key < k) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return -1;
+  }
+  uint64_t ValueAt(int s) const { return LoadRelaxed(&e[s].value); }
+  bool Find(uint64_t k, uint64_t* v) const {
+    int s = Locate(k);
+    if (s < 0) return false;
+    *v = ValueAt(s);
+    return true;
+  }
+  int Count() const { return __builtin_popcountll(Bitmap()); }
+  bool Full() const { return Bitmap() == kAllSlots; }
+  int Collect(KV* out) const {
+    uint64_t m = Bitmap();
+    int n = 0;
+    while (m != 0) {
+      int s = __builtin_ctzll(m);
+      m &= m - 1;
+      out[n++] = {LoadRelaxed(&e[s].key), LoadRelaxed(&e[s].value)};
+    }
+    return n;
+  }
+
+  // ------------------------------------------------------------ writing
+  static void Format(Leaf* l, PPtr next) {
+    pm::fill(l, 0, kBytes);
+    pm::store(&l->bits, kOrderValid);
+    pm::store(&l->next_, next.raw());
+    pm::persist(l, kBytes);  // durable before anything links it
+  }
+  void SetLockBit(bool on) {
+    pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
+  }
+
+  // REQUIRES: lock held, k absent, !Full().
+  void Insert(uint64_t k, uint64_t v) {
+    const int s = __builtin_ctzll(~Bitmap() & kAllSlots);
+    pm::store(&e[s].key, k);
+    pm::store(&e[s].value, v);
+    if ((reinterpret_cast<uintptr_t>(&e[s]) - reinterpret_cast<uintptr_t>(this)) / 64 != 0) {
+      pm::flush(&e[s], sizeof(Entry));  // entry durable before its bit
+      pm::fence();
+    }
+    // Section 1: bit set, order invalid.
+    pm::naw(&bits, (bits | (uint64_t{1} << s)) & ~kOrderValid);
+    RewriteOrder();
+  }
+
+  void UpdateSlot(int s, uint64_t v) { pm::naw(&e[s].value, v); }
+  void RemoveSlot(int s) {
+    pm::naw(&bits, bits & ~(uint64_t{1} << s) & ~kOrderValid);
+    RewriteOrder();
+  }
+
+  uint64_t SplitInsert(uint64_t k, uint64_t v, Leaf* nl, PPtr self, PPtr nl_ptr,
+                       common::SplitLogArea& logs, void* log_area) {
+    uint8_t ord[kOrdBytes];
+    SortedSlots(ord);  // ord[1..kSlots] in key order (leaf is full)
+    const int keep = kSlots - kSlots / 2;
+    const uint64_t split_key = e[ord[1 + keep]].key;
+    const int log = logs.Begin(log_area, self, nl_ptr);
+    uint64_t nbits = 0, moved = 0;
+    uint8_t nord[kOrdBytes] = {};
+    for (int i = keep; i < kSlots; ++i) {
+      const int j = i - keep, s = ord[1 + i];
+      pm::store(&nl->e[j].key, e[s].key);
+      pm::store(&nl->e[j].value, e[s].value);
+      nord[1 + j] = static_cast<uint8_t>(j);
+      nbits |= uint64_t{1} << j;
+      moved |= uint64_t{1} << s;
+    }
+    nord[0] = static_cast<uint8_t>(kSlots - keep);
+    StoreOrder(nl, nord);
+    pm::store(&nl->bits, nbits | kOrderValid);
+    pm::store(&nl->next_, next_);
+    pm::persist(nl, kBytes);  // new leaf durable before the link
+    pm::naw(&next_, nl_ptr.raw());
+    pm::naw(&bits, bits & ~moved & ~kOrderValid);
+    RewriteOrder();
+    logs.Clear(log_area, log);
+    if (k >= split_key) nl->Insert(k, v);
+    else Insert(k, v);
+    return split_key;
+  }
+
+  void ReplaySplit(const Leaf* nl) {
+    KV buf[kSlots];
+    int n = nl->Collect(buf);
+    if (n == 0) return;
+    uint64_t lo = buf[0].key;
+    for (int i = 1; i < n; ++i) lo = std::min(lo, buf[i].key);
+    uint64_t b = bits;
+    uint64_t m = b & kAllSlots;
+    while (m != 0) {
+      int s = __builtin_ctzll(m);
+      m &= m - 1;
+      if (e[s].key >= lo) b &= ~(uint64_t{1} << s);
+    }
+    if (b != bits) pm::naw(&bits, b & ~kOrderValid);
+    // RecoverLeaf (the leaf walk) rebuilds the order if it is now invalid.
+  }
+
+  void Relink(PPtr next) { pm::naw(&next_, next.raw()); }
+
+  // Recovery: clears a stale lock bit (unflushed, as in lbtree) and
+  // finishes an interrupted section 2 (rebuilds the indirection array).
+  void RecoverLeaf() {
+    if (bits & kLockBit) pm::store(&bits, bits & ~kLockBit);
+    if ((bits & kOrderValid) == 0) RewriteOrder();
+  }
+
+  static void Fill(Leaf* l, const KV* kv, int n, PPtr next) {
+    pm::fill(l, 0, kBytes);
+    uint64_t b = 0;
+    uint8_t ord[kOrdBytes] = {};
+    for (int i = 0; i < n; ++i) {
+      pm::store(&l->e[i].key, kv[i].key);
+      pm::store(&l->e[i].value, kv[i].value);
+      b |= uint64_t{1} << i;
+      ord[1 + i] = static_cast<uint8_t>(i);
+    }
+    ord[0] = static_cast<uint8_t>(n);
+    StoreOrder(l, ord);
+    pm::store(&l->bits, b | kOrderValid);
+    pm::store(&l->next_, next.raw());
+  }
+
+  std::string Check() const {
+    if (bits & kLockBit) return "lock bit set";
+    if ((bits & kOrderValid) == 0) return "indirection array not valid";
+    if (bits & ~(kAllSlots | kLockBit | kOrderValid)) return "bits beyond the slots set";
+    uint8_t ord[kOrdBytes];
+    LoadOrder(ord);
+    if (ord[0] != Count()) return "indirection array count differs from the bitmap";
+    uint64_t seen = 0;
+    for (int i = 0; i < ord[0]; ++i) {
+      int s = ord[1 + i];
+      if (s >= kSlots || !((Bitmap() >> s) & 1) || ((seen >> s) & 1))
+        return "indirection array entry " + std::to_string(i) + " not a distinct valid slot";
+      seen |= uint64_t{1} << s;
+      if (i > 0 && e[ord[i]].key >= e[s].key) return "indirection array not in key order";
+    }
+    return {};
+  }
+
+ private:
+  // ord[0] = count, ord[1..] = valid slots in key order.
+  void SortedSlots(uint8_t* ord) const {
+    std::memset(ord, 0, kOrdBytes);
+    uint64_t m = bits & kAllSlots;
+    int n = 0;
+    while (m != 0) {
+      int s = __builtin_ctzll(m);
+      m &= m - 1;
+      ord[1 + n++] = static_cast<uint8_t>(s);
+    }
+    common::SmallSort(ord + 1, n, [this](uint8_t s) { return e[s].key; });
+    ord[0] = static_cast<uint8_t>(n);
+  }
+  static void StoreOrder(Leaf* l, const uint8_t* ord) {
+    uint64_t w[kOrdBytes / 8];
+    std::memcpy(w, ord, kOrdBytes);
+    for (int i = 0; i < kOrdBytes / 8; ++i) pm::store(&l->ordw[i], w[i]);
+  }
+  // Section 2: new indirection array, then NAW setting order-valid.
+  // REQUIRES: order-valid clear (the array is unused space).
+  void RewriteOrder() {
+    uint8_t ord[kOrdBytes];
+    SortedSlots(ord);
+    StoreOrder(this, ord);
+    if (16 + kOrdBytes > 64) {
+      // Array lines past line 0 durable before the NAW (line 0's part
+      // persists in order with it).
+      pm::flush(reinterpret_cast<const char*>(this) + 64, 16 + kOrdBytes - 64);
+      pm::fence();
+    }
+    pm::naw(&bits, bits | kOrderValid);
+  }
+};
+
+template <size_t B>
+constexpr bool LayoutOk() {
+  return sizeof(Leaf<B>) == B && offsetof(Leaf<B>, bits) == 0 && offsetof(Leaf<B>, next_) == 8 &&
+         offsetof(Leaf<B>, ordw) == 16 && offsetof(Leaf<B>, e) == Leaf<B>::kEntryOff;
+}
+static_assert(LayoutOk<256>() && Leaf<256>::kSlots == 14);
+static_assert(LayoutOk<512>() && Leaf<512>::kSlots == 29);
+static_assert(LayoutOk<768>() && Leaf<768>::kSlots == 44);
+static_assert(LayoutOk<1024>() && Leaf<1024>::kSlots == 59);
+
+}  // namespace pmindex::wbtree

@@ -1,0 +1,374 @@
+// LB+-Tree unit tests: leaf-level algorithms on plain aligned memory
+// (Algorithm 2 line writes and entry moving, Algorithm 3 split, delete by
+// one NAW, multi-256B blocks, fingerprints), a flush-image crash check of
+// every NAW section, and tree-level recovery of hand-crafted crash states.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "common/fingerprint.h"
+#include "pm/persist.h"
+#include "pmindex/index.h"
+#include "pmindex/pool.h"
+#include "trees/lbtree/lbtree.h"
+#include "trees/lbtree/lbtree_leaf.h"
+#include "unit/pm_image_tracer.h"
+
+namespace pmindex::lbtree {
+namespace {
+
+uint64_t TestSeed() {
+  const char* s = std::getenv("PMINDEX_SEED");
+  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+template <int M>
+struct LeafBuf {
+  LeafBuf() {
+    mem = static_cast<Leaf<M>*>(std::aligned_alloc(256, Leaf<M>::kBytes));
+    Leaf<M>::Format(mem, PPtr());
+  }
+  ~LeafBuf() { std::free(mem); }
+  Leaf<M>* operator->() { return mem; }
+  Leaf<M>* mem;
+};
+
+template <int M>
+std::map<uint64_t, uint64_t> Contents(const Leaf<M>* l) {
+  KV buf[Leaf<M>::kSlots];
+  int n = l->Collect(buf);
+  std::map<uint64_t, uint64_t> m;
+  for (int i = 0; i < n; ++i) m[buf[i].key] = buf[i].value;
+  return m;
+}
+
+TEST(LbtreeFingerprint, SimdMatchesScalar) {
+  uint64_t seed = TestSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  for (int it = 0; it < 2000; ++it) {
+    uint8_t bytes[64];
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng() % 4);  // many matches
+    uint8_t fp = static_cast<uint8_t>(rng() % 4);
+    for (int n : {14, 16, 28, 32, 33, 56, 64}) {
+      ASSERT_EQ(common::MatchMask(bytes, n, fp), common::MatchMaskScalar(bytes, n, fp)) << n;
+    }
+    ASSERT_EQ(common::MatchMask16(bytes, fp), common::MatchMaskScalar(bytes, 16, fp));
+    ASSERT_EQ(common::MatchMask32(bytes, fp), common::MatchMaskScalar(bytes, 32, fp));
+  }
+}
+
+// Algorithm 2: a slot in line 0 costs one line; otherwise two, and entry
+// moving empties line 0 so that the next inserts cost one line again.
+TEST(LbtreeLeaf, EntryMovingLineWrites) {
+  LeafBuf<1> l;
+  auto lines = [] { return pm::ThreadCounters().lines_flushed; };
+  std::vector<uint64_t> cost;
+  for (uint64_t k = 1; k <= 14; ++k) {
+    uint64_t before = lines();
+    l->Insert(k * 10, k);
+    cost.push_back(lines() - before);
+  }
+  // Slots 0..2 (line 0): 1 line each. 4th: line 1, moves the 3 entries of
+  // line 0 into line 1 (2 lines). 5th..7th: line 0 again. 8th: line 2 with
+  // moving, and so on.
+  std::vector<uint64_t> want = {1, 1, 1, 2, 1, 1, 1, 2, 1, 1, 1, 2, 1, 1};
+  EXPECT_EQ(cost, want);
+  EXPECT_TRUE(l->Full());
+  EXPECT_EQ(l->Check(), "");
+  for (uint64_t k = 1; k <= 14; ++k) {
+    uint64_t v = 0;
+    ASSERT_TRUE(l->Find(k * 10, &v)) << k;
+    EXPECT_EQ(v, k);
+  }
+  uint64_t v;
+  EXPECT_FALSE(l->Find(5, &v));
+}
+
+TEST(LbtreeLeaf, EdgeKeysAndDeleteIsOneNaw) {
+  LeafBuf<1> l;
+  l->Insert(0, 100);
+  l->Insert(UINT64_MAX, 200);
+  uint64_t v = 0;
+  ASSERT_TRUE(l->Find(0, &v));
+  EXPECT_EQ(v, 100u);
+  ASSERT_TRUE(l->Find(UINT64_MAX, &v));
+  EXPECT_EQ(v, 200u);
+  pm::Counters before = pm::ThreadCounters();
+  int id = l->Locate(0);
+  ASSERT_GE(id, 0);
+  l->RemoveSlot(id);
+  pm::Counters d = pm::ThreadCounters() - before;
+  EXPECT_EQ(d.naws, 1u);
+  EXPECT_EQ(d.lines_flushed, 1u);
+  EXPECT_EQ(d.fences, 1u);
+  EXPECT_FALSE(l->Find(0, &v));
+  EXPECT_EQ(l->Count(), 1);
+}
+
+template <int M>
+void SplitCase(bool new_key_high) {
+  LeafBuf<M> l;
+  LeafBuf<M> nl;
+  std::map<uint64_t, uint64_t> all;
+  for (int i = 0; i < Leaf<M>::kSlots; ++i) {
+    uint64_t k = 1000 + 10 * i;
+    l->Insert(k, k + 1);
+    all[k] = k + 1;
+  }
+  ASSERT_TRUE(l->Full());
+  const bool alt_before = l->alt();
+  uint64_t k = new_key_high ? 1000 + 10 * Leaf<M>::kSlots + 5 : 1003;
+  all[k] = 7;
+  PPtr fake = PPtr::Make(1, 0x40000);
+  uint64_t split = l->SplitInsert(k, 7, nl.mem, fake);
+  EXPECT_NE(l->alt(), alt_before);
+  EXPECT_EQ(l->next(), fake);
+  EXPECT_TRUE(nl->next().is_null());
+  EXPECT_EQ(l->Check(), "");
+  EXPECT_EQ(nl->Check(), "");
+  auto a = Contents(l.mem), b = Contents(nl.mem);
+  EXPECT_EQ(a.size() + b.size(), all.size());
+  for (auto& [key, val] : a) EXPECT_LT(key, split);
+  for (auto& [key, val] : b) EXPECT_GE(key, split);
+  std::map<uint64_t, uint64_t> merged = a;
+  merged.insert(b.begin(), b.end());
+  EXPECT_EQ(merged, all);
+  // Moved entries sit in slots 7..13 of every block of the new leaf, so
+  // its line 0 is free: the next insert there costs one line.
+  EXPECT_EQ(nl->blk[0].hdr[0] & 0x7, 0u);
+  uint64_t before = pm::ThreadCounters().lines_flushed;
+  nl->Insert(UINT64_MAX, 1);
+  EXPECT_EQ(pm::ThreadCounters().lines_flushed - before, 1u);
+  // The old leaf keeps working across its switched headers.
+  for (int i = 0; i < 5; ++i) {
+    if (l->Full()) break;
+    l->Insert(1001 + 10 * i, 9);
+  }
+  EXPECT_EQ(l->Check(), "");
+}
+
+TEST(LbtreeLeaf, Split256NewKeyHigh) { SplitCase<1>(true); }
+TEST(LbtreeLeaf, Split256NewKeyLow) { SplitCase<1>(false); }
+TEST(LbtreeLeaf, Split512) { SplitCase<2>(true); SplitCase<2>(false); }
+TEST(LbtreeLeaf, Split768) { SplitCase<3>(true); SplitCase<3>(false); }
+TEST(LbtreeLeaf, Split1024) { SplitCase<4>(true); SplitCase<4>(false); }
+
+// Two splits in a row flip alt twice: blocks 1.. go front -> back -> front.
+TEST(LbtreeLeaf, RepeatedSplitsSwitchHeadersBackAndForth) {
+  LeafBuf<2> l;
+  std::vector<std::unique_ptr<LeafBuf<2>>> news;
+  std::map<uint64_t, uint64_t> model;
+  uint64_t seed = TestSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 400; ++i) {
+    uint64_t k = rng() % 64;  // keep everything in the old leaf's range
+    if (model.count(k)) {
+      int id = l->Locate(k);
+      ASSERT_GE(id, 0);
+      l->RemoveSlot(id);
+      model.erase(k);
+    } else if (!l->Full()) {
+      l->Insert(k, i);
+      model[k] = i;
+    } else {
+      news.push_back(std::make_unique<LeafBuf<2>>());
+      uint64_t split = l->SplitInsert(k, i, news.back()->mem, PPtr::Make(1, 0x40000));
+      model[k] = i;
+      // Drop what moved: the test keeps only the old leaf.
+      for (auto it = model.lower_bound(split); it != model.end();) it = model.erase(it);
+    }
+    ASSERT_EQ(l->Check(), "") << i;
+    ASSERT_EQ(Contents(l.mem), model) << i;
+  }
+}
+
+// ----------------------------------------------------- flush-image crashes
+// A tracer that keeps the image of what flush + fence made durable (lines
+// copied at flush, committed at the next fence). At every fence and at the
+// end, the test decodes the leaf from the image: it must hold the old or
+// the new contents, never anything else. Dirty lines that were not flushed
+// are treated as lost; the crash simulator (pmcrash) adds early evictions.
+using testing_util::ImageTracer;
+
+template <int M>
+void CrashImagesOfOps() {
+  // Two leaves side by side: [old][new].
+  using L = Leaf<M>;
+  char* mem = static_cast<char*>(std::aligned_alloc(256, 2 * L::kBytes));
+  L* l = reinterpret_cast<L*>(mem);
+  L* nl = reinterpret_cast<L*>(mem + L::kBytes);
+  L::Format(l, PPtr());
+  const PPtr nl_ptr = PPtr::Make(1, 0x100000);
+  auto decode = [&](const std::vector<char>& img) {
+    std::map<uint64_t, uint64_t> m;
+    const L* a = reinterpret_cast<const L*>(img.data());
+    EXPECT_EQ(a->Check().find("fingerprint"), std::string::npos) << a->Check();
+    m = Contents(a);
+    if (a->next() == nl_ptr) {
+      auto b = Contents(reinterpret_cast<const L*>(img.data() + L::kBytes));
+      m.insert(b.begin(), b.end());
+    }
+    return m;
+  };
+  std::map<uint64_t, uint64_t> model;
+  uint64_t seed = TestSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  bool split_done = false;
+  for (int i = 0; i < 300 && !split_done; ++i) {
+    ImageTracer tr(mem, 2 * L::kBytes);
+    auto before = model;
+    uint64_t k = rng() % 200;
+    auto after = model;
+    const bool present = model.count(k) > 0;
+    if (present) after.erase(k);
+    else after[k] = i;
+    int checks = 0;
+    tr.check_ = [&](const std::vector<char>& img) {
+      auto got = decode(img);
+      ++checks;
+      EXPECT_TRUE(got == before || got == after) << "op " << i << " key " << k;
+    };
+    pm::InstallTracer(&tr);
+    if (present) {
+      l->RemoveSlot(l->Locate(k));
+    } else if (!l->Full()) {
+      l->Insert(k, i);
+    } else {
+      l->SplitInsert(k, i, nl, nl_ptr);
+      split_done = true;
+    }
+    pm::InstallTracer(nullptr);
+    tr.check_ = nullptr;
+    EXPECT_GT(checks, 0);
+    EXPECT_EQ(decode(tr.image_), after) << "op " << i << ": completed op not durable";
+    model = after;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_TRUE(split_done);
+  std::free(mem);
+}
+
+TEST(LbtreeCrashImage, EveryFence256) { CrashImagesOfOps<1>(); }
+TEST(LbtreeCrashImage, EveryFence512) { CrashImagesOfOps<2>(); }
+TEST(LbtreeCrashImage, EveryFence1024) { CrashImagesOfOps<4>(); }
+
+// ---------------------------------------------------------- tree level
+struct PoolAndIndex {
+  std::unique_ptr<Pool> pool;
+  std::unique_ptr<Index> idx;
+};
+
+PoolAndIndex Make(const std::string& opts) {
+  PoolOptions po;
+  po.size = 16ull << 20;
+  po.max_size = 256ull << 20;
+  po.kind = "lbtree";
+  po.index_options = opts;
+  auto pool = Pool::CreateInMemory(po);
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  auto idx = create_index("lbtree", opts, pool.value().get());
+  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
+  return {std::move(pool).value(), std::move(idx).value()};
+}
+
+// Reopens from a byte copy of the pool (what a crash leaves, with every
+// store durable).
+PoolAndIndex Reopen(Pool* p) {
+  auto img = Pool::OpenImage(p->bytes());
+  EXPECT_TRUE(img.ok()) << img.status().ToString();
+  auto idx = open_index(img.value().get());
+  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
+  return {std::move(img).value(), idx.ok() ? std::move(idx).value() : nullptr};
+}
+
+TEST(LbtreeTree, StaleLockBitsClearedAndEmptyLeavesUnlinked) {
+  for (std::string opts : {"node=256", "node=512", "node=1024,rebuild_threads=2"}) {
+    SCOPED_TRACE(opts);
+    auto t = Make(opts);
+    for (uint64_t k = 0; k < 3000; ++k) ASSERT_TRUE(t.idx->insert(k * 3, k).ok());
+    // Empty a range in the middle: whole leaves become empty.
+    for (uint64_t k = 1000; k < 2000; ++k) ASSERT_TRUE(t.idx->remove(k * 3).ok());
+    ASSERT_TRUE(t.idx->verify().ok());
+    uint64_t leaves_before = t.idx->stats().leaves;
+    // A crash in the middle of a write leaves lock bits set: set them in
+    // every leaf of the image.
+    std::vector<PPtr> blocks;
+    ASSERT_TRUE(t.idx->for_each_block([&](PPtr p) { blocks.push_back(p); }).ok());
+    auto img = Pool::OpenImage(t.pool->bytes());
+    ASSERT_TRUE(img.ok());
+    uint64_t head = *img.value()->root_slot(0);
+    for (PPtr p(head); !p.is_null();) {
+      uint64_t* w = img.value()->to_ptr<uint64_t>(p);
+      *w |= Header::kLockBit;
+      p = PPtr(w[LoadRelaxed(w) & Header::kAltBit ? 31 : 30]);
+    }
+    auto idx = open_index(img.value().get());
+    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    Status v = idx.value()->verify();
+    ASSERT_TRUE(v.ok()) << v.ToString();
+    EXPECT_LT(idx.value()->stats().leaves, leaves_before);
+    for (uint64_t k = 0; k < 3000; ++k) {
+      auto got = idx.value()->lookup(k * 3);
+      if (k >= 1000 && k < 2000) {
+        ASSERT_FALSE(got.has_value()) << k;
+      } else {
+        ASSERT_TRUE(got.has_value()) << k;
+        ASSERT_EQ(*got, k);
+      }
+    }
+    // Writable after recovery, including the unlinked range.
+    for (uint64_t k = 1000; k < 2000; ++k) ASSERT_TRUE(idx.value()->insert(k * 3, 1).ok());
+    ASSERT_TRUE(idx.value()->verify().ok());
+  }
+}
+
+// Parallel rebuild reads the hints; stale or missing hints fall back.
+TEST(LbtreeTree, ParallelRebuildMatchesSequential) {
+  auto t = Make("node=256,rebuild_threads=2");
+  std::vector<KV> kv;
+  for (uint64_t k = 0; k < 20000; ++k) kv.push_back({k * 7, k});
+  ASSERT_TRUE(t.idx->bulk_load(kv, 0.7).ok());
+  for (uint64_t k = 0; k < 5000; ++k) ASSERT_TRUE(t.idx->insert(k * 7 + 1, k).ok());
+  ASSERT_TRUE(t.idx->close().ok());
+  auto r = Reopen(t.pool.get());
+  ASSERT_TRUE(r.idx);
+  ASSERT_TRUE(r.idx->verify().ok());
+  EXPECT_EQ(r.idx->stats().entries, 25000u);
+  KV out[3];
+  ASSERT_EQ(r.idx->scan(7 * 100, 3, out), 3u);
+  EXPECT_EQ(out[0].key, 700u);
+  EXPECT_EQ(out[1].key, 701u);
+  EXPECT_EQ(out[2].key, 707u);
+  // Corrupt the hints (a leaf not at its place): rebuild must still be right.
+  uint64_t* hint = r.pool->to_ptr<uint64_t>(PPtr(*r.pool->root_slot(1)));
+  ASSERT_GT(hint[0], 1u);
+  std::swap(hint[1], hint[2]);
+  ASSERT_TRUE(r.idx->close().ok());
+  auto r2 = Reopen(r.pool.get());
+  ASSERT_TRUE(r2.idx);
+  ASSERT_TRUE(r2.idx->verify().ok());
+  EXPECT_EQ(r2.idx->stats().entries, 25000u);
+}
+
+TEST(LbtreeTree, BadOptionsRejected) {
+  PoolOptions po;
+  po.kind = "lbtree";
+  po.index_options = "node=300";
+  auto pool = Pool::CreateInMemory(po);
+  ASSERT_TRUE(pool.ok());
+  auto idx = create_index("lbtree", "node=300", pool.value().get());
+  EXPECT_TRUE(idx.status().is_invalid_argument()) << idx.status().ToString();
+}
+
+}  // namespace
+}  // namespace pmindex::lbtree

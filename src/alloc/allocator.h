@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "pmindex/pool.h"
@@ -38,7 +39,8 @@ class Topology {
  public:
   // The machine's NUMA nodes via libnuma (one node if unavailable).
   static std::shared_ptr<Topology> Real();
-  // N virtual nodes; thread i (in order of first call) is on node i % N.
+  // N virtual nodes (clamped to [1, 1024]); thread i (in order of first
+  // call of node_of_this_thread on this topology) is on node i % N.
   static std::shared_ptr<Topology> Simulated(int nodes);
   virtual ~Topology() = default;
   virtual int nodes() const = 0;
@@ -59,7 +61,8 @@ struct AllocStats {
   uint64_t pages_owned = 0;
   uint64_t bytes_in_use = 0;   // sum of live block sizes
   uint64_t blocks_in_use = 0;
-  uint64_t remote_allocs = 0;  // page taken from another node's list
+  uint64_t remote_allocs = 0;  // refills/spans served from another node's pages
+  uint64_t retired_pending = 0;  // Retired blocks not yet freed
 };
 
 class Allocator {
@@ -91,6 +94,17 @@ class Allocator {
   // every block currently handed out.
   void ForEachLiveBlock(const std::function<void(PPtr, size_t)>& fn) const;
   size_t BlockSize(PPtr p) const;  // usable size of an allocated block
+
+  // REQUIRES (both): p is a block handed out by Alloc (else the process
+  // stops with a clear message). NodeOf: the NUMA node recorded in the
+  // block's page word.
+  int NodeOf(PPtr p) const;
+  // Returns true iff p is the start of a block that is currently handed out
+  // (or marked, during recovery). Any p is accepted.
+  bool IsLive(PPtr p) const;
+  bool in_recovery() const;
+  // The size classes, ascending; larger requests take whole 256 KiB pages.
+  static std::span<const uint32_t> SizeClasses();
 
   AllocStats stats() const;
   Pool* pool() const;

@@ -1,0 +1,96 @@
+#include "alloc/epoch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace pmindex::alloc {
+
+EpochDomain::EpochDomain(Reclaimer reclaimer) : reclaimer_(std::move(reclaimer)) {}
+
+EpochDomain::~EpochDomain() { Unregister(); }
+
+void* EpochDomain::CreateSlot() {
+  auto r = std::make_unique<Record>();
+  Record* p = r.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.push_back(std::move(r));
+  return p;
+}
+
+void EpochDomain::ThreadExited(void* slot) {
+  auto* r = static_cast<Record*>(slot);
+  std::lock_guard<std::mutex> lock(mu_);
+  orphans_.insert(orphans_.end(), r->limbo.begin(), r->limbo.end());
+  std::erase_if(records_, [&](const std::unique_ptr<Record>& p) { return p.get() == r; });
+}
+
+void EpochDomain::Enter() {
+  Record& r = Mine();
+  if (r.depth++ != 0) return;
+  uint64_t e = global_.load(std::memory_order_seq_cst);
+  for (;;) {
+    r.announce.store(e << 1 | 1, std::memory_order_seq_cst);
+    uint64_t again = global_.load(std::memory_order_seq_cst);
+    if (again == e) return;
+    e = again;
+  }
+}
+
+void EpochDomain::Exit() {
+  Record& r = Mine();
+  if (r.depth == 0) {
+    std::fprintf(stderr, "pmindex: EpochDomain::Exit without Enter\n");
+    std::abort();
+  }
+  if (--r.depth == 0) r.announce.store(0, std::memory_order_seq_cst);
+}
+
+bool EpochDomain::InCriticalSection() { return Mine().depth != 0; }
+
+void EpochDomain::Retire(uint64_t item) {
+  Record& r = Mine();
+  Enter();
+  r.limbo.emplace_back(global_.load(std::memory_order_seq_cst), item);
+  pending_.fetch_add(1, std::memory_order_relaxed);
+  Exit();
+  if (++r.retires >= kReclaimEvery) {
+    r.retires = 0;
+    Reclaim();
+  }
+}
+
+bool EpochDomain::TryAdvance() {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t e = global_.load(std::memory_order_seq_cst);
+  for (const auto& r : records_) {
+    uint64_t a = r->announce.load(std::memory_order_seq_cst);
+    if ((a & 1) != 0 && (a >> 1) != e) return false;
+  }
+  return global_.compare_exchange_strong(e, e + 1, std::memory_order_seq_cst);
+}
+
+size_t EpochDomain::Reclaim() {
+  TryAdvance();
+  const uint64_t e = global_.load(std::memory_order_seq_cst);
+  auto safe = [e](const std::pair<uint64_t, uint64_t>& x) { return x.first + 2 <= e; };
+
+  std::vector<uint64_t> ready;
+  Record& r = Mine();
+  // Tags in a thread's limbo list never decrease: the safe ones are a prefix.
+  auto end = std::find_if_not(r.limbo.begin(), r.limbo.end(), safe);
+  for (auto it = r.limbo.begin(); it != end; ++it) ready.push_back(it->second);
+  r.limbo.erase(r.limbo.begin(), end);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& x : orphans_) {
+      if (safe(x)) ready.push_back(x.second);
+    }
+    std::erase_if(orphans_, safe);
+  }
+  pending_.fetch_sub(ready.size(), std::memory_order_relaxed);
+  for (uint64_t item : ready) reclaimer_(item);
+  return ready.size();
+}
+
+}  // namespace pmindex::alloc

@@ -1,0 +1,107 @@
+#include "alloc/thread_slots.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace pmindex::alloc {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<uint64_t, ThreadSlotOwner*> owners;
+  uint64_t next_id = 1;
+};
+
+// Leaked on purpose: thread_local destructors of late threads may run after
+// static destructors.
+Registry& TheRegistry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+struct ThreadSlots;
+void NotifyExit(ThreadSlots& t);
+
+struct ThreadSlots {
+  uint64_t last_id = 0;
+  void* last = nullptr;
+  std::vector<std::pair<uint64_t, void*>> entries;
+  ~ThreadSlots() { NotifyExit(*this); }
+};
+
+thread_local ThreadSlots tl_slots;
+
+}  // namespace
+
+// Exposes ThreadExited to the thread-exit hook without making it public.
+struct ThreadSlotAccess {
+  static void Exit(ThreadSlotOwner* o, void* slot) { o->ThreadExited(slot); }
+};
+
+namespace {
+void NotifyExit(ThreadSlots& t) {
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& [id, slot] : t.entries) {
+    auto it = r.owners.find(id);
+    if (it != r.owners.end()) ThreadSlotAccess::Exit(it->second, slot);
+  }
+  t.entries.clear();
+  t.last_id = 0;
+  t.last = nullptr;
+}
+}  // namespace
+
+ThreadSlotOwner::ThreadSlotOwner() {
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  id_ = r.next_id++;
+  r.owners.emplace(id_, this);
+}
+
+ThreadSlotOwner::~ThreadSlotOwner() {
+  if (registered_) {
+    std::fprintf(stderr, "pmindex: ThreadSlotOwner destroyed without Unregister()\n");
+    std::abort();
+  }
+}
+
+void ThreadSlotOwner::Unregister() {
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.owners.erase(id_);
+  registered_ = false;
+}
+
+void* ThreadSlotOwner::Slot() {
+  ThreadSlots& t = tl_slots;
+  if (__builtin_expect(t.last_id == id_, 1)) return t.last;
+  return SlowSlot();
+}
+
+void* ThreadSlotOwner::SlowSlot() {
+  ThreadSlots& t = tl_slots;
+  void* slot = nullptr;
+  for (auto& [id, s] : t.entries) {
+    if (id == id_) slot = s;
+  }
+  if (slot == nullptr) {
+    // Drop entries of owners that are gone before the list grows.
+    if (t.entries.size() >= 8) {
+      Registry& r = TheRegistry();
+      std::lock_guard<std::mutex> lock(r.mu);
+      std::erase_if(t.entries, [&](const auto& e) { return !r.owners.contains(e.first); });
+    }
+    slot = CreateSlot();
+    t.entries.emplace_back(id_, slot);
+  }
+  t.last_id = id_;
+  t.last = slot;
+  return slot;
+}
+
+}  // namespace pmindex::alloc

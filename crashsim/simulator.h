@@ -36,7 +36,7 @@ struct Config {
   uint64_t seed = 1;
   Mode mode = Mode::kPrefix;
   uint64_t budget = 64;        // images per crash point at most
-  uint64_t pool_mb = 8;        // pool size (also its maximum)
+  uint64_t pool_mb = 4;        // pool size (also its maximum)
   int further_ops = 64;        // random operations after each recovery
   int timeout_s = 20;          // per image, in the child
   bool fork = true;            // false: check in process (debugging)

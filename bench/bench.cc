@@ -189,14 +189,15 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
       std::vector<KV> buf(scan_buf);
       r.lat_ticks.reserve(plan.time_mode ? 1 << 16 : plan.thread_ops[t] / every + 1);
       Op op;
-      uint64_t i = 0;
+      uint64_t i = 0, countdown = 0;
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       while (true) {
         if (plan.time_mode && (i & 255) == 0 && stop.load(std::memory_order_relaxed)) break;
         if (!st.Next(&op)) break;
         bool ok;
-        if (i % every == 0) {
+        if (countdown-- == 0) {
+          countdown = every - 1;
           uint64_t t0 = __rdtsc();
           ok = Execute(idx, op, buf.data(), checker, r);
           r.lat_ticks.push_back(__rdtsc() - t0);

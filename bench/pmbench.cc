@@ -148,8 +148,15 @@ void PreparePoolDir(BenchConfig& cfg, TempDir& tmp) {
     if (ec) Fail("cannot create --pool directory '" + cfg.pool_dir + "': " + ec.message());
   }
   if (!fs::is_directory(cfg.pool_dir, ec)) Fail("--pool '" + cfg.pool_dir + "' is not a directory");
-  if (access(cfg.pool_dir.c_str(), W_OK | X_OK) != 0)
+  // Probe by creating a file: access() says yes to root on read-only trees.
+  std::string probe = (fs::path(cfg.pool_dir) / ".pmbench-probe-XXXXXX").string();
+  std::vector<char> pb(probe.begin(), probe.end());
+  pb.push_back('\0');
+  int fd = mkstemp(pb.data());
+  if (access(cfg.pool_dir.c_str(), W_OK | X_OK) != 0 || fd < 0)
     Fail("--pool directory '" + cfg.pool_dir + "' is not writable");
+  close(fd);
+  unlink(pb.data());
 }
 
 // Plans every phase once (generating the ops, executing nothing) so that a

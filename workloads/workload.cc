@@ -294,47 +294,38 @@ Result<Mix> ParseMix(std::string_view text) {
 
 Result<std::vector<PhaseSpec>> ParseWorkload(std::string_view text) {
   std::vector<PhaseSpec> phases;
-  auto ops_of = [&](std::string_view s, uint64_t* ops) -> Status {
-    if (!ParseU64(s, ops) || *ops == 0)
-      return Status::InvalidArgument("bad workload " + Quote(text) + ": op count " + Quote(s) +
-                                     " is not a positive integer");
-    return Status::OK();
-  };
   if (text.empty()) return Status::InvalidArgument("empty --workload");
-  if (text.starts_with("mix:")) {
-    PhaseSpec p;
-    std::string_view spec = text;
-    auto colon = text.rfind(':');
-    if (colon > 3) {
-      PMINDEX_RETURN_IF_ERROR(ops_of(text.substr(colon + 1), &p.ops));
-      spec = text.substr(0, colon);
-    }
-    auto m = ParseMix(spec);
-    if (!m.ok()) return m.status();
-    p.mix = std::move(m.value());
-    phases.push_back(std::move(p));
-    return phases;
-  }
-  std::string_view rest = text;
-  while (true) {
+  std::vector<std::string_view> items;
+  for (std::string_view rest = text;;) {
     auto comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
+    items.push_back(rest.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    // A mix phase absorbs the following TYPE=W items (no other phase
+    // contains '='): "mix:insert=50,lookup=50:1000,scan".
+    size_t first = i;
+    if (items[i].starts_with("mix:")) {
+      while (i + 1 < items.size() && items[i + 1].find('=') != std::string_view::npos) ++i;
+    }
+    const char* b = items[first].data();
+    std::string_view item(b, items[i].data() + items[i].size() - b);
     PhaseSpec p;
-    auto colon = item.find(':');
-    if (colon != std::string_view::npos) {
-      PMINDEX_RETURN_IF_ERROR(ops_of(item.substr(colon + 1), &p.ops));
+    auto colon = item.rfind(':');
+    if (colon != std::string_view::npos && item.find('=', colon) == std::string_view::npos &&
+        !(item.starts_with("mix:") && colon == 3)) {
+      std::string_view n = item.substr(colon + 1);
+      if (!ParseU64(n, &p.ops) || p.ops == 0)
+        return Status::InvalidArgument("bad workload " + Quote(text) + ": op count " + Quote(n) +
+                                       " is not a positive integer");
       item = item.substr(0, colon);
     }
     if (item.empty()) return Status::InvalidArgument("bad workload " + Quote(text) + ": empty phase");
-    if (item.starts_with("mix"))
-      return Status::InvalidArgument("bad workload " + Quote(text) +
-                                     ": a mix:... workload must be the only phase");
     auto m = ParseMix(item);
     if (!m.ok()) return m.status();
     p.mix = std::move(m.value());
     phases.push_back(std::move(p));
-    if (comma == std::string_view::npos) break;
-    rest = rest.substr(comma + 1);
   }
   return phases;
 }
@@ -563,9 +554,11 @@ OpStream::OpStream(std::shared_ptr<const Workload> w, const PhasePlan& plan, uns
 }
 
 void OpStream::RefillBlock() {
-  block_.clear();
-  for (size_t i = 0; i < kOpTypes; ++i)
-    block_.insert(block_.end(), plan_->mix.weight[i], static_cast<OpType>(i));
+  if (block_.empty()) {
+    for (size_t i = 0; i < kOpTypes; ++i)
+      block_.insert(block_.end(), plan_->mix.weight[i], static_cast<OpType>(i));
+  }
+  // Any permutation of the block holds the same counts; shuffle in place.
   for (size_t i = block_.size(); i > 1; --i) std::swap(block_[i - 1], block_[rng_.Below(i)]);
   block_pos_ = 0;
 }

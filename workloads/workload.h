@@ -157,9 +157,9 @@ struct PhaseSpec {
   uint64_t ops = 0;  // 0 = the run's default (--ops)
 };
 // A comma-separated sequence of phases, each MIX or MIX:OPS
-// ("insert:1000000,lookup:500000"). "mix:..." must be the only phase (its
-// own commas separate the weights); "mix:insert=50,lookup=50:1000" gives it
-// an op count.
+// ("insert:1000000,lookup:500000"). A mix phase takes the TYPE=W items
+// after it, and :OPS after its last weight:
+// "insert:1000,mix:insert=50,lookup=50:2000,scan".
 Result<std::vector<PhaseSpec>> ParseWorkload(std::string_view text);
 
 enum class KeyKind : uint8_t { kRandom, kDense };

@@ -224,8 +224,9 @@ TEST_P(OutOfSpace, IndexStaysUsable) {
     std::printf("note: %llu removes returned OutOfSpace in a full pool\n",
                 static_cast<unsigned long long>(o.remove_out_of_space_count()));
   }
-  // Recovery of the full pool.
-  PMINDEX_ASSERT_OK(t->close());
+  // Recovery of the full pool. A clean close must not need new space (if
+  // it fails, the image below still has to recover).
+  PMINDEX_EXPECT_OK(t->close());
   std::vector<std::byte> image(t.pool->bytes().begin(), t.pool->bytes().end());
   t.Reset();
   PMINDEX_ASSERT_OK_AND_ASSIGN(TestIndex c, OpenImageCopy(image));

@@ -1,0 +1,290 @@
+// Tests of workloads/: key spaces, distributions, mixes, phase planning and
+// the present-key bookkeeping every benchmark check relies on.
+#include "workload.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <thread>
+
+namespace pmindex::workload {
+namespace {
+
+uint64_t TestSeed() {
+  const char* s = std::getenv("PMINDEX_SEED");
+  return s != nullptr ? std::strtoull(s, nullptr, 0) : 20261122;
+}
+
+TEST(WorkloadMix, Mix64InverseAndKeySpaceBijection) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  Rng rng(seed);
+  for (int i = 0; i < 100000; ++i) {
+    uint64_t x = rng.Next();
+    ASSERT_EQ(UnMix64(Mix64(x)), x);
+  }
+  for (uint64_t x : {uint64_t{0}, uint64_t{1}, UINT64_MAX}) EXPECT_EQ(UnMix64(Mix64(x)), x);
+  KeySpace ks(KeyKind::kRandom, seed);
+  std::set<Key> keys;
+  for (uint64_t r = 0; r < 100000; ++r) {
+    ASSERT_EQ(ks.rank(ks.key(r)), r);
+    keys.insert(ks.key(r));
+  }
+  EXPECT_EQ(keys.size(), 100000u);
+  KeySpace dense(KeyKind::kDense, seed);
+  EXPECT_EQ(dense.key(0), 1u);
+  EXPECT_EQ(dense.key(41), 42u);
+}
+
+TEST(WorkloadDist, ZipfMatchesTheFormula) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  const uint64_t n = 1000;
+  const double theta = 0.99;
+  Zipf z(n, theta);
+  Rng rng(seed);
+  std::vector<uint64_t> hist(n);
+  const int draws = 2000000;
+  for (int i = 0; i < draws; ++i) {
+    uint64_t r = z.Next(rng);
+    ASSERT_LT(r, n);
+    ++hist[r];
+  }
+  const double zeta = Zipf::Zeta(n, theta);
+  // Gray et al.'s method is exact for ranks 0 and 1 and a continuous
+  // approximation beyond (as in YCSB): check the head exactly, the mass of
+  // the first 100 ranks loosely.
+  for (uint64_t r : {0, 1}) {
+    double expect = 1.0 / std::pow(static_cast<double>(r + 1), theta) / zeta;
+    EXPECT_NEAR(static_cast<double>(hist[r]) / draws, expect, expect * 0.03) << "rank " << r;
+  }
+  double head = 0, got = 0;
+  for (uint64_t r = 0; r < 100; ++r) {
+    head += 1.0 / std::pow(static_cast<double>(r + 1), theta) / zeta;
+    got += static_cast<double>(hist[r]) / draws;
+  }
+  EXPECT_NEAR(got, head, head * 0.1);
+}
+
+TEST(WorkloadDist, ZetaApproximationIsAccurate) {
+  // Exact sum vs. the Euler-Maclaurin tail used beyond 10^6 terms.
+  const uint64_t n = 3000000;
+  double exact = 0;
+  for (uint64_t i = n; i >= 1; --i) exact += std::pow(static_cast<double>(i), -0.99);
+  EXPECT_NEAR(Zipf::Zeta(n, 0.99), exact, exact * 1e-9);
+  // Growing one step at a time agrees with a fresh generator.
+  Zipf grown(10, 0.5), fresh(5000, 0.5);
+  for (uint64_t m = 11; m <= 5000; ++m) grown.Grow(m);
+  Rng r1(7), r2(7);
+  int differ = 0;
+  for (int i = 0; i < 10000; ++i) differ += grown.Next(r1) != fresh.Next(r2);
+  EXPECT_LE(differ, 2);
+}
+
+TEST(WorkloadDist, ParseAcceptsAndRejects) {
+  EXPECT_TRUE(ParseDistribution("uniform").ok());
+  EXPECT_TRUE(ParseDistribution("sequential").ok());
+  EXPECT_TRUE(ParseDistribution("latest").ok());
+  auto z = ParseDistribution("zipf:0.8");
+  ASSERT_TRUE(z.ok());
+  EXPECT_EQ(z.value().kind, Distribution::Kind::kZipf);
+  EXPECT_DOUBLE_EQ(z.value().theta, 0.8);
+  auto h = ParseDistribution("hotspot:0.05");
+  ASSERT_TRUE(h.ok());
+  EXPECT_DOUBLE_EQ(h.value().hot_fraction, 0.05);
+  EXPECT_DOUBLE_EQ(h.value().hot_ops, 0.95);
+  for (const char* bad : {"zipf:x", "zipf:1", "zipf:0", "hotspot", "hotspot:2", "hotspot:0.1:7",
+                          "uniform:3", "gauss", ""}) {
+    auto r = ParseDistribution(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_TRUE(r.status().is_invalid_argument()) << bad;
+    }
+  }
+}
+
+TEST(WorkloadMix, ParseWorkloadSequencesAndMixes) {
+  auto w = ParseWorkload("insert:1000000,lookup:500000");
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w.value().size(), 2u);
+  EXPECT_EQ(w.value()[0].ops, 1000000u);
+  EXPECT_EQ(w.value()[1].mix.name, "lookup");
+  auto m = ParseWorkload("insert:10,mix:insert=50,lookup=50:2000,scan");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m.value().size(), 3u);
+  EXPECT_EQ(m.value()[1].ops, 2000u);
+  EXPECT_EQ(m.value()[1].mix.weight[static_cast<size_t>(OpType::kInsert)], 1u);  // reduced by gcd
+  EXPECT_EQ(m.value()[2].ops, 0u);
+  auto y = ParseMix("ycsb-b");
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(y.value().weight[static_cast<size_t>(OpType::kLookup)], 19u);
+  EXPECT_EQ(y.value().weight[static_cast<size_t>(OpType::kUpdate)], 1u);
+  EXPECT_TRUE(ParseMix("ycsb-d").value().force_latest);
+  EXPECT_TRUE(ParseMix("dense-insert").value().dense_insert);
+  for (const char* bad : {"", "ycsb-g", "lookup:abc", "lookup:0", "mix:", "mix:foo=1",
+                          "mix:insert=0", "mix:insert=1,insert=2", "mix:insert", ",lookup"}) {
+    EXPECT_FALSE(ParseWorkload(bad).ok()) << bad;
+  }
+}
+
+// Replays generated ops against a std::set oracle: every expectation the
+// generator states must hold, and the op counts must match the mix.
+void CheckAgainstOracle(WorkloadConfig cfg, unsigned threads) {
+  auto made = Workload::Make(cfg);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::shared_ptr<const Workload> w = made.value();
+  std::set<Key> present;
+  std::vector<KV> pairs = w->LoadPairs();
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (i > 0) {
+      ASSERT_LT(pairs[i - 1].key, pairs[i].key);
+    }
+    ASSERT_EQ(pairs[i].value, ValueFor(pairs[i].key));
+    present.insert(pairs[i].key);
+  }
+  State s = w->InitialState();
+  for (size_t p = 1; p <= cfg.phases.size(); ++p) {
+    auto plan = w->Plan(s, p, threads, false);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    std::vector<std::unique_ptr<OpStream>> streams;
+    std::vector<const OpStream*> sp;
+    std::array<uint64_t, kOpTypes> counts{};
+    // Streams of one phase never conflict, so replaying them one after
+    // another is a valid linearization.
+    std::vector<std::vector<Op>> per_thread(threads);
+    for (unsigned t = 0; t < threads; ++t) {
+      streams.push_back(std::make_unique<OpStream>(w, plan.value(), t));
+      Op op;
+      while (streams.back()->Next(&op)) per_thread[t].push_back(op);
+      sp.push_back(streams.back().get());
+    }
+    for (unsigned t = 0; t < threads; ++t) {
+      for (const Op& op : per_thread[t]) {
+        ++counts[static_cast<size_t>(op.type)];
+        if (op.type == OpType::kInsert) {
+          ASSERT_FALSE(present.count(op.key)) << "insert of a present key, phase " << p;
+          present.insert(op.key);
+        } else if (op.type == OpType::kDelete) {
+          ASSERT_TRUE(present.erase(op.key)) << "delete of an absent key, phase " << p;
+        }
+      }
+    }
+    // Reads are checked after all inserts and deletes of the phase were
+    // replayed: a read never targets a key deleted in the same phase, and
+    // reads of own inserts (latest) come after the insert in the stream.
+    for (unsigned t = 0; t < threads; ++t) {
+      for (const Op& op : per_thread[t]) {
+        if (op.type != OpType::kInsert && op.type != OpType::kDelete) {
+          ASSERT_TRUE(present.count(op.key)) << OpTypeName(op.type) << " of an absent key, phase " << p;
+        }
+      }
+    }
+    const uint64_t ops = cfg.phases[p - 1].ops ? cfg.phases[p - 1].ops : cfg.default_ops;
+    uint64_t total = 0;
+    for (uint64_t c : counts) total += c;
+    EXPECT_EQ(total, ops);
+    const Mix& mix = cfg.phases[p - 1].mix;
+    for (size_t i = 0; i < kOpTypes; ++i) {
+      double expect = static_cast<double>(ops) * mix.weight[i] / mix.total();
+      EXPECT_NEAR(static_cast<double>(counts[i]), expect, static_cast<double>(threads * mix.total()))
+          << OpTypeName(static_cast<OpType>(i)) << " phase " << p;
+    }
+    w->Commit(&s, plan.value(), sp);
+    ASSERT_EQ(s.present.size(), present.size());
+    for (uint64_t i = 0; i < s.present.size(); i += 97)
+      ASSERT_TRUE(present.count(w->keyspace().key(s.present.at(i))));
+  }
+}
+
+TEST(WorkloadPlan, OracleSingleThread) {
+  WorkloadConfig cfg;
+  cfg.seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed));
+  cfg.keys = 5000;
+  cfg.default_ops = 3000;
+  cfg.phases = ParseWorkload("insert,delete,ycsb-a,ycsb-d,ycsb-e,ycsb-f,mix:insert=2,delete=1,lookup=3")
+                   .value();
+  CheckAgainstOracle(cfg, 1);
+}
+
+TEST(WorkloadPlan, OracleThreadsAndDistributions) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  for (const char* dist : {"uniform", "zipf:0.99", "latest", "sequential", "hotspot:0.1"}) {
+    SCOPED_TRACE(dist);
+    WorkloadConfig cfg;
+    cfg.seed = seed;
+    cfg.keys = 4000;
+    cfg.default_ops = 2500;
+    cfg.dist = ParseDistribution(dist).value();
+    cfg.phases = ParseWorkload("insert,mix:delete=1,lookup=1,ycsb-b,dense-insert:999,ycsb-d").value();
+    CheckAgainstOracle(cfg, 3);
+  }
+}
+
+TEST(WorkloadPlan, SameSeedSameOpsDifferentSeedDifferentOps) {
+  WorkloadConfig cfg;
+  cfg.keys = 1000;
+  cfg.default_ops = 500;
+  cfg.phases = ParseWorkload("ycsb-a,insert").value();
+  auto a = GenerateOps(cfg), b = GenerateOps(cfg);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a.value().size(), b.value().size());
+  for (size_t i = 0; i < a.value().size(); ++i) ASSERT_EQ(a.value()[i].key, b.value()[i].key);
+  cfg.seed = 2;
+  auto c = GenerateOps(cfg);
+  size_t same = 0;
+  for (size_t i = 0; i < a.value().size(); ++i) same += a.value()[i].key == c.value()[i].key;
+  EXPECT_LT(same, a.value().size() / 10);
+}
+
+TEST(WorkloadPlan, TooFewKeysIsAClearError) {
+  WorkloadConfig cfg;
+  cfg.keys = 100;
+  cfg.default_ops = 101;
+  cfg.phases = ParseWorkload("delete").value();
+  auto r = GenerateOps(cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().is_invalid_argument());
+  EXPECT_NE(r.status().message().find("present keys"), std::string_view::npos);
+  cfg.keys = 0;
+  cfg.phases = ParseWorkload("lookup").value();
+  EXPECT_FALSE(GenerateOps(cfg).ok());
+  cfg.phases = ParseWorkload("insert:10,lookup:10").value();
+  EXPECT_TRUE(GenerateOps(cfg).ok());
+}
+
+TEST(WorkloadDist, HotspotSendsTheHotShareToTheHotSet) {
+  WorkloadConfig cfg;
+  cfg.seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed));
+  cfg.keys = 10000;
+  cfg.key_kind = KeyKind::kDense;  // rank r is key r+1: hot set = keys 1..1000
+  cfg.default_ops = 100000;
+  cfg.dist = ParseDistribution("hotspot:0.1:0.9").value();
+  cfg.phases = ParseWorkload("lookup").value();
+  auto ops = GenerateOps(cfg);
+  ASSERT_TRUE(ops.ok());
+  size_t hot = 0;
+  for (const Op& op : ops.value()) hot += op.key <= 1000;
+  EXPECT_NEAR(static_cast<double>(hot) / 100000, 0.9, 0.01);
+}
+
+TEST(WorkloadDist, SequentialIsAscendingPerThread) {
+  WorkloadConfig cfg;
+  cfg.seed = TestSeed();
+  cfg.keys = 1000;
+  cfg.default_ops = 999;
+  cfg.dist = ParseDistribution("sequential").value();
+  cfg.phases = ParseWorkload("lookup").value();
+  auto ops = GenerateOps(cfg);
+  ASSERT_TRUE(ops.ok());
+  for (size_t i = 1; i < ops.value().size(); ++i)
+    ASSERT_LT(ops.value()[i - 1].key, ops.value()[i].key);
+}
+
+}  // namespace
+}  // namespace pmindex::workload

@@ -32,9 +32,10 @@ const char kUsage[] =
     "               [--budget K] [--mutate] [--json FILE] [--workload W[,W...]]\n"
     "               [--opt k=v,...] [--replay POINT:IMAGE] [--mutant KIND@SITE]\n"
     "               [--mutate-alloc] [--pool-mb N] [--further-ops N] [--timeout S]\n"
-    "               [--no-fork] [--max-failures N] [--list]\n"
+    "               [--no-fork] [--max-failures N] [--configs first|all] [--list]\n"
     "  --index      a persistent index (test-only fixtures included), or 'all'\n"
-    "               (every registered persistent index, each test config)\n"
+    "               (every registered persistent index, each of its test configs,\n"
+    "               or only the first with --configs first)\n"
     "  --ops        operations per workload (default 100)\n"
     "  --mode       prefix (default): each line shows a prefix of its stores;\n"
     "               line: each line old or new; eadr: prefix of the global store\n"
@@ -175,7 +176,7 @@ int main(int argc, char** argv) {
   pmindex::crash::LinkFixtures();
   Config base;
   std::string index, json, workloads = "mixed";
-  bool mutate = false, mutate_alloc = false, list = false, opt_given = false;
+  bool mutate = false, mutate_alloc = false, list = false, opt_given = false, first_config = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -213,6 +214,11 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") base.timeout_s = static_cast<int>(ParseU64(a, val(), 1, 3600));
     else if (a == "--max-failures") base.stop_after = ParseU64(a, val(), 0, UINT64_MAX);
     else if (a == "--no-fork") base.fork = false;
+    else if (a == "--configs") {
+      std::string c = val();
+      if (c != "first" && c != "all") Usage("--configs expects first or all");
+      first_config = c == "first";
+    }
     else if (a == "--list") list = true;
     else if (a == "--help" || a == "-h") {
       std::printf("%s", kUsage);
@@ -256,7 +262,10 @@ int main(int argc, char** argv) {
       if (opt_given || info->test_configs.empty()) {
         targets.emplace_back(info->name, base.options);
       } else {
-        for (const auto& c : info->test_configs) targets.emplace_back(info->name, c);
+        for (const auto& c : info->test_configs) {
+          targets.emplace_back(info->name, c);
+          if (first_config) break;
+        }
       }
     }
     if (targets.empty()) {

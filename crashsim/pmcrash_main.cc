@@ -288,6 +288,32 @@ int main(int argc, char** argv) {
   std::vector<Job> jobs;
   bool all_ok = true;
   for (const auto& [name, opt] : targets) {
+    if (mutate) {
+      // One kill matrix per index config, over all the chosen workloads.
+      Job j;
+      j.cfg = base;
+      j.cfg.index = name;
+      j.cfg.options = opt;
+      j.cfg.workload = wl.size() == 1 ? wl[0] : workloads;
+      std::printf("pmcrash --index %s%s%s --workload %s --ops %llu --seed %llu --mode %s --budget %llu --mutate\n",
+                  name.c_str(), opt.empty() ? "" : " --opt ", opt.c_str(), j.cfg.workload.c_str(),
+                  (unsigned long long)j.cfg.ops, (unsigned long long)j.cfg.seed,
+                  pmindex::crash::ModeName(j.cfg.mode), (unsigned long long)j.cfg.budget);
+      std::fflush(stdout);
+      j.mutated = true;
+      Config c = j.cfg;
+      c.workload = wl[0];
+      j.mut = pmindex::crash::RunMutation(c, mutate_alloc, &std::cout, wl);
+      j.stats = j.mut.baseline;
+      PrintStats(j);
+      std::printf("  mutants: %zu, killed %llu, redundant %llu, unexplained %llu\n",
+                  j.mut.mutants.size(), (unsigned long long)j.mut.killed,
+                  (unsigned long long)j.mut.redundant, (unsigned long long)j.mut.unexplained);
+      if (!j.mut.ok()) all_ok = false;
+      std::fflush(stdout);
+      jobs.push_back(std::move(j));
+      continue;
+    }
     for (const auto& w : wl) {
       Job j;
       j.cfg = base;

@@ -720,11 +720,42 @@ bool MutableSite(const SiteInfo& s, bool with_alloc) {
          (with_alloc && has("src/alloc/"));
 }
 
-MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress) {
+MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress,
+                           const std::vector<std::string>& workloads) {
   MutationReport rep;
-  Config base = cfg;
-  base.mutation = {};
-  rep.baseline = Run(base);
+  std::vector<std::string> wl = workloads;
+  if (wl.empty()) wl.push_back(cfg.workload);
+  // Baseline: every workload clean; sites summed over them.
+  for (const auto& w : wl) {
+    Config base = cfg;
+    base.mutation = {};
+    base.workload = w;
+    RunStats st = Run(base);
+    rep.baseline.ops += st.ops;
+    rep.baseline.crash_points += st.crash_points;
+    rep.baseline.checked_points += st.checked_points;
+    rep.baseline.sampled_points += st.sampled_points;
+    rep.baseline.images += st.images;
+    rep.baseline.failing_images += st.failing_images;
+    rep.baseline.seconds += st.seconds;
+    rep.baseline.max_lines_in_play = std::max(rep.baseline.max_lines_in_play, st.max_lines_in_play);
+    if (rep.baseline.setup_error.empty() && !st.setup_error.empty()) {
+      rep.baseline.setup_error = w + ": " + st.setup_error;
+    }
+    for (auto& f : st.failures) rep.baseline.failures.push_back(std::move(f));
+    for (auto& b : st.bypasses) rep.baseline.bypasses.push_back(std::move(b));
+    for (const auto& [k, s] : st.sites) {
+      auto it = rep.baseline.sites.find(k);
+      if (it == rep.baseline.sites.end()) {
+        rep.baseline.sites.emplace(k, s);
+      } else {
+        it->second.calls += s.calls;
+        it->second.multi_line_calls += s.multi_line_calls;
+        it->second.effective += s.effective;
+        it->second.effective_last_line += s.effective_last_line;
+      }
+    }
+  }
   if (!rep.baseline.ok()) return rep;
   for (const auto& [k, s] : rep.baseline.sites) {
     if (!MutableSite(s, with_alloc)) continue;
@@ -740,18 +771,22 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
       r.mutation.kind = kind;
       r.mutation.site = s.key();
       r.site = s.Pretty();
-      Config mc = cfg;
-      mc.mutation = r.mutation;
-      mc.stop_after = 1;
-      mc.keep_failures = 1;
-      RunStats st = Run(mc);
-      if (!st.failures.empty() || !st.setup_error.empty()) {
-        r.killed = true;
-        if (!st.failures.empty()) {
-          r.reason = st.failures[0].message + " | " + st.failures[0].replay;
-        } else {
-          r.reason = st.setup_error;
+      for (const auto& w : wl) {
+        Config mc = cfg;
+        mc.workload = w;
+        mc.mutation = r.mutation;
+        mc.stop_after = 1;
+        mc.keep_failures = 1;
+        RunStats st = Run(mc);
+        if (!st.failures.empty() || !st.setup_error.empty()) {
+          r.killed = true;
+          r.reason = !st.failures.empty()
+                         ? st.failures[0].message + " | " + st.failures[0].replay
+                         : w + ": " + st.setup_error;
+          break;
         }
+      }
+      if (r.killed) {
         ++rep.killed;
       } else {
         // Survivors the baseline explains: the model says the site never

@@ -94,7 +94,10 @@ struct MutationReport {
 // (crashsim/fixtures/, tests/crash/), and src/alloc/ when `with_alloc`.
 bool MutableSite(const SiteInfo& s, bool with_alloc);
 
+// Runs `workloads` (cfg.workload when empty) unmodified, then each mutant
+// of the sites they reached, workload after workload until one kills it.
 // `progress` (may be null) gets one line per mutant.
-MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress);
+MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress,
+                           const std::vector<std::string>& workloads = {});
 
 }  // namespace pmindex::crash

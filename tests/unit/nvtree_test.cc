@@ -227,7 +227,9 @@ TEST(NvtreeTree, RandomOpsTinyNodesAgainstOracle) {
       }
       auto got = t.idx->lookup(k);
       ASSERT_EQ(got.has_value(), oracle.count(k) != 0) << "op " << i << " key " << k;
-      if (got) ASSERT_EQ(*got, oracle[k]);
+      if (got) {
+        ASSERT_EQ(*got, oracle[k]);
+      }
       if (i % 2000 == 0) {
         Status vs = t.idx->verify();
         ASSERT_TRUE(vs.ok()) << vs.ToString();

@@ -1,0 +1,476 @@
+#include "trees/cddstree/cddstree.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace pmindex::cddstree {
+
+namespace {
+std::string Hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+bool Same(const Entry& a, const Entry& b) {
+  return a.key == b.key && a.val == b.val && a.start == b.start && a.end == b.end;
+}
+}  // namespace
+
+CddsTree::CddsTree(const IndexEnv& env, uint32_t node_bytes)
+    : env_(env), bytes_(node_bytes), cap_(Node::CapacityFor(node_bytes)) {}
+
+Result<std::unique_ptr<Index>> CddsTree::Create(const IndexEnv& env, uint32_t node_bytes) {
+  std::unique_ptr<CddsTree> t(new CddsTree(env, node_bytes));
+  Result<PPtr> m = env.alloc->Alloc(sizeof(Meta));
+  if (!m.ok()) return m.status();
+  Result<PPtr> root = env.alloc->Alloc(node_bytes);
+  if (!root.ok()) return root.status();
+  Node* r = t->N(root.value().raw());
+  pm::store(&r->n, 0u);
+  pm::store(&r->leaf, 1u);
+  pm::flush(r, 8);
+  t->meta_ = env.pool->to_ptr<Meta>(m.value());
+  pm::store(t->meta_, Meta{kTag, root.value().raw(), 1, node_bytes});
+  pm::flush(t->meta_, sizeof(Meta));
+  pm::fence();  // meta and root durable before slot 0 points to them
+  pm::naw(env.pool->root_slot(0), m.value().raw());
+  return std::unique_ptr<Index>(std::move(t));
+}
+
+Status CddsTree::CheckNode(uint64_t raw) const {
+  PPtr p(raw);
+  if (p.pool_id() != env_.pool->id() || p.offset() % 64 != 0 ||
+      p.offset() < env_.pool->heap_begin() || p.offset() + bytes_ > env_.pool->size())
+    return Status::Corruption("cddstree: node pointer " + Hex(raw) + " outside the heap");
+  Node* x = N(raw);
+  if (x->leaf > 1 || x->n > cap_) return Status::Corruption("cddstree: node " + Hex(raw) + " has a bad header");
+  return Status::OK();
+}
+
+Status CddsTree::Recover(uint64_t raw, uint32_t depth) {
+  if (depth >= kMaxHeight) return Status::Corruption("cddstree: tree deeper than the limit");
+  PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
+  env_.alloc->MarkReachable(PPtr(raw));
+  Node* x = N(raw);
+  const uint64_t v = gv();
+  for (uint32_t i = 0; i < x->n; ++i) {
+    Entry& e = x->e[i];
+    if (e.start > v && e.end != 0) {
+      pm::store(&e.end, uint64_t{0});  // uncommitted insert: never live
+      pm::flush(&e.end, 8);
+    } else if (e.end != Entry::kInf && e.end > v && e.end != 0) {
+      pm::store(&e.end, Entry::kInf);  // uncommitted delete: live again
+      pm::flush(&e.end, 8);
+    }
+    if (i > 0 && Same(x->e[i - 1], e) && e.live(v)) {
+      pm::store(&x->e[i - 1].end, uint64_t{0});  // copy left by an interrupted shift
+      pm::flush(&x->e[i - 1].end, 8);
+    }
+  }
+  if (!x->leaf) {
+    for (uint32_t i = 0; i < x->n; ++i)
+      if (x->e[i].live(v)) PMINDEX_RETURN_IF_ERROR(Recover(x->e[i].val, depth + 1));
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node_bytes) {
+  std::unique_ptr<CddsTree> t(new CddsTree(env, node_bytes));
+  Pool* pool = env.pool;
+  uint64_t m = *pool->root_slot(0);
+  PPtr mp(m);
+  if (m == 0 || mp.pool_id() != pool->id() || mp.offset() + sizeof(Meta) > pool->size())
+    return Status::Corruption("cddstree: no meta block");
+  t->meta_ = pool->to_ptr<Meta>(mp);
+  if (t->meta_->tag != kTag || t->meta_->node_bytes != node_bytes)
+    return Status::Corruption("cddstree: bad meta block");
+  env.alloc->MarkReachable(mp);
+  PMINDEX_RETURN_IF_ERROR(t->Recover(t->meta_->root, 0));
+  pm::fence();  // repairs durable before new versions are written
+  return std::unique_ptr<Index>(std::move(t));
+}
+
+int CddsTree::Route(Node* x, Key k) const {
+  const uint64_t v = gv();
+  int best = -1, first = -1;
+  for (uint32_t i = 0; i < x->n; ++i) {
+    const Entry& e = x->e[i];
+    if (!e.live(v)) continue;
+    if (first < 0) first = static_cast<int>(i);
+    if (e.key <= k) best = static_cast<int>(i); else break;
+  }
+  return best >= 0 ? best : first;
+}
+
+int CddsTree::FindLive(Node* x, Key k) const {
+  const uint64_t v = gv();
+  uint32_t lo = 0, hi = x->n;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (x->e[mid].key < k) lo = mid + 1; else hi = mid;
+  }
+  for (uint32_t i = lo; i < x->n && x->e[i].key == k; ++i)
+    if (x->e[i].live(v)) return static_cast<int>(i);
+  return -1;
+}
+
+std::optional<Value> CddsTree::lookup(Key k) {
+  std::shared_lock g(mu_);
+  Node* x = N(meta_->root);
+  while (!x->leaf) x = N(x->e[Route(x, k)].val);
+  int i = FindLive(x, k);
+  if (i < 0) return std::nullopt;
+  return x->e[i].val;
+}
+
+void CddsTree::ShiftInsert(Node* x, const Entry& e) {
+  uint32_t n = x->n;
+  uint32_t p = n;
+  while (p > 0 && x->e[p - 1].key > e.key) --p;
+  if (p < n) {
+    // Copy the last entry into the free slot and cover it with n first, so
+    // no entry is ever outside n while the others shift.
+    pm::store(&x->e[n], x->e[n - 1]);
+    pm::flush(&x->e[n], sizeof(Entry));
+    pm::fence();
+    pm::store(&x->n, n + 1);
+    pm::flush(&x->n, 4);
+    pm::fence();
+    // One entry at a time, each durable before the next overwrites its
+    // source (a crash leaves at most one adjacent duplicate).
+    for (uint32_t j = n - 1; j > p; --j) {
+      pm::store(&x->e[j], x->e[j - 1]);
+      pm::flush(&x->e[j], sizeof(Entry));
+      pm::fence();
+    }
+    pm::store(&x->e[p], e);
+    pm::flush(&x->e[p], sizeof(Entry));
+  } else {
+    pm::store(&x->e[n], e);
+    pm::flush(&x->e[n], sizeof(Entry));
+    pm::fence();  // the entry is durable before n covers it
+    pm::store(&x->n, n + 1);
+    pm::flush(&x->n, 4);
+  }
+}
+
+void CddsTree::Commit(uint64_t nv) {
+  // Every entry of version nv durable before gv makes it visible.
+  pm::fence();
+  pm::naw(&meta_->gv, nv);
+}
+
+Result<bool> CddsTree::MakeRoom(Key k) {
+  uint64_t root = meta_->root;
+  Node* r = N(root);
+  if (r->leaf ? r->n >= cap_ : r->n + 2 > cap_) {
+    std::vector<Entry> live;
+    for (uint32_t i = 0; i < r->n; ++i)
+      if (r->e[i].live(gv())) live.push_back({r->e[i].key, r->e[i].val, r->e[i].start, Entry::kInf});
+    Result<PPtr> nr = env_.alloc->Alloc(bytes_);
+    if (!nr.ok()) return nr.status();
+    Node* x = N(nr.value().raw());
+    const bool compact = r->leaf ? live.size() * 2 < cap_ : live.size() + 2 <= cap_;
+    if (compact) {
+      // Enough dead entries: a compacted copy of the root replaces it
+      // (garbage collection of versions at the root, which has no parent).
+      pm::store(&x->n, static_cast<uint32_t>(live.size()));
+      pm::store(&x->leaf, r->leaf);
+      if (!live.empty()) pm::copy(x->e, live.data(), live.size() * sizeof(Entry));
+      pm::flush(x, Node::kHeader + live.size() * sizeof(Entry));
+    } else {
+      // Root growth: a new root with one committed entry for the old root.
+      pm::store(&x->n, 1u);
+      pm::store(&x->leaf, 0u);
+      pm::store(&x->e[0], Entry{0, root, 0, Entry::kInf});
+      pm::flush(x, Node::kHeader + sizeof(Entry));
+    }
+    pm::fence();  // the new root is durable before meta points to it
+    pm::naw(&meta_->root, nr.value().raw());
+    if (compact) env_.alloc->Free(PPtr(root));
+    return true;
+  }
+  uint64_t parent = root;
+  for (uint32_t depth = 0; depth < kMaxHeight; ++depth) {
+    Node* p = N(parent);
+    if (p->leaf) return false;
+    int idx = Route(p, k);
+    uint64_t c_raw = p->e[idx].val;
+    Node* c = N(c_raw);
+    if (c->leaf ? c->n >= cap_ : c->n + 2 > cap_) {
+      PMINDEX_RETURN_IF_ERROR(Restructure(parent, idx, c_raw));
+      return true;
+    }
+    parent = c_raw;
+  }
+  return Status::OutOfSpace("cddstree: tree too high");
+}
+
+Status CddsTree::Restructure(uint64_t parent, int pidx, uint64_t x_raw) {
+  Node* p = N(parent);
+  Node* x = N(x_raw);
+  const uint64_t v = gv();
+  const uint64_t nv = v + 1;
+  std::vector<Entry> live;
+  for (uint32_t i = 0; i < x->n; ++i)
+    if (x->e[i].live(v)) live.push_back({x->e[i].key, x->e[i].val, x->e[i].start, Entry::kInf});
+  // Leaves split when at least half full of live entries (else a compacted
+  // copy has room for many inserts). Inner nodes split only when a
+  // compacted copy would still lack the two free slots a child's
+  // restructuring needs.
+  const bool split = x->leaf ? live.size() * 2 >= cap_ : live.size() + 2 > cap_;
+  const size_t h = split ? live.size() / 2 : live.size();
+  uint64_t a_raw = 0, b_raw = 0;
+  Result<PPtr> a = env_.alloc->Alloc(bytes_);
+  if (!a.ok()) return a.status();
+  a_raw = a.value().raw();
+  if (split) {
+    Result<PPtr> b = env_.alloc->Alloc(bytes_);
+    if (!b.ok()) {
+      env_.alloc->Free(a.value());
+      return b.status();
+    }
+    b_raw = b.value().raw();
+  }
+  auto fill = [&](uint64_t raw, const Entry* es, size_t n) {
+    Node* y = N(raw);
+    pm::store(&y->n, static_cast<uint32_t>(n));
+    pm::store(&y->leaf, x->leaf);
+    if (n > 0) pm::copy(y->e, es, n * sizeof(Entry));
+    pm::flush(y, Node::kHeader + n * sizeof(Entry));
+  };
+  fill(a_raw, live.data(), h);
+  if (split) fill(b_raw, live.data() + h, live.size() - h);
+  pm::fence();  // new nodes durable before the parent refers to them
+  const Key pkey = p->e[pidx].key;
+  pm::store(&p->e[pidx].end, nv);
+  pm::flush(&p->e[pidx].end, 8);
+  ShiftInsert(p, Entry{pkey, a_raw, nv, Entry::kInf});
+  if (split) {
+    ShiftInsert(p, Entry{live[h].key, b_raw, nv, Entry::kInf});
+  }
+  Commit(nv);
+  env_.alloc->Free(PPtr(x_raw));
+  return Status::OK();
+}
+
+Status CddsTree::Write(Op op, Key k, Value v) {
+  std::unique_lock g(mu_);
+  for (;;) {
+    if (op != Op::kRemove) {
+      Result<bool> changed = MakeRoom(k);
+      if (!changed.ok()) return changed.status();
+      if (changed.value()) continue;
+    }
+    Node* x = N(meta_->root);
+    while (!x->leaf) x = N(x->e[Route(x, k)].val);
+    int i = FindLive(x, k);
+    const uint64_t nv = gv() + 1;
+    if (op == Op::kInsert && i >= 0) return Status::AlreadyExists();
+    if ((op == Op::kUpdate || op == Op::kRemove) && i < 0) return Status::NotFound();
+    if (i >= 0 && op != Op::kRemove && x->e[i].val == v) return Status::OK();
+    if (i >= 0) {
+      pm::store(&x->e[i].end, nv);
+      pm::flush(&x->e[i].end, 8);
+    }
+    if (op != Op::kRemove) ShiftInsert(x, Entry{k, v, nv, Entry::kInf});
+    Commit(nv);
+    return Status::OK();
+  }
+}
+
+Status CddsTree::insert(Key k, Value v) { return Write(Op::kInsert, k, v); }
+Status CddsTree::update(Key k, Value v) { return Write(Op::kUpdate, k, v); }
+Status CddsTree::upsert(Key k, Value v) { return Write(Op::kUpsert, k, v); }
+Status CddsTree::remove(Key k) { return Write(Op::kRemove, k, 0); }
+
+void CddsTree::Walk(uint64_t raw, const std::function<void(uint64_t, Node*)>& fn) const {
+  Node* x = N(raw);
+  fn(raw, x);
+  if (x->leaf) return;
+  const uint64_t v = gv();
+  for (uint32_t i = 0; i < x->n; ++i)
+    if (x->e[i].live(v)) Walk(x->e[i].val, fn);
+}
+
+size_t CddsTree::scan(Key from, size_t n, KV* out) {
+  std::shared_lock g(mu_);
+  size_t got = 0;
+  const uint64_t v = gv();
+  // In-order descent, skipping children whose next live sibling starts at
+  // or below `from`.
+  std::function<void(Node*)> rec = [&](Node* x) {
+    if (got >= n) return;
+    if (x->leaf) {
+      for (uint32_t i = 0; i < x->n && got < n; ++i)
+        if (x->e[i].live(v) && x->e[i].key >= from) out[got++] = {x->e[i].key, x->e[i].val};
+      return;
+    }
+    std::vector<uint32_t> lv;
+    for (uint32_t i = 0; i < x->n; ++i)
+      if (x->e[i].live(v)) lv.push_back(i);
+    for (size_t j = 0; j < lv.size() && got < n; ++j) {
+      if (j + 1 < lv.size() && x->e[lv[j + 1]].key <= from) continue;
+      rec(N(x->e[lv[j]].val));
+    }
+  };
+  rec(N(meta_->root));
+  return got;
+}
+
+Status CddsTree::bulk_load(std::span<const KV> sorted, double fill) {
+  if (!(fill > 0 && fill <= 1)) return Status::InvalidArgument("cddstree: fill must be in (0, 1]");
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i - 1].key >= sorted[i].key)
+      return Status::InvalidArgument("cddstree: bulk_load keys not strictly ascending");
+  std::unique_lock g(mu_);
+  Node* root = N(meta_->root);
+  if (!root->leaf) return Status::InvalidArgument("cddstree: bulk_load needs an empty index");
+  for (uint32_t i = 0; i < root->n; ++i)
+    if (root->e[i].live(gv())) return Status::InvalidArgument("cddstree: bulk_load needs an empty index");
+  if (sorted.empty()) return Status::OK();
+  const uint32_t per = std::max<uint32_t>(2, static_cast<uint32_t>(cap_ * fill));
+  std::vector<PPtr> fresh;
+  std::vector<std::pair<Key, uint64_t>> level;
+  std::vector<Entry> es;
+  auto make = [&](bool leaf, const std::vector<Entry>& e, uint64_t* raw) -> Status {
+    Result<PPtr> r = env_.alloc->Alloc(bytes_);
+    if (!r.ok()) {
+      for (PPtr f : fresh) env_.alloc->Free(f);
+      return r.status();
+    }
+    fresh.push_back(r.value());
+    Node* y = N(r.value().raw());
+    pm::store(&y->n, static_cast<uint32_t>(e.size()));
+    pm::store(&y->leaf, leaf ? 1u : 0u);
+    pm::copy(y->e, e.data(), e.size() * sizeof(Entry));
+    pm::flush(y, Node::kHeader + e.size() * sizeof(Entry));
+    *raw = r.value().raw();
+    return Status::OK();
+  };
+  for (size_t b = 0; b < sorted.size(); b += per) {
+    es.clear();
+    for (size_t i = b; i < std::min(sorted.size(), b + per); ++i)
+      es.push_back({sorted[i].key, sorted[i].value, 0, Entry::kInf});
+    uint64_t raw;
+    PMINDEX_RETURN_IF_ERROR(make(true, es, &raw));
+    level.push_back({b == 0 ? 0 : sorted[b].key, raw});
+  }
+  while (level.size() > 1) {
+    std::vector<std::pair<Key, uint64_t>> up;
+    for (size_t b = 0; b < level.size(); b += per) {
+      es.clear();
+      for (size_t i = b; i < std::min(level.size(), b + per); ++i)
+        es.push_back({level[i].first, level[i].second, 0, Entry::kInf});
+      uint64_t raw;
+      PMINDEX_RETURN_IF_ERROR(make(false, es, &raw));
+      up.push_back({level[b].first, raw});
+    }
+    level.swap(up);
+  }
+  pm::fence();  // the loaded tree durable before the root moves to it
+  uint64_t old = meta_->root;
+  pm::naw(&meta_->root, level[0].second);
+  env_.alloc->Free(PPtr(old));
+  return Status::OK();
+}
+
+Status CddsTree::VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi,
+                            uint32_t* leaf_depth, uint64_t* entries) {
+  if (depth >= kMaxHeight) return Status::Corruption("cddstree: tree deeper than the limit");
+  PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
+  Node* x = N(raw);
+  const uint64_t v = gv();
+  std::vector<uint32_t> lv;
+  for (uint32_t i = 0; i < x->n; ++i) {
+    const Entry& e = x->e[i];
+    if (i > 0 && x->e[i - 1].key > e.key) return Status::Corruption("cddstree: entries not sorted in " + Hex(raw));
+    if (e.start > v && e.end != 0) return Status::Corruption("cddstree: uncommitted entry in " + Hex(raw));
+    if (e.end != Entry::kInf && e.end > v) return Status::Corruption("cddstree: uncommitted end in " + Hex(raw));
+    if (!e.live(v)) continue;
+    if (e.key < lo || (has_hi && e.key >= hi))
+      return Status::Corruption("cddstree: key " + std::to_string(e.key) + " outside bounds in " + Hex(raw));
+    if (!lv.empty() && x->e[lv.back()].key == e.key)
+      return Status::Corruption("cddstree: duplicate live key in " + Hex(raw));
+    lv.push_back(i);
+  }
+  if (x->leaf) {
+    if (*leaf_depth == UINT32_MAX) *leaf_depth = depth;
+    if (*leaf_depth != depth) return Status::Corruption("cddstree: leaves at different depths");
+    *entries += lv.size();
+    return Status::OK();
+  }
+  if (lv.empty()) return Status::Corruption("cddstree: inner node without live entries " + Hex(raw));
+  for (size_t j = 0; j < lv.size(); ++j) {
+    Key clo = j == 0 ? lo : x->e[lv[j]].key;
+    bool chh = j + 1 < lv.size() || has_hi;
+    Key chi = j + 1 < lv.size() ? x->e[lv[j + 1]].key : hi;
+    PMINDEX_RETURN_IF_ERROR(VerifyNode(x->e[lv[j]].val, depth + 1, clo, chh, chi, leaf_depth, entries));
+  }
+  return Status::OK();
+}
+
+Status CddsTree::verify() {
+  std::shared_lock g(mu_);
+  uint32_t leaf_depth = UINT32_MAX;
+  uint64_t entries = 0;
+  return VerifyNode(meta_->root, 0, 0, false, 0, &leaf_depth, &entries);
+}
+
+IndexStats CddsTree::stats() {
+  std::shared_lock g(mu_);
+  IndexStats s;
+  const uint64_t v = gv();
+  Walk(meta_->root, [&](uint64_t, Node* x) {
+    s.pm_bytes += bytes_;
+    if (x->leaf) {
+      s.leaves++;
+      for (uint32_t i = 0; i < x->n; ++i) s.entries += x->e[i].live(v);
+    } else {
+      s.inner_nodes++;
+    }
+  });
+  s.height = 1;
+  for (Node* x = N(meta_->root); !x->leaf; x = N(x->e[Route(x, 0)].val)) ++s.height;
+  return s;
+}
+
+Status CddsTree::for_each_block(const std::function<void(PPtr)>& fn) {
+  std::shared_lock g(mu_);
+  fn(env_.pool->to_pptr(meta_));
+  Walk(meta_->root, [&](uint64_t raw, Node*) { fn(PPtr(raw)); });
+  return Status::OK();
+}
+
+namespace {
+Result<uint32_t> ParseNode(const Options& o) {
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node"}));
+  Result<uint64_t> n = o.get_uint("node", 1024, 192, 65536);
+  if (!n.ok()) return n.status();
+  if (n.value() % 64 != 0) return Status::InvalidArgument("cddstree: node must be a multiple of 64 (512|1024|2048|4096)");
+  return static_cast<uint32_t>(n.value());
+}
+
+PMINDEX_REGISTER_INDEX(cddstree, {
+    .name = "cddstree",
+    .persistent = true,
+    .options_help = "node=512|1024|2048|4096",
+    .test_configs = {"node=512", "node=4096", "node=192"},
+    .validate = [](const Options& o) -> Status { return ParseNode(o).status(); },
+    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+      Result<uint32_t> n = ParseNode(o);
+      if (!n.ok()) return n.status();
+      return CddsTree::Create(env, n.value());
+    },
+    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+      Result<uint32_t> n = ParseNode(o);
+      if (!n.ok()) return n.status();
+      return CddsTree::Open(env, n.value());
+    },
+});
+}  // namespace
+
+}  // namespace pmindex::cddstree

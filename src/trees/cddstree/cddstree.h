@@ -1,0 +1,126 @@
+// CDDS-Tree (Venkataraman et al., FAST 2011), the second baseline of the
+// NV-Tree paper: a B+-tree of sorted PM nodes whose entries carry
+// [start, end) versions. The tree as of version V holds every entry with
+// start <= V < end. An operation writes version gv+1 and commits by one
+// NAW of the global version gv.
+//
+// Persistent fields:
+//   root_slot(0)  PPtr of the Meta block {tag, root, gv, node bytes}.
+//   Node          {n, leaf} + entries {key, value|child, start, end} sorted
+//                 by key (ties: older first); docs/layout/cddstree.md.
+// Persist order:
+//   insert        shift the entries after the slot right one at a time from
+//                 the end, each shifted entry flushed and fenced (the first
+//                 shift is followed by n+1, flushed, fenced, so no entry is
+//                 ever outside n); write the new entry {start = gv+1}, flush,
+//                 fence; NAW gv = gv+1 (commit).
+//   delete        end = gv+1 on the live entry, flush, fence; NAW gv.
+//   update        end the old entry and insert the new one; one commit.
+//   split/replace new node(s) with the live entries, flushed, fenced; the
+//                 parent's entry for the old node ended and entries for the
+//                 new node(s) inserted (shifting as above); NAW gv.
+//   root growth   new root with one committed entry for the old root,
+//                 flushed, fenced; NAW meta.root (valid at any moment).
+// Recovery (garbage collection of versions): every entry with start > gv
+// is neutralized (end = 0), every end > gv is reset to infinity, adjacent
+// duplicates left by an interrupted shift are neutralized; each is one
+// idempotent 8-byte write. Dead entries are dropped physically when their
+// node is next split or replaced; dead nodes become unreachable and are
+// freed (at once when committed, by the allocator's GC after a crash).
+// Locks: one reader-writer lock for the whole tree.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "pm/persist.h"
+#include "pmindex/index.h"
+#include "pmindex/registry.h"
+
+namespace pmindex::cddstree {
+
+struct Entry {
+  Key key;
+  uint64_t val;    // value (leaf) or child PPtr raw (inner)
+  uint64_t start;  // version that created it
+  uint64_t end;    // version that ended it; kInf = live
+  static constexpr uint64_t kInf = UINT64_MAX;
+  bool live(uint64_t v) const { return start <= v && v < end; }
+};
+static_assert(sizeof(Entry) == 32);
+
+struct alignas(64) Node {
+  uint32_t n;
+  uint32_t leaf;
+  uint64_t pad[7];
+  Entry e[1];
+  static constexpr uint32_t kHeader = 64;
+  static constexpr uint32_t CapacityFor(uint32_t bytes) { return (bytes - kHeader) / 32; }
+};
+static_assert(offsetof(Node, n) == 0);
+static_assert(offsetof(Node, e) == Node::kHeader);
+
+struct alignas(64) Meta {
+  uint64_t tag;
+  uint64_t root;
+  uint64_t gv;  // last committed version
+  uint64_t node_bytes;
+};
+static_assert(sizeof(Meta) == 64);
+static_assert(offsetof(Meta, gv) == 16);
+
+class CddsTree final : public Index {
+ public:
+  static constexpr uint64_t kTag = 0x4344445354524531;  // "CDDSTRE1"
+  static constexpr uint32_t kMaxHeight = 32;
+
+  static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, uint32_t node_bytes);
+  static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, uint32_t node_bytes);
+
+  std::string_view kind() const override { return "cddstree"; }
+  bool persistent() const override { return true; }
+  Status insert(Key k, Value v) override;
+  Status update(Key k, Value v) override;
+  Status upsert(Key k, Value v) override;
+  std::optional<Value> lookup(Key k) override;
+  Status remove(Key k) override;
+  size_t scan(Key from, size_t n, KV* out) override;
+  Status bulk_load(std::span<const KV> sorted, double fill) override;
+  Status verify() override;
+  IndexStats stats() override;
+  Status for_each_block(const std::function<void(PPtr)>& fn) override;
+
+ private:
+  enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
+  CddsTree(const IndexEnv& env, uint32_t node_bytes);
+  Node* N(uint64_t raw) const { return env_.pool->to_ptr<Node>(PPtr(raw)); }
+  uint64_t gv() const { return meta_->gv; }
+  // Index of the live entry routing k in an inner node (-1 if none).
+  int Route(Node* x, Key k) const;
+  // Index of the live entry of k in a leaf (-1 if none).
+  int FindLive(Node* x, Key k) const;
+  Status Write(Op op, Key k, Value v);
+  // Makes room on the path to k; returns true if it changed the tree
+  // (the caller descends again).
+  Result<bool> MakeRoom(Key k);
+  Status Restructure(uint64_t parent, int parent_idx, uint64_t x_raw);
+  // Inserts e into x at its sorted position by shifting (x has room).
+  void ShiftInsert(Node* x, const Entry& e);
+  void Commit(uint64_t nv);
+  Status Recover(uint64_t raw, uint32_t depth);
+  Status CheckNode(uint64_t raw) const;
+  Status VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,
+                    uint64_t* entries);
+  void Walk(uint64_t raw, const std::function<void(uint64_t, Node*)>& fn) const;
+
+  IndexEnv env_;
+  uint32_t bytes_;
+  uint32_t cap_;
+  Meta* meta_ = nullptr;
+  mutable std::shared_mutex mu_;
+};
+
+}  // namespace pmindex::cddstree

@@ -1,0 +1,116 @@
+// LCB+Tree: the "log-based consistent B+-tree" baseline of the NV-Tree
+// paper (section 3.1): a standard B+-tree whose nodes, inner and leaf, are
+// all in PM and kept sorted. Before a node is modified its original is
+// copied to an undo log; the modified (shifted) entries are then flushed in
+// place, and the log is cleared.
+//
+// Persistent fields:
+//   root_slot(0)  PPtr of the Meta block {tag, root, height, log, node bytes}.
+//   Node          {n, leaf, next, keys[C], vals[C+1]} (docs/layout/lcbtree.md).
+//   Log           {count, old_root, old_height} + count records
+//                 {target PPtr, original node bytes}.
+// Persist order of every modification:
+//   1. copy each node to be modified into the log, flush, fence;
+//   2. NAW log.count = records (the undo log is valid);
+//   3. modify in place; flush every changed range (shifted entries, new
+//      nodes, header words, meta root); fence;
+//   4. NAW log.count = 0 (commit).
+// Recovery: a valid log is undone (originals copied back, root and height
+// restored, flushed, fenced, then the log cleared); nodes allocated by the
+// undone operation become unreachable and are garbage collected.
+// Locks: one reader-writer lock for the whole tree (the paper's baselines
+// are single-threaded); deletes do not merge nodes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "pm/persist.h"
+#include "pmindex/index.h"
+#include "pmindex/registry.h"
+
+namespace pmindex::lcbtree {
+
+struct alignas(64) Node {
+  uint32_t n;
+  uint32_t leaf;
+  uint64_t next;   // leaves: right sibling PPtr raw; inner: unused
+  uint64_t w[1];   // keys[cap] then vals[cap+1]
+  static constexpr uint32_t kHeader = 16;
+  static constexpr uint32_t CapacityFor(uint32_t bytes) { return (bytes - kHeader - 8) / 16; }
+};
+static_assert(offsetof(Node, n) == 0);
+static_assert(offsetof(Node, leaf) == 4);
+static_assert(offsetof(Node, next) == 8);
+static_assert(offsetof(Node, w) == Node::kHeader);
+
+struct alignas(64) Meta {
+  uint64_t tag;
+  uint64_t root;
+  uint64_t height;  // levels including leaves
+  uint64_t log;
+  uint64_t node_bytes;
+};
+static_assert(sizeof(Meta) == 64);
+
+struct alignas(64) LogHeader {
+  uint64_t count;  // valid undo records; 0 = nothing to undo
+  uint64_t old_root;
+  uint64_t old_height;
+};
+static_assert(sizeof(LogHeader) == 64);
+
+class LcbTree final : public Index {
+ public:
+  static constexpr uint64_t kTag = 0x4C43425452454531;  // "LCBTREE1"
+  static constexpr uint32_t kMaxHeight = 24;
+
+  static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, uint32_t node_bytes);
+  static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, uint32_t node_bytes);
+
+  std::string_view kind() const override { return "lcbtree"; }
+  bool persistent() const override { return true; }
+  Status insert(Key k, Value v) override;
+  Status update(Key k, Value v) override;
+  Status upsert(Key k, Value v) override;
+  std::optional<Value> lookup(Key k) override;
+  Status remove(Key k) override;
+  size_t scan(Key from, size_t n, KV* out) override;
+  Status bulk_load(std::span<const KV> sorted, double fill) override;
+  Status verify() override;
+  IndexStats stats() override;
+  Status for_each_block(const std::function<void(PPtr)>& fn) override;
+
+ private:
+  LcbTree(const IndexEnv& env, uint32_t node_bytes);
+  Node* N(uint64_t raw) const { return env_.pool->to_ptr<Node>(PPtr(raw)); }
+  Key* keys(Node* x) const { return reinterpret_cast<Key*>(x->w); }
+  uint64_t* vals(Node* x) const { return reinterpret_cast<uint64_t*>(x->w) + cap_; }
+  uint64_t LogRecordBytes() const { return 64 + bytes_; }
+  std::byte* LogRecord(uint32_t i) const;
+
+  // Descends to the leaf for k; path[i] = node raw at depth i, pos[i] = child index.
+  void Descend(Key k, std::vector<uint64_t>* path, std::vector<uint32_t>* pos) const;
+  uint32_t LeafPos(Node* leaf, Key k) const;  // first index with key >= k
+  // Undo logging.
+  void LogNodes(const std::vector<uint64_t>& nodes);
+  void Commit();
+  Status Undo();
+  Status UpdateLocked(Key k, Value v);
+  Status InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vector<uint32_t>& pos);
+  Status CheckNode(uint64_t raw) const;
+  Status VerifyNode(uint64_t raw, uint32_t depth, bool has_lo, Key lo, bool has_hi, Key hi,
+                    std::vector<uint64_t>* leaves, uint64_t* entries);
+
+  IndexEnv env_;
+  uint32_t bytes_;
+  uint32_t cap_;
+  Meta* meta_ = nullptr;
+  LogHeader* log_ = nullptr;
+  mutable std::shared_mutex mu_;
+};
+
+}  // namespace pmindex::lcbtree

@@ -21,7 +21,10 @@ void* EpochDomain::CreateSlot() {
 void EpochDomain::ThreadExited(void* slot) {
   auto* r = static_cast<Record*>(slot);
   std::lock_guard<std::mutex> lock(mu_);
-  orphans_.insert(orphans_.end(), r->limbo.begin(), r->limbo.end());
+  {
+    std::lock_guard<std::mutex> rl(r->mu);
+    orphans_.insert(orphans_.end(), r->limbo.begin(), r->limbo.end());
+  }
   std::erase_if(records_, [&](const std::unique_ptr<Record>& p) { return p.get() == r; });
 }
 
@@ -51,7 +54,10 @@ bool EpochDomain::InCriticalSection() { return Mine().depth != 0; }
 void EpochDomain::Retire(uint64_t item) {
   Record& r = Mine();
   Enter();
-  r.limbo.emplace_back(global_.load(std::memory_order_seq_cst), item);
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.limbo.emplace_back(global_.load(std::memory_order_seq_cst), item);
+  }
   pending_.fetch_add(1, std::memory_order_relaxed);
   Exit();
   if (++r.retires >= kReclaimEvery) {
@@ -71,18 +77,22 @@ bool EpochDomain::TryAdvance() {
 }
 
 size_t EpochDomain::Reclaim() {
-  TryAdvance();
+  // Two advances: with no reader inside, everything retired before this
+  // call becomes eligible.
+  if (TryAdvance()) TryAdvance();
   const uint64_t e = global_.load(std::memory_order_seq_cst);
   auto safe = [e](const std::pair<uint64_t, uint64_t>& x) { return x.first + 2 <= e; };
 
   std::vector<uint64_t> ready;
-  Record& r = Mine();
-  // Tags in a thread's limbo list never decrease: the safe ones are a prefix.
-  auto end = std::find_if_not(r.limbo.begin(), r.limbo.end(), safe);
-  for (auto it = r.limbo.begin(); it != end; ++it) ready.push_back(it->second);
-  r.limbo.erase(r.limbo.begin(), end);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : records_) {
+      std::lock_guard<std::mutex> rl(r->mu);
+      // Tags in a limbo list never decrease: the safe ones are a prefix.
+      auto end = std::find_if_not(r->limbo.begin(), r->limbo.end(), safe);
+      for (auto it = r->limbo.begin(); it != end; ++it) ready.push_back(it->second);
+      r->limbo.erase(r->limbo.begin(), end);
+    }
     for (const auto& x : orphans_) {
       if (safe(x)) ready.push_back(x.second);
     }

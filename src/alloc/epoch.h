@@ -18,11 +18,14 @@
 // - Retire outside a critical section enters one for its duration, so the
 //   unlink happens-before any reader that later observes the advance.
 //
-// Limbo lists are per thread (no sharing on Retire). Reclaim() (also run
-// every kReclaimEvery retires) tries to advance E and hands the caller's
-// eligible items, and the orphans of exited threads, to the reclaimer. A
-// thread's pending items become orphans when it exits. Items still pending
-// at destruction are dropped, not reclaimed.
+// Limbo lists are per thread (each with its own, normally uncontended,
+// mutex). Reclaim() (also run every kReclaimEvery retires) tries to advance
+// E twice and hands every eligible item of every thread, and the orphans of
+// exited threads, to the reclaimer: with no thread inside a critical
+// section, one Reclaim() reclaims everything retired so far. A thread's
+// pending items become orphans when it exits. Items still pending at
+// destruction are dropped, not reclaimed. The reclaimer runs on the thread
+// that calls Reclaim (or Retire), outside every lock of the domain.
 //
 // Thread safety: everything is thread-safe; Guards nest.
 #pragma once
@@ -77,7 +80,8 @@ class EpochDomain final : public ThreadSlotOwner {
     std::atomic<uint64_t> announce{0};  // (epoch << 1) | 1 inside, 0 outside
     uint32_t depth = 0;                 // owner thread only
     uint32_t retires = 0;               // owner thread only
-    std::vector<std::pair<uint64_t, uint64_t>> limbo;  // (tag, item), owner only
+    std::mutex mu;                                     // limbo
+    std::vector<std::pair<uint64_t, uint64_t>> limbo;  // (tag, item), tags ascending
   };
 
   Record& Mine() { return *static_cast<Record*>(Slot()); }
@@ -88,7 +92,7 @@ class EpochDomain final : public ThreadSlotOwner {
   Reclaimer reclaimer_;
   std::atomic<uint64_t> global_{1};
   std::atomic<size_t> pending_{0};
-  std::mutex mu_;  // records_, orphans_
+  std::mutex mu_;  // records_, orphans_; taken before a Record::mu
   std::vector<std::unique_ptr<Record>> records_;
   std::vector<std::pair<uint64_t, uint64_t>> orphans_;
 };

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "pm/persist.h"
+
 namespace pmindex::alloc {
 namespace {
 
@@ -26,9 +28,12 @@ Registry& TheRegistry() {
 struct ThreadSlots;
 void NotifyExit(ThreadSlots& t);
 
+// The last slot looked up, for the fast path. Constant-initialized, so
+// reading them never constructs tl_slots.
+thread_local uint64_t tl_last_id = 0;
+thread_local void* tl_last = nullptr;
+
 struct ThreadSlots {
-  uint64_t last_id = 0;
-  void* last = nullptr;
   std::vector<std::pair<uint64_t, void*>> entries;
   ~ThreadSlots() { NotifyExit(*this); }
 };
@@ -51,8 +56,8 @@ void NotifyExit(ThreadSlots& t) {
     if (it != r.owners.end()) ThreadSlotAccess::Exit(it->second, slot);
   }
   t.entries.clear();
-  t.last_id = 0;
-  t.last = nullptr;
+  tl_last_id = 0;
+  tl_last = nullptr;
 }
 }  // namespace
 
@@ -78,12 +83,17 @@ void ThreadSlotOwner::Unregister() {
 }
 
 void* ThreadSlotOwner::Slot() {
-  ThreadSlots& t = tl_slots;
-  if (__builtin_expect(t.last_id == id_, 1)) return t.last;
+  if (__builtin_expect(tl_last_id == id_, 1)) return tl_last;
   return SlowSlot();
 }
 
 void* ThreadSlotOwner::SlowSlot() {
+  // ThreadExited may write PM (a flushed cache gives pages back), which
+  // counts in the persistence layer's thread counters. Registering those
+  // first makes them outlive tl_slots (thread_local objects are destroyed
+  // in reverse order of construction), so no count is lost and no exited
+  // thread's counter block is re-registered.
+  pm::detail::Mine();
   ThreadSlots& t = tl_slots;
   void* slot = nullptr;
   for (auto& [id, s] : t.entries) {
@@ -99,8 +109,8 @@ void* ThreadSlotOwner::SlowSlot() {
     slot = CreateSlot();
     t.entries.emplace_back(id_, slot);
   }
-  t.last_id = id_;
-  t.last = slot;
+  tl_last_id = id_;
+  tl_last = slot;
   return slot;
 }
 

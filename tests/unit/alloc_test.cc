@@ -348,6 +348,7 @@ TEST(Alloc, ThreadCacheIsFlushedWhenTheThreadExits) {
   AllocOptions opt;
   opt.thread_cache_blocks = 64;
   auto a = MustAttach(pool.get(), true, opt);
+  const pm::Counters g0 = pm::GlobalCounters();
   std::thread t([&] {
     std::vector<PPtr> v;
     for (int i = 0; i < 10; ++i) v.push_back(MustAlloc(*a, 256));
@@ -357,6 +358,8 @@ TEST(Alloc, ThreadCacheIsFlushedWhenTheThreadExits) {
   });
   t.join();
   EXPECT_EQ(a->stats().pages_owned, 0u) << "cache not flushed at thread exit";
+  // The page was taken and given back by that thread: both NAWs counted.
+  EXPECT_EQ((pm::GlobalCounters() - g0).naws, 2u);
 }
 
 // ----------------------------------------------------------------- recovery

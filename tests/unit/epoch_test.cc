@@ -81,16 +81,41 @@ TEST(Epoch, NothingIsReclaimedWhileAnEarlierGuardIsAlive) {
   EXPECT_EQ(d.pending(), 0u);
 }
 
-TEST(Epoch, TwoAdvancesAreEnoughWithoutReaders) {
+TEST(Epoch, OneReclaimWithoutReadersReclaimsEveryThreadsItems) {
   Sink sink;
   EpochDomain d([&](uint64_t x) { sink.Add(x); });
   const uint64_t e0 = d.epoch();
   d.Retire(1);
+  // Another live thread (outside any critical section) retires too.
+  std::atomic<bool> retired{false}, done{false};
+  std::thread t([&] {
+    d.Retire(2);
+    retired = true;
+    while (!done) std::this_thread::yield();
+  });
+  while (!retired) std::this_thread::yield();
+  EXPECT_EQ(d.Reclaim(), 2u);
+  EXPECT_EQ(sink.Count(1), 1u);
+  EXPECT_EQ(sink.Count(2), 1u);
+  EXPECT_EQ(d.epoch(), e0 + 2);
+  done = true;
+  t.join();
+}
+
+TEST(Epoch, AnItemNeedsTwoAdvances) {
+  Sink sink;
+  EpochDomain d([&](uint64_t x) { sink.Add(x); });
+  // A reader that entered before the Retire lets the epoch advance once
+  // (it announced the current epoch) but not twice.
+  Holder reader([&] { d.Enter(); }, [&] { d.Exit(); });
+  d.Retire(5);
+  const uint64_t e0 = d.epoch();
   d.Reclaim();
-  EXPECT_EQ(sink.Size(), 0u) << "reclaimed after a single epoch";
+  EXPECT_EQ(d.epoch(), e0 + 1);
+  EXPECT_EQ(sink.Size(), 0u);
+  reader.Leave();
   d.Reclaim();
   EXPECT_EQ(sink.Size(), 1u);
-  EXPECT_EQ(d.epoch(), e0 + 2);
 }
 
 TEST(Epoch, GuardsNestAndTheOwnGuardBlocksToo) {
@@ -172,8 +197,10 @@ TEST(Epoch, ReadersNeverSeeAReclaimedObject) {
       }
     });
   }
+  while (reads.load() == 0) std::this_thread::yield();
   std::mt19937_64 rng(seed);
   for (uint64_t i = 1; i <= 5000; ++i) {
+    if (i % 64 == 0) std::this_thread::yield();
     Obj* old = shared.exchange(make(i), std::memory_order_acq_rel);
     d.Retire(reinterpret_cast<uint64_t>(old));
     if (rng() % 8 == 0) d.Reclaim();
@@ -243,7 +270,7 @@ TEST(AllocEpoch, ConcurrentReadersNeverSeeAReusedBlock) {
   stamp(first);
   std::atomic<uint64_t> shared{first.raw()};
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> bad{0};
+  std::atomic<uint64_t> bad{0}, reads{0};
   std::vector<std::thread> readers;
   for (int t = 0; t < 3; ++t) {
     readers.emplace_back([&] {
@@ -254,11 +281,14 @@ TEST(AllocEpoch, ConcurrentReadersNeverSeeAReusedBlock) {
         for (int i = 0; i < 8; ++i) {
           if (w[i] != p.raw()) bad.fetch_add(1);
         }
+        reads.fetch_add(1, std::memory_order_relaxed);
       }
     });
   }
+  while (reads.load() == 0) std::this_thread::yield();
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 5000; ++i) {
+    if (i % 64 == 0) std::this_thread::yield();
     PPtr p = a.Alloc(64).value();
     stamp(p);
     PPtr old(shared.exchange(p.raw(), std::memory_order_acq_rel));

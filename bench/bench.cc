@@ -80,8 +80,15 @@ class LoadProgress {
   std::thread th_;
 };
 
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 struct ThreadResult {
   uint64_t ops = 0, errors = 0, misses = 0;
+  double cpu_s = 0;
   bool fatal = false;
   std::string first_error, fatal_error;
   std::vector<uint64_t> lat_ticks;
@@ -160,6 +167,7 @@ inline bool Execute(Index& idx, const Op& op, KV* buf, const Checker& c, ThreadR
 struct PhaseRun {
   uint64_t ops = 0;
   double seconds = 0;
+  double cpu_s = 0;  // CPU time of the worker threads, summed
   LatencyNs lat;
   pm::Counters counters;
   uint64_t errors = 0, misses = 0;
@@ -192,6 +200,7 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
       uint64_t i = 0, countdown = 0;
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      const double cpu0 = ThreadCpuSeconds();
       while (true) {
         if (plan.time_mode && (i & 255) == 0 && stop.load(std::memory_order_relaxed)) break;
         if (!st.Next(&op)) break;
@@ -211,6 +220,7 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
         }
       }
       r.ops = i;
+      r.cpu_s = ThreadCpuSeconds() - cpu0;
     });
   }
   while (ready.load() != T) std::this_thread::yield();
@@ -235,6 +245,7 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
   for (ThreadResult& r : results) {
     if (r.fatal) return Status::OutOfSpace(r.fatal_error);
     run.ops += r.ops;
+    run.cpu_s += r.cpu_s;
     run.errors += r.errors;
     run.misses += r.misses;
     if (run.first_error.empty()) run.first_error = r.first_error;
@@ -420,13 +431,14 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
       rep.persistent = info->persistent;
       rep.threads = cfg.threads;
       rep.repeat = cfg.repeat;
-      std::vector<double> tput, secs, p50, p90, p99, p999, lf, fe, nw, load, rec;
+      std::vector<double> tput, cput, secs, p50, p90, p99, p999, lf, fe, nw, load, rec;
       std::vector<uint64_t> ops, pmb, drb;
       for (const RepeatResult& rr : reps) {
         const PhaseRun& run = rr.phases[p];
         double n = static_cast<double>(std::max<uint64_t>(run.ops, 1));
         tput.push_back(run.seconds > 0 ? static_cast<double>(run.ops) / run.seconds : 0);
         secs.push_back(run.seconds);
+        cput.push_back(run.cpu_s > 0 ? static_cast<double>(run.ops) / run.cpu_s : 0);
         ops.push_back(run.ops);
         p50.push_back(run.lat.p50);
         p90.push_back(run.lat.p90);
@@ -446,6 +458,7 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
       rep.throughput_runs = tput;
       rep.throughput_ops_s = Median(tput);
       rep.seconds = Median(secs);
+      rep.ops_per_cpu_s = Median(cput);
       rep.ops = Median(ops);
       rep.latency = LatencyNs{Median(p50), Median(p90), Median(p99), Median(p999)};
       rep.lines_flushed = Median(lf);
@@ -510,14 +523,14 @@ void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg)
               cfg.dist.c_str(), cfg.threads, cfg.repeat,
               pm::FlushKindName(pm::ActiveFlushKind()), cfg.eadr ? ", eADR" : "",
               cfg.pm_write_ns ? (", +" + std::to_string(cfg.pm_write_ns) + " ns/line").c_str() : "");
-  std::printf("%-12s %-14s %2s %9s %9s %8s %8s %8s %8s %7s %7s %7s %9s %9s %8s %6s\n", "index",
-              "phase", "#", "ops", "ops/s", "p50ns", "p90ns", "p99ns", "p999ns", "lines", "fences",
+  std::printf("%-12s %-14s %2s %9s %9s %9s %8s %8s %8s %8s %7s %7s %7s %9s %9s %8s %6s\n", "index",
+              "phase", "#", "ops", "ops/s", "ops/cpu-s", "p50ns", "p90ns", "p99ns", "p999ns", "lines", "fences",
               "naws", "PM MiB", "DRAM MiB", "recov s", "errors");
   for (const PhaseReport& r : reports) {
     std::string phase = r.phase.size() > 14 ? r.phase.substr(0, 13) + "~" : r.phase;
-    std::printf("%-12s %-14s %2zu %9s %9s %8.0f %8.0f %8.0f %8.0f %7.2f %7.2f %7.2f %9s %9s %8s %6llu\n",
+    std::printf("%-12s %-14s %2zu %9s %9s %9s %8.0f %8.0f %8.0f %8.0f %7.2f %7.2f %7.2f %9s %9s %8s %6llu\n",
                 r.index.c_str(), phase.c_str(), r.phase_no, Human(static_cast<double>(r.ops)).c_str(),
-                Human(r.throughput_ops_s).c_str(), r.latency.p50, r.latency.p90, r.latency.p99,
+                Human(r.throughput_ops_s).c_str(), Human(r.ops_per_cpu_s).c_str(), r.latency.p50, r.latency.p90, r.latency.p99,
                 r.latency.p999, r.lines_flushed, r.fences, r.naws, Mib(r.pm_bytes).c_str(),
                 Mib(r.dram_bytes).c_str(),
                 r.persistent && r.recovery_s > 0 ? std::to_string(r.recovery_s).substr(0, 7).c_str() : "-",
@@ -565,6 +578,7 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
         {"throughput_ops_s", r.throughput_ops_s},
         {"throughput_runs", r.throughput_runs},
         {"seconds", r.seconds},
+        {"ops_per_cpu_s", r.ops_per_cpu_s},
         {"latency_ns", {{"p50", r.latency.p50}, {"p90", r.latency.p90}, {"p99", r.latency.p99},
                         {"p999", r.latency.p999}}},
         {"per_op", {{"lines_flushed", r.lines_flushed}, {"fences", r.fences}, {"naws", r.naws}}},

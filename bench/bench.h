@@ -59,6 +59,7 @@ struct PhaseReport {
   unsigned repeat = 0;
   double throughput_ops_s = 0;
   double seconds = 0;
+  double ops_per_cpu_s = 0;  // ops / CPU seconds of the worker threads (robust to a shared CPU)
   LatencyNs latency;
   double lines_flushed = 0, fences = 0, naws = 0;  // per op
   uint64_t pm_bytes = 0, dram_bytes = 0;

@@ -380,6 +380,34 @@ RankList RankList::Slice(uint64_t pos, uint64_t count) const {
 }
 
 // --------------------------------------------------------------- Workload
+namespace {
+
+// LSD radix sort on the key, 16 bits per pass: the keys are distinct and
+// uniformly spread, and 10^7 pairs sort several times faster than with
+// std::sort.
+void SortByKey(std::vector<KV>& v) {
+  if (v.size() < (1u << 16)) {
+    std::sort(v.begin(), v.end(), [](const KV& a, const KV& b) { return a.key < b.key; });
+    return;
+  }
+  std::vector<KV> tmp(v.size());
+  std::vector<size_t> count(1u << 16);
+  for (int shift = 0; shift < 64; shift += 16) {
+    std::fill(count.begin(), count.end(), 0);
+    for (const KV& kv : v) ++count[(kv.key >> shift) & 0xffff];
+    size_t sum = 0;
+    for (size_t& c : count) {
+      size_t n = c;
+      c = sum;
+      sum += n;
+    }
+    for (const KV& kv : v) tmp[count[(kv.key >> shift) & 0xffff]++] = kv;
+    v.swap(tmp);
+  }
+}
+
+}  // namespace
+
 Workload::Workload(WorkloadConfig cfg) : cfg_(std::move(cfg)), ks_(cfg_.key_kind, cfg_.seed) {}
 
 Result<std::shared_ptr<const Workload>> Workload::Make(WorkloadConfig cfg) {
@@ -401,8 +429,7 @@ std::vector<KV> Workload::LoadPairs() const {
     Key k = ks_.key(r);
     v[r] = KV{k, ValueFor(k)};
   }
-  if (ks_.kind() != KeyKind::kDense)
-    std::sort(v.begin(), v.end(), [](const KV& a, const KV& b) { return a.key < b.key; });
+  if (ks_.kind() != KeyKind::kDense) SortByKey(v);
   return v;
 }
 

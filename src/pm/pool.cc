@@ -416,7 +416,7 @@ Result<std::unique_ptr<Pool>> Pool::Create(const std::string& path, const PoolOp
 
   std::string tmp = path + ".tmp-" + std::to_string(getpid());
   int fd = open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError(SysError("cannot create", tmp, errno));
+  if (fd < 0) return Status::IOError(SysError("cannot create", path, errno));
   auto fail = [&](Status s) {
     close(fd);
     unlink(tmp.c_str());
@@ -681,8 +681,9 @@ Pool::Info Pool::info() const {
   info.size = size();
   info.max_size = h.max_size;
   info.segment_size = h.segment_size;
-  info.segments = static_cast<uint32_t>(std::atomic_ref<const uint64_t>(h.segments).load(
-      std::memory_order_acquire));
+  // Grow may store the count concurrently (an atomic NAW).
+  info.segments = static_cast<uint32_t>(
+      std::atomic_ref<uint64_t>(const_cast<uint64_t&>(h.segments)).load(std::memory_order_acquire));
   info.kind = impl_->kind;
   info.index_options = impl_->options;
   info.clean = h.clean == 1;

@@ -710,6 +710,26 @@ TEST(PoolFile, DiskFullDuringGrowIsOutOfSpaceAndPoolStaysUsable) {
   EXPECT_EQ(r.value()->info().segments, 1u);
 }
 
+TEST(PoolFile, DiskFullDuringCreateIsOutOfSpaceAndLeavesNoFile) {
+  TempDir dir;
+  std::string path = dir.path("p.pool");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {1 << 20, 1 << 20};
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(10);
+    auto r = Pool::Create(path, SmallOptions());
+    if (r.ok() || r.status().code() != Code::kOutOfSpace) _exit(11);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(fs::is_empty(fs::path(path).parent_path()));  // no pool, no temporary file
+}
+
 TEST(PoolFile, Durability) {
   TempDir dir;
   auto r = Pool::Create(dir.path("p"), SmallOptions());

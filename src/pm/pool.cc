@@ -377,9 +377,11 @@ Status Reserve(uint64_t max_size, char** reserve, size_t* reserve_len, char** ba
 }
 
 // Anonymous read-write memory at [addr, addr+len) inside a reservation.
-Status CommitAnonymous(char* addr, size_t len, int poison) {
-  void* p = mmap(addr, len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+// `populate` pre-faults it (for memory about to be overwritten in full).
+Status CommitAnonymous(char* addr, size_t len, int poison, bool populate = false) {
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE;
+  if (populate) flags |= MAP_POPULATE;
+  void* p = mmap(addr, len, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) {
     return Status::OutOfSpace("cannot map " + ByteCount(len) + " of memory: " +
                               std::strerror(errno));
@@ -575,7 +577,7 @@ Result<std::unique_ptr<Pool>> Pool::OpenImage(std::span<const std::byte> image,
   im.options = h.options;
   im.open = true;
   PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
-  PMINDEX_RETURN_IF_ERROR(CommitAnonymous(pool->base_, want, -1));
+  PMINDEX_RETURN_IF_ERROR(CommitAnonymous(pool->base_, want, -1, /*populate=*/true));
   im.segments.push_back({pool->base_, want});
   std::memcpy(pool->base_, image.data(), want);
   pool->id_ = h.pool_id;

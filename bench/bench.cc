@@ -308,6 +308,11 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
     PoolOptions po;
     po.size = PoolSizeBytes(cfg);
     po.segment_size = po.size;
+    if (cfg.pool_max_mb != 0) {
+      po.max_size = cfg.pool_max_mb << 20;
+      po.size = std::min(po.size, po.max_size);
+      po.segment_size = std::min<uint64_t>(po.segment_size, std::max<uint64_t>(po.max_size / 4, PoolOptions::kMinSize));
+    }
     auto p = create_pool_for(info.name, OptionsOf(cfg, info.name), path, po);
     if (!p.ok()) return Status(p.status());
     pool = std::move(p.value());
@@ -558,7 +563,7 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
       {"threads", cfg.threads}, {"repeat", cfg.repeat},
       {"pm_write_ns", cfg.pm_write_ns}, {"eadr", cfg.eadr},
       {"pool", cfg.pool_dir_is_temp ? std::string() : cfg.pool_dir},
-      {"pool_size_mb", cfg.pool_size_mb}, {"opt", cfg.opt_args},
+      {"pool_size_mb", cfg.pool_size_mb}, {"pool_max_mb", cfg.pool_max_mb}, {"opt", cfg.opt_args},
       {"index_options", cfg.index_options},
       {"seed", cfg.seed},       {"scan_len", cfg.scan_len},
       {"latency_every", cfg.latency_every}, {"check", cfg.check},

@@ -35,6 +35,7 @@ struct BenchConfig {
   std::string pool_dir;  // empty: a fresh temp dir, removed at exit
   bool pool_dir_is_temp = false;
   uint64_t pool_size_mb = 0;  // 0: sized from --keys
+  uint64_t pool_max_mb = 0;   // 0: the pool default (PoolOptions::max_size)
   std::vector<std::string> opt_args;               // raw --opt values
   std::map<std::string, std::string> index_options;  // effective, per index
   std::string json_path;

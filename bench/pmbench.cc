@@ -20,6 +20,7 @@
 #include "bench.h"
 #include "pm/persist.h"
 #include "pmindex/options.h"
+#include "pmindex/pool.h"
 #include "pmindex/registry.h"
 #include "workload.h"
 
@@ -214,6 +215,8 @@ int main(int argc, char** argv) {
   app.add_option("--pool", cfg.pool_dir,
                  "Directory for pool files (default: a fresh temporary directory, removed at exit)");
   app.add_option("--pool-size-mb", cfg.pool_size_mb, "First pool segment in MiB (0: sized from --keys)");
+  app.add_option("--pool-max-mb", cfg.pool_max_mb,
+                 "Growth limit of each pool in MiB (0: the pool default, 64 GiB)");
   app.add_option("--opt", cfg.opt_args,
                  "Index options k=v,... for every index that takes options, or INDEX:k=v,... for one; "
                  "repeatable");
@@ -256,6 +259,10 @@ int main(int argc, char** argv) {
   if (cfg.keyspace != "random" && cfg.keyspace != "dense")
     Fail("bad --keyspace '" + cfg.keyspace + "': must be random or dense");
   if (cfg.keys > (uint64_t{1} << 34)) Fail("bad --keys: at most 2^34 keys");
+  if (cfg.pool_max_mb != 0 && cfg.pool_max_mb < (pmindex::PoolOptions::kMinSize >> 20))
+    Fail("bad --pool-max-mb: at least " + std::to_string(pmindex::PoolOptions::kMinSize >> 20) + " MiB");
+  if (cfg.pool_size_mb != 0 && cfg.pool_size_mb < (pmindex::PoolOptions::kMinSize >> 20))
+    Fail("bad --pool-size-mb: at least " + std::to_string(pmindex::PoolOptions::kMinSize >> 20) + " MiB");
 
   ResolveIndexes(cfg);
   ResolveOptions(cfg);

@@ -30,6 +30,11 @@ expect_error "present keys to delete" --index dram-btree --keys 100 --workload d
 expect_error "not a directory" --index dram-btree --pool /etc/passwd
 expect_error "not expected" --no-such-flag
 expect_error "bad --threads" --threads 0
+persistent=$("$pmbench" --list | awk '$2 == "persistent" {print $1; exit}')
+if [ -n "$persistent" ]; then
+  expect_error "out of space" --index "$persistent" --keys 100000 --workload insert:2000000 \
+    --repeat 1 --pool-size-mb 4 --pool-max-mb 16 --pool "$tmp/oos"
+fi
 
 # --list: name, persistent|volatile, options.
 "$pmbench" --list >"$tmp/list" || { echo "FAIL: --list"; fail=1; }

@@ -312,7 +312,9 @@ Status SyncDirectoryOf(const std::string& path) {
   int rc = fsync(dfd);
   int err = errno;
   close(dfd);
-  if (rc != 0 && err != EINVAL) return Status::IOError(SysError("cannot fsync directory", dir, err));
+  if (rc != 0 && err != EINVAL) {
+    return Status::IOError(SysError("cannot fsync directory", dir, err));
+  }
   return Status::OK();
 }
 
@@ -508,7 +510,14 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
       sfd = open(sp.c_str(), O_RDWR | O_CLOEXEC);
       if (sfd < 0) return Status::IOError(SysError("cannot open segment file", sp, errno));
     }
-    s = MapFile(sfd, pool->base_ + start, end - start, sp, &im.durability);
+    // The file may have changed since it was checked; mapping past its end
+    // would turn later accesses into SIGBUS.
+    struct stat sst;
+    if (fstat(sfd, &sst) != 0 || static_cast<uint64_t>(sst.st_size) != end - start) {
+      s = Status::Corruption("pool file " + sp + " was resized while being opened");
+    } else {
+      s = MapFile(sfd, pool->base_ + start, end - start, sp, &im.durability);
+    }
     if (i > 0) close(sfd);
     if (!s.ok()) return s;
     im.segments.push_back({pool->base_ + start, end - start});
@@ -546,10 +555,13 @@ Result<std::unique_ptr<Pool>> Pool::CreateInMemory(const PoolOptions& opt) {
   im.segments.push_back({pool->base_, h.first_size});
   h.clean = 0;
   pm::copy(pool->base_, &h, sizeof(h));
+  pm::flush(pool->base_, pm::kHeaderSize);
   if (opt.poison > 0) {
+    // Fresh anonymous memory is already zero; only poisoned memory needs it.
     pm::fill(pool->base_ + pm::kHeaderSize, 0, h.page_table_entries * sizeof(uint64_t));
+    pm::flush(pool->base_ + pm::kHeaderSize, h.page_table_entries * sizeof(uint64_t));
   }
-  pm::persist(pool->base_, pm::kHeaderSize + h.page_table_entries * sizeof(uint64_t));
+  pm::fence();
   pool->id_ = h.pool_id;
   pool->size_.store(h.first_size, std::memory_order_release);
   im.ready = true;

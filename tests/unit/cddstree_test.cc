@@ -43,7 +43,7 @@ PoolAndIndex Make(const std::string& opts) {
 TEST(CddstreeTree, RandomOpsAgainstOracle) {
   uint64_t seed = TestSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
-  for (std::string opts : {"node=192", "node=512"}) {
+  for (std::string opts : {"node=256", "node=512"}) {
     SCOPED_TRACE(opts);
     auto t = Make(opts);
     std::mt19937_64 rng(seed);

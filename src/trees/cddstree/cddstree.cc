@@ -448,7 +448,7 @@ Status CddsTree::for_each_block(const std::function<void(PPtr)>& fn) {
 namespace {
 Result<uint32_t> ParseNode(const Options& o) {
   PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node"}));
-  Result<uint64_t> n = o.get_uint("node", 1024, 192, 65536);
+  Result<uint64_t> n = o.get_uint("node", 1024, 256, 65536);
   if (!n.ok()) return n.status();
   if (n.value() % 64 != 0) return Status::InvalidArgument("cddstree: node must be a multiple of 64 (512|1024|2048|4096)");
   return static_cast<uint32_t>(n.value());
@@ -458,7 +458,7 @@ PMINDEX_REGISTER_INDEX(cddstree, {
     .name = "cddstree",
     .persistent = true,
     .options_help = "node=512|1024|2048|4096",
-    .test_configs = {"node=512", "node=4096", "node=192"},
+    .test_configs = {"node=512", "node=4096", "node=256"},
     .validate = [](const Options& o) -> Status { return ParseNode(o).status(); },
     .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
       Result<uint32_t> n = ParseNode(o);

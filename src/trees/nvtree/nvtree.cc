@@ -699,7 +699,9 @@ Status NvTree::close() {
   std::vector<PlnEntry> all = CollectEntries(*l);
   const uint64_t bytes = sizeof(SnapshotHeader) + all.size() * 16 + l->plns() * 4;
   Result<PPtr> r = env_.alloc->Alloc(bytes);
-  if (!r.ok()) return r.status();  // no clean bit: the next open rebuilds
+  // Out of space: close still succeeds, without the clean bit; the next
+  // open rebuilds from the LNs, which are complete and consistent.
+  if (!r.ok()) return Status::OK();
   auto* h = env_.pool->to_ptr<SnapshotHeader>(r.value());
   pm::store(h, SnapshotHeader{kSnapshotTag, all.size(), l->plns(), 0});
   auto* rec = reinterpret_cast<uint64_t*>(h + 1);

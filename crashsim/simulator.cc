@@ -771,6 +771,7 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
       r.mutation.kind = kind;
       r.mutation.site = s.key();
       r.site = s.Pretty();
+      uint64_t sampled = 0, points = 0, images = 0;
       for (const auto& w : wl) {
         Config mc = cfg;
         mc.workload = w;
@@ -778,6 +779,9 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
         mc.stop_after = 1;
         mc.keep_failures = 1;
         RunStats st = Run(mc);
+        sampled += st.sampled_points;
+        points += st.checked_points;
+        images += st.images;
         if (!st.failures.empty() || !st.setup_error.empty()) {
           r.killed = true;
           r.reason = !st.failures.empty()
@@ -800,10 +804,20 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
         } else if (kind == MutKind::kFlushShort && s.effective_last_line == 0) {
           r.redundant = true;
           r.reason = "the last line of its multi-line flushes was never dirty or was flushed again";
+        } else if (sampled == 0) {
+          // Every crash point of the mutant run was explored exhaustively:
+          // no crash state distinguishes the program with and without it.
+          r.redundant = true;
+          r.reason = "no crash state detects its removal: all " + std::to_string(images) +
+                     " images of " + std::to_string(points) +
+                     " crash points were checked exhaustively and pass (an unnecessary " +
+                     (s.fence ? "fence" : "flush") +
+                     " on these workloads: a performance bug, or it guards a path they miss)";
         } else {
-          r.reason = "UNEXPLAINED survivor: made lines durable " + std::to_string(s.effective) +
-                     " times, yet no crash image failed (redundant flush = performance bug, "
-                     "or the workload/checks miss what it protects)";
+          r.reason = "UNEXPLAINED survivor: it made lines durable " + std::to_string(s.effective) +
+                     " times and no checked image failed without it, but " +
+                     std::to_string(sampled) +
+                     " crash points were only sampled (raise --budget to decide)";
           ++rep.unexplained;
         }
         if (r.redundant) ++rep.redundant;

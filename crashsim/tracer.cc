@@ -1,6 +1,7 @@
 #include "tracer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <set>
@@ -99,11 +100,29 @@ void ApplyPiece(LineBytes& line, const Piece& p) {
 
 // ------------------------------------------------------------- ImageSet
 
+uint64_t ImageSet::NextId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+thread_local ImageSet::LastBuilt ImageSet::last_built_;
+
 void ImageSet::Build(size_t i, std::vector<std::byte>* out) const {
   PMCRASH_CHECK(i < size());
-  out->resize(base_->size());
-  std::memcpy(out->data(), base_->data(), base_->size());
+  const bool patch = last_built_.out == out && last_built_.set_id == id_ &&
+                     out->size() == base_->size();
+  if (!patch) {
+    out->resize(base_->size());
+    std::memcpy(out->data(), base_->data(), base_->size());
+    last_built_ = {out, id_};
+  }
   if (!eadr_prefixes_.empty()) {
+    if (patch) {
+      // Undo the previous prefix: the lines the operation touched go back
+      // to the base.
+      for (const auto& [line, piece] : eadr_pieces_) {
+        std::memcpy(out->data() + line * kLine, base_->data() + line * kLine, kLine);
+      }
+    }
     size_t k = eadr_prefixes_[i];
     for (size_t j = 0; j < k; ++j) {
       const auto& [line, piece] = eadr_pieces_[j];

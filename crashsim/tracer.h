@@ -99,7 +99,8 @@ struct Piece {
 class ImageSet {
  public:
   size_t size() const { return choices_.size() + eadr_prefixes_.size(); }
-  // The whole range as it would be found after the crash.
+  // The whole range as it would be found after the crash. If *out holds
+  // an image this set built before, only the lines in play are rewritten.
   void Build(size_t i, std::vector<std::byte>* out) const;
   // For verbose replay: which lines take which variant.
   std::string Describe(size_t i) const;
@@ -121,6 +122,13 @@ class ImageSet {
   std::vector<size_t> eadr_prefixes_;
   bool exhaustive_ = true;
   uint64_t combinations_ = 0;
+  uint64_t id_ = NextId();  // which set last built an output buffer
+  static uint64_t NextId();
+  struct LastBuilt {
+    const std::vector<std::byte>* out = nullptr;
+    uint64_t set_id = 0;
+  };
+  static thread_local LastBuilt last_built_;
 };
 
 class CrashTracer final : public pm::Tracer {

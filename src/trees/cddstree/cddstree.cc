@@ -261,6 +261,14 @@ Status CddsTree::Write(Op op, Key k, Value v) {
   std::unique_lock g(mu_);
   for (;;) {
     if (op != Op::kRemove) {
+      // Decide from the current state first: an operation that changes
+      // nothing must not restructure (or run out of space).
+      Node* y = N(meta_->root);
+      while (!y->leaf) y = N(y->e[Route(y, k)].val);
+      int j = FindLive(y, k);
+      if (op == Op::kInsert && j >= 0) return Status::AlreadyExists();
+      if (op == Op::kUpdate && j < 0) return Status::NotFound();
+      if (j >= 0 && y->e[j].val == v) return Status::OK();
       Result<bool> changed = MakeRoom(k);
       if (!changed.ok()) return changed.status();
       if (changed.value()) continue;

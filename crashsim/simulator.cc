@@ -155,6 +155,15 @@ class Session : public CrashTracer::Listener {
   void InstallNewTracer();
   std::string OwnerOf(uint64_t offset);
   bool Stopped() const { return stopped_; }
+  void RunDeferred();
+
+  struct Deferred {
+    ImageSet set;
+    uint64_t point;
+    Expect e;
+    std::string where;
+  };
+  std::vector<Deferred> deferred_;
 
   const Config& cfg_;
   RunStats stats_;
@@ -224,7 +233,19 @@ void Session::OnCrashPoint(CrashTracer& t, const pm::Site& site) {
   CrashPoint(where, false);
 }
 
+void Session::RunDeferred() {
+  // The operation has returned: no lock of the index or the allocator is
+  // held, so forked children can recover without inheriting one.
+  std::vector<Deferred> q;
+  q.swap(deferred_);
+  for (auto& d : q) {
+    if (stopped_ && !cfg_.replay) break;
+    CheckSet(d.set, d.point, d.e, d.where);
+  }
+}
+
 void Session::CrashPoint(const std::string& where, bool op_end) {
+  if (op_end) RunDeferred();  // the operation's own crash points first
   const uint64_t point = ++stats_.crash_points;
   if (stopped_) return;
   if (cfg_.replay && cfg_.replay->first != point) return;
@@ -240,14 +261,19 @@ void Session::CrashPoint(const std::string& where, bool op_end) {
   if (!cfg_.replay && key == last_checked_) return;
   last_checked_ = key;
   const uint64_t seed = Mix64(cfg_.seed ^ (point << 1));
-  if (cfg_.mode == Mode::kEadr) {
-    ImageSet set = tracer_->EadrImages(!op_end, cfg_.budget, seed);
-    CheckSet(set, point, e, where);
-  } else {
-    ImageSet set = tracer_->Images(cfg_.budget, seed);
-    stats_.max_lines_in_play = std::max<uint64_t>(stats_.max_lines_in_play, set.lines_in_play());
-    CheckSet(set, point, e, where);
+  ImageSet set = cfg_.mode == Mode::kEadr ? tracer_->EadrImages(!op_end, cfg_.budget, seed)
+                                           : tracer_->Images(cfg_.budget, seed);
+  stats_.max_lines_in_play = std::max<uint64_t>(stats_.max_lines_in_play, set.lines_in_play());
+  if (set.size() == 0) return;
+  if (!op_end) {
+    // Inside an operation the index may hold locks (its own, the
+    // allocator's, process-wide ones): a child forked now could deadlock
+    // on them. The images are kept and checked when the operation returns.
+    set.OwnBase();
+    deferred_.push_back(Deferred{std::move(set), point, e, where});
+    return;
   }
+  CheckSet(set, point, e, where);
 }
 
 void Session::CheckSet(const ImageSet& set, uint64_t point, const Expect& e,

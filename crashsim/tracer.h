@@ -106,6 +106,12 @@ class ImageSet {
   std::string Describe(size_t i) const;
   size_t lines_in_play() const { return lines_.size(); }
   bool exhaustive() const { return exhaustive_; }
+  // Keeps a private copy of the persisted image, so the set stays valid
+  // after the tracer moves on (checks deferred to the end of the operation).
+  void OwnBase() {
+    owned_base_ = std::make_shared<const std::vector<uint8_t>>(*base_);
+    base_ = owned_base_.get();
+  }
   uint64_t combinations() const { return combinations_; }  // saturating
 
  private:
@@ -115,6 +121,7 @@ class ImageSet {
     std::vector<LineBytes> contents;  // [0] = persisted content
   };
   const std::vector<uint8_t>* base_ = nullptr;  // persisted image
+  std::shared_ptr<const std::vector<uint8_t>> owned_base_;
   std::vector<LineVariants> lines_;
   std::vector<std::vector<uint16_t>> choices_;
   // eADR: the first k pieces of ops_pieces_ applied on top of base_.

@@ -81,12 +81,18 @@ class Allocator {
   Result<PPtr> Alloc(size_t n);
   // Convenience: raw pointer, nullptr when out of space.
   void* AllocRaw(size_t n, PPtr* out = nullptr);
-  // Frees now. REQUIRES: no other thread can still read the block.
+  // Frees now. REQUIRES: no other thread can still read the block. A
+  // pointer that is not an allocated block (double free, misaligned, other
+  // pool, free page) stops the process with one clear line.
   void Free(PPtr p);
   // Frees once no thread inside an EpochGuard can still see the block.
+  // REQUIRES: p is allocated and retired once (checked like Free).
   void Retire(PPtr p);
 
-  // Recovery by reachability.
+  // Recovery by reachability. MarkReachable is thread-safe; marking a block
+  // twice is harmless. A p that is not the start of a block of an owned
+  // page is not a crash: FinishRecovery then returns Corruption (naming the
+  // first such pointer), frees nothing and the allocator stays in recovery.
   void MarkReachable(PPtr p);  // p = the address Alloc returned
   Status FinishRecovery();     // frees unmarked blocks, releases empty pages
 
@@ -121,8 +127,9 @@ class Allocator {
    private:
     Allocator& a_;
   };
-  // Frees every retired block that no thread can still see (also done
-  // periodically by Retire).
+  // Frees every retired block (of any thread) that no thread can still see
+  // (also done every 64 Retires of a thread). With no thread inside an
+  // EpochGuard, one call frees everything retired so far.
   void Reclaim();
 
  private:

@@ -3,10 +3,13 @@
 // over a simulated topology, thread caches, concurrency, and pool isolation.
 //
 // Randomized tests print their seed on failure; PMINDEX_SEED=<n> replays.
+#include <stdlib.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <map>
 #include <mutex>
 #include <random>
@@ -554,6 +557,44 @@ TEST(AllocRecovery, NodeOfAPageSurvivesRecovery) {
   b->MarkReachable(p);
   ASSERT_TRUE(b->FinishRecovery().ok());
   EXPECT_EQ(b->NodeOf(p), 3);
+}
+
+TEST(AllocRecovery, SurvivesCloseAndReopenOfAFilePool) {
+  char tmpl[] = "/tmp/pmindex-alloc-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/pool";
+  PoolOptions po;
+  po.size = 8 * kMiB;
+  po.max_size = 64 * kMiB;
+  po.segment_size = 8 * kMiB;
+  std::vector<PPtr> keep, drop;
+  {
+    auto pool = Pool::Create(path, po);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    auto a = MustAttach(pool.value().get(), true);
+    // Enough to need a second segment.
+    for (int i = 0; i < 120; ++i) {
+      PPtr p = MustAlloc(*a, i % 10 == 0 ? 3 * kPage : 60 * 1024);
+      (i % 3 == 0 ? keep : drop).push_back(p);
+    }
+    EXPECT_GT(pool.value()->pages_mapped() * kPage, po.size);
+    a.reset();
+    ASSERT_TRUE(pool.value()->Close().ok());
+  }
+  {
+    auto pool = Pool::Open(path);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    auto b = MustAttach(pool.value().get(), false);
+    for (PPtr p : keep) b->MarkReachable(p);
+    ASSERT_TRUE(b->FinishRecovery().ok());
+    EXPECT_EQ(b->stats().blocks_in_use, keep.size());
+    for (PPtr p : drop) EXPECT_FALSE(b->IsLive(p));
+    for (PPtr p : keep) EXPECT_TRUE(b->IsLive(p));
+    b.reset();
+    ASSERT_TRUE(pool.value()->Close().ok());
+  }
+  std::string cmd = std::string("rm -rf ") + tmpl;
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
 
 // ------------------------------------------------------------ checked errors

@@ -29,6 +29,7 @@ namespace {
 
 using Model = std::map<Key, Value>;
 constexpr int kPoison = 0xA5;
+constexpr uint64_t kPoisonWord = 0xA5A5A5A5A5A5A5A5ull;
 
 std::string OneLine(std::string s) {
   for (char& c : s) {
@@ -64,9 +65,11 @@ std::string Diff(const std::vector<KV>& got, const Model& want, size_t max_items
     if (it == want.end()) {
       os << (items++ ? "; " : "") << "key " << k << " present (value " << v
          << ") but never written or removed";
+      if (k == kPoisonWord || v == kPoisonWord) os << " (the poison pattern: memory never written)";
     } else if (it->second != v) {
       os << (items++ ? "; " : "") << "key " << k << " has value " << v << ", expected "
          << it->second;
+      if (v == kPoisonWord) os << " (the poison pattern: memory never written)";
     }
   }
   for (const auto& [k, v] : want) {

@@ -52,7 +52,13 @@ struct Unregister {
     std::lock_guard<std::mutex> g(r.mu);
     r.exited += Read(tl_counters);
     std::erase(r.live, &tl_counters);
-    tl_counters.registered = false;
+    // `registered` stays true: PM work in a later thread-exit destructor must
+    // not add this block back to the list (this object is gone by then and
+    // would never remove it). Counts made after this point are not summed.
+    tl_counters.lines_flushed.store(0, std::memory_order_relaxed);
+    tl_counters.fences.store(0, std::memory_order_relaxed);
+    tl_counters.naws.store(0, std::memory_order_relaxed);
+    tl_counters.pm_bytes.store(0, std::memory_order_relaxed);
   }
 };
 thread_local Unregister* tl_unregister = nullptr;

@@ -183,7 +183,7 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
   std::vector<std::unique_ptr<OpStream>> streams;
   for (unsigned t = 0; t < T; ++t) streams.push_back(std::make_unique<OpStream>(w, plan, t));
   std::vector<ThreadResult> results(T);
-  std::atomic<unsigned> ready{0};
+  std::atomic<unsigned> ready{0}, finished{0};
   std::atomic<bool> go{false}, stop{false};
   const uint64_t every = std::max<uint32_t>(1, cfg.latency_every);
   const size_t scan_buf = std::max<uint32_t>(1, cfg.scan_len);
@@ -221,13 +221,16 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
       }
       r.ops = i;
       r.cpu_s = ThreadCpuSeconds() - cpu0;
+      finished.fetch_add(1);
     });
   }
   while (ready.load() != T) std::this_thread::yield();
   Clock::time_point t0 = Clock::now();
   go.store(true, std::memory_order_release);
   if (plan.time_mode) {
-    while (SecondsSince(t0) < cfg.duration_s && !stop.load()) {
+    // Until the duration is over, or every thread is done (a delete
+    // reservation ran out) or failed.
+    while (SecondsSince(t0) < cfg.duration_s && !stop.load() && finished.load() != T) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     stop.store(true);

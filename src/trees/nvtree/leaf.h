@@ -125,8 +125,8 @@ inline void LnLive(const Ln* ln, uint64_t n, std::vector<KV>* out) {
   }
 }
 
-// Initializes a fresh (unlinked) LN with sorted live pairs and persists it:
-// one flush of the used bytes and one fence. The LN is published later by
+// Initializes a fresh (unlinked) LN with sorted live pairs and flushes it
+// (REQUIRES: the caller fences before linking it). The LN is published later by
 // the caller's single atomic pointer write.
 inline void LnInit(Ln* ln, uint32_t bytes, Key low, uint64_t next, const KV* kv, size_t n) {
   pm::store(&ln->n_element, static_cast<uint64_t>(n));
@@ -136,9 +136,9 @@ inline void LnInit(Ln* ln, uint32_t bytes, Key low, uint64_t next, const KV* kv,
   pm::fill(ln->flags, 0, sizeof(ln->flags));
   for (size_t i = 0; i < n; ++i) pm::store(&ln->elems[i], LnElement{kv[i].key, kv[i].value});
   // The whole used prefix must be durable before the pointer that links
-  // this LN is written, or a crash could expose an LN with garbage.
+  // this LN is written, or a crash could expose an LN with garbage. The
+  // caller fences once for all LNs it initializes.
   pm::flush(ln, Ln::kHeaderBytes + n * sizeof(LnElement));
-  pm::fence();
 }
 
 // Appends up to two elements (an update appends NEGATIVE + POSITIVE) and

@@ -577,9 +577,12 @@ Result<std::unique_ptr<Index>> NvTree::Create(const IndexEnv& env, const Config&
   Result<PPtr> r = t->AllocLn(cfg.leaf_bytes, &head);
   if (!r.ok()) return r.status();
   LnInit(head, cfg.leaf_bytes, 0, 0, nullptr, 0);
-  pm::fence();  // the head LN is durable before slot 0 points to it
-  pm::naw(env.pool->root_slot(2), kFormatTag);
-  pm::naw(env.pool->root_slot(1), 0);
+  pm::store(env.pool->root_slot(2), kFormatTag);
+  pm::flush(env.pool->root_slot(2), sizeof(uint64_t));
+  // The head LN and the format tag are durable before slot 0 (written
+  // last: a non-zero slot 0 means the tree exists) points to the head.
+  pm::fence();
+  if (*env.pool->root_slot(1) != 0) pm::naw(env.pool->root_slot(1), 0);
   pm::naw(env.pool->root_slot(0), r.value().raw());
   t->Publish(t->BuildLayout({PlnEntry{0, r.value().raw(), 0, 0}}, {}), 0);
   t->n_leaves_.store(1);

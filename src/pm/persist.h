@@ -168,12 +168,14 @@ inline void store(T* dst, T v, std::memory_order mo = std::memory_order_relaxed)
 
 // A PM memcpy (no atomicity beyond what memcpy gives).
 inline void copy(void* dst, const void* src, size_t n) {
+  if (n == 0) return;  // memcpy with a null pointer is undefined even for 0 bytes
   std::memcpy(dst, src, n);
   detail::TraceStore(dst, n);
 }
 
 // A PM memset.
 inline void fill(void* dst, int byte, size_t n) {
+  if (n == 0) return;
   std::memset(dst, byte, n);
   detail::TraceStore(dst, n);
 }

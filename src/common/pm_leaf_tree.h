@@ -336,6 +336,8 @@ class PmLeafTree final : public Index {
     auto lp = alloc_->Alloc(LeafT::kBytes);
     if (!lp.ok()) return lp.status();
     LeafT::Format(pool_->to_ptr<LeafT>(*lp), PPtr());
+    // This NAW's fence also orders the head leaf's flush (Format) before
+    // the NAW of slot 0 that links it.
     pm::naw(pool_->root_slot(kHintSlot), hp->raw());
     if constexpr (Policy::kMetaBytes > 0) pm::naw(pool_->root_slot(kMetaSlot), mp.raw());
     // Slot 0 last: a non-zero head means the tree exists.

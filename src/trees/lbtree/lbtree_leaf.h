@@ -180,13 +180,15 @@ class Leaf {
   }
 
   // ------------------------------------------------------------ writing
-  // New empty leaf with sibling `next`. Persisted (flush + fence): the
-  // caller links it afterwards.
+  // New empty leaf with sibling `next`, flushed but not fenced. REQUIRES:
+  // the caller fences before it links the leaf (create_index: the NAWs of
+  // root slots 1/2 fence before the NAW of root slot 0 links it; pmcrash's
+  // mutation run showed a fence here to be redundant).
   static void Format(Leaf* l, PPtr next) {
     pm::fill(l, 0, kBytes);
     pm::store(&l->blk[0].tail[0], next.raw());
     // The whole leaf must be durable before anything points to it.
-    pm::persist(l, kBytes);
+    pm::flush(l, kBytes);
   }
 
   // The paper's lock bit (block 0, word 0). Written without flush: it only

@@ -17,7 +17,7 @@
 
 #include "pmindex/registry.h"
 #include "simulator.h"
-#include "workload.h"
+#include "crash_workload.h"
 
 namespace pmindex::crash {
 void LinkFixtures();

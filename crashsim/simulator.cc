@@ -19,7 +19,7 @@
 #include "check.h"
 #include "pmindex/index.h"
 #include "pmindex/registry.h"
-#include "workload.h"
+#include "crash_workload.h"
 
 namespace pmindex::crash {
 

@@ -7,7 +7,8 @@
 //   insert  OK | AlreadyExists (key present, nothing changed) | OutOfSpace
 //   update  OK | NotFound
 //   upsert  OK | OutOfSpace
-//   remove  OK | NotFound
+//   remove  OK | NotFound | OutOfSpace (only indexes that record a delete
+//           by appending, e.g. nvtree's NEGATIVE elements; the key stays)
 //   lookup  the value, or nullopt
 //   scan    up to n pairs with key >= from, ascending; returns the count
 // OutOfSpace leaves the index intact and usable (the operation did not

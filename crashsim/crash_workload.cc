@@ -1,4 +1,4 @@
-#include "workload.h"
+#include "crash_workload.h"
 
 #include <algorithm>
 #include <random>

@@ -31,7 +31,8 @@ Result<std::unique_ptr<Index>> CddsTree::Create(const IndexEnv& env, uint32_t no
   Node* r = t->N(root.value().raw());
   pm::store(&r->n, 0u);
   pm::store(&r->leaf, 1u);
-  pm::flush(r, 8);
+  pm::store(&r->torn, uint64_t{0});
+  pm::flush(r, 16);
   t->meta_ = env.pool->to_ptr<Meta>(m.value());
   pm::store(t->meta_, Meta{kTag, root.value().raw(), 1, node_bytes});
   pm::flush(t->meta_, sizeof(Meta));
@@ -46,7 +47,8 @@ Status CddsTree::CheckNode(uint64_t raw) const {
       p.offset() < env_.pool->heap_begin() || p.offset() + bytes_ > env_.pool->size())
     return Status::Corruption("cddstree: node pointer " + Hex(raw) + " outside the heap");
   Node* x = N(raw);
-  if (x->leaf > 1 || x->n > cap_) return Status::Corruption("cddstree: node " + Hex(raw) + " has a bad header");
+  if (x->leaf > 1 || x->n > cap_ || x->torn > x->n)
+    return Status::Corruption("cddstree: node " + Hex(raw) + " has a bad header");
   return Status::OK();
 }
 
@@ -56,6 +58,14 @@ Status CddsTree::Recover(uint64_t raw, uint32_t depth) {
   env_.alloc->MarkReachable(PPtr(raw));
   Node* x = N(raw);
   const uint64_t v = gv();
+  if (x->torn != 0 && x->e[x->torn - 1].end != 0) {
+    // The slot a shift was overwriting: any prefix of its new words may
+    // have persisted; its old and new contents both survive in the
+    // neighbours. Done before the duplicate rule, which would otherwise
+    // drop the intact left neighbour when the copy happened to complete.
+    pm::store(&x->e[x->torn - 1].end, uint64_t{0});
+    pm::flush(&x->e[x->torn - 1].end, 8);
+  }
   for (uint32_t i = 0; i < x->n; ++i) {
     Entry& e = x->e[i];
     if (e.start > v && e.end != 0) {
@@ -132,22 +142,34 @@ void CddsTree::ShiftInsert(Node* x, const Entry& e) {
   while (p > 0 && x->e[p - 1].key > e.key) --p;
   if (p < n) {
     // Copy the last entry into the free slot and cover it with n first, so
-    // no entry is ever outside n while the others shift.
+    // no entry is ever outside n while the others shift. A torn copy here
+    // is harmless: the slot is outside n until the fence.
     pm::store(&x->e[n], x->e[n - 1]);
     pm::flush(&x->e[n], sizeof(Entry));
     pm::fence();
     pm::store(&x->n, n + 1);
     pm::flush(&x->n, 4);
-    pm::fence();
-    // One entry at a time, each durable before the next overwrites its
-    // source (a crash leaves at most one adjacent duplicate).
-    for (uint32_t j = n - 1; j > p; --j) {
-      pm::store(&x->e[j], x->e[j - 1]);
+    pm::fence();  // n covers the copy before slot n-1 (inside n) changes
+    // One slot at a time from the end; slot j's old content is a copy of
+    // slot j+1 and its new one is still in slot j-1 (or is the uncommitted
+    // new entry), so recovery may neutralize slot j whenever the marker
+    // names it.
+    for (uint32_t j = n - 1;; --j) {
+      const Entry src = j > p ? x->e[j - 1] : e;
+      pm::store(&x->torn, uint64_t{j} + 1);
+      pm::flush(&x->torn, 8);
+      pm::fence();  // marker durable before any word of slot j changes
+      pm::store(&x->e[j], src);
       pm::flush(&x->e[j], sizeof(Entry));
+      // Slot j complete before the marker moves off it (and so before its
+      // source, slot j-1, is overwritten).
       pm::fence();
+      if (j == p) break;
     }
-    pm::store(&x->e[p], e);
-    pm::flush(&x->e[p], sizeof(Entry));
+    // Made durable by Commit's fence; until then a crash leaves the new
+    // entry uncommitted, so neutralizing it through the marker is right.
+    pm::store(&x->torn, uint64_t{0});
+    pm::flush(&x->torn, 8);
   } else {
     pm::store(&x->e[n], e);
     pm::flush(&x->e[n], sizeof(Entry));
@@ -179,12 +201,14 @@ Result<bool> CddsTree::MakeRoom(Key k) {
       // (garbage collection of versions at the root, which has no parent).
       pm::store(&x->n, static_cast<uint32_t>(live.size()));
       pm::store(&x->leaf, r->leaf);
+      pm::store(&x->torn, uint64_t{0});
       if (!live.empty()) pm::copy(x->e, live.data(), live.size() * sizeof(Entry));
       pm::flush(x, Node::kHeader + live.size() * sizeof(Entry));
     } else {
       // Root growth: a new root with one committed entry for the old root.
       pm::store(&x->n, 1u);
       pm::store(&x->leaf, 0u);
+      pm::store(&x->torn, uint64_t{0});
       pm::store(&x->e[0], Entry{0, root, 0, Entry::kInf});
       pm::flush(x, Node::kHeader + sizeof(Entry));
     }
@@ -239,6 +263,7 @@ Status CddsTree::Restructure(uint64_t parent, int pidx, uint64_t x_raw) {
     Node* y = N(raw);
     pm::store(&y->n, static_cast<uint32_t>(n));
     pm::store(&y->leaf, x->leaf);
+    pm::store(&y->torn, uint64_t{0});
     if (n > 0) pm::copy(y->e, es, n * sizeof(Entry));
     pm::flush(y, Node::kHeader + n * sizeof(Entry));
   };
@@ -354,6 +379,7 @@ Status CddsTree::bulk_load(std::span<const KV> sorted, double fill) {
     Node* y = N(r.value().raw());
     pm::store(&y->n, static_cast<uint32_t>(e.size()));
     pm::store(&y->leaf, leaf ? 1u : 0u);
+    pm::store(&y->torn, uint64_t{0});
     pm::copy(y->e, e.data(), e.size() * sizeof(Entry));
     pm::flush(y, Node::kHeader + e.size() * sizeof(Entry));
     *raw = r.value().raw();
@@ -392,6 +418,8 @@ Status CddsTree::VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, K
   PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
   Node* x = N(raw);
   const uint64_t v = gv();
+  if (x->torn != 0 && x->e[x->torn - 1].end != 0)
+    return Status::Corruption("cddstree: shift marker names a slot that is not neutralized in " + Hex(raw));
   std::vector<uint32_t> lv;
   for (uint32_t i = 0; i < x->n; ++i) {
     const Entry& e = x->e[i];

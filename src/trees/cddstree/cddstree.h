@@ -8,12 +8,16 @@
 //   root_slot(0)  PPtr of the Meta block {tag, root, gv, node bytes}.
 //   Node          {n, leaf} + entries {key, value|child, start, end} sorted
 //                 by key (ties: older first); docs/layout/cddstree.md.
-// Persist order:
-//   insert        shift the entries after the slot right one at a time from
-//                 the end, each shifted entry flushed and fenced (the first
-//                 shift is followed by n+1, flushed, fenced, so no entry is
-//                 ever outside n); write the new entry {start = gv+1}, flush,
-//                 fence; NAW gv = gv+1 (commit).
+// Persist order (only 8-byte stores are failure-atomic; a wider store may
+// persist as any prefix of its 8-byte pieces, so no slot inside n is ever
+// overwritten unless the node's `torn` marker names it):
+//   insert        if the slot is not the last: copy the last entry into the
+//                 free slot (outside n), flush, fence; n+1, flush, fence;
+//                 then for each slot j from n-1 down to the insert position
+//                 p: NAW torn = j+1 (flush, fence), copy e[j-1] (or the new
+//                 entry {start = gv+1} at j = p) into e[j], flush, fence;
+//                 finally torn = 0, flush. Appending: entry, flush, fence,
+//                 n+1, flush. Then NAW gv = gv+1 (commit, fence first).
 //   delete        end = gv+1 on the live entry, flush, fence; NAW gv.
 //   update        end the old entry and insert the new one; one commit.
 //   split/replace new node(s) with the live entries, flushed, fenced; the
@@ -21,12 +25,16 @@
 //                 new node(s) inserted (shifting as above); NAW gv.
 //   root growth   new root with one committed entry for the old root,
 //                 flushed, fenced; NAW meta.root (valid at any moment).
-// Recovery (garbage collection of versions): every entry with start > gv
-// is neutralized (end = 0), every end > gv is reset to infinity, adjacent
-// duplicates left by an interrupted shift are neutralized; each is one
-// idempotent 8-byte write. Dead entries are dropped physically when their
-// node is next split or replaced; dead nodes become unreachable and are
-// freed (at once when committed, by the allocator's GC after a crash).
+// Recovery (garbage collection of versions): first the slot named by a
+// node's torn marker is neutralized (end = 0): it may hold a mix of its
+// two neighbours' words, and both neighbours are intact copies; then every
+// entry with start > gv is neutralized, every end > gv is reset to
+// infinity, and of two identical adjacent live entries (an interrupted
+// shift between marker writes) the first is neutralized; each is one
+// idempotent 8-byte write (the marker is left, it names a dead slot).
+// Dead entries are dropped physically when their node is next split or
+// replaced; dead nodes become unreachable and are freed (at once when
+// committed, by the allocator's GC after a crash).
 // Locks: one reader-writer lock for the whole tree.
 #pragma once
 
@@ -52,16 +60,24 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == 32);
 
+// Node layout (bytes = node size):
+//   line 0   n u32 | leaf u32 | torn u64 | reserved (48 B)
+//   64 + 32i entry i {key, val, start, end}; an entry never straddles a line
+// torn: 0, or j+1 while slot j is being overwritten by a shift (slot j is
+// then dead or about to be made dead by recovery).
 struct alignas(64) Node {
   uint32_t n;
   uint32_t leaf;
-  uint64_t pad[7];
+  uint64_t torn;
+  uint64_t pad[6];
   Entry e[1];
   static constexpr uint32_t kHeader = 64;
   static constexpr uint32_t CapacityFor(uint32_t bytes) { return (bytes - kHeader) / 32; }
 };
 static_assert(offsetof(Node, n) == 0);
+static_assert(offsetof(Node, torn) == 8);
 static_assert(offsetof(Node, e) == Node::kHeader);
+static_assert(Node::kHeader % sizeof(Entry) == 0 && 64 % sizeof(Entry) == 0);
 
 struct alignas(64) Meta {
   uint64_t tag;

@@ -335,11 +335,13 @@ class PmLeafTree final : public Index {
     }
     auto lp = alloc_->Alloc(LeafT::kBytes);
     if (!lp.ok()) return lp.status();
-    LeafT::Format(pool_->to_ptr<LeafT>(*lp), PPtr());
-    // This NAW's fence also orders the head leaf's flush (Format) before
-    // the NAW of slot 0 that links it.
     pm::naw(pool_->root_slot(kHintSlot), hp->raw());
     if constexpr (Policy::kMetaBytes > 0) pm::naw(pool_->root_slot(kMetaSlot), mp.raw());
+    // The head leaf is formatted (flush + fence) right before the NAW that
+    // links it, so that its persist is the one ordering the leaf before
+    // slot 0 (with the slot 1/2 NAWs in between, pmcrash --mutate could not
+    // tell whether Format's own fence or flush placement mattered).
+    LeafT::Format(pool_->to_ptr<LeafT>(*lp), PPtr());
     // Slot 0 last: a non-zero head means the tree exists.
     pm::naw(pool_->root_slot(kHeadSlot), lp->raw());
     head_ = NewRef(pool_->to_ptr<LeafT>(*lp), 0);

@@ -118,10 +118,15 @@ class Leaf {
   }
 
   // ------------------------------------------------------------ writing
+  // New empty leaf with sibling `next`, durable on return (flush + fence).
+  // Only create_index formats a leaf, right before the NAW of root slot 0
+  // that links it; that NAW's store must not reach PM before the leaf, so
+  // the fence here is needed (pmcrash --mutate kills dropping it and
+  // flushing after the slot-0 store).
   static void Format(Leaf* l, PPtr next) {
     pm::fill(l, 0, kBytes);
     pm::store(&l->next_, next.raw());
-    pm::persist(l, kBytes);  // durable before anything links it
+    pm::persist(l, kBytes);  // the whole leaf durable before anything links it
   }
   void SetLockBit(bool on) {
     pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
@@ -184,7 +189,12 @@ class Leaf {
     pm::persist(nl, kBytes);  // new leaf durable before the link
     // Link: the new leaf now duplicates the moved keys; the log lets
     // recovery finish the next step.
-    pm::naw(&next_, nl_ptr.raw());
+    // The link needs no flush or fence of its own: next_ and bits share
+    // line 0, whose stores persist in program order, so any crash state
+    // that has the new bitmap also has the link; the bitmap's NAW persists
+    // both before the log is cleared (pmcrash --mutate showed a fence after
+    // the link to be redundant).
+    pm::store(&next_, nl_ptr.raw(), std::memory_order_release);
     pm::naw(&bits, bits & ~moved);
     logs.Clear(log_area, log);
     if (k >= split_key) nl->Insert(k, v);

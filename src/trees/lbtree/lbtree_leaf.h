@@ -180,15 +180,15 @@ class Leaf {
   }
 
   // ------------------------------------------------------------ writing
-  // New empty leaf with sibling `next`, flushed but not fenced. REQUIRES:
-  // the caller fences before it links the leaf (create_index: the NAWs of
-  // root slots 1/2 fence before the NAW of root slot 0 links it; pmcrash's
-  // mutation run showed a fence here to be redundant).
+  // New empty leaf with sibling `next`, durable on return (flush + fence).
+  // Only create_index formats a leaf, right before the NAW of root slot 0
+  // that links it; that NAW's store must not reach PM before the leaf, so
+  // the fence here is needed (pmcrash --mutate kills dropping it and
+  // flushing after the slot-0 store).
   static void Format(Leaf* l, PPtr next) {
     pm::fill(l, 0, kBytes);
     pm::store(&l->blk[0].tail[0], next.raw());
-    // The whole leaf must be durable before anything points to it.
-    pm::flush(l, kBytes);
+    pm::persist(l, kBytes);  // the whole leaf durable before anything links it
   }
 
   // The paper's lock bit (block 0, word 0). Written without flush: it only

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -147,9 +148,12 @@ void CddsTree::ShiftInsert(Node* x, const Entry& e) {
     pm::store(&x->e[n], x->e[n - 1]);
     pm::flush(&x->e[n], sizeof(Entry));
     pm::fence();
+    // n covers the copy before slot n-1 (inside n) changes: n shares line 0
+    // with the marker, and stores to one line persist in program order, so
+    // the marker's flush and fence below make n+1 durable no later than
+    // torn = n (a separate flush and fence here are redundant; pmcrash
+    // --mutate found no crash state needing them).
     pm::store(&x->n, n + 1);
-    pm::flush(&x->n, 4);
-    pm::fence();  // n covers the copy before slot n-1 (inside n) changes
     // One slot at a time from the end; slot j's old content is a copy of
     // slot j+1 and its new one is still in slot j-1 (or is the uncommitted
     // new entry), so recovery may neutralize slot j whenever the marker
@@ -271,12 +275,20 @@ Status CddsTree::Restructure(uint64_t parent, int pidx, uint64_t x_raw) {
   if (split) fill(b_raw, live.data() + h, live.size() - h);
   pm::fence();  // new nodes durable before the parent refers to them
   const Key pkey = p->e[pidx].key;
-  pm::store(&p->e[pidx].end, nv);
-  pm::flush(&p->e[pidx].end, 8);
   ShiftInsert(p, Entry{pkey, a_raw, nv, Entry::kInf});
   if (split) {
     ShiftInsert(p, Entry{live[h].key, b_raw, nv, Entry::kInf});
   }
+  // The parent's entry for x ends with the same commit; the shifts may have
+  // moved it, and it is the one live at v that points to x.
+  uint32_t old = 0;
+  while (old < p->n && !(p->e[old].val == x_raw && p->e[old].live(v))) ++old;
+  if (old == p->n) {
+    std::fprintf(stderr, "cddstree: parent lost its entry for a restructured node\n");
+    std::abort();
+  }
+  pm::store(&p->e[old].end, nv);
+  pm::flush(&p->e[old].end, 8);  // durable with the commit's fence
   Commit(nv);
   env_.alloc->Free(PPtr(x_raw));
   return Status::OK();
@@ -305,11 +317,16 @@ Status CddsTree::Write(Op op, Key k, Value v) {
     if (op == Op::kInsert && i >= 0) return Status::AlreadyExists();
     if ((op == Op::kUpdate || op == Op::kRemove) && i < 0) return Status::NotFound();
     if (i >= 0 && op != Op::kRemove && x->e[i].val == v) return Status::OK();
-    if (i >= 0) {
-      pm::store(&x->e[i].end, nv);
-      pm::flush(&x->e[i].end, 8);
-    }
+    // The new version first, then the old one ended: the end needs only to
+    // be durable by Commit's fence, so its flush sits right before it. The
+    // shift may move the old entry; it is still the one live at gv (the
+    // new entry starts at nv).
     if (op != Op::kRemove) ShiftInsert(x, Entry{k, v, nv, Entry::kInf});
+    if (i >= 0) {
+      i = FindLive(x, k);
+      pm::store(&x->e[i].end, nv);
+      pm::flush(&x->e[i].end, 8);  // durable with the commit's fence
+    }
     Commit(nv);
     return Status::OK();
   }

@@ -273,7 +273,11 @@ Status CddsTree::Restructure(uint64_t parent, int pidx, uint64_t x_raw) {
   };
   fill(a_raw, live.data(), h);
   if (split) fill(b_raw, live.data() + h, live.size() - h);
-  pm::fence();  // new nodes durable before the parent refers to them
+  // No fence of its own: the new nodes are reachable only through parent
+  // entries that start at nv, live from Commit on (recovery neutralizes
+  // them before that); ShiftInsert fences before it writes any slot inside
+  // n, and Commit fences before gv moves, so the nodes are durable first.
+  // (pmcrash --mutate: a fence here kills no crash state.)
   const Key pkey = p->e[pidx].key;
   ShiftInsert(p, Entry{pkey, a_raw, nv, Entry::kInf});
   if (split) {

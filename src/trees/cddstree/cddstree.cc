@@ -217,6 +217,11 @@ Result<bool> CddsTree::MakeRoom(Key k) {
       pm::flush(x, Node::kHeader + sizeof(Entry));
     }
     pm::fence();  // the new root is durable before meta points to it
+    // The NAW's own fence is kept although pmcrash --mutate (node=256) finds
+    // no crash state needing it: after a root growth the old root stays a
+    // valid tree, but after a compaction the old root is freed at once and
+    // may be handed out again and overwritten before the next fence, so
+    // meta.root must be durable first.
     pm::naw(&meta_->root, nr.value().raw());
     if (compact) env_.alloc->Free(PPtr(root));
     return true;

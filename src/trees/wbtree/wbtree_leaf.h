@@ -131,15 +131,18 @@ class Leaf {
 
   // ------------------------------------------------------------ writing
   // New empty leaf with sibling `next`, durable on return (flush + fence).
-  // Only create_index formats a leaf, right before the NAW of root slot 0
-  // that links it; that NAW's store must not reach PM before the leaf, so
-  // the fence here is needed (pmcrash --mutate kills dropping it and
-  // flushing after the slot-0 store).
+  // Only line 0 is written: it holds the used words (bitmap, next, count);
+  // the rest (entries, array bytes past the count) is unused space while no bit
+  // is set, and inserts write it before a bit validates it (pmcrash
+  // --mutate showed flushing it to be unnecessary). Only create_index
+  // formats a leaf, right before the NAW of root slot 0 that links it; that
+  // NAW's store must not reach PM before line 0, so the fence here is
+  // needed (pmcrash --mutate kills dropping it and flushing late).
   static void Format(Leaf* l, PPtr next) {
-    pm::fill(l, 0, kBytes);
-    pm::store(&l->bits, kOrderValid);
+    pm::fill(l, 0, 64);
+    pm::store(&l->bits, kOrderValid);  // empty array, valid
     pm::store(&l->next_, next.raw());
-    pm::persist(l, kBytes);  // the whole leaf durable before anything links it
+    pm::persist(l, 64);  // durable before anything links it
   }
   void SetLockBit(bool on) {
     pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
@@ -186,7 +189,10 @@ class Leaf {
     StoreOrder(nl, nord);
     pm::store(&nl->bits, nbits | kOrderValid);
     pm::store(&nl->next_, next_);
-    pm::persist(nl, kBytes);  // new leaf durable before the link
+    // New leaf durable before the link: only the lines written (header,
+    // indirection array, entries 0..kSlots-keep-1); the rest is unused space
+    // (pmcrash --mutate showed flushing the last line redundant).
+    pm::persist(nl, kEntryOff + (kSlots - keep) * sizeof(Entry));
     // The link needs no flush or fence of its own: next_ and bits share
     // line 0, whose stores persist in program order, so a crash state with
     // section 1's bitmap also has the link, and the NAWs that follow

@@ -310,7 +310,12 @@ Status LcbTree::InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vect
     }
     pm::store(&r->n, rn);
     pm::store(&r->leaf, leaf ? 1u : 0u);
-    pm::flush(r, bytes_);
+    // Only what was written: header, rn keys, and the values (rn + 1 for
+    // inner nodes); the rest of the fresh node is never read (flushing
+    // all of it was a mutation survivor, flush one line short).
+    pm::flush(r, Node::kHeader);
+    if (rn > 0) pm::flush(rk, rn * 8);
+    pm::flush(rv, (leaf ? rn : rn + 1) * 8);
     // Left part rewritten from the insert position on.
     uint32_t from = std::min(i, left);
     pm::copy(&ks[from], tk.data() + from, (left - from) * 8);
@@ -333,7 +338,9 @@ Status LcbTree::InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vect
       pm::store(&keys(nr)[0], sep);
       pm::store(&vals(nr)[0], path[0]);
       pm::store(&vals(nr)[1], r_raw);
-      pm::flush(nr, bytes_);
+      // Header, key 0 and values 0..1 only (the rest is never read).
+      pm::flush(nr, Node::kHeader + 8);
+      pm::flush(&vals(nr)[0], 16);
       pm::store(&meta_->root, nr_raw);
       pm::flush(&meta_->root, 8);
       Commit();
@@ -380,7 +387,7 @@ Status LcbTree::bulk_load(std::span<const KV> sorted, double fill) {
   // Level of (low key, node) pairs.
   std::vector<std::pair<Key, uint64_t>> level;
   for (size_t b = 0; b < sorted.size(); b += per) {
-    uint64_t raw;
+    uint64_t raw = 0;
     PMINDEX_RETURN_IF_ERROR(alloc(&raw));
     level.push_back({sorted[b].key, raw});
   }
@@ -409,7 +416,7 @@ Status LcbTree::bulk_load(std::span<const KV> sorted, double fill) {
         pm::flush(prev, bytes_);
         continue;
       }
-      uint64_t raw;
+      uint64_t raw = 0;
       PMINDEX_RETURN_IF_ERROR(alloc(&raw));
       Node* x = N(raw);
       for (size_t i = b; i < e; ++i) {

@@ -12,15 +12,18 @@
 // persist as any prefix of its 8-byte pieces, so no slot inside n is ever
 // overwritten unless the node's `torn` marker names it):
 //   insert        if the slot is not the last: copy the last entry into the
-//                 free slot (outside n), flush, fence; n+1, flush, fence;
-//                 then for each slot j from n-1 down to the insert position
-//                 p: NAW torn = j+1 (flush, fence), copy e[j-1] (or the new
+//                 free slot (outside n), flush, fence; n+1 (line 0, made
+//                 durable by the marker's flush and fence, which follow it
+//                 in the same line); then for each slot j from n-1 down to
+//                 the insert position p: torn = j+1, flush, fence; copy
+//                 e[j-1] (or the new
 //                 entry {start = gv+1} at j = p) into e[j], flush, fence;
 //                 finally torn = 0, flush. Appending: entry, flush, fence,
 //                 n+1, flush. Then NAW gv = gv+1 (commit, fence first).
 //   delete        end = gv+1 on the live entry, flush, fence; NAW gv.
-//   update        end the old entry and insert the new one; one commit.
-//   split/replace new node(s) with the live entries, flushed, fenced; the
+//   update        insert the new entry, then end the old one; one commit.
+//   split/replace new node(s) with the live entries, flushed (fenced by the
+//                 shift's first fence, long before the commit); the
 //                 parent's entry for the old node ended and entries for the
 //                 new node(s) inserted (shifting as above); NAW gv.
 //   root growth   new root with one committed entry for the old root,

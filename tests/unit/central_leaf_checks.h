@@ -46,7 +46,7 @@ void CentralLeafCrashImages() {
   common::SplitLogArea::Format(area);
   common::SplitLogArea logs;
   const PPtr self = PPtr::Make(1, 0x100000), nl_ptr = PPtr::Make(1, 0x200000);
-  auto decode = [&](const std::vector<char>& img) {
+  auto decode = [&](const testing_util::Image& img) {
     const L* a = reinterpret_cast<const L*>(img.data());
     const L* b = reinterpret_cast<const L*>(img.data() + L::kBytes);
     const auto* log = reinterpret_cast<const common::SplitLog*>(img.data() + 2 * L::kBytes);
@@ -77,7 +77,7 @@ void CentralLeafCrashImages() {
     if (present) after.erase(k);
     else after[k] = i;
     int checks = 0;
-    tr.check_ = [&](const std::vector<char>& img) {
+    tr.check_ = [&](const testing_util::Image& img) {
       ++checks;
       auto got = decode(img);
       EXPECT_TRUE(got == before || got == after) << "op " << i << " key " << k;

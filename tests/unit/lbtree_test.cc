@@ -208,7 +208,7 @@ void CrashImagesOfOps() {
   L* nl = reinterpret_cast<L*>(mem + L::kBytes);
   L::Format(l, PPtr());
   const PPtr nl_ptr = PPtr::Make(1, 0x100000);
-  auto decode = [&](const std::vector<char>& img) {
+  auto decode = [&](const testing_util::Image& img) {
     std::map<uint64_t, uint64_t> m;
     const L* a = reinterpret_cast<const L*>(img.data());
     EXPECT_EQ(a->Check().find("fingerprint"), std::string::npos) << a->Check();
@@ -233,7 +233,7 @@ void CrashImagesOfOps() {
     if (present) after.erase(k);
     else after[k] = i;
     int checks = 0;
-    tr.check_ = [&](const std::vector<char>& img) {
+    tr.check_ = [&](const testing_util::Image& img) {
       auto got = decode(img);
       ++checks;
       EXPECT_TRUE(got == before || got == after) << "op " << i << " key " << k;

@@ -9,12 +9,28 @@
 
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <utility>
 #include <vector>
 
 #include "pm/persist.h"
 
 namespace pmindex::testing_util {
+
+// Images are read through leaf structs that require 256-byte alignment.
+template <class T>
+struct Align256 {
+  using value_type = T;
+  Align256() = default;
+  template <class U>
+  Align256(const Align256<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{256}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{256}); }
+  friend bool operator==(const Align256&, const Align256&) { return true; }
+};
+using Image = std::vector<char, Align256<char>>;
 
 class ImageTracer : public pm::Tracer {
  public:
@@ -34,8 +50,8 @@ class ImageTracer : public pm::Tracer {
     for (auto& [off, bytes] : pending_) std::copy(bytes.begin(), bytes.end(), image_.begin() + off);
     pending_.clear();
   }
-  std::function<void(const std::vector<char>&)> check_;
-  std::vector<char> image_;
+  std::function<void(const Image&)> check_;
+  Image image_;
 
  private:
   const char* base_;

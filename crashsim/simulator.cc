@@ -745,8 +745,8 @@ std::string ReplayCommand(const Config& cfg, uint64_t point, uint64_t image) {
 
 bool MutableSite(const SiteInfo& s, bool with_alloc) {
   auto has = [&](const char* p) { return s.file.find(p) != std::string::npos; };
-  return has("src/trees/") || has("crashsim/fixtures/") || has("tests/crash/") ||
-         (with_alloc && has("src/alloc/"));
+  return has("src/trees/") || has("src/common/") || has("crashsim/fixtures/") ||
+         has("tests/crash/") || (with_alloc && has("src/alloc/"));
 }
 
 MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress,

@@ -90,7 +90,8 @@ struct MutationReport {
   bool ok() const { return baseline.ok() && unexplained == 0; }
 };
 
-// Sites eligible for mutation: index code (src/trees/), fixtures
+// Sites eligible for mutation: index code (src/trees/, and src/common/, the
+// leaf-tree machinery and split log several trees share), fixtures
 // (crashsim/fixtures/, tests/crash/), and src/alloc/ when `with_alloc`.
 bool MutableSite(const SiteInfo& s, bool with_alloc);
 

@@ -175,6 +175,20 @@ struct PhaseRun {
   IndexStats stats;
 };
 
+// a - b for the counters both name (in a's order).
+std::vector<std::pair<std::string, double>> ExtraDelta(
+    const std::vector<std::pair<std::string, double>>& a,
+    const std::vector<std::pair<std::string, double>>& b) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [k, v] : a) {
+    double before = 0;
+    for (const auto& [k2, v2] : b)
+      if (k2 == k) before = v2;
+    out.emplace_back(k, v - before);
+  }
+  return out;
+}
+
 // Runs one planned phase with plan.threads threads.
 Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> w,
                           const workload::PhasePlan& plan, const BenchConfig& cfg,
@@ -296,9 +310,50 @@ uint64_t PoolSizeBytes(const BenchConfig& cfg) {
 
 struct RepeatResult {
   std::vector<PhaseRun> phases;
+  std::vector<std::vector<std::pair<std::string, double>>> extra_delta;  // per phase
+  std::vector<std::string> dists;                                        // per phase
   double load_s = 0;
   double recovery_s = 0;
+  double crash_recovery_s = 0;
 };
+
+// Copies every segment file of the pool at `from` (open, mapped shared) to
+// `to`: what a process killed at this moment leaves behind (every store is
+// in the file; the clean flag, cleared by Open, is not set). A different
+// path, so the original's flock does not stop the copy from opening.
+Status CopyPoolFiles(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  for (uint64_t i = 0;; ++i) {
+    std::string src = i == 0 ? from : from + "." + std::to_string(i);
+    std::string dst = i == 0 ? to : to + "." + std::to_string(i);
+    if (!fs::exists(src, ec)) {
+      if (i == 0) return Status::IOError("crash image: no pool file " + src);
+      return Status::OK();
+    }
+    fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status::IOError("crash image: copy " + src + ": " + ec.message());
+  }
+}
+
+// Samples 1000 present keys; returns how many `idx` does not find.
+uint64_t MissingAfterReopen(Index& idx, const BenchConfig& cfg, const workload::Workload& w,
+                            const workload::State& state) {
+  workload::Rng rng(cfg.seed ^ 0x7265636f76ull);
+  uint64_t missing = 0;
+  for (int i = 0; i < 1000; ++i) {
+    Key k = w.keyspace().key(state.present.at(rng.Below(state.present.size())));
+    if (!idx.lookup(k)) ++missing;
+  }
+  return missing;
+}
+
+void NoteMissing(PhaseRun& last, uint64_t missing, const char* when) {
+  if (missing == 0) return;
+  last.errors += missing;
+  last.misses += missing;
+  if (last.first_error.empty())
+    last.first_error = std::to_string(missing) + " of 1000 sampled present keys missing after " + when;
+}
 
 // Pool and index are locals: on every return the index is destroyed
 // before the pool.
@@ -341,13 +396,18 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
   workload::State state = w->InitialState();
   Checker checker{cfg.check && info.stores_data, true};
   const size_t nphases = w->config().phases.size();
+  // The index's own counters before the first phase (after the load).
+  std::vector<std::pair<std::string, double>> extra_before = idx->stats().extra;
   for (size_t p = 1; p <= nphases; ++p) {
     const workload::Mix& mix = w->config().phases[p - 1].mix;
     if (mix.has(OpType::kUpdate) || mix.has(OpType::kReadModifyWrite)) checker.values_pristine = false;
     auto plan = w->Plan(state, p, cfg.threads, cfg.duration_s > 0);
     if (!plan.ok()) return plan.status();
+    out.dists.push_back(plan.value().mix.reads() ? plan.value().dist.ToString() : "");
     auto run = RunPhase(*idx, w, plan.value(), cfg, checker, &state);
     if (!run.ok()) return Status(run.status());
+    out.extra_delta.push_back(ExtraDelta(run.value().stats.extra, extra_before));
+    extra_before = run.value().stats.extra;
     out.phases.push_back(std::move(run.value()));
   }
 
@@ -355,6 +415,34 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
     Status s = idx->verify();
     if (!s.ok() && !s.is_not_supported())
       return Status::Corruption(info.name + ": verify() failed after the run: " + s.ToString());
+  }
+
+  if (info.persistent && cfg.crash_reopen) {
+    // As after a crash: no close(); open a copy of the pool files as they
+    // are now, timing open_index (rebuild from the persistent part).
+    const std::string crash_path = path + "-crash";
+    RemovePoolFiles(crash_path);
+    Status s = CopyPoolFiles(path, crash_path);
+    if (!s.ok()) return s;
+    {
+      auto cp = Pool::Open(crash_path);
+      if (!cp.ok()) return Status::IOError("crash image open: " + cp.status().ToString());
+      std::unique_ptr<Pool> crash_pool = std::move(cp.value());
+      if (crash_pool->was_clean())
+        return Status::Corruption("crash image: the clean flag is set in an open pool");
+      Clock::time_point t0 = Clock::now();
+      auto opened = open_index(crash_pool.get());
+      out.crash_recovery_s = SecondsSince(t0);
+      if (!opened.ok())
+        return Status::Corruption("open_index of a crash image: " + opened.status().ToString());
+      if (checker.check && !state.present.empty())
+        NoteMissing(out.phases.back(), MissingAfterReopen(*opened.value(), cfg, *w, state),
+                    "a crash");
+      opened.value()->close();
+      opened.value().reset();
+      crash_pool->Close();
+    }
+    RemovePoolFiles(crash_path);
   }
 
   if (info.persistent) {
@@ -373,21 +461,8 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
     if (!opened.ok()) return Status::Corruption("open_index after close: " + opened.status().ToString());
     idx = std::move(opened.value());
     // The reopened index must hold the keys present at the end of the run.
-    if (checker.check && !state.present.empty()) {
-      workload::Rng rng(cfg.seed ^ 0x7265636f76ull);
-      uint64_t missing = 0;
-      for (int i = 0; i < 1000; ++i) {
-        Key k = w->keyspace().key(state.present.at(rng.Below(state.present.size())));
-        if (!idx->lookup(k)) ++missing;
-      }
-      if (missing != 0) {
-        PhaseRun& last = out.phases.back();
-        last.errors += missing;
-        last.misses += missing;
-        if (last.first_error.empty())
-          last.first_error = std::to_string(missing) + " of 1000 sampled present keys missing after reopen";
-      }
-    }
+    if (checker.check && !state.present.empty())
+      NoteMissing(out.phases.back(), MissingAfterReopen(*idx, cfg, *w, state), "reopen");
     idx->close();
     idx.reset();
     pool->Close();
@@ -439,7 +514,9 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
       rep.persistent = info->persistent;
       rep.threads = cfg.threads;
       rep.repeat = cfg.repeat;
-      std::vector<double> tput, cput, secs, p50, p90, p99, p999, lf, fe, nw, load, rec;
+      std::vector<double> tput, cput, secs, p50, p90, p99, p999, lf, fe, nw, load, rec, crec;
+      std::map<std::string, std::vector<double>> xd, xt;
+      std::vector<std::string> xnames;
       std::vector<uint64_t> ops, pmb, drb;
       for (const RepeatResult& rr : reps) {
         const PhaseRun& run = rr.phases[p];
@@ -459,6 +536,12 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
         drb.push_back(run.stats.dram_bytes);
         load.push_back(rr.load_s);
         rec.push_back(rr.recovery_s);
+        crec.push_back(rr.crash_recovery_s);
+        for (const auto& [k, v] : rr.extra_delta[p]) {
+          if (!xd.count(k)) xnames.push_back(k);
+          xd[k].push_back(v);
+        }
+        for (const auto& [k, v] : run.stats.extra) xt[k].push_back(v);
         rep.errors += run.errors;
         rep.misses += run.misses;
         if (rep.first_error.empty()) rep.first_error = run.first_error;
@@ -476,6 +559,13 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
       rep.dram_bytes = Median(drb);
       rep.load_s = Median(load);
       rep.recovery_s = (info->persistent && p + 1 == nphases) ? Median(rec) : 0.0;
+      rep.crash_recovery_s =
+          (info->persistent && cfg.crash_reopen && p + 1 == nphases) ? Median(crec) : 0.0;
+      rep.dist = reps.empty() ? std::string() : reps[0].dists[p];
+      for (const std::string& k : xnames) {
+        rep.index_stats.emplace_back(k, Median(xd[k]));
+        rep.index_stats_total.emplace_back(k, Median(xt[k]));
+      }
       reports.push_back(std::move(rep));
     }
   }
@@ -544,6 +634,22 @@ void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg)
                 r.persistent && r.recovery_s > 0 ? std::to_string(r.recovery_s).substr(0, 7).c_str() : "-",
                 static_cast<unsigned long long>(r.errors));
   }
+  for (const PhaseReport& r : reports) {
+    if (r.crash_recovery_s > 0)
+      std::printf("%-12s phase %zu: recovery after a crash (open_index of a crash image) %.6f s\n",
+                  r.index.c_str(), r.phase_no, r.crash_recovery_s);
+    if (r.index_stats.empty()) continue;
+    std::string line;
+    char buf[96];
+    for (size_t i = 0; i < r.index_stats.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%s%s %g (total %g)", line.empty() ? "" : ", ",
+                    r.index_stats[i].first.c_str(), r.index_stats[i].second,
+                    r.index_stats_total[i].second);
+      line += buf;
+    }
+    std::printf("%-12s phase %zu index stats (this phase): %s\n", r.index.c_str(), r.phase_no,
+                line.c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -570,10 +676,13 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
       {"index_options", cfg.index_options},
       {"seed", cfg.seed},       {"scan_len", cfg.scan_len},
       {"latency_every", cfg.latency_every}, {"check", cfg.check},
-      {"verify", cfg.verify},
+      {"verify", cfg.verify},   {"crash_reopen", cfg.crash_reopen},
   };
   json runs = json::array();
   for (const PhaseReport& r : reports) {
+    json xs = json::object(), xt = json::object();
+    for (const auto& [k, v] : r.index_stats) xs[k] = v;
+    for (const auto& [k, v] : r.index_stats_total) xt[k] = v;
     runs.push_back({
         {"index", r.index},
         {"options", r.options},
@@ -597,6 +706,10 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
         {"errors", r.errors},
         {"misses", r.misses},
         {"first_error", r.first_error},
+        {"crash_recovery_s", r.crash_recovery_s},
+        {"dist", r.dist},
+        {"index_stats", xs},
+        {"index_stats_total", xt},
     });
   }
   json doc = {{"machine", machine}, {"config", config}, {"runs", runs}};

@@ -44,6 +44,7 @@ struct BenchConfig {
   uint32_t latency_every = 64;
   bool check = true;
   bool verify = false;
+  bool crash_reopen = false;  // also time open_index on a crash image (crash_recovery_s)
 };
 
 struct LatencyNs {
@@ -65,6 +66,11 @@ struct PhaseReport {
   double lines_flushed = 0, fences = 0, naws = 0;  // per op
   uint64_t pm_bytes = 0, dram_bytes = 0;
   double recovery_s = 0;  // last phase of a persistent index only
+  double crash_recovery_s = 0;  // --crash-reopen: open_index of a crash image, last phase only
+  std::string dist;        // the distribution this phase's reads used
+  // The index's own counters (IndexStats::extra): this phase's change
+  // (after minus before the phase), and the total after the phase; medians.
+  std::vector<std::pair<std::string, double>> index_stats, index_stats_total;
   double load_s = 0;      // bulk load, median
   uint64_t errors = 0;    // wrong results, summed over repeats
   uint64_t misses = 0;    // present keys not found (part of errors)

@@ -201,11 +201,15 @@ int main(int argc, char** argv) {
   app.add_option("--fill", fill_text, "Bulk-load fill factor, in (0, 1]");
   app.add_option("--workload", cfg.workload,
                  "insert|lookup|update|delete|scan|rmw|ycsb-a..ycsb-f|dense-insert|"
-                 "mix:insert=50,lookup=50, or a phase sequence insert:1000000,lookup:500000");
+                 "mix:insert=50,lookup=50, or a phase sequence insert:1000000,lookup:500000; "
+                 "PHASE@DIST gives one phase its own --dist (update:100000@hotrange:0.05:0.95:0.5)");
   app.add_option("--ops", cfg.ops, "Operations per phase (phases without their own :OPS)");
   app.add_option("--duration", cfg.duration_s,
                  "Time mode: run each phase for SECS seconds instead of --ops operations");
-  app.add_option("--dist", cfg.dist, "uniform|zipf[:THETA]|latest|sequential|hotspot:F[:P]");
+  app.add_option("--dist", cfg.dist,
+                 "uniform|zipf[:THETA]|latest|sequential|hotspot:F[:P]|hotrange:F[:P[:S]] "
+                 "(hotspot: F*n hot keys scattered over the key space; hotrange: F*n hot keys "
+                 "contiguous in key order from position S*n; P = their share of reads, default 0.95)");
   app.add_option("--keyspace", cfg.keyspace,
                  "random (distinct random 64-bit keys) or dense (1..N); dense-insert implies dense");
   app.add_option("--threads", cfg.threads, "Worker threads per phase");
@@ -227,6 +231,10 @@ int main(int argc, char** argv) {
   bool no_check = false;
   app.add_flag("--no-check", no_check, "Do not check operation results");
   app.add_flag("--verify", cfg.verify, "Run verify() on each index after its last phase");
+  app.add_flag("--crash-reopen", cfg.crash_reopen,
+               "Persistent indexes: after the last phase, also open a copy of the still-open pool "
+               "(as a killed process leaves it: no close, clean flag unset) and report the time "
+               "of open_index as crash_recovery_s");
 
   try {
     app.parse(argc, argv);

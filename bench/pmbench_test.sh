@@ -30,6 +30,8 @@ expect_error "present keys to delete" --index dram-btree --keys 100 --workload d
 expect_error "not a directory" --index dram-btree --pool /etc/passwd
 expect_error "not expected" --no-such-flag
 expect_error "bad --threads" --threads 0
+expect_error "phase distribution" --workload 'update@zipf:x'
+expect_error "bad --dist 'hotrange:0.1:1:2'" --dist hotrange:0.1:1:2
 persistent=$("$pmbench" --list | awk '$2 == "persistent" {print $1; exit}')
 if [ -n "$persistent" ]; then
   expect_error "out of space" --index "$persistent" --keys 100000 --workload insert:2000000 \
@@ -67,6 +69,32 @@ persistent = [r for r in runs if r["persistent"] and r["phase_no"] == 11]
 assert all(r["recovery_s"] > 0 for r in persistent), "no recovery time"
 assert any(r["per_op"]["lines_flushed"] > 0 for r in runs if r["persistent"] and r["phase"] == "insert")
 PY
+# A per-phase distribution (PHASE@DIST), the index's own counters
+# (index_stats, nvtree's rebuilds/splits/...) and --crash-reopen.
+if "$pmbench" --list | grep -q '^nvtree persistent'; then
+  "$pmbench" --index nvtree,dram-btree --keys 20000 --repeat 1 --dist hotrange:0.05 --crash-reopen \
+    --workload insert:20000,update:5000@hotrange:0.05:1:0.5,update:5000 --opt nvtree:node=512 \
+    --pool "$tmp/pools" --json "$tmp/x.json" >"$tmp/table" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then echo "FAIL: nvtree run rc=$rc"; cat "$tmp/err" "$tmp/table"; fail=1; fi
+  grep -q 'index stats (this phase): rebuilds' "$tmp/table" || { echo "FAIL: no index stats line"; cat "$tmp/table"; fail=1; }
+  python3 - "$tmp/x.json" <<'PY' || fail=1
+import json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+nv = [r for r in runs if r["index"] == "nvtree"]
+assert len(nv) == 3, nv
+assert {"rebuilds", "rebuild_s", "splits", "replaces", "merges"} <= set(nv[0]["index_stats"]), nv[0]
+assert nv[0]["index_stats"]["splits"] > 0, nv[0]
+assert nv[2]["index_stats_total"]["splits"] >= nv[0]["index_stats"]["splits"]
+assert nv[1]["dist"] == "hotrange:0.05:1:0.5" and nv[2]["dist"] == "hotrange:0.05:0.95:0", nv
+assert nv[0]["dist"] == "", nv[0]
+assert nv[2]["crash_recovery_s"] > 0 and nv[2]["recovery_s"] > 0, nv[2]
+assert nv[0]["crash_recovery_s"] == 0
+dr = [r for r in runs if r["index"] == "dram-btree"]
+assert all(r["index_stats"] == {} and r["crash_recovery_s"] == 0 for r in dr), dr
+PY
+fi
+
 # Pool files are removed after each run.
 if [ -n "$(ls -A "$tmp/pools" 2>/dev/null)" ]; then echo "FAIL: pool files left behind"; ls "$tmp/pools"; fail=1; fi
 

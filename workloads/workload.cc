@@ -40,7 +40,14 @@ bool ParseDouble(std::string_view s, double* out) {
   return ec == std::errc() && p == s.data() + s.size() && std::isfinite(*out);
 }
 
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string Quote(std::string_view s) {
+  std::string q;
+  q.reserve(s.size() + 2);
+  q += '\'';
+  q += s;
+  q += '\'';
+  return q;
+}
 
 }  // namespace
 
@@ -152,6 +159,9 @@ std::string Distribution::ToString() const {
     case Kind::kHotspot:
       std::snprintf(buf, sizeof buf, "hotspot:%g:%g", hot_fraction, hot_ops);
       return buf;
+    case Kind::kHotRange:
+      std::snprintf(buf, sizeof buf, "hotrange:%g:%g:%g", hot_fraction, hot_ops, hot_start);
+      return buf;
   }
   return "?";
 }
@@ -163,8 +173,8 @@ Result<Distribution> ParseDistribution(std::string_view text) {
   std::string_view arg = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
   auto bad = [&](std::string_view why) {
     return Status::InvalidArgument("bad --dist " + Quote(text) + ": " + std::string(why) +
-                                   " (expected uniform, zipf[:THETA], latest, sequential or "
-                                   "hotspot:F[:P])");
+                                   " (expected uniform, zipf[:THETA], latest, sequential, "
+                                   "hotspot:F[:P] or hotrange:F[:P[:S]])");
   };
   if (name == "uniform" || name == "sequential" || name == "latest") {
     if (colon != std::string_view::npos && name != "latest") return bad("takes no parameter");
@@ -184,16 +194,23 @@ Result<Distribution> ParseDistribution(std::string_view text) {
       return bad("theta must be a number in (0, 1)");
     return d;
   }
-  if (name == "hotspot") {
-    d.kind = Distribution::Kind::kHotspot;
-    if (colon == std::string_view::npos) return bad("hotspot needs the hot fraction F");
+  if (name == "hotspot" || name == "hotrange") {
+    const bool range = name == "hotrange";
+    d.kind = range ? Distribution::Kind::kHotRange : Distribution::Kind::kHotspot;
+    if (colon == std::string_view::npos) return bad(std::string(name) + " needs the hot fraction F");
     auto c2 = arg.find(':');
     std::string_view f = arg.substr(0, c2);
     if (!ParseDouble(f, &d.hot_fraction) || d.hot_fraction <= 0 || d.hot_fraction > 1)
       return bad("hot fraction F must be a number in (0, 1]");
-    if (c2 != std::string_view::npos &&
-        (!ParseDouble(arg.substr(c2 + 1), &d.hot_ops) || d.hot_ops < 0 || d.hot_ops > 1))
+    if (c2 == std::string_view::npos) return d;
+    std::string_view rest = arg.substr(c2 + 1);
+    auto c3 = rest.find(':');
+    if (c3 != std::string_view::npos && !range) return bad("hotspot takes at most F and P");
+    if (!ParseDouble(rest.substr(0, c3), &d.hot_ops) || d.hot_ops < 0 || d.hot_ops > 1)
       return bad("hot operation share P must be a number in [0, 1]");
+    if (c3 != std::string_view::npos &&
+        (!ParseDouble(rest.substr(c3 + 1), &d.hot_start) || d.hot_start < 0 || d.hot_start > 1))
+      return bad("hot range start S must be a number in [0, 1]");
     return d;
   }
   return bad("unknown distribution");
@@ -312,6 +329,17 @@ Result<std::vector<PhaseSpec>> ParseWorkload(std::string_view text) {
     const char* b = items[first].data();
     std::string_view item(b, items[i].data() + items[i].size() - b);
     PhaseSpec p;
+    // MIX[:OPS]@DIST: a distribution for this phase only (no distribution
+    // contains '@' or ',').
+    if (auto at = item.find('@'); at != std::string_view::npos) {
+      auto d = ParseDistribution(item.substr(at + 1));
+      if (!d.ok())
+        return Status::InvalidArgument("bad workload " + Quote(text) + ": phase distribution: " +
+                                       std::string(d.status().message()));
+      p.has_dist = true;
+      p.dist = d.value();
+      item = item.substr(0, at);
+    }
     auto colon = item.rfind(':');
     if (colon != std::string_view::npos && item.find('=', colon) == std::string_view::npos &&
         !(item.starts_with("mix:") && colon == 3)) {
@@ -451,12 +479,13 @@ Result<PhasePlan> Workload::Plan(const State& state, size_t phase_no, unsigned t
   plan.threads = threads;
   plan.time_mode = time_mode;
   plan.mix = spec.mix;
-  plan.dist = cfg_.dist;
+  const Distribution& base = spec.has_dist ? spec.dist : cfg_.dist;
+  plan.dist = base;
   if (spec.mix.force_latest) {
     plan.dist = Distribution{};
     plan.dist.kind = Distribution::Kind::kLatest;
-    if (cfg_.dist.kind == Distribution::Kind::kZipf || cfg_.dist.kind == Distribution::Kind::kLatest)
-      plan.dist.theta = cfg_.dist.theta;
+    if (base.kind == Distribution::Kind::kZipf || base.kind == Distribution::Kind::kLatest)
+      plan.dist.theta = base.theta;
   }
   plan.seed = DeriveSeed(cfg_.seed, 0x70686173, phase_no);
   const uint64_t ops = spec.ops != 0 ? spec.ops : cfg_.default_ops;
@@ -531,12 +560,18 @@ Result<PhasePlan> Workload::Plan(const State& state, size_t phase_no, unsigned t
       plan.zipf = std::make_shared<const Zipf>(n, plan.dist.theta);
     } else if (plan.dist.kind == Distribution::Kind::kLatest) {
       Zipf::Zeta(n, plan.dist.theta);  // warm the cache the streams use
-    } else if (plan.dist.kind == Distribution::Kind::kSequential) {
+    } else if (plan.dist.kind == Distribution::Kind::kSequential ||
+               plan.dist.kind == Distribution::Kind::kHotRange) {
       auto keys = std::make_shared<std::vector<Key>>(n);
       for (uint64_t i = 0; i < n; ++i) (*keys)[i] = ks_.key(plan.readable.at(i));
       if (ks_.kind() != KeyKind::kDense || plan.readable.ranges().size() > 1)
         std::sort(keys->begin(), keys->end());
       plan.sorted_readable = std::move(keys);
+      if (plan.dist.kind == Distribution::Kind::kHotRange) {
+        const double nd = static_cast<double>(n);
+        plan.hot_count = std::clamp<uint64_t>(static_cast<uint64_t>(plan.dist.hot_fraction * nd), 1, n);
+        plan.hot_first = std::min(static_cast<uint64_t>(plan.dist.hot_start * nd), n - plan.hot_count);
+      }
     }
   }
   return plan;
@@ -576,7 +611,8 @@ OpStream::OpStream(std::shared_ptr<const Workload> w, const PhasePlan& plan, uns
     latest_base_ = plan.readable.size();
     latest_ = std::make_unique<Zipf>(latest_base_, plan.dist.theta);
   }
-  if (plan.sorted_readable && !plan.sorted_readable->empty())
+  if (plan.dist.kind == Distribution::Kind::kSequential && plan.sorted_readable &&
+      !plan.sorted_readable->empty())
     seq_pos_ = plan.sorted_readable->size() / plan.threads * thread;
 }
 
@@ -612,9 +648,19 @@ uint64_t OpStream::PickReadRank() {
       return rd.at(n - 1 - (z - own));
     }
     case Distribution::Kind::kSequential:
+    case Distribution::Kind::kHotRange:
       break;  // handled by the caller (key order, not rank order)
   }
   return rd.at(0);
+}
+
+uint64_t OpStream::PickHotRangePos() {
+  const uint64_t n = plan_->sorted_readable->size();
+  const uint64_t first = plan_->hot_first, hot = plan_->hot_count;
+  if (hot >= n || rng_.Unit() < plan_->dist.hot_ops) return first + rng_.Below(hot);
+  // A cold key: uniform over the positions outside [first, first + hot).
+  const uint64_t c = rng_.Below(n - hot);
+  return c < first ? c : c + hot;
 }
 
 bool OpStream::Next(Op* op) {
@@ -647,6 +693,8 @@ bool OpStream::Next(Op* op) {
         const std::vector<Key>& keys = *plan_->sorted_readable;
         op->key = keys[seq_pos_];
         if (++seq_pos_ == keys.size()) seq_pos_ = 0;
+      } else if (plan_->dist.kind == Distribution::Kind::kHotRange) {
+        op->key = (*plan_->sorted_readable)[PickHotRangePos()];
       } else {
         op->key = ks.key(PickReadRank());
       }

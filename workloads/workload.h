@@ -42,7 +42,15 @@
 //                  thread t starts at t*n/T
 //   hotspot:F[:P]  a hot set of the first F*n present keys receives a
 //                  fraction P of the operations (default P = 0.95), the
-//                  other keys share the rest uniformly
+//                  other keys share the rest uniformly (random key space:
+//                  the hot keys are scattered over the key space)
+//   hotrange:F[:P[:S]]
+//                  like hotspot, but the hot set is F*n present keys that
+//                  are contiguous in KEY order (a key range, as leaves of a
+//                  B+-tree see it), starting at the key-order position S*n
+//                  (0 <= S <= 1, default 0; clamped so the range fits)
+// A phase may override the run's distribution: "update:1000@hotrange:0.05"
+// (see ParseWorkload), e.g. to move a hot range between phases.
 // Inserts and deletes do not follow the distribution: they need fresh and
 // present keys respectively (inserts ascend in rank; with the random key
 // space that is random key order, with the dense one ascending key order).
@@ -127,15 +135,17 @@ inline constexpr size_t kOpTypes = 6;
 const char* OpTypeName(OpType t);
 
 struct Distribution {
-  enum class Kind : uint8_t { kUniform, kZipf, kLatest, kSequential, kHotspot };
+  enum class Kind : uint8_t { kUniform, kZipf, kLatest, kSequential, kHotspot, kHotRange };
   Kind kind = Kind::kUniform;
   double theta = 0.99;        // zipf, latest
-  double hot_fraction = 0.2;  // hotspot: share of keys that are hot
-  double hot_ops = 0.95;      // hotspot: share of operations on hot keys
+  double hot_fraction = 0.2;  // hotspot/hotrange: share of keys that are hot
+  double hot_ops = 0.95;      // hotspot/hotrange: share of operations on hot keys
+  double hot_start = 0;       // hotrange: key-order position of the range, share of n
   std::string ToString() const;
 };
 // "uniform" | "zipf" | "zipf:0.99" | "latest" | "sequential" |
-// "hotspot:F" | "hotspot:F:P". InvalidArgument naming the bad part.
+// "hotspot:F" | "hotspot:F:P" | "hotrange:F[:P[:S]]". InvalidArgument
+// naming the bad part.
 Result<Distribution> ParseDistribution(std::string_view text);
 
 struct Mix {
@@ -155,11 +165,15 @@ Result<Mix> ParseMix(std::string_view text);
 struct PhaseSpec {
   Mix mix;
   uint64_t ops = 0;  // 0 = the run's default (--ops)
+  bool has_dist = false;  // dist overrides the run's distribution
+  Distribution dist;
 };
-// A comma-separated sequence of phases, each MIX or MIX:OPS
-// ("insert:1000000,lookup:500000"). A mix phase takes the TYPE=W items
-// after it, and :OPS after its last weight:
-// "insert:1000,mix:insert=50,lookup=50:2000,scan".
+// A comma-separated sequence of phases, each MIX, MIX:OPS, MIX@DIST or
+// MIX:OPS@DIST ("insert:1000000,lookup:500000",
+// "update:200000@hotrange:0.05:1:0.5"). A mix phase takes the TYPE=W items
+// after it, and :OPS (then @DIST) after its last weight:
+// "insert:1000,mix:insert=50,lookup=50:2000,scan". @DIST is any --dist
+// value; it replaces the run's distribution for that phase only.
 Result<std::vector<PhaseSpec>> ParseWorkload(std::string_view text);
 
 enum class KeyKind : uint8_t { kRandom, kDense };
@@ -253,7 +267,8 @@ struct PhasePlan {
   std::vector<RankList> deletes;     // per thread: ranks to delete, in order
   std::vector<RankRange> inserts;    // per thread: fresh ranks, in order
   uint64_t next_rank_after = 0;
-  std::shared_ptr<const std::vector<Key>> sorted_readable;  // sequential only
+  std::shared_ptr<const std::vector<Key>> sorted_readable;  // sequential, hotrange
+  uint64_t hot_first = 0, hot_count = 0;  // hotrange: positions in sorted_readable
   std::shared_ptr<const Zipf> zipf;                         // zipf / latest over readable
   uint64_t seed = 0;
 };
@@ -302,6 +317,7 @@ class OpStream {
 
  private:
   uint64_t PickReadRank();
+  uint64_t PickHotRangePos();  // hotrange: a position in plan_->sorted_readable
   void RefillBlock();
 
   std::shared_ptr<const Workload> w_;

@@ -31,6 +31,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "pmindex/options.h"
 #include "pmindex/pool.h"
@@ -58,6 +60,11 @@ struct IndexStats {
   uint64_t leaves = 0;
   uint64_t pm_bytes = 0;     // bytes of PM blocks the index holds
   uint64_t dram_bytes = 0;   // bytes of DRAM structures
+  // Optional counters of the index's own (e.g. nvtree: rebuilds,
+  // rebuild_s, splits), as (name, value) pairs. Each is a running total
+  // since the index object was created or opened, so a benchmark reports a
+  // phase as the difference of two calls.
+  std::vector<std::pair<std::string, double>> extra;
 };
 
 class Index {

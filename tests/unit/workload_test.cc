@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -271,6 +273,99 @@ TEST(WorkloadDist, HotspotSendsTheHotShareToTheHotSet) {
   size_t hot = 0;
   for (const Op& op : ops.value()) hot += op.key <= 1000;
   EXPECT_NEAR(static_cast<double>(hot) / 100000, 0.9, 0.01);
+}
+
+TEST(WorkloadDist, HotRangeParses) {
+  auto h = ParseDistribution("hotrange:0.05");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h.value().kind, Distribution::Kind::kHotRange);
+  EXPECT_DOUBLE_EQ(h.value().hot_fraction, 0.05);
+  EXPECT_DOUBLE_EQ(h.value().hot_ops, 0.95);
+  EXPECT_DOUBLE_EQ(h.value().hot_start, 0);
+  auto h3 = ParseDistribution("hotrange:0.1:1:0.5");
+  ASSERT_TRUE(h3.ok());
+  EXPECT_DOUBLE_EQ(h3.value().hot_ops, 1);
+  EXPECT_DOUBLE_EQ(h3.value().hot_start, 0.5);
+  EXPECT_EQ(ParseDistribution(h3.value().ToString()).value().hot_start, 0.5);
+  for (const char* bad : {"hotrange", "hotrange:0", "hotrange:0.1:2", "hotrange:0.1:1:1.5",
+                          "hotrange:0.1:1:x", "hotspot:0.1:1:0.5"}) {
+    auto r = ParseDistribution(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+}
+
+// A random key space: the hot keys of hotrange:F:P:S are the F*n present
+// keys at key-order positions [S*n, S*n + F*n): one contiguous key range.
+TEST(WorkloadDist, HotRangeIsAContiguousKeyRange) {
+  for (double start : {0.0, 0.3, 0.97}) {
+    WorkloadConfig cfg;
+    cfg.seed = TestSeed();
+    SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed) + " start " + std::to_string(start));
+    cfg.keys = 20000;
+    cfg.default_ops = 100000;
+    char d[64];
+    std::snprintf(d, sizeof d, "hotrange:0.05:0.9:%g", start);
+    cfg.dist = ParseDistribution(d).value();
+    cfg.phases = ParseWorkload("lookup").value();
+    auto w = Workload::Make(cfg).value();
+    std::vector<Key> sorted;
+    for (const KV& kv : w->LoadPairs()) sorted.push_back(kv.key);
+    // The range is clamped to fit: 0.97 + 0.05 > 1 starts at n - F*n.
+    const size_t hot = 1000;
+    const size_t first = std::min<size_t>(static_cast<size_t>(start * 20000), 20000 - hot);
+    const Key lo = sorted[first], hi = sorted[first + hot - 1];
+    auto ops = GenerateOps(cfg);
+    ASSERT_TRUE(ops.ok());
+    std::set<Key> hot_seen;
+    size_t in = 0;
+    for (const Op& op : ops.value()) {
+      ASSERT_TRUE(std::binary_search(sorted.begin(), sorted.end(), op.key));
+      if (op.key >= lo && op.key <= hi) {
+        ++in;
+        hot_seen.insert(op.key);
+      }
+    }
+    EXPECT_NEAR(static_cast<double>(in) / 100000, 0.9, 0.01);
+    EXPECT_GT(hot_seen.size(), 990u);  // ~90 draws per hot key: all of them seen
+  }
+}
+
+// "PHASE@DIST" overrides the run's distribution for that phase only: a hot
+// range that moves between phases.
+TEST(WorkloadDist, PhaseDistributionOverride) {
+  auto p = ParseWorkload("update:100@hotrange:0.1:1:0.5,mix:insert=1,lookup=1:50@uniform,lookup");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p.value().size(), 3u);
+  EXPECT_TRUE(p.value()[0].has_dist);
+  EXPECT_EQ(p.value()[0].ops, 100u);
+  EXPECT_EQ(p.value()[0].dist.kind, Distribution::Kind::kHotRange);
+  EXPECT_DOUBLE_EQ(p.value()[0].dist.hot_start, 0.5);
+  EXPECT_TRUE(p.value()[1].has_dist);
+  EXPECT_EQ(p.value()[1].ops, 50u);
+  EXPECT_EQ(p.value()[1].dist.kind, Distribution::Kind::kUniform);
+  EXPECT_FALSE(p.value()[2].has_dist);
+  for (const char* bad : {"update@", "update:10@zipf:x", "update@hotrange", "@uniform"})
+    EXPECT_FALSE(ParseWorkload(bad).ok()) << bad;
+
+  WorkloadConfig cfg;
+  cfg.seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed));
+  cfg.keys = 10000;
+  cfg.key_kind = KeyKind::kDense;  // key order = rank order: positions are keys - 1
+  cfg.dist = ParseDistribution("uniform").value();
+  cfg.phases = ParseWorkload("update:5000@hotrange:0.1:1:0,update:5000@hotrange:0.1:1:0.5,update:5000")
+                   .value();
+  auto ops = GenerateOps(cfg);
+  ASSERT_TRUE(ops.ok());
+  ASSERT_EQ(ops.value().size(), 15000u);
+  size_t outside_third = 0;
+  for (size_t i = 0; i < 15000; ++i) {
+    Key k = ops.value()[i].key;
+    if (i < 5000) ASSERT_TRUE(k >= 1 && k <= 1000) << k;
+    else if (i < 10000) ASSERT_TRUE(k >= 5001 && k <= 6000) << k;
+    else outside_third += k > 1000 && (k < 5001 || k > 6000);
+  }
+  EXPECT_GT(outside_third, 4000u);  // the run's uniform distribution again
 }
 
 TEST(WorkloadDist, SequentialIsAscendingPerThread) {

@@ -853,6 +853,11 @@ IndexStats NvTree::stats() {
   s.inner_nodes = ins + l->plns();
   std::lock_guard g2(layouts_mu_);
   for (const auto& x : layouts_) s.dram_bytes += x->dram_bytes();
+  s.extra = {{"rebuilds", static_cast<double>(rebuilds())},
+             {"rebuild_s", rebuild_seconds()},
+             {"splits", static_cast<double>(splits())},
+             {"replaces", static_cast<double>(replaces())},
+             {"merges", static_cast<double>(merges())}};
   return s;
 }
 

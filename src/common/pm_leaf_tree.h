@@ -639,4 +639,21 @@ Result<std::unique_ptr<Index>> MakePmLeafTree(const IndexEnv& env, const Options
   return go(static_cast<PmLeafTree<P<256>>*>(nullptr));
 }
 
+// The registry entry of a PmLeafTree index: the trees differ only in their
+// name and leaf policy. Use: PMINDEX_REGISTER_INDEX(x, (PmLeafTreeInfo<P>("x"))).
+template <template <size_t> class P>
+IndexInfo PmLeafTreeInfo(std::string name) {
+  return IndexInfo{
+      .name = std::move(name),
+      .persistent = true,
+      .options_help = "node=256|512|768|1024 (leaf bytes; default 256) rebuild_threads=N (default 1)",
+      .test_configs = {"node=256", "node=512", "node=1024"},
+      .validate = ValidatePmLeafTreeOptions,
+      .create = [](const IndexEnv& e, const Options& o) { return MakePmLeafTree<P>(e, o, false); },
+      .open = [](const IndexEnv& e, const Options& o) { return MakePmLeafTree<P>(e, o, true); },
+      .test_only = false,
+      .stores_data = true,
+  };
+}
+
 }  // namespace pmindex::common

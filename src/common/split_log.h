@@ -17,10 +17,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "pm/persist.h"
 #include "pmindex/pool.h"
+#include "pmindex/status.h"
 
 namespace pmindex::common {
 
@@ -83,6 +86,43 @@ class SplitLogArea {
     }
   }
   std::atomic<uint64_t> busy_{0};
+};
+
+// The PmLeafTree policy (common/pm_leaf_tree.h) of a leaf whose splits are
+// protected by a SplitLogArea: fptree and wbtree. `kTreeName` names the
+// index (kind(), errors). LeafT provides kBytes, ReplaySplit(new leaf),
+// next(), and SplitInsert(k, v, new leaf, self, new ptr, logs, area).
+//
+// Recovery, per active log {cur, fresh}: if cur already links fresh, the
+// split reached its link step and is replayed (the moved keys are dropped
+// from cur); otherwise fresh is unreachable and cur unchanged, so nothing
+// is undone (the allocator's reachability pass frees fresh).
+template <class LeafT_, const char* kTreeName>
+struct SplitLoggedPolicy {
+  static constexpr std::string_view kName = kTreeName;
+  using LeafT = LeafT_;
+  static constexpr size_t kMetaBytes = SplitLogArea::kBytes;
+  SplitLogArea logs;
+
+  void InitMeta(void* meta) { SplitLogArea::Format(meta); }
+  Status RecoverMeta(void* meta, Pool* pool) {
+    Status st;
+    SplitLogArea::ForEachActive(meta, [&](PPtr cur, PPtr fresh) {
+      if (!InPool(pool, cur) || !InPool(pool, fresh)) {
+        st = Status::Corruption(std::string(kName) + ": split log points outside the pool");
+        return;
+      }
+      LeafT* l = pool->to_ptr<LeafT>(cur);
+      if (l->next() == fresh) l->ReplaySplit(pool->to_ptr<LeafT>(fresh));
+    });
+    return st;
+  }
+  uint64_t Split(LeafT* l, PPtr self, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void* meta) {
+    return l->SplitInsert(k, v, nl, self, nl_ptr, logs, meta);
+  }
+  static bool InPool(Pool* pool, PPtr p) {
+    return !p.is_null() && p.offset() % 256 == 0 && p.offset() + LeafT::kBytes <= pool->size();
+  }
 };
 
 }  // namespace pmindex::common

@@ -360,6 +360,45 @@ TEST(LbtreeTree, ParallelRebuildMatchesSequential) {
   EXPECT_EQ(r2.idx->stats().entries, 25000u);
 }
 
+// The shared PmLeafTree counts its splits and the PM lines they flush
+// (IndexStats::extra), so benchmarks can separate split cost from plain
+// inserts. Starting from one leaf with inserts only, every leaf but the
+// head came from one split.
+TEST(PmLeafTreeStats, SplitsCountedWithTheirLineWrites) {
+  auto extra = [](const IndexStats& s, const std::string& name) {
+    for (const auto& [n, v] : s.extra) {
+      if (n == name) return v;
+    }
+    ADD_FAILURE() << "no extra stat " << name;
+    return -1.0;
+  };
+  for (std::string kind : {"lbtree", "fptree", "wbtree"}) {
+    for (std::string opts : {"node=256", "node=1024"}) {
+      SCOPED_TRACE(kind + " " + opts);
+      PoolOptions po;
+      po.size = 16ull << 20;
+      po.kind = kind;
+      po.index_options = opts;
+      auto pool = Pool::CreateInMemory(po);
+      ASSERT_TRUE(pool.ok());
+      auto idx = create_index(kind, opts, pool.value().get());
+      ASSERT_TRUE(idx.ok());
+      const pm::Counters before = pm::ThreadCounters();
+      std::mt19937_64 rng(7);
+      for (int i = 0; i < 5000; ++i) ASSERT_TRUE(idx.value()->insert(rng(), i).ok());
+      const pm::Counters spent = pm::ThreadCounters() - before;
+      IndexStats s = idx.value()->stats();
+      ASSERT_GT(s.leaves, 10u);
+      EXPECT_EQ(extra(s, "splits"), static_cast<double>(s.leaves - 1));
+      // A split writes at least the new leaf's first line and the old
+      // leaf's header line, and is a part of all the lines flushed.
+      EXPECT_GE(extra(s, "split_lines"), 2.0 * extra(s, "splits"));
+      EXPECT_LT(extra(s, "split_lines"), static_cast<double>(spent.lines_flushed));
+      EXPECT_GE(extra(s, "split_fences"), extra(s, "splits"));
+    }
+  }
+}
+
 TEST(LbtreeTree, BadOptionsRejected) {
   PoolOptions po;
   po.kind = "lbtree";

@@ -554,7 +554,9 @@ Result<PhasePlan> Workload::Plan(const State& state, size_t phase_no, unsigned t
     plan.next_rank_after = state.next_rank + (spec.mix.dense_insert ? threads * max_per : sum);
   }
 
-  if (spec.mix.reads()) {
+  const bool hot_inserts = wi != 0 && plan.dist.kind == Distribution::Kind::kHotRange &&
+                          !spec.mix.dense_insert;
+  if (spec.mix.reads() || hot_inserts) {
     const uint64_t n = plan.readable.size();
     if (plan.dist.kind == Distribution::Kind::kZipf) {
       plan.zipf = std::make_shared<const Zipf>(n, plan.dist.theta);
@@ -567,14 +569,67 @@ Result<PhasePlan> Workload::Plan(const State& state, size_t phase_no, unsigned t
       if (ks_.kind() != KeyKind::kDense || plan.readable.ranges().size() > 1)
         std::sort(keys->begin(), keys->end());
       plan.sorted_readable = std::move(keys);
-      if (plan.dist.kind == Distribution::Kind::kHotRange) {
+      if (plan.dist.kind == Distribution::Kind::kHotRange && n != 0) {
         const double nd = static_cast<double>(n);
         plan.hot_count = std::clamp<uint64_t>(static_cast<uint64_t>(plan.dist.hot_fraction * nd), 1, n);
         plan.hot_first = std::min(static_cast<uint64_t>(plan.dist.hot_start * nd), n - plan.hot_count);
       }
     }
   }
+  if (hot_inserts) {
+    Status s = PlanHotInserts(state, &plan);
+    if (!s.ok()) return Status::InvalidArgument(what + ": " + std::string(s.message()));
+  }
   return plan;
+}
+
+// hotrange inserts: each thread's fresh keys are chosen in advance (not in
+// the timed loop) by walking unused ranks in order and taking, for an
+// insert that is hot (probability P), the next rank whose key lies in the
+// hot key interval, else the next rank whose key lies outside it. Ranks
+// passed over are never used. The hot interval is the key range the hot
+// present keys span, widened to the next present key on each side (so it
+// is the key range of the tree's leaves that hold the hot keys); with no
+// present key, the share [S, S+F) of the 64-bit key space.
+Status Workload::PlanHotInserts(const State& state, PhasePlan* plan) const {
+  if (plan->time_mode) return Status::InvalidArgument("hotrange inserts need an op count, not --duration");
+  if (ks_.kind() == KeyKind::kDense)
+    return Status::InvalidArgument("hotrange inserts need the random key space (dense keys are all above the present ones)");
+  const Distribution& d = plan->dist;
+  Key lo = 0, hi = std::numeric_limits<Key>::max();
+  const std::vector<Key>* sorted = plan->sorted_readable.get();
+  if (sorted != nullptr && !sorted->empty()) {
+    const uint64_t end = plan->hot_first + plan->hot_count;
+    lo = plan->hot_first == 0 ? 0 : (*sorted)[plan->hot_first];
+    hi = end < sorted->size() ? (*sorted)[end] - 1 : std::numeric_limits<Key>::max();
+  } else {
+    const long double span = 18446744073709551616.0L;  // 2^64
+    const long double a = std::min<long double>(d.hot_start, 1.0L - d.hot_fraction) * span;
+    const long double b = a + static_cast<long double>(d.hot_fraction) * span;
+    lo = a >= span ? std::numeric_limits<Key>::max() : static_cast<Key>(a);
+    hi = b >= span ? std::numeric_limits<Key>::max() : static_cast<Key>(b) - (b > a ? 1 : 0);
+  }
+  const bool everything = lo == 0 && hi == std::numeric_limits<Key>::max();
+  Rng rng(DeriveSeed(plan->seed, 0x686f74696e73ull));
+  uint64_t cursor = state.next_rank;
+  // About 1/width tries per hot insert; give up on absurdly narrow ranges.
+  const uint64_t limit = cursor + (uint64_t{1} << 40);
+  plan->insert_ranks.assign(plan->threads, {});
+  for (unsigned t = 0; t < plan->threads; ++t) {
+    std::vector<uint64_t>& out = plan->insert_ranks[t];
+    out.reserve(plan->inserts[t].count);
+    for (uint64_t i = 0; i < plan->inserts[t].count; ++i) {
+      const bool hot = everything || rng.Unit() < d.hot_ops;
+      while (true) {
+        if (cursor >= limit) return Status::InvalidArgument("the hot key range is too narrow for inserts");
+        const Key k = ks_.key(cursor++);
+        if ((k >= lo && k <= hi) == hot) break;
+      }
+      out.push_back(cursor - 1);
+    }
+  }
+  plan->next_rank_after = cursor;
+  return Status::OK();
 }
 
 void Workload::Commit(State* state, const PhasePlan& plan,
@@ -589,9 +644,13 @@ void Workload::Commit(State* state, const PhasePlan& plan,
   next.present.Append(plan.readable);
   for (unsigned t = 0; t < plan.threads; ++t) {
     uint64_t done = t < streams.size() ? streams[t]->inserts_done() : 0;
-    RankRange r = plan.inserts[t];
-    r.count = done;
-    next.present.Append(r);
+    if (!plan.insert_ranks.empty()) {
+      for (uint64_t i = 0; i < done; ++i) next.present.Append(RankRange{plan.insert_ranks[t][i], 1, 1});
+    } else {
+      RankRange r = plan.inserts[t];
+      r.count = done;
+      next.present.Append(r);
+    }
     next.inserted += done;
   }
   next.next_rank = plan.next_rank_after;
@@ -675,7 +734,8 @@ bool OpStream::Next(Op* op) {
     case OpType::kInsert: {
       const RankRange& r = plan_->inserts[thread_];
       if (inserts_done_ >= r.count) return false;
-      op->key = ks.key(r.at(inserts_done_++));
+      op->key = plan_->insert_ranks.empty() ? ks.key(r.at(inserts_done_++))
+                                            : ks.key(plan_->insert_ranks[thread_][inserts_done_++]);
       op->value = ValueFor(op->key);
       op->expect_present = false;
       if (latest_) latest_->Grow(latest_base_ + inserts_done_);

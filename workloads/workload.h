@@ -48,12 +48,16 @@
 //                  like hotspot, but the hot set is F*n present keys that
 //                  are contiguous in KEY order (a key range, as leaves of a
 //                  B+-tree see it), starting at the key-order position S*n
-//                  (0 <= S <= 1, default 0; clamped so the range fits)
+//                  (0 <= S <= 1, default 0; clamped so the range fits).
+//                  Unlike the others it also places inserts: a share P of
+//                  them get fresh keys inside the hot key range, the rest
+//                  outside it (random key space, op-count mode only)
 // A phase may override the run's distribution: "update:1000@hotrange:0.05"
 // (see ParseWorkload), e.g. to move a hot range between phases.
-// Inserts and deletes do not follow the distribution: they need fresh and
-// present keys respectively (inserts ascend in rank; with the random key
-// space that is random key order, with the dense one ascending key order).
+// Inserts and deletes do not follow the distribution (except hotrange for
+// inserts): they need fresh and present keys respectively (inserts ascend
+// in rank; with the random key space that is random key order, with the
+// dense one ascending key order).
 //
 // Thread safety: Workload is immutable after Make() and may be shared;
 // State and PhasePlan are plain values; each OpStream belongs to one thread.
@@ -265,7 +269,10 @@ struct PhasePlan {
   std::vector<uint64_t> thread_ops;  // op budget per thread (time mode: UINT64_MAX)
   RankList readable;                 // present ranks reads may choose
   std::vector<RankList> deletes;     // per thread: ranks to delete, in order
-  std::vector<RankRange> inserts;    // per thread: fresh ranks, in order
+  std::vector<RankRange> inserts;    // per thread: fresh ranks, in order (count = inserts)
+  // hotrange inserts: per thread, the fresh ranks to insert, in order
+  // (replacing the ranks of `inserts`); empty otherwise.
+  std::vector<std::vector<uint64_t>> insert_ranks;
   uint64_t next_rank_after = 0;
   std::shared_ptr<const std::vector<Key>> sorted_readable;  // sequential, hotrange
   uint64_t hot_first = 0, hot_count = 0;  // hotrange: positions in sorted_readable
@@ -300,6 +307,7 @@ class Workload {
 
  private:
   explicit Workload(WorkloadConfig cfg);
+  Status PlanHotInserts(const State& state, PhasePlan* plan) const;
   WorkloadConfig cfg_;
   KeySpace ks_;
 };

@@ -368,6 +368,51 @@ TEST(WorkloadDist, PhaseDistributionOverride) {
   EXPECT_GT(outside_third, 4000u);  // the run's uniform distribution again
 }
 
+// hotrange also places inserts: a share P of the fresh keys fall in the
+// key interval of the hot present keys (widened to the neighbouring present
+// keys), the rest outside; the committed state knows them (a delete of every
+// present key afterwards deletes exactly the loaded and inserted keys).
+TEST(WorkloadDist, HotRangeInsertsFallInTheHotKeyInterval) {
+  for (double p : {1.0, 0.8}) {
+    WorkloadConfig cfg;
+    cfg.seed = TestSeed();
+    SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed) + " P " + std::to_string(p));
+    cfg.keys = 20000;
+    char ph[160];
+    std::snprintf(ph, sizeof ph, "insert:10000@hotrange:0.05:%g:0.5,delete:30000", p);
+    cfg.phases = ParseWorkload(ph).value();
+    auto w = Workload::Make(cfg).value();
+    std::vector<Key> sorted;
+    for (const KV& kv : w->LoadPairs()) sorted.push_back(kv.key);
+    const Key below = sorted[10000 - 1], above = sorted[10000 + 1000];  // neighbours of the hot set
+    auto ops = GenerateOps(cfg);
+    ASSERT_TRUE(ops.ok()) << ops.status().ToString();
+    ASSERT_EQ(ops.value().size(), 40000u);
+    std::set<Key> all(sorted.begin(), sorted.end());
+    size_t in = 0;
+    for (size_t i = 0; i < 10000; ++i) {
+      const Op& op = ops.value()[i];
+      ASSERT_EQ(op.type, OpType::kInsert);
+      ASSERT_TRUE(all.insert(op.key).second) << "insert of a present key";
+      in += op.key > below && op.key < above;
+    }
+    if (p == 1.0) EXPECT_EQ(in, 10000u);
+    else EXPECT_NEAR(static_cast<double>(in) / 10000, p, 0.02);
+    std::set<Key> deleted;
+    for (size_t i = 10000; i < 40000; ++i) {
+      ASSERT_EQ(ops.value()[i].type, OpType::kDelete);
+      deleted.insert(ops.value()[i].key);
+    }
+    EXPECT_EQ(deleted, all);
+  }
+  // Dense keys and time mode cannot place inserts in a range.
+  WorkloadConfig cfg;
+  cfg.keys = 100;
+  cfg.key_kind = KeyKind::kDense;
+  cfg.phases = ParseWorkload("insert:10@hotrange:0.5").value();
+  EXPECT_FALSE(GenerateOps(cfg).ok());
+}
+
 TEST(WorkloadDist, SequentialIsAscendingPerThread) {
   WorkloadConfig cfg;
   cfg.seed = TestSeed();

@@ -155,12 +155,13 @@ void WriteJson(const std::string& path, const std::vector<Job>& jobs, bool all_o
     out << "]";
     if (j.mutated) {
       out << ", \"mutation\": {\"killed\": " << j.mut.killed << ", \"redundant\": "
-          << j.mut.redundant << ", \"unexplained\": " << j.mut.unexplained << ", \"mutants\": [";
+          << j.mut.redundant << ", \"unexplained\": " << j.mut.unexplained
+          << ", \"stale\": " << j.mut.stale << ", \"mutants\": [";
       for (size_t k = 0; k < j.mut.mutants.size(); ++k) {
         const auto& m = j.mut.mutants[k];
         out << (k ? ",\n  " : "\n  ") << "{\"mutant\": \"" << JsonEscape(m.mutation.ToString())
             << "\", \"site\": \"" << JsonEscape(m.site) << "\", \"verdict\": \""
-            << (m.killed ? "killed" : m.redundant ? "redundant" : "unexplained")
+            << (m.stale ? "stale" : m.killed ? "killed" : m.declared ? "declared" : m.redundant ? "redundant" : "unexplained")
             << "\", \"reason\": \"" << JsonEscape(m.reason) << "\"}";
       }
       out << "]}";
@@ -168,6 +169,16 @@ void WriteJson(const std::string& path, const std::vector<Job>& jobs, bool all_o
     out << "}";
   }
   out << "\n]}\n";
+}
+
+void PrintMutants(const pmindex::crash::MutationReport& m) {
+  uint64_t declared = 0;
+  for (const auto& r : m.mutants) declared += r.declared ? 1 : 0;
+  std::printf("  mutants: %zu, killed %llu, redundant %llu (%llu declared), unexplained %llu, "
+              "stale declarations %llu\n",
+              m.mutants.size(), (unsigned long long)m.killed, (unsigned long long)m.redundant,
+              (unsigned long long)declared, (unsigned long long)m.unexplained,
+              (unsigned long long)m.stale);
 }
 
 }  // namespace
@@ -306,9 +317,7 @@ int main(int argc, char** argv) {
       j.mut = pmindex::crash::RunMutation(c, mutate_alloc, &std::cout, wl);
       j.stats = j.mut.baseline;
       PrintStats(j);
-      std::printf("  mutants: %zu, killed %llu, redundant %llu, unexplained %llu\n",
-                  j.mut.mutants.size(), (unsigned long long)j.mut.killed,
-                  (unsigned long long)j.mut.redundant, (unsigned long long)j.mut.unexplained);
+      PrintMutants(j.mut);
       if (!j.mut.ok()) all_ok = false;
       std::fflush(stdout);
       jobs.push_back(std::move(j));
@@ -332,9 +341,7 @@ int main(int argc, char** argv) {
         j.mut = pmindex::crash::RunMutation(j.cfg, mutate_alloc, &std::cout);
         j.stats = j.mut.baseline;
         PrintStats(j);
-        std::printf("  mutants: %zu, killed %llu, redundant %llu, unexplained %llu\n",
-                    j.mut.mutants.size(), (unsigned long long)j.mut.killed,
-                    (unsigned long long)j.mut.redundant, (unsigned long long)j.mut.unexplained);
+        PrintMutants(j.mut);
         if (!j.mut.ok()) all_ok = false;
       } else {
         j.stats = pmindex::crash::Run(j.cfg);

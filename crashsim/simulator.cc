@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
@@ -749,6 +750,66 @@ bool MutableSite(const SiteInfo& s, bool with_alloc) {
          has("tests/crash/") || (with_alloc && has("src/alloc/"));
 }
 
+namespace {
+std::string Trim(std::string_view v) {
+  size_t b = v.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return "";
+  size_t e = v.find_last_not_of(" \t\r");
+  return std::string(v.substr(b, e - b + 1));
+}
+}  // namespace
+
+std::optional<RedundantDecl> FindRedundantDecl(const SiteInfo& s) {
+  if (s.line < 2) return std::nullopt;
+  std::string path = s.file;
+#ifdef PMCRASH_SOURCE_DIR
+  if (!path.empty() && path[0] != '/') path = std::string(PMCRASH_SOURCE_DIR) + path;
+#endif
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::vector<std::string> lines;
+  for (std::string l; lines.size() + 1 < s.line && std::getline(in, l);) lines.push_back(std::move(l));
+  if (lines.size() + 1 < s.line) return std::nullopt;
+  // The comment block directly above the call line.
+  size_t first = lines.size();
+  while (first > 0 && Trim(lines[first - 1]).rfind("//", 0) == 0) --first;
+  const std::string_view kTag = "pmcrash-redundant";
+  for (size_t i = first; i < lines.size(); ++i) {
+    std::string t = Trim(lines[i]);
+    std::string body = Trim(std::string_view(t).substr(2));
+    if (body.rfind(kTag, 0) != 0) continue;
+    RedundantDecl d;
+    d.line = static_cast<uint32_t>(i + 1);
+    std::string rest = body.substr(kTag.size());
+    if (!rest.empty() && rest[0] == '(') {
+      size_t close = rest.find(')');
+      if (close == std::string::npos) return std::nullopt;
+      std::string kinds = rest.substr(1, close - 1);
+      for (size_t a = 0; a <= kinds.size();) {
+        size_t c = kinds.find(',', a);
+        if (c == std::string::npos) c = kinds.size();
+        std::string k = Trim(std::string_view(kinds).substr(a, c - a));
+        for (MutKind m : {MutKind::kDropFlush, MutKind::kDropFence, MutKind::kFlushShort,
+                          MutKind::kFlushLate}) {
+          if (k == MutKindName(m)) d.kinds.push_back(m);
+        }
+        a = c + 1;
+      }
+      rest = rest.substr(close + 1);
+    }
+    if (rest.empty() || rest[0] != ':') continue;
+    d.reason = Trim(std::string_view(rest).substr(1));
+    // The reason may go on over the following comment lines.
+    for (size_t j = i + 1; j < lines.size(); ++j) {
+      std::string more = Trim(std::string_view(Trim(lines[j])).substr(2));
+      if (more.rfind(kTag, 0) == 0) break;
+      if (!more.empty()) d.reason += " " + more;
+    }
+    return d;
+  }
+  return std::nullopt;
+}
+
 MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress,
                            const std::vector<std::string>& workloads) {
   MutationReport rep;
@@ -795,7 +856,11 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
       kinds = {MutKind::kDropFlush, MutKind::kFlushLate};
       if (s.multi_line_calls > 0) kinds.push_back(MutKind::kFlushShort);
     }
+    const std::optional<RedundantDecl> decl = FindRedundantDecl(s);
     for (MutKind kind : kinds) {
+      const bool declared =
+          decl && (decl->kinds.empty() ||
+                   std::find(decl->kinds.begin(), decl->kinds.end(), kind) != decl->kinds.end());
       MutantResult r;
       r.mutation.kind = kind;
       r.mutation.site = s.key();
@@ -821,6 +886,14 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
       }
       if (r.killed) {
         ++rep.killed;
+        if (declared) {
+          // The declaration says no crash state detects this mutant, yet
+          // one did: the declaration is wrong or out of date.
+          r.stale = true;
+          r.reason = "STALE declaration (" + s.file + ":" + std::to_string(decl->line) +
+                     " says pmcrash-redundant, but the mutant is killed): " + r.reason;
+          ++rep.stale;
+        }
       } else {
         // Survivors the baseline explains: the model says the site never
         // made anything durable that no other site did.
@@ -833,6 +906,13 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
         } else if (kind == MutKind::kFlushShort && s.effective_last_line == 0) {
           r.redundant = true;
           r.reason = "the last line of its multi-line flushes was never dirty or was flushed again";
+        } else if (declared) {
+          // The simulator cannot decide it (e.g. a write whose content
+          // recovery validates, so no crash state of it changes the outcome);
+          // the source says why it is there.
+          r.redundant = true;
+          r.declared = true;
+          r.reason = "declared at " + s.file + ":" + std::to_string(decl->line) + ": " + decl->reason;
         } else if (sampled == 0) {
           // Every crash point of the mutant run was explored exhaustively:
           // no crash state distinguishes the program with and without it.
@@ -852,7 +932,8 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
         if (r.redundant) ++rep.redundant;
       }
       if (progress != nullptr) {
-        *progress << (r.killed ? "KILLED    " : r.redundant ? "REDUNDANT " : "SURVIVED  ")
+        *progress << (r.stale ? "STALE     " : r.killed ? "KILLED    " : r.declared ? "DECLARED  "
+                      : r.redundant ? "REDUNDANT " : "SURVIVED  ")
                   << r.mutation.ToString() << "  " << r.site << "\n    " << r.reason << "\n";
         progress->flush();
       }

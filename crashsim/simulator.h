@@ -80,6 +80,8 @@ struct MutantResult {
   std::string site;     // SiteInfo::Pretty()
   bool killed = false;
   bool redundant = false;  // survived, explained by `reason`
+  bool declared = false;   // ... by a pmcrash-redundant declaration at the site
+  bool stale = false;      // killed although the site declares it redundant
   std::string reason;      // killer (first failure) or why it is redundant
 };
 
@@ -87,8 +89,22 @@ struct MutationReport {
   RunStats baseline;
   std::vector<MutantResult> mutants;
   uint64_t killed = 0, redundant = 0, unexplained = 0;
-  bool ok() const { return baseline.ok() && unexplained == 0; }
+  uint64_t stale = 0;  // killed mutants of sites declared redundant (counted in killed too)
+  bool ok() const { return baseline.ok() && unexplained == 0 && stale == 0; }
 };
+
+// A survivor the simulator cannot decide by itself may be declared in the
+// source, in the comment block directly above the flush/fence call:
+//   // pmcrash-redundant: <reason, may go on over the next comment lines>
+//   // pmcrash-redundant(drop-fence,flush-late): <reason>   (only those kinds)
+// A surviving mutant of a declared site is then redundant ("declared:
+// reason"); a killed one is a STALE declaration and fails the run.
+struct RedundantDecl {
+  uint32_t line = 0;          // of the declaration
+  std::vector<MutKind> kinds;  // empty = every kind
+  std::string reason;
+};
+std::optional<RedundantDecl> FindRedundantDecl(const SiteInfo& s);
 
 // Sites eligible for mutation: index code (src/trees/, and src/common/, the
 // leaf-tree machinery and split log several trees share), fixtures

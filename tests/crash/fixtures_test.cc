@@ -9,7 +9,9 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "simulator.h"
 
@@ -107,7 +109,26 @@ TEST(CrashFixtures, EveryMutantOfParrayIsKilledOrExplained) {
   }
   EXPECT_TRUE(entries_flush_killed);
   EXPECT_EQ(rep.unexplained, 0u);
+  EXPECT_EQ(rep.stale, 0u);
   EXPECT_GT(rep.killed, 0u);
+}
+
+TEST(CrashFixtures, RedundantDeclarationIsReadFromTheCommentAboveTheSite) {
+  SiteInfo s;
+  s.file = __FILE__;
+  // pmcrash-redundant(drop-fence, flush-late): a test declaration,
+  // continued on the next comment line
+  s.line = __LINE__;
+  std::optional<RedundantDecl> d = FindRedundantDecl(s);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->line, s.line - 2);
+  EXPECT_EQ(d->kinds, (std::vector<MutKind>{MutKind::kDropFence, MutKind::kFlushLate}));
+  EXPECT_EQ(d->reason, "a test declaration, continued on the next comment line");
+  // A line with code above it has no declaration; neither has a missing file.
+  s.line += 1;
+  EXPECT_FALSE(FindRedundantDecl(s).has_value());
+  s.file = "no/such/file.cc";
+  EXPECT_FALSE(FindRedundantDecl(s).has_value());
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 //   [0, 2048)     immutable part, written once at create and covered by
 //                 `checksum` (CRC32C of bytes [0, kChecksumOffset)).
 //   [2048, 4096)  mutable part, never checksummed; every word in it is an
-//                 aligned 8-byte word written with pm::naw:
+//                 aligned 8-byte word written with pm::naw (a root slot
+//                 may also be stored plainly and persisted by the NAW of
+//                 another root slot, see below):
 //                   root slots (one cache line), clean-shutdown flag,
 //                   segment count.
 //
@@ -79,6 +81,13 @@ static_assert(offsetof(PoolHeader, kind) == 104);
 static_assert(offsetof(PoolHeader, checksum) == kChecksumOffset);
 static_assert(offsetof(PoolHeader, root) == kMutableOffset);
 static_assert(offsetof(PoolHeader, root) % 64 == 0);
+// A guarantee of the format that index code relies on: the eight root
+// slots share one 64-byte line, so a store to one slot persists in program
+// order with the stores to the others, and the NAW of any slot also
+// persists every earlier store to the other slots (nvtree's create writes
+// its format tag in slot 2 with a plain store and lets the NAW of slot 0
+// persist it). docs/pool-format.md, "Root slots".
+static_assert(sizeof(PoolHeader::root) == 64);  // with the alignment above: one line
 static_assert(offsetof(PoolHeader, clean) == kMutableOffset + 64);
 static_assert(offsetof(PoolHeader, segments) == kMutableOffset + 72);
 

@@ -577,9 +577,13 @@ Result<std::unique_ptr<Index>> NvTree::Create(const IndexEnv& env, const Config&
   Result<PPtr> r = t->AllocLn(cfg.leaf_bytes, &head);
   if (!r.ok()) return r.status();
   LnInit(head, cfg.leaf_bytes, 0, 0, nullptr, 0);
+  // The format tag needs no flush of its own: the root slots share one line
+  // (a guarantee of the pool format, static_assert in pm/pool_format.h), so
+  // the tag store persists in program order before the slot-0 store below,
+  // and slot 0's NAW flushes the line with it (pmcrash --mutate: dropping a
+  // flush here, or flushing after slot 0, was never detectable).
   pm::store(env.pool->root_slot(2), kFormatTag);
-  pm::flush(env.pool->root_slot(2), sizeof(uint64_t));
-  // The head LN and the format tag are durable before slot 0 (written
+  // The head LN (LnInit flushed it) is durable before slot 0 (written
   // last: a non-zero slot 0 means the tree exists) points to the head.
   pm::fence();
   if (*env.pool->root_slot(1) != 0) pm::naw(env.pool->root_slot(1), 0);

@@ -35,7 +35,8 @@
 //                 Collect, SetLockBit, Insert, UpdateSlot, RemoveSlot,
 //                 Relink, RecoverLeaf, Check, next)
 //   static constexpr size_t kMetaBytes;   0 = no tree-specific block
-//   void InitMeta(void* meta);            format + persist
+//   void InitMeta(void* meta);            format + flush (create_index's
+//                                         Format fence makes it durable)
 //   Status RecoverMeta(void* meta, Pool*); before the leaf walk (logs)
 //   uint64_t Split(LeafT* l, PPtr l_ptr, k, v, LeafT* nl, PPtr nl_ptr, void* meta);
 //     inserts (k, v) too; returns the split key (nl's low fence).
@@ -328,7 +329,19 @@ class PmLeafTree final : public Index {
     if (!hp.ok()) return hp.status();
     HintBlock* h = pool_->to_ptr<HintBlock>(*hp);
     pm::fill(h, 0, sizeof(HintBlock));
-    pm::persist(h, sizeof(HintBlock));  // hint block durable before its root slot
+    // Flushed only: Format's fence below makes the hint block (and the
+    // tree's meta block, which InitMeta flushes) durable before the slot-0
+    // store that completes create_index. Before slot 0 is set a crash may
+    // leave a pool that does not open (the create_index convention), so
+    // nothing here needs an earlier fence (pmcrash --mutate found this
+    // fence, InitMeta's and the slot 1/2 NAWs' fences undetectable).
+    // pmcrash-redundant: the simulator's poison (0xA5...) reads as a hint
+    // count above kMaxHints, which recovery ignores, so no crash image can
+    // show an unflushed zero count; memory that reads as a small count with
+    // leaf-like pointers (stale content of a reused file) would send
+    // recovery's walks to blocks that are not leaves, so the zeroed block
+    // must be durable.
+    pm::flush(h, sizeof(HintBlock));
     PPtr mp;
     if constexpr (Policy::kMetaBytes > 0) {
       auto m = alloc_->Alloc(Policy::kMetaBytes);
@@ -338,12 +351,14 @@ class PmLeafTree final : public Index {
     }
     auto lp = alloc_->Alloc(LeafT::kBytes);
     if (!lp.ok()) return lp.status();
-    pm::naw(pool_->root_slot(kHintSlot), hp->raw());
-    if constexpr (Policy::kMetaBytes > 0) pm::naw(pool_->root_slot(kMetaSlot), mp.raw());
+    // Slots 1 and 2 are plain stores: the root slots share one line (a
+    // guarantee of the pool format, pm/pool_format.h), so they persist in
+    // program order before slot 0 and slot 0's NAW flushes them with it.
+    pm::store(pool_->root_slot(kHintSlot), hp->raw());
+    if constexpr (Policy::kMetaBytes > 0) pm::store(pool_->root_slot(kMetaSlot), mp.raw());
     // The head leaf is formatted (flush + fence) right before the NAW that
-    // links it, so that its persist is the one ordering the leaf before
-    // slot 0 (with the slot 1/2 NAWs in between, pmcrash --mutate could not
-    // tell whether Format's own fence or flush placement mattered).
+    // links it: its fence is the one ordering the leaf, the hint block and
+    // the meta block before slot 0.
     LeafT::Format(pool_->to_ptr<LeafT>(*lp), PPtr());
     // Slot 0 last: a non-zero head means the tree exists.
     pm::naw(pool_->root_slot(kHeadSlot), lp->raw());
@@ -494,8 +509,17 @@ class PmLeafTree final : public Index {
 
   // ---------------------------------------------------------- hints
   HintBlock* hints() const { return pool_->to_ptr<HintBlock>(PPtr(*pool_->root_slot(kHintSlot))); }
+  // The hints only speed up recovery, which checks them (each segment walk
+  // must end exactly at the next hint, else it walks the whole list from
+  // the head), so no crash state of the hint block makes a recovered tree
+  // wrong and pmcrash cannot kill the mutants of these three persist
+  // points. They stay: the count NAW = 0 durable before any entry changes
+  // keeps a torn block (hints past line 0 from two generations) from
+  // sending recovery's walks to blocks that are no longer list leaves.
   void InvalidateHints() {
     HintBlock* h = hints();
+    // pmcrash-redundant: recovery validates the hints (see above); this
+    // NAW keeps the hint block consistent, it does not order tree state.
     if (h->count != 0) pm::naw(&h->count, 0);
   }
   // Rewrites the hints from the current LeafRef chain. Serialized by
@@ -515,7 +539,12 @@ class PmLeafTree final : public Index {
     }
     if (k > 0) {
       // Entries durable before the count makes them valid.
+      // pmcrash-redundant: recovery validates the hints (see
+      // InvalidateHints); this persist keeps the block consistent.
       pm::persist(h->leaf, k * sizeof(uint64_t));
+      // pmcrash-redundant: recovery validates the hints (see
+      // InvalidateHints); a count that never persists only costs a
+      // restart its parallel walk.
       pm::naw(&h->count, k);
     }
     hinted_leaves_ = n;

@@ -39,10 +39,12 @@ class SplitLogArea {
   static constexpr int kLogs = 64;
   static constexpr size_t kBytes = kLogs * sizeof(SplitLog);
 
-  // Formats and persists the area (creation).
+  // Formats and flushes the area (creation). No fence: create_index's
+  // next fence (the head leaf's Format) makes it durable before root slot
+  // 0 is set, and until then a crash may leave a pool that does not open.
   static void Format(void* area) {
     pm::fill(area, 0, kBytes);
-    pm::persist(area, kBytes);
+    pm::flush(area, kBytes);
   }
 
   // Claims a log (spins while all kLogs are in use) and records the split.

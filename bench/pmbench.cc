@@ -209,7 +209,8 @@ int main(int argc, char** argv) {
   app.add_option("--dist", cfg.dist,
                  "uniform|zipf[:THETA]|latest|sequential|hotspot:F[:P]|hotrange:F[:P[:S]] "
                  "(hotspot: F*n hot keys scattered over the key space; hotrange: F*n hot keys "
-                 "contiguous in key order from position S*n; P = their share of reads, default 0.95)");
+                 "contiguous in key order from position S*n, and a share P of inserts get fresh keys in that "
+                 "range; P = their share of reads, default 0.95)");
   app.add_option("--keyspace", cfg.keyspace,
                  "random (distinct random 64-bit keys) or dense (1..N); dense-insert implies dense");
   app.add_option("--threads", cfg.threads, "Worker threads per phase");

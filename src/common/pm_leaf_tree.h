@@ -31,7 +31,7 @@
 // Policy (one per tree):
 //   static constexpr std::string_view kName;
 //   using LeafT;  LeafT::kBytes, LeafT::kSlots, and the leaf operations used
-//                 below (Format, Fill, Locate, ValueAt, Find, Count, Full,
+//                 below (Format, Fill, FilledBytes, Locate, ValueAt, Find, Count, Full,
 //                 Collect, SetLockBit, Insert, UpdateSlot, RemoveSlot,
 //                 Relink, RecoverLeaf, Check, next)
 //   static constexpr size_t kMetaBytes;   0 = no tree-specific block
@@ -214,8 +214,9 @@ class PmLeafTree final : public Index {
       LeafT* l = pool_->to_ptr<LeafT>(ptrs[i]);
       LeafT::Fill(l, &sorted[lo], static_cast<int>(hi - lo),
                   i + 1 < nleaves ? ptrs[i + 1] : PPtr());
-      // Every new leaf durable before the head NAW makes the list reachable.
-      pm::flush(l, LeafT::kBytes);
+      // Every new leaf durable before the head NAW makes the list reachable
+      // (only the bytes Fill wrote; the rest is unused space).
+      pm::flush(l, LeafT::FilledBytes(static_cast<int>(hi - lo)));
     }
     pm::fence();
     InvalidateHints();

@@ -342,6 +342,8 @@ class Leaf {
   // Bulk load: n <= kSlots sorted entries, spread evenly over the blocks
   // and packed at the END of each block (line 0 left free for inserts, as
   // after a split), sibling `next`. Not persisted: the caller flushes.
+  // Bytes Fill(n) writes: every block (headers, tails, packed entries).
+  static constexpr size_t FilledBytes(int) { return kBytes; }
   static void Fill(Leaf* l, const KV* e, int n, PPtr next) {
     pm::fill(l, 0, kBytes);
     int pos = 0;

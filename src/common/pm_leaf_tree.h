@@ -326,8 +326,19 @@ class PmLeafTree final : public Index {
 
   // ---------------------------------------------------------- create/open
   Status Init() {
+    // Every block is allocated first, so that no allocator fence falls
+    // between the flushes below and Format's fence (flushing any of them
+    // after the slot-0 store is then a mutant pmcrash can see).
     auto hp = alloc_->Alloc(sizeof(HintBlock));
     if (!hp.ok()) return hp.status();
+    PPtr mp;
+    if constexpr (Policy::kMetaBytes > 0) {
+      auto m = alloc_->Alloc(Policy::kMetaBytes);
+      if (!m.ok()) return m.status();
+      mp = *m;
+    }
+    auto lp = alloc_->Alloc(LeafT::kBytes);
+    if (!lp.ok()) return lp.status();
     HintBlock* h = pool_->to_ptr<HintBlock>(*hp);
     pm::fill(h, 0, sizeof(HintBlock));
     // Flushed only: Format's fence below makes the hint block (and the
@@ -343,15 +354,7 @@ class PmLeafTree final : public Index {
     // recovery's walks to blocks that are not leaves, so the zeroed block
     // must be durable.
     pm::flush(h, sizeof(HintBlock));
-    PPtr mp;
-    if constexpr (Policy::kMetaBytes > 0) {
-      auto m = alloc_->Alloc(Policy::kMetaBytes);
-      if (!m.ok()) return m.status();
-      mp = *m;
-      policy_.InitMeta(pool_->to_ptr(mp));
-    }
-    auto lp = alloc_->Alloc(LeafT::kBytes);
-    if (!lp.ok()) return lp.status();
+    if constexpr (Policy::kMetaBytes > 0) policy_.InitMeta(pool_->to_ptr(mp));
     // Slots 1 and 2 are plain stores: the root slots share one line (a
     // guarantee of the pool format, pm/pool_format.h), so they persist in
     // program order before slot 0 and slot 0's NAW flushes them with it.

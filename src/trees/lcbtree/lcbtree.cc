@@ -180,6 +180,7 @@ Status LcbTree::UpdateLocked(Key k, Value v) {
   // variant survives: one 8-byte word, so even a count = 0 that persists
   // first leaves the old or the new value, and the NAW's own fence makes
   // it durable before update returns.)
+  // pmcrash-redundant(flush-late): one 8-byte word, see above.
   pm::flush(&vals(l)[i], 8);
   Commit();
   return Status::OK();

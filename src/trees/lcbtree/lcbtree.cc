@@ -322,8 +322,10 @@ Status LcbTree::InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vect
     // Only what was written: header, rn keys, and the values (rn + 1 for
     // inner nodes); the rest of the fresh node is never read (flushing
     // all of it was a mutation survivor, flush one line short).
-    pm::flush(r, Node::kHeader);
-    if (rn > 0) pm::flush(rk, rn * 8);
+    // The keys follow the 16-byte header, so one flush covers both (a
+    // separate header flush was a drop-flush survivor of pmcrash --mutate
+    // at 128 and 512 B: the key flush re-flushed line 0).
+    pm::flush(r, Node::kHeader + rn * 8);
     pm::flush(rv, (leaf ? rn : rn + 1) * 8);
     // Left part rewritten from the insert position on.
     uint32_t from = std::min(i, left);

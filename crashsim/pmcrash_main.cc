@@ -41,10 +41,12 @@ const char kUsage[] =
     "               line: each line old or new; eadr: prefix of the global store\n"
     "               order; tear: stores wider than 8 bytes split into 8-byte pieces\n"
     "  --budget     crash images per crash point at most (default 64)\n"
-    "  --mutate     remove each flush/fence call site of index code in turn and\n"
-    "               print the kill matrix (--mutate-alloc: src/alloc/ sites too)\n"
-    "  --workload   mixed (default), insert, seq, delete, update, bulk, recovery,\n"
-    "               or 'all'; a comma list runs each\n"
+    "  --mutate     remove each flush/fence call site of index code (src/trees/,\n"
+    "               src/common/) in turn and print the kill matrix; a survivor\n"
+    "               declared '// pmcrash-redundant: why' above its call is\n"
+    "               redundant (--mutate-alloc: src/alloc/ sites too)\n"
+    "  --workload   mixed (default), insert, seq, delete, update, bulk,\n"
+    "               bulk-small, recovery, or 'all'; a comma list runs each\n"
     "  --replay     check exactly one crash image (printed with each failure)\n";
 
 [[noreturn]] void Usage(const std::string& msg) {

@@ -121,7 +121,6 @@ struct Run {
   std::string name;
   int slots = 0;
   std::vector<double> ns;
-  uint64_t found = 0;
 };
 
 template <class L>
@@ -170,7 +169,6 @@ Run Measure(const char* name, const Args& a) {
     if (rep > 0) {
       r.ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / a.searches);
     }
-    r.found = found;
   }
   return r;
 }

@@ -336,7 +336,6 @@ Result<std::vector<PhaseSpec>> ParseWorkload(std::string_view text) {
       if (!d.ok())
         return Status::InvalidArgument("bad workload " + Quote(text) + ": phase distribution: " +
                                        std::string(d.status().message()));
-      p.has_dist = true;
       p.dist = d.value();
       item = item.substr(0, at);
     }
@@ -479,7 +478,7 @@ Result<PhasePlan> Workload::Plan(const State& state, size_t phase_no, unsigned t
   plan.threads = threads;
   plan.time_mode = time_mode;
   plan.mix = spec.mix;
-  const Distribution& base = spec.has_dist ? spec.dist : cfg_.dist;
+  const Distribution& base = spec.dist ? *spec.dist : cfg_.dist;
   plan.dist = base;
   if (spec.mix.force_latest) {
     plan.dist = Distribution{};

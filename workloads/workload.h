@@ -67,6 +67,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -169,8 +170,7 @@ Result<Mix> ParseMix(std::string_view text);
 struct PhaseSpec {
   Mix mix;
   uint64_t ops = 0;  // 0 = the run's default (--ops)
-  bool has_dist = false;  // dist overrides the run's distribution
-  Distribution dist;
+  std::optional<Distribution> dist;  // set: overrides the run's distribution
 };
 // A comma-separated sequence of phases, each MIX, MIX:OPS, MIX@DIST or
 // MIX:OPS@DIST ("insert:1000000,lookup:500000",

@@ -336,14 +336,14 @@ TEST(WorkloadDist, PhaseDistributionOverride) {
   auto p = ParseWorkload("update:100@hotrange:0.1:1:0.5,mix:insert=1,lookup=1:50@uniform,lookup");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   ASSERT_EQ(p.value().size(), 3u);
-  EXPECT_TRUE(p.value()[0].has_dist);
+  ASSERT_TRUE(p.value()[0].dist.has_value());
   EXPECT_EQ(p.value()[0].ops, 100u);
-  EXPECT_EQ(p.value()[0].dist.kind, Distribution::Kind::kHotRange);
-  EXPECT_DOUBLE_EQ(p.value()[0].dist.hot_start, 0.5);
-  EXPECT_TRUE(p.value()[1].has_dist);
+  EXPECT_EQ(p.value()[0].dist->kind, Distribution::Kind::kHotRange);
+  EXPECT_DOUBLE_EQ(p.value()[0].dist->hot_start, 0.5);
+  ASSERT_TRUE(p.value()[1].dist.has_value());
   EXPECT_EQ(p.value()[1].ops, 50u);
-  EXPECT_EQ(p.value()[1].dist.kind, Distribution::Kind::kUniform);
-  EXPECT_FALSE(p.value()[2].has_dist);
+  EXPECT_EQ(p.value()[1].dist->kind, Distribution::Kind::kUniform);
+  EXPECT_FALSE(p.value()[2].dist.has_value());
   for (const char* bad : {"update@", "update:10@zipf:x", "update@hotrange", "@uniform"})
     EXPECT_FALSE(ParseWorkload(bad).ok()) << bad;
 

@@ -2,8 +2,10 @@
 // lock coupling (Leis et al., "The ART of practical synchronization").
 //
 // Used as the dram-btree index and as the DRAM inner layer of the trees
-// whose inner nodes live in DRAM (routing: key = a leaf's low fence key,
-// value = the leaf's address; floor(k) finds the leaf covering k).
+// whose leaves live in PM (pm_leaf_tree.h): there the tree's own leaves are
+// the LAST INNER LEVEL of the persistent tree (key = a PM leaf's low fence,
+// value = the PM leaf's address), read through the Cursor API below so that
+// a PM leaf is reached with no DRAM indirection of its own.
 //
 // Contract
 // - Nothing is persistent. All operations are thread-safe and linearizable
@@ -21,10 +23,18 @@
 // - Deletes never merge or free nodes; a leaf may become empty and stays
 //   linked. Nodes are freed only by clear() and the destructor, so an
 //   optimistic reader never touches freed memory and no epoch scheme is
-//   needed.
+//   needed. Every child pointer and every value slot a reader can load
+//   holds either 0 or a value some writer stored, never a torn word.
 // - Separators: an inner node with n keys has n+1 children; child i holds
 //   the keys in [key[i-1], key[i]) (unbounded at the ends). A separator is
-//   the low fence of the subtree on its right.
+//   the low fence of the subtree on its right, and a leaf created by a
+//   split starts with its low fence, so in a tree whose keys are never
+//   removed every leaf but the leftmost holds its own low fence.
+//
+// Speed (issue 14): a node is a 16-byte header followed by its arrays, in
+// whole cache lines; a descent prefetches every line of the next node as
+// soon as its address is known, so each level costs about one memory
+// latency, and searches inside a node are branch-free.
 #pragma once
 
 #include <algorithm>
@@ -34,11 +44,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
-#include <mutex>
-#include <new>
 #include <utility>
 #include <vector>
 
@@ -118,12 +128,52 @@ class StripedCounter {
   }
   Slot slots_[kSlots];
 };
+
+// Branch-free searches over a sorted key array read with relaxed loads
+// (an optimistic reader may see a torn array; the result is then some
+// position in [0, cnt], validated by the caller's version check).
+//
+// First position whose key is >= k (cnt if none).
+inline uint32_t LowerBound(const uint64_t* keys, uint32_t cnt, uint64_t k) {
+  if (cnt == 0) return 0;
+  const uint64_t* base = keys;
+  uint32_t n = cnt;
+  while (n > 1) {
+    const uint32_t half = n / 2;
+    base = sync::OlcLoad(base[half - 1]) < k ? base + half : base;
+    n -= half;
+  }
+  return static_cast<uint32_t>(base - keys) + (sync::OlcLoad(*base) < k ? 1u : 0u);
+}
+// First position whose key is > k, i.e. the number of keys <= k.
+inline uint32_t UpperBound(const uint64_t* keys, uint32_t cnt, uint64_t k) {
+  if (cnt == 0) return 0;
+  const uint64_t* base = keys;
+  uint32_t n = cnt;
+  while (n > 1) {
+    const uint32_t half = n / 2;
+    base = sync::OlcLoad(base[half - 1]) <= k ? base + half : base;
+    n -= half;
+  }
+  return static_cast<uint32_t>(base - keys) + (sync::OlcLoad(*base) <= k ? 1u : 0u);
+}
+
+// Starts loading `bytes` from p, one prefetch per cache line.
+inline void PrefetchLines(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
+}
 }  // namespace olc_detail
 
-template <int kInner = 32, int kLeaf = 32>
+// kInner: separator keys per inner node; kLeaf: entries per leaf. The
+// sizes that fill whole cache lines (16-byte header + arrays) are 14 (256
+// B nodes), 30 (512 B) and 62 (1 KiB); other sizes leave a partial line.
+template <int kInner = 30, int kLeaf = 30>
 class OlcBTree {
   static_assert(kInner >= 3 && kInner <= 4096, "inner nodes hold 3..4096 keys");
   static_assert(kLeaf >= 2 && kLeaf <= 4096, "leaves hold 2..4096 entries");
+
+  struct NodeHeader;
 
  public:
   static constexpr int kInnerKeys = kInner;  // separator keys per inner node
@@ -148,20 +198,20 @@ class OlcBTree {
       Leaf* l = FindLeaf(k, v, restart, nullptr);
       if (restart) continue;
       uint32_t cnt = Count(l);
-      uint32_t pos = LowerBound(l->keys, cnt, k);
+      uint32_t pos = olc_detail::LowerBound(l->keys, cnt, k);
       if (pos == cnt || sync::OlcLoad(l->keys[pos]) != k) {
-        l->lock.ReadUnlockOrRestart(v, restart);
+        l->h.lock.ReadUnlockOrRestart(v, restart);
         if (restart) continue;
         return false;
       }
-      l->lock.UpgradeToWriteLockOrRestart(v, restart);
+      l->h.lock.UpgradeToWriteLockOrRestart(v, restart);
       if (restart) continue;
       for (uint32_t i = pos; i + 1 < cnt; ++i) {
         sync::OlcStore(l->keys[i], l->keys[i + 1]);
         sync::OlcStore(l->values[i], l->values[i + 1]);
       }
-      sync::OlcStore(l->count, cnt - 1);
-      l->lock.WriteUnlock();
+      sync::OlcStore(l->h.count, cnt - 1);
+      l->h.lock.WriteUnlock();
       size_.Add(-1);
       return true;
     }
@@ -174,10 +224,10 @@ class OlcBTree {
       const Leaf* l = FindLeaf(k, v, restart, nullptr);
       if (restart) continue;
       uint32_t cnt = Count(l);
-      uint32_t pos = LowerBound(l->keys, cnt, k);
+      uint32_t pos = olc_detail::LowerBound(l->keys, cnt, k);
       bool found = pos < cnt && sync::OlcLoad(l->keys[pos]) == k;
       uint64_t value = found ? sync::OlcLoad(l->values[pos]) : 0;
-      l->lock.ReadUnlockOrRestart(v, restart);
+      l->h.lock.ReadUnlockOrRestart(v, restart);
       if (restart) continue;
       if (!found) return std::nullopt;
       return value;
@@ -186,24 +236,13 @@ class OlcBTree {
 
   // Greatest key <= k with its value, or nullopt if every key > k.
   std::optional<std::pair<uint64_t, uint64_t>> floor(uint64_t k) const {
+    Cursor c;
     for (;;) {
-      bool restart = false;
-      uint64_t v = 0;
-      Fences f;
-      const Leaf* l = FindLeaf(k, v, restart, &f);
-      if (restart) continue;
-      uint32_t cnt = Count(l);
-      uint32_t pos = LowerBound(l->keys, cnt, k);
-      if (pos < cnt && sync::OlcLoad(l->keys[pos]) == k) ++pos;  // pos = first key > k
-      std::pair<uint64_t, uint64_t> kv{0, 0};
-      if (pos > 0) kv = {sync::OlcLoad(l->keys[pos - 1]), sync::OlcLoad(l->values[pos - 1])};
-      l->lock.ReadUnlockOrRestart(v, restart);
-      if (restart) continue;
-      if (pos > 0) return kv;
-      // Every key of this leaf is > k (or it is empty): the floor is the
-      // greatest key below the leaf's low fence.
-      if (!f.has_low || f.low == 0) return std::nullopt;
-      k = f.low - 1;
+      SeekResult r = Seek(k, &c);
+      if (r == SeekResult::kRetry) continue;
+      if (r == SeekResult::kNone) return std::nullopt;
+      if (!Valid(c)) continue;
+      return std::make_pair(c.key, c.value);
     }
   }
 
@@ -226,14 +265,14 @@ class OlcBTree {
       if (restart) continue;
       for (;;) {
         uint32_t cnt = Count(l);
-        uint32_t pos = LowerBound(l->keys, cnt, from);
+        uint32_t pos = olc_detail::LowerBound(l->keys, cnt, from);
         size_t take = std::min<size_t>(cnt - pos, n - got);
         for (size_t i = 0; i < take; ++i) {
           out[got + i].key = sync::OlcLoad(l->keys[pos + i]);
           out[got + i].value = sync::OlcLoad(l->values[pos + i]);
         }
         const Leaf* nx = sync::OlcLoadPtr(l->next);
-        l->lock.ReadUnlockOrRestart(v, restart);
+        l->h.lock.ReadUnlockOrRestart(v, restart);
         if (restart) break;  // re-descend from `from`
         got += take;
         if (got == n) return got;
@@ -244,12 +283,103 @@ class OlcBTree {
         }
         if (nx == nullptr) return got;
         l = nx;
-        v = l->lock.ReadLockOrRestart(restart);
+        olc_detail::PrefetchLines(l, sizeof(Leaf));
+        v = l->h.lock.ReadLockOrRestart(restart);
         if (restart) break;
       }
     }
     return got;
   }
+
+  // ------------------------------------------------------------- cursor
+  // An optimistic position at one entry of a leaf, for callers that read
+  // memory the value points to before validating (the PM leaf layer):
+  //   Cursor c;
+  //   if (Seek(k, &c) != SeekResult::kFound) ...;   // kRetry: call again
+  //   ... read what c.value names (c.value != 0 is guaranteed) ...
+  //   if (!Valid(c)) retry;                          // else the reads hold
+  // Every field of a cursor is a guess until Valid(c) returns true; then
+  // the leaf was unchanged from the descent to that call, so the entry was
+  // the floor of k and [c.key, c.high) (c.high unbounded iff !c.has_high)
+  // was its key range in the leaf's view (the next key, or the leaf's
+  // upper fence from the descent).
+  struct Cursor {
+    const void* node = nullptr;  // the leaf (opaque)
+    uint64_t version = 0;
+    uint32_t pos = 0;  // the entry's index in the leaf
+    uint32_t cnt = 0;  // the leaf's entry count at the descent
+    uint64_t key = 0, value = 0;
+    uint64_t high = 0;
+    bool has_high = false;
+    uint64_t fence_high = 0;  // the leaf's upper fence from the descent
+    bool has_fence_high = false;
+  };
+  enum class SeekResult { kFound, kNone, kRetry };
+
+  // Positions c at the floor entry of k (the greatest key <= k). kNone:
+  // every key is > k (validated). kRetry: a concurrent change was seen.
+  SeekResult Seek(uint64_t k, Cursor* c) const {
+    for (;;) {
+      bool restart = false;
+      uint64_t v = 0;
+      Fences f;
+      const Leaf* l = FindLeaf(k, v, restart, &f);
+      if (restart) return SeekResult::kRetry;
+      const uint32_t cnt = Count(l);
+      const uint32_t pos = olc_detail::UpperBound(l->keys, cnt, k);  // first key > k
+      if (pos == 0) {
+        // Every key of this leaf is > k (or it is empty): the floor is the
+        // greatest key below the leaf's low fence.
+        l->h.lock.ReadUnlockOrRestart(v, restart);
+        if (restart) return SeekResult::kRetry;
+        if (!f.has_low || f.low == 0) return SeekResult::kNone;
+        k = f.low - 1;
+        continue;
+      }
+      c->node = l;
+      c->version = v;
+      c->pos = pos - 1;
+      c->cnt = cnt;
+      c->key = sync::OlcLoad(l->keys[pos - 1]);
+      c->value = sync::OlcLoad(l->values[pos - 1]);
+      c->fence_high = f.high;
+      c->has_fence_high = f.has_high;
+      SetHigh(l, c);
+      if (c->value == 0) {
+        // A slot a writer has not filled yet: only a torn view shows it,
+        // unless 0 was stored as a value (then validation succeeds).
+        if (!Valid(*c)) return SeekResult::kRetry;
+      }
+      return SeekResult::kFound;
+    }
+  }
+  // True iff the cursor's leaf is unchanged since the Seek that made it.
+  bool Valid(const Cursor& c) const {
+    bool restart = false;
+    AsLeaf(c)->h.lock.ReadUnlockOrRestart(c.version, restart);
+    return !restart;
+  }
+  // Moves c to the next entry of the same leaf. False at the leaf's end
+  // (the caller seeks again at c.high). A guess until Valid(c).
+  bool NextInLeaf(Cursor* c) const {
+    if (c->pos + 1 >= c->cnt) return false;
+    const Leaf* l = AsLeaf(*c);
+    ++c->pos;
+    c->key = sync::OlcLoad(l->keys[c->pos]);
+    c->value = sync::OlcLoad(l->values[c->pos]);
+    SetHigh(l, c);
+    return c->value != 0 || Valid(*c);
+  }
+  // Write-locks the cursor's leaf iff it is unchanged since the Seek;
+  // readers of the leaf then restart until UnlockLeaf. No other change of
+  // the tree is made: it only tells optimistic readers that something the
+  // leaf's entries point to is about to change (pm_leaf_tree.h).
+  bool LockLeaf(Cursor& c) const {
+    bool restart = false;
+    const_cast<Leaf*>(AsLeaf(c))->h.lock.UpgradeToWriteLockOrRestart(c.version, restart);
+    return !restart;
+  }
+  void UnlockLeaf(const Cursor& c) const { const_cast<Leaf*>(AsLeaf(c))->h.lock.WriteUnlock(); }
 
   // Builds the tree from strictly ascending pairs, filling leaves and inner
   // nodes to `fill` of their capacity. REQUIRES: size() == 0, no concurrent
@@ -267,7 +397,7 @@ class OlcBTree {
 
     size_t per_leaf = std::clamp<size_t>(std::llround(kLeaf * fill), 1, kLeaf);
     size_t nleaves = (n + per_leaf - 1) / per_leaf;
-    std::vector<Node*> level;
+    std::vector<NodeHeader*> level;
     std::vector<uint64_t> lows;
     level.reserve(nleaves);
     lows.reserve(nleaves);
@@ -280,10 +410,10 @@ class OlcBTree {
         l->keys[j - b] = sorted[j].key;
         l->values[j - b] = sorted[j].value;
       }
-      l->count = static_cast<uint32_t>(e - b);
+      l->h.count = static_cast<uint32_t>(e - b);
       if (prev != nullptr) prev->next = l;
       prev = l;
-      level.push_back(l);
+      level.push_back(&l->h);
       lows.push_back(sorted[b].key);
     }
     uint64_t inner_count = 0;
@@ -292,7 +422,7 @@ class OlcBTree {
     while (level.size() > 1) {
       size_t m = level.size();
       size_t groups = (m + per_inner - 1) / per_inner;
-      std::vector<Node*> up;
+      std::vector<NodeHeader*> up;
       std::vector<uint64_t> up_lows;
       up.reserve(groups);
       up_lows.reserve(groups);
@@ -303,8 +433,8 @@ class OlcBTree {
           in->children[j - b] = level[j];
           if (j > b) in->keys[j - b - 1] = lows[j];
         }
-        in->count = static_cast<uint32_t>(e - b - 1);
-        up.push_back(in);
+        in->h.count = static_cast<uint32_t>(e - b - 1);
+        up.push_back(&in->h);
         up_lows.push_back(lows[b]);
       }
       inner_count += groups;
@@ -326,12 +456,23 @@ class OlcBTree {
     Reset();
   }
 
+  // Calls fn(key, value) for every entry in key order. REQUIRES: no writer
+  // runs.
+  template <class Fn>
+  void ForEach(Fn&& fn) const {
+    const NodeHeader* n = root_.load(std::memory_order_acquire);
+    while (!n->is_leaf) n = AsInner(n)->children[0];
+    for (const Leaf* l = AsLeaf(n); l != nullptr; l = l->next) {
+      for (uint32_t i = 0; i < l->h.count; ++i) fn(l->keys[i], l->values[i]);
+    }
+  }
+
   // Walks the whole tree: key order inside nodes, keys inside the fences
   // inherited from the parents, all leaves at one depth, the leaf chain in
   // key order, node/entry counters, no lock held. REQUIRES: no writer runs.
   Status verify() const {
     VerifyState st;
-    const Node* root = root_.load(std::memory_order_acquire);
+    const NodeHeader* root = root_.load(std::memory_order_acquire);
     Status s = VerifyNode(root, 1, 0, false, 0, false, st);
     if (!s.ok()) return s;
     for (size_t i = 0; i < st.leaves.size(); ++i) {
@@ -366,34 +507,47 @@ class OlcBTree {
   uint64_t dram_bytes() const {
     return inner_nodes() * sizeof(Inner) + leaves() * sizeof(Leaf) + sizeof(*this);
   }
+  static constexpr size_t kInnerBytes() { return sizeof(Inner); }
+  static constexpr size_t kLeafBytes() { return sizeof(Leaf); }
 
  private:
-  // Node header (every node):
+  // Node header, first 16 bytes of every node:
   //   [0, 8)    VersionLock  lock bit, obsolete bit, version
   //   [8, 12)   count        keys in use (inner: children = count + 1)
   //   [12]      is_leaf      fixed at construction
-  struct alignas(64) Node {
-    explicit Node(bool leaf) : is_leaf(leaf) {}
+  struct NodeHeader {
     sync::VersionLock lock;
     uint32_t count = 0;
-    const bool is_leaf;
+    bool is_leaf = false;
   };
-  // Inner node: header, keys[kInner], children[kInner + 1].
-  struct Inner : Node {
-    Inner() : Node(false) {}
+  static_assert(sizeof(NodeHeader) == 16);
+
+  // Inner node: header, keys[kInner], children[kInner + 1]; with kInner =
+  // 30 exactly 8 lines: [0,16) header, [16,256) keys, [256,504) children.
+  struct alignas(64) Inner {
+    Inner() { h.is_leaf = false; }
+    NodeHeader h;
     uint64_t keys[kInner] = {};
-    Node* children[kInner + 1] = {};
+    NodeHeader* children[kInner + 1] = {};
   };
   // Leaf: header, next (right sibling), keys[kLeaf] (sorted), values[kLeaf].
   // Keys and values are separate arrays so that a search touches only keys.
-  struct Leaf : Node {
-    Leaf() : Node(true) {}
+  struct alignas(64) Leaf {
+    Leaf() { h.is_leaf = true; }
+    NodeHeader h;
     Leaf* next = nullptr;
     uint64_t keys[kLeaf] = {};
     uint64_t values[kLeaf] = {};
   };
-  static_assert(offsetof(Node, count) == 8);
-  static_assert(sizeof(Node) == 64 && alignof(Node) == 64);
+  static_assert(offsetof(Inner, h) == 0 && offsetof(Leaf, h) == 0);
+  static_assert(offsetof(Inner, keys) == 16 && offsetof(Leaf, keys) == 24);
+  static_assert(alignof(Inner) == 64 && alignof(Leaf) == 64);
+
+  static const Inner* AsInner(const NodeHeader* n) { return reinterpret_cast<const Inner*>(n); }
+  static Inner* AsInner(NodeHeader* n) { return reinterpret_cast<Inner*>(n); }
+  static const Leaf* AsLeaf(const NodeHeader* n) { return reinterpret_cast<const Leaf*>(n); }
+  static Leaf* AsLeaf(NodeHeader* n) { return reinterpret_cast<Leaf*>(n); }
+  static const Leaf* AsLeaf(const Cursor& c) { return static_cast<const Leaf*>(c.node); }
 
   enum class Mode { kInsert, kUpsert, kUpdate };
 
@@ -402,58 +556,34 @@ class OlcBTree {
     bool has_low = false, has_high = false;
   };
 
-  static uint32_t Count(const Node* n) {
-    uint32_t c = sync::OlcLoad(n->count);
-    // A torn view cannot exceed capacity (writers only store valid counts),
-    // but clamp so that no optimistic read can leave the node.
-    uint32_t cap = n->is_leaf ? kLeaf : kInner;
-    return c < cap ? c : cap;
+  static uint32_t Count(const Inner* n) { return Clamp(sync::OlcLoad(n->h.count), kInner); }
+  static uint32_t Count(const Leaf* n) { return Clamp(sync::OlcLoad(n->h.count), kLeaf); }
+  // A torn view cannot exceed capacity (writers only store valid counts),
+  // but clamp so that no optimistic read can leave the node.
+  static uint32_t Clamp(uint32_t c, int cap) { return c < static_cast<uint32_t>(cap) ? c : cap; }
+
+  static void SetHigh(const Leaf* l, Cursor* c) {
+    if (c->pos + 1 < c->cnt) {
+      c->high = sync::OlcLoad(l->keys[c->pos + 1]);
+      c->has_high = true;
+    } else {
+      c->high = c->fence_high;
+      c->has_high = c->has_fence_high;
+    }
   }
 
-  // Starts loading the header and the key array of a node reached during a
-  // descent, so that the binary search does not wait for one cache miss
-  // per probe. A hint only: the node may be any node, never freed.
-  static void PrefetchNode(const Node* n) {
-    // Header, leaf next pointer, and the larger of the two key arrays.
-    constexpr size_t kBytes = sizeof(Node) + 8 + 8 * (kInner > kLeaf ? kInner : kLeaf);
-    const char* p = reinterpret_cast<const char*>(n);
-    for (size_t off = 0; off < kBytes; off += 64) __builtin_prefetch(p + off);
-  }
-
-  // First position in keys[0, cnt) whose key is >= k.
-  static uint32_t LowerBound(const uint64_t* keys, uint32_t cnt, uint64_t k) {
-    uint32_t pos = 0, len = cnt;
-    while (len > 0) {
-      uint32_t half = len / 2;
-      if (sync::OlcLoad(keys[pos + half]) < k) {
-        pos += half + 1;
-        len -= half + 1;
-      } else {
-        len = half;
-      }
-    }
-    return pos;
-  }
-  // Child covering k: the number of separators <= k.
-  static uint32_t ChildIndex(const Inner* in, uint32_t cnt, uint64_t k) {
-    uint32_t pos = 0, len = cnt;
-    while (len > 0) {
-      uint32_t half = len / 2;
-      if (sync::OlcLoad(in->keys[pos + half]) <= k) {
-        pos += half + 1;
-        len -= half + 1;
-      } else {
-        len = half;
-      }
-    }
-    return pos;
+  // Every line of a node reached during a descent, started at once so that
+  // the search does not wait for one cache miss per probe.
+  static void PrefetchNode(const NodeHeader* n) {
+    constexpr size_t kBytes = sizeof(Inner) > sizeof(Leaf) ? sizeof(Inner) : sizeof(Leaf);
+    olc_detail::PrefetchLines(n, kBytes);
   }
 
   // Optimistic descent to the leaf covering k. On return with restart ==
   // false, `v` is the leaf's read version (validated against its parent) and
   // *f, if given, holds the leaf's fences.
   Leaf* FindLeaf(uint64_t k, uint64_t& v, bool& restart, Fences* f) const {
-    Node* node = root_.load(std::memory_order_acquire);
+    NodeHeader* node = root_.load(std::memory_order_acquire);
     v = node->lock.ReadLockOrRestart(restart);
     // A root split publishes the new root before unlocking the old one.
     if (restart || node != root_.load(std::memory_order_acquire)) {
@@ -461,9 +591,9 @@ class OlcBTree {
       return nullptr;
     }
     while (!node->is_leaf) {
-      const Inner* in = static_cast<const Inner*>(node);
+      const Inner* in = AsInner(node);
       uint32_t cnt = Count(in);
-      uint32_t pos = ChildIndex(in, cnt, k);
+      uint32_t pos = olc_detail::UpperBound(in->keys, cnt, k);
       if (f != nullptr) {
         if (pos > 0) {
           f->low = sync::OlcLoad(in->keys[pos - 1]);
@@ -474,7 +604,7 @@ class OlcBTree {
           f->has_high = true;
         }
       }
-      Node* child = sync::OlcLoadPtr(in->children[pos]);
+      NodeHeader* child = sync::OlcLoadPtr(in->children[pos]);
       if (child == nullptr) {
         restart = true;
         return nullptr;
@@ -484,37 +614,37 @@ class OlcBTree {
       if (restart) return nullptr;
       // Validating the parent after reading the child's version proves that
       // the child was the right one when its version was taken.
-      in->lock.ReadUnlockOrRestart(v, restart);
+      in->h.lock.ReadUnlockOrRestart(v, restart);
       if (restart) return nullptr;
       node = child;
       v = cv;
     }
-    return static_cast<Leaf*>(node);
+    return AsLeaf(node);
   }
 
   bool Write(uint64_t k, uint64_t val, Mode mode) {
     for (;;) {
       bool restart = false;
-      Node* node = root_.load(std::memory_order_acquire);
+      NodeHeader* node = root_.load(std::memory_order_acquire);
       uint64_t v = node->lock.ReadLockOrRestart(restart);
       if (restart || node != root_.load(std::memory_order_acquire)) continue;
       Inner* parent = nullptr;
       uint64_t pv = 0;
       bool rightmost = true;  // every step so far took the last child
       while (!node->is_leaf) {
-        Inner* in = static_cast<Inner*>(node);
+        Inner* in = AsInner(node);
         uint32_t cnt = Count(in);
         if (cnt == kInner && mode != Mode::kUpdate) {
-          if (LockForSplit(parent, pv, in, v)) {
+          if (LockForSplit(parent, pv, &in->h, v)) {
             SplitInner(in, parent);
-            Unlock(parent, in);
+            Unlock(parent, &in->h);
           }
           restart = true;
           break;
         }
-        uint32_t pos = ChildIndex(in, cnt, k);
+        uint32_t pos = olc_detail::UpperBound(in->keys, cnt, k);
         rightmost = rightmost && pos == cnt;
-        Node* child = sync::OlcLoadPtr(in->children[pos]);
+        NodeHeader* child = sync::OlcLoadPtr(in->children[pos]);
         if (child == nullptr) {
           restart = true;
           break;
@@ -522,7 +652,7 @@ class OlcBTree {
         PrefetchNode(child);
         uint64_t cv = child->lock.ReadLockOrRestart(restart);
         if (restart) break;
-        in->lock.ReadUnlockOrRestart(v, restart);
+        in->h.lock.ReadUnlockOrRestart(v, restart);
         if (restart) break;
         parent = in;
         pv = v;
@@ -531,27 +661,27 @@ class OlcBTree {
       }
       if (restart) continue;
 
-      Leaf* l = static_cast<Leaf*>(node);
+      Leaf* l = AsLeaf(node);
       uint32_t cnt = Count(l);
-      uint32_t pos = LowerBound(l->keys, cnt, k);
+      uint32_t pos = olc_detail::LowerBound(l->keys, cnt, k);
       bool found = pos < cnt && sync::OlcLoad(l->keys[pos]) == k;
       if (found ? mode == Mode::kInsert : mode == Mode::kUpdate) {
-        l->lock.ReadUnlockOrRestart(v, restart);
+        l->h.lock.ReadUnlockOrRestart(v, restart);
         if (restart) continue;
         return false;
       }
       if (!found && cnt == kLeaf) {
-        if (LockForSplit(parent, pv, l, v)) {
+        if (LockForSplit(parent, pv, &l->h, v)) {
           // Ascending inserts at the right end: leave the left leaf full.
           bool append = rightmost && pos == cnt;
           SplitLeaf(l, parent, append ? k : 0, append);
-          Unlock(parent, l);
+          Unlock(parent, &l->h);
         }
         continue;
       }
       // The upgrade succeeds only if the leaf is unchanged since `v`, which
       // validates cnt, pos and found.
-      l->lock.UpgradeToWriteLockOrRestart(v, restart);
+      l->h.lock.UpgradeToWriteLockOrRestart(v, restart);
       if (restart) continue;
       if (found) {
         sync::OlcStore(l->values[pos], val);
@@ -562,9 +692,9 @@ class OlcBTree {
         }
         sync::OlcStore(l->keys[pos], k);
         sync::OlcStore(l->values[pos], val);
-        sync::OlcStore(l->count, cnt + 1);
+        sync::OlcStore(l->h.count, cnt + 1);
       }
-      l->lock.WriteUnlock();
+      l->h.lock.WriteUnlock();
       if (!found) size_.Add(1);
       return mode == Mode::kUpdate ? found : !found;
     }
@@ -572,15 +702,15 @@ class OlcBTree {
 
   // Write-locks parent (if any) and node iff both are unchanged since their
   // versions were read; a node without parent must still be the root.
-  bool LockForSplit(Inner* parent, uint64_t pv, Node* node, uint64_t v) {
+  bool LockForSplit(Inner* parent, uint64_t pv, NodeHeader* node, uint64_t v) {
     bool restart = false;
     if (parent != nullptr) {
-      parent->lock.UpgradeToWriteLockOrRestart(pv, restart);
+      parent->h.lock.UpgradeToWriteLockOrRestart(pv, restart);
       if (restart) return false;
     }
     node->lock.UpgradeToWriteLockOrRestart(v, restart);
     if (restart) {
-      if (parent != nullptr) parent->lock.WriteUnlock();
+      if (parent != nullptr) parent->h.lock.WriteUnlock();
       return false;
     }
     if (parent == nullptr && node != root_.load(std::memory_order_acquire)) {
@@ -589,68 +719,68 @@ class OlcBTree {
     }
     return true;
   }
-  static void Unlock(Inner* parent, Node* node) {
+  static void Unlock(Inner* parent, NodeHeader* node) {
     node->lock.WriteUnlock();
-    if (parent != nullptr) parent->lock.WriteUnlock();
+    if (parent != nullptr) parent->h.lock.WriteUnlock();
   }
 
   // REQUIRES: l and parent (if any) write-locked, l full, parent not full.
   // append: move nothing; the new right leaf starts at `append_key`.
   void SplitLeaf(Leaf* l, Inner* parent, uint64_t append_key, bool append) {
-    uint32_t cnt = l->count;
+    uint32_t cnt = l->h.count;
     uint32_t keep = append ? cnt : (cnt + 1) / 2;
     Leaf* r = NewLeaf();
     for (uint32_t i = keep; i < cnt; ++i) {
       r->keys[i - keep] = l->keys[i];
       r->values[i - keep] = l->values[i];
     }
-    r->count = cnt - keep;
+    r->h.count = cnt - keep;
     r->next = l->next;
     uint64_t sep = append ? append_key : r->keys[0];
-    sync::OlcStore(l->count, keep);
+    sync::OlcStore(l->h.count, keep);
     sync::OlcPublishPtr(l->next, r);
     leaves_.fetch_add(1, std::memory_order_relaxed);
-    Link(l, parent, sep, r);
+    Link(&l->h, parent, sep, &r->h);
   }
 
   // REQUIRES: in and parent (if any) write-locked, in full, parent not full.
   void SplitInner(Inner* in, Inner* parent) {
-    uint32_t cnt = in->count;
+    uint32_t cnt = in->h.count;
     uint32_t mid = cnt / 2;
     uint64_t sep = in->keys[mid];
     Inner* r = NewInner();
     for (uint32_t i = mid + 1; i < cnt; ++i) r->keys[i - mid - 1] = in->keys[i];
     for (uint32_t i = mid + 1; i <= cnt; ++i) r->children[i - mid - 1] = in->children[i];
-    r->count = cnt - mid - 1;
-    sync::OlcStore(in->count, mid);
+    r->h.count = cnt - mid - 1;
+    sync::OlcStore(in->h.count, mid);
     inner_nodes_.fetch_add(1, std::memory_order_relaxed);
-    Link(in, parent, sep, r);
+    Link(&in->h, parent, sep, &r->h);
   }
 
   // Makes `right` (fully initialized) reachable: a new separator in parent,
   // or a new root above left and right.
-  void Link(Node* left, Inner* parent, uint64_t sep, Node* right) {
+  void Link(NodeHeader* left, Inner* parent, uint64_t sep, NodeHeader* right) {
     if (parent == nullptr) {
       Inner* root = NewInner();
       root->keys[0] = sep;
       root->children[0] = left;
       root->children[1] = right;
-      root->count = 1;
+      root->h.count = 1;
       inner_nodes_.fetch_add(1, std::memory_order_relaxed);
       height_.fetch_add(1, std::memory_order_relaxed);
-      root_.store(root, std::memory_order_release);
+      root_.store(&root->h, std::memory_order_release);
       return;
     }
-    uint32_t cnt = parent->count;
+    uint32_t cnt = parent->h.count;
     if (cnt >= static_cast<uint32_t>(kInner)) olc_detail::Die("split into a full parent");
-    uint32_t pos = ChildIndex(parent, cnt, sep);
+    uint32_t pos = olc_detail::UpperBound(parent->keys, cnt, sep);
     for (uint32_t i = cnt; i > pos; --i) {
       sync::OlcStore(parent->keys[i], parent->keys[i - 1]);
       sync::OlcPublishPtr(parent->children[i + 1], parent->children[i]);
     }
     sync::OlcStore(parent->keys[pos], sep);
     sync::OlcPublishPtr(parent->children[pos + 1], right);
-    sync::OlcStore(parent->count, cnt + 1);
+    sync::OlcStore(parent->h.count, cnt + 1);
   }
 
   void Reset() {
@@ -658,7 +788,7 @@ class OlcBTree {
     inner_nodes_.store(0, std::memory_order_relaxed);
     leaves_.store(1, std::memory_order_relaxed);
     height_.store(1, std::memory_order_relaxed);
-    root_.store(NewLeaf(), std::memory_order_release);
+    root_.store(&NewLeaf()->h, std::memory_order_release);
   }
 
   Leaf* NewLeaf() { return new (arena_.Allocate(sizeof(Leaf))) Leaf(); }
@@ -680,7 +810,7 @@ class OlcBTree {
     return r;
   }
 
-  Status VerifyNode(const Node* n, uint32_t depth, uint64_t lo, bool has_lo, uint64_t hi,
+  Status VerifyNode(const NodeHeader* n, uint32_t depth, uint64_t lo, bool has_lo, uint64_t hi,
                     bool has_hi, VerifyState& st) const {
     if (n->lock.IsLocked() || n->lock.IsObsolete()) {
       return Status::Corruption("node at depth " + std::to_string(depth) +
@@ -692,8 +822,7 @@ class OlcBTree {
       return Status::Corruption("node at depth " + std::to_string(depth) + " holds " +
                                 std::to_string(cnt) + " keys, capacity " + std::to_string(cap));
     }
-    const uint64_t* keys = n->is_leaf ? static_cast<const Leaf*>(n)->keys
-                                      : static_cast<const Inner*>(n)->keys;
+    const uint64_t* keys = n->is_leaf ? AsLeaf(n)->keys : AsInner(n)->keys;
     for (uint32_t i = 0; i < cnt; ++i) {
       uint64_t key = sync::OlcLoad(keys[i]);
       if ((has_lo && key < lo) || (has_hi && key >= hi)) {
@@ -713,14 +842,14 @@ class OlcBTree {
         return Status::Corruption("leaves at depths " + std::to_string(st.leaf_depth) + " and " +
                                   std::to_string(depth));
       }
-      st.leaves.push_back(static_cast<const Leaf*>(n));
+      st.leaves.push_back(AsLeaf(n));
       st.entries += cnt;
       return Status::OK();
     }
-    const Inner* in = static_cast<const Inner*>(n);
+    const Inner* in = AsInner(n);
     ++st.inner;
     for (uint32_t i = 0; i <= cnt; ++i) {
-      const Node* c = sync::OlcLoadPtr(in->children[i]);
+      const NodeHeader* c = sync::OlcLoadPtr(in->children[i]);
       if (c == nullptr) {
         return Status::Corruption("null child " + std::to_string(i) + " at depth " +
                                   std::to_string(depth));
@@ -736,7 +865,7 @@ class OlcBTree {
   }
 
   olc_detail::NodeArena arena_;  // declared first: destroyed last
-  std::atomic<Node*> root_{nullptr};
+  std::atomic<NodeHeader*> root_{nullptr};
   olc_detail::StripedCounter size_;
   std::atomic<uint64_t> inner_nodes_{0};
   std::atomic<uint64_t> leaves_{0};

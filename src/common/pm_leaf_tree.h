@@ -9,18 +9,28 @@
 //   addresses at roughly equal distances along the list, used to rebuild
 //   in parallel; an optional tree-specific block (root slot 2, e.g. split
 //   logs). Nothing else is persistent.
-// - DRAM: one LeafRef per leaf (version lock, PM address, high fence, next
-//   LeafRef), a routing OlcBTree mapping each leaf's low fence to its
-//   LeafRef. Rebuilt on open from the leaf list.
-// - Locks: a writer takes the LeafRef's version lock (then sets the
-//   paper's persistent lock bit in the leaf); readers read the leaf with
-//   relaxed atomics between ReadLock and ReadUnlock of the version and
-//   retry on change. After floor() on the routing map, a key >= the
-//   LeafRef's high fence moves right along the LeafRef chain (the split
-//   that moved it may not be in the routing map yet). Splits update the
-//   routing map while holding the splitting leaf's lock.
+// - DRAM: a routing OlcBTree whose entries map each PM leaf's low fence to
+//   the leaf's address, so the routing tree's own leaves are the last inner
+//   level of the tree and a PM leaf is reached with no DRAM object of its
+//   own (issue 14: the per-leaf DRAM descriptor of earlier versions cost a
+//   dependent cache miss per operation). Rebuilt on open from the leaf list.
+// - Locks. Writers exclude each other per PM leaf with the paper's
+//   persistent lock bit, kept in the leaf's first header word (the
+//   original LB+-Tree sets it inside an HTM transaction; there is no TSX
+//   here). A writer sets the bit while holding the write lock of the
+//   routing leaf that points to the PM leaf, and clears it with a plain
+//   release store when done. Readers take no lock: they seek the routing
+//   entry (optimistic; the routing leaf's version v), check that the lock
+//   bit is clear, read the PM leaf with relaxed atomic loads, and then
+//   validate v. A reader that saw the bit clear and read a leaf a writer
+//   then changed must fail that validation, because the writer's set step
+//   bumped the routing leaf's version after the reader took v; a reader
+//   that sees the bit set waits and restarts. Splits insert the new leaf
+//   into the routing tree before clearing the bit, so a reader routed by a
+//   stale routing view fails its validation. Only the lock word is written
+//   by more than one thread, so no counter is shared on the hot path.
 // - Leaves are never freed during normal operation (no merges; an empty
-//   leaf keeps its range), so LeafRefs and leaves need no epochs. Open
+//   leaf keeps its range), so optimistic readers need no epochs. Open
 //   unlinks empty leaves (other than the head) with the policy's
 //   crash-safe Relink after invalidating the hints.
 // - Hints: the count word is set to 0 (NAW) before the entries change and
@@ -32,8 +42,9 @@
 //   static constexpr std::string_view kName;
 //   using LeafT;  LeafT::kBytes, LeafT::kSlots, and the leaf operations used
 //                 below (Format, Fill, FilledBytes, Locate, ValueAt, Find, Count, Full,
-//                 Collect, SetLockBit, Insert, UpdateSlot, RemoveSlot,
-//                 Relink, RecoverLeaf, Check, next)
+//                 Collect, SetLockBit, IsLocked, Prefetch, Insert, UpdateSlot,
+//                 RemoveSlot, Relink, RecoverLeaf, Check, next). Every store
+//                 to the lock bit's word while the bit is set keeps it set.
 //   static constexpr size_t kMetaBytes;   0 = no tree-specific block
 //   void InitMeta(void* meta);            format + flush (create_index's
 //                                         Format fence makes it durable)
@@ -82,15 +93,9 @@ class PmLeafTree final : public Index {
  public:
   using LeafT = typename Policy::LeafT;
   static constexpr int kSlots = LeafT::kSlots;
-
-  struct LeafRef {
-    sync::VersionLock lock;
-    LeafT* leaf = nullptr;
-    uint64_t low = 0;                     // fixed at creation
-    std::atomic<uint64_t> high{0};        // valid iff has_high
-    std::atomic<bool> has_high{false};
-    std::atomic<LeafRef*> next{nullptr};
-  };
+  // Routing tree: 512-byte nodes (30 keys), the size the original LB+-Tree
+  // comparison favoured (docs/RESULTS.md, issue 14).
+  using Routing = OlcBTree<30, 30>;
 
   PmLeafTree(const IndexEnv& env, int rebuild_threads)
       : pool_(env.pool), alloc_(env.alloc), rebuild_threads_(std::max(1, rebuild_threads)) {}
@@ -117,44 +122,40 @@ class PmLeafTree final : public Index {
   Status insert(Key k, Value v) override { return Write(k, v, Mode::kInsert); }
   Status upsert(Key k, Value v) override { return Write(k, v, Mode::kUpsert); }
   Status update(Key k, Value v) override {
-    LeafRef* r = LockFor(k);
-    int id = r->leaf->Locate(k);
+    LeafT* l = LockFor(k);
+    int id = l->Locate(k);
     Status s = Status::NotFound();
     if (id >= 0) {
-      r->leaf->UpdateSlot(id, v);
+      l->UpdateSlot(id, v);
       s = Status::OK();
     }
-    Unlock(r);
+    Unlock(l);
     return s;
   }
   Status remove(Key k) override {
-    LeafRef* r = LockFor(k);
-    int id = r->leaf->Locate(k);
+    LeafT* l = LockFor(k);
+    int id = l->Locate(k);
     Status s = Status::NotFound();
     if (id >= 0) {
-      r->leaf->RemoveSlot(id);
+      l->RemoveSlot(id);
       s = Status::OK();
     }
-    Unlock(r);
+    Unlock(l);
     return s;
   }
 
   std::optional<Value> lookup(Key k) override {
-    LeafRef* r = Route(k);
+    typename Routing::Cursor c;
     for (;;) {
-      bool restart = false;
-      uint64_t ver = r->lock.ReadLockOrRestart(restart);
-      if (r->has_high.load(std::memory_order_acquire) &&
-          k >= r->high.load(std::memory_order_relaxed)) {
-        LeafRef* nx = r->next.load(std::memory_order_acquire);
-        r->lock.ReadUnlockOrRestart(ver, restart);
-        if (!restart) r = nx;
+      if (!SeekLeaf(k, &c)) continue;
+      const LeafT* l = LeafAt(c);
+      if (l->IsLocked()) {
+        AwaitUnlocked(l);
         continue;
       }
       uint64_t v = 0;
-      bool found = r->leaf->Find(k, &v);
-      r->lock.ReadUnlockOrRestart(ver, restart);
-      if (restart) continue;
+      const bool found = l->Find(k, &v);
+      if (!routing_.Valid(c)) continue;
       if (!found) return std::nullopt;
       return v;
     }
@@ -163,27 +164,39 @@ class PmLeafTree final : public Index {
   size_t scan(Key from, size_t n, KV* out) override {
     size_t got = 0;
     if (n == 0) return 0;
-    LeafRef* r = Route(from);
     KV buf[kSlots];
-    while (r != nullptr && got < n) {
-      bool restart = false;
-      uint64_t ver = r->lock.ReadLockOrRestart(restart);
-      bool hh = r->has_high.load(std::memory_order_acquire);
-      uint64_t high = r->high.load(std::memory_order_relaxed);
-      LeafRef* nx = r->next.load(std::memory_order_acquire);
-      int m = 0;
-      if (!(hh && from >= high)) m = r->leaf->Collect(buf);
-      r->lock.ReadUnlockOrRestart(ver, restart);
-      if (restart) continue;
+    typename Routing::Cursor c;
+    bool positioned = false;
+    while (got < n) {
+      if (!positioned) {
+        if (!SeekLeaf(from, &c)) continue;
+        positioned = true;
+      }
+      const LeafT* l = LeafAt(c);
+      if (l->IsLocked()) {
+        AwaitUnlocked(l);
+        positioned = false;
+        continue;
+      }
+      const int m = l->Collect(buf);
+      // c.high is the leaf's upper fence in the routing leaf's view, which
+      // the validation below confirms with the entries.
+      const bool has_high = c.has_high;
+      const uint64_t high = c.high;
+      if (!routing_.Valid(c)) {
+        positioned = false;
+        continue;
+      }
       SmallSort(buf, m, [](const KV& e) { return e.key; });
       for (int i = 0; i < m && got < n; ++i) {
         if (buf[i].key >= from) out[got++] = buf[i];
       }
-      if (got > 0) {
-        if (out[got - 1].key == UINT64_MAX) break;
-        from = std::max(from, out[got - 1].key + 1);
-      }
-      r = nx;
+      if (!has_high) break;
+      from = high;
+      // The next leaf: the next entry of the same routing leaf while there
+      // is one (validated with the next leaf's reads), else a new seek.
+      positioned = routing_.NextInLeaf(&c);
+      if (positioned) LeafAt(c)->Prefetch();
     }
     return got;
   }
@@ -193,7 +206,7 @@ class PmLeafTree final : public Index {
     for (size_t i = 1; i < sorted.size(); ++i)
       if (sorted[i - 1].key >= sorted[i].key)
         return Status::InvalidArgument("bulk_load: keys not strictly ascending");
-    if (head_->leaf->Count() != 0 || head_->next.load() != nullptr)
+    if (head_->Count() != 0 || !head_->next().is_null())
       return Status::InvalidArgument("bulk_load: index is not empty");
     if (sorted.empty()) return Status::OK();
     const size_t per = std::max<size_t>(1, static_cast<size_t>(kSlots * fill));
@@ -220,50 +233,45 @@ class PmLeafTree final : public Index {
     }
     pm::fence();
     InvalidateHints();
-    PPtr old_head = pool_->to_pptr(head_->leaf);
+    PPtr old_head = pool_->to_pptr(head_);
     pm::naw(pool_->root_slot(kHeadSlot), ptrs[0].raw());
     alloc_->Free(old_head);
     // DRAM layer.
-    routing_.clear();
-    refs_.clear();
     std::vector<KV> route(nleaves);
-    LeafRef* prev = nullptr;
     for (size_t i = 0; i < nleaves; ++i) {
-      LeafRef* r = NewRef(pool_->to_ptr<LeafT>(ptrs[i]), i == 0 ? 0 : sorted[i * n / nleaves].key);
-      if (prev) LinkAfter(prev, r);
-      else head_ = r;
-      route[i] = {r->low, reinterpret_cast<uint64_t>(r)};
-      prev = r;
+      route[i] = {i == 0 ? 0 : sorted[i * n / nleaves].key,
+                  reinterpret_cast<uint64_t>(pool_->to_ptr<LeafT>(ptrs[i]))};
     }
+    head_ = pool_->to_ptr<LeafT>(ptrs[0]);
+    routing_.clear();
     routing_.bulk_load(route, 1.0);
     leaves_.store(nleaves);
     WriteHints();
     return Status::OK();
   }
 
+  // REQUIRES: no writer runs.
   Status verify() override {
     PMINDEX_RETURN_IF_ERROR(routing_.verify());
+    std::vector<KV> route;
+    route.reserve(routing_.size());
+    routing_.ForEach([&](uint64_t low, uint64_t leaf) { route.push_back({low, leaf}); });
+    if (route.empty() || route[0].key != 0) return Status::Corruption("routing map has no entry for key 0");
     PPtr p(*pool_->root_slot(kHeadSlot));
-    LeafRef* r = head_;
     uint64_t prev_max = 0;
     bool any = false;
-    size_t idx = 0;
     KV buf[kSlots];
-    while (r != nullptr) {
+    for (size_t idx = 0; idx < route.size(); ++idx) {
       std::string where = "leaf " + std::to_string(idx) + ": ";
-      if (pool_->to_ptr<LeafT>(p) != r->leaf) return Status::Corruption(where + "PM list and DRAM leaf chain differ");
-      std::string c = r->leaf->Check();
+      const LeafT* l = reinterpret_cast<const LeafT*>(route[idx].value);
+      if (pool_->to_ptr<LeafT>(p) != l) return Status::Corruption(where + "PM list and routing map differ");
+      std::string c = l->Check();
       if (!c.empty()) return Status::Corruption(where + c);
-      if (r->lock.IsLocked()) return Status::Corruption(where + "version lock held");
-      auto rt = routing_.lookup(r->low);
-      if (!rt || *rt != reinterpret_cast<uint64_t>(r))
-        return Status::Corruption(where + "low fence not in the routing map");
-      LeafRef* nx = r->next.load();
-      if ((nx != nullptr) != r->has_high.load() || (nx && nx->low != r->high.load()))
-        return Status::Corruption(where + "high fence differs from the next leaf's low fence");
-      int m = r->leaf->Collect(buf);
+      const bool has_high = idx + 1 < route.size();
+      const uint64_t low = route[idx].key, high = has_high ? route[idx + 1].key : 0;
+      int m = l->Collect(buf);
       for (int i = 0; i < m; ++i) {
-        if (buf[i].key < r->low || (nx && buf[i].key >= r->high.load()))
+        if (buf[i].key < low || (has_high && buf[i].key >= high))
           return Status::Corruption(where + "key " + std::to_string(buf[i].key) + " outside its fences");
       }
       SmallSort(buf, m, [](const KV& e) { return e.key; });
@@ -272,13 +280,12 @@ class PmLeafTree final : public Index {
         prev_max = buf[m - 1].key;
         any = true;
       }
-      p = r->leaf->next();
-      ++idx;
-      r = nx;
+      p = l->next();
     }
-    if (!p.is_null()) return Status::Corruption("PM leaf list longer than the DRAM chain");
-    if (idx != leaves_.load()) return Status::Corruption("leaf count differs from the list");
-    if (routing_.size() != idx) return Status::Corruption("routing map size differs from the leaf count");
+    if (!p.is_null()) return Status::Corruption("PM leaf list longer than the routing map");
+    if (route.size() != leaves_.load()) return Status::Corruption("leaf count differs from the list");
+    if (reinterpret_cast<const LeafT*>(route[0].value) != head_)
+      return Status::Corruption("routing map's first leaf is not the head leaf");
     HintBlock* h = hints();
     if (h->count > HintBlock::kMaxHints) return Status::Corruption("hint count out of range");
     return Status::OK();
@@ -287,16 +294,16 @@ class PmLeafTree final : public Index {
   IndexStats stats() override {
     IndexStats s;
     uint64_t entries = 0, leaves = 0;
-    for (LeafRef* r = head_; r != nullptr; r = r->next.load(std::memory_order_acquire)) {
-      entries += r->leaf->Count();
+    ForEachLeaf([&](const LeafT* l) {
+      entries += l->Count();
       ++leaves;
-    }
+    });
     s.entries = entries;
     s.leaves = leaves;
     s.height = routing_.height() + 1;
     s.inner_nodes = routing_.inner_nodes() + routing_.leaves();
     s.pm_bytes = leaves * LeafT::kBytes + sizeof(HintBlock) + Policy::kMetaBytes;
-    s.dram_bytes = routing_.dram_bytes() + leaves * sizeof(LeafRef);
+    s.dram_bytes = routing_.dram_bytes();
     s.extra = {{"splits", static_cast<double>(splits_.load(std::memory_order_relaxed))},
                {"split_lines", static_cast<double>(split_lines_.load(std::memory_order_relaxed))},
                {"split_fences", static_cast<double>(split_fences_.load(std::memory_order_relaxed))}};
@@ -319,10 +326,51 @@ class PmLeafTree final : public Index {
 
   // Test hooks.
   Policy& policy() { return policy_; }
-  LeafT* head_leaf() const { return head_->leaf; }
+  LeafT* head_leaf() const { return head_; }
 
  private:
   enum class Mode { kInsert, kUpsert };
+
+  static const LeafT* LeafAt(const typename Routing::Cursor& c) {
+    return reinterpret_cast<const LeafT*>(c.value);
+  }
+
+  // Positions c at the routing entry of the leaf covering k and starts
+  // loading that leaf. False: retry (a concurrent routing change).
+  bool SeekLeaf(uint64_t k, typename Routing::Cursor* c) const {
+    auto r = routing_.Seek(k, c);
+    if (r == Routing::SeekResult::kRetry) return false;
+    if (r == Routing::SeekResult::kNone) olc_detail::Die("PmLeafTree: routing map has no entry for key 0");
+    LeafAt(*c)->Prefetch();
+    return true;
+  }
+
+  // Waits while a writer holds l (the caller then seeks again).
+  static void AwaitUnlocked(const LeafT* l) {
+    for (unsigned spins = 0; l->IsLocked(); ++spins) {
+      if (spins < 64) {
+        sync::CpuRelax();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  // Calls fn(leaf) for every leaf in list order, through the routing map
+  // (safe alongside writers: each routing leaf is read consistently, and
+  // every routed PM leaf is on the list).
+  template <class Fn>
+  void ForEachLeaf(Fn&& fn) const {
+    constexpr size_t kBatch = 256;
+    KV batch[kBatch];
+    uint64_t from = 0;
+    for (;;) {
+      const size_t got = routing_.scan(from, kBatch, batch);
+      for (size_t i = 0; i < got; ++i) fn(reinterpret_cast<const LeafT*>(batch[i].value));
+      if (got < kBatch || batch[got - 1].key == UINT64_MAX) return;
+      from = batch[got - 1].key + 1;
+    }
+  }
 
   // ---------------------------------------------------------- create/open
   Status Init() {
@@ -366,7 +414,7 @@ class PmLeafTree final : public Index {
     LeafT::Format(pool_->to_ptr<LeafT>(*lp), PPtr());
     // Slot 0 last: a non-zero head means the tree exists.
     pm::naw(pool_->root_slot(kHeadSlot), lp->raw());
-    head_ = NewRef(pool_->to_ptr<LeafT>(*lp), 0);
+    head_ = pool_->to_ptr<LeafT>(*lp);
     routing_.insert(0, reinterpret_cast<uint64_t>(head_));
     leaves_.store(1);
     hinted_leaves_ = 1;
@@ -493,14 +541,10 @@ class PmLeafTree final : public Index {
     if constexpr (Policy::kMetaBytes > 0) alloc_->MarkReachable(PPtr(*pool_->root_slot(kMetaSlot)));
     // DRAM layer.
     std::vector<KV> route(kept.size());
-    LeafRef* prev = nullptr;
     for (size_t i = 0; i < kept.size(); ++i) {
-      LeafRef* r = NewRef(pool_->to_ptr<LeafT>(kept[i].ptr), i == 0 ? 0 : kept[i].min);
-      if (prev) LinkAfter(prev, r);
-      else head_ = r;
-      route[i] = {r->low, reinterpret_cast<uint64_t>(r)};
-      prev = r;
+      route[i] = {i == 0 ? 0 : kept[i].min, reinterpret_cast<uint64_t>(pool_->to_ptr<LeafT>(kept[i].ptr))};
     }
+    head_ = pool_->to_ptr<LeafT>(kept[0].ptr);
     routing_.bulk_load(route, 1.0);
     leaves_.store(kept.size());
     if (unlinked || !all_ok || hc == 0 || hc > HintBlock::kMaxHints) {
@@ -526,20 +570,20 @@ class PmLeafTree final : public Index {
     // NAW keeps the hint block consistent, it does not order tree state.
     if (h->count != 0) pm::naw(&h->count, 0);
   }
-  // Rewrites the hints from the current LeafRef chain. Serialized by
-  // hint_mu_; safe alongside splits (the chain only grows, and every
-  // LeafRef on it is on the PM list).
+  // Rewrites the hints from the routing map's leaves. Serialized by
+  // hint_mu_; safe alongside splits (leaves are only added, and every
+  // routed leaf is on the PM list).
   void WriteHints() {
     std::lock_guard<std::mutex> g(hint_mu_);
     HintBlock* h = hints();
-    std::vector<LeafRef*> chain;
-    for (LeafRef* r = head_; r != nullptr; r = r->next.load(std::memory_order_acquire)) chain.push_back(r);
+    std::vector<const LeafT*> chain;
+    chain.reserve(leaves_.load(std::memory_order_relaxed));
+    ForEachLeaf([&](const LeafT* l) { chain.push_back(l); });
     const size_t n = chain.size();
     const size_t k = std::min<size_t>(HintBlock::kMaxHints, n > 1 ? n - 1 : 0);
     InvalidateHints();
     for (size_t i = 0; i < k; ++i) {
-      LeafRef* r = chain[(i + 1) * n / (k + 1)];
-      pm::store(&h->leaf[i], pool_->to_pptr(r->leaf).raw());
+      pm::store(&h->leaf[i], pool_->to_pptr(chain[(i + 1) * n / (k + 1)]).raw());
     }
     if (k > 0) {
       // Entries durable before the count makes them valid.
@@ -554,68 +598,54 @@ class PmLeafTree final : public Index {
     hinted_leaves_ = n;
   }
 
-  // ---------------------------------------------------------- DRAM layer
-  LeafRef* NewRef(LeafT* leaf, uint64_t low) {
-    std::lock_guard<std::mutex> g(ref_mu_);
-    refs_.push_back(std::make_unique<LeafRef>());
-    LeafRef* r = refs_.back().get();
-    r->leaf = leaf;
-    r->low = low;
-    return r;
-  }
-  static void LinkAfter(LeafRef* prev, LeafRef* r) {
-    r->next.store(prev->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    r->has_high.store(prev->has_high.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    r->high.store(prev->high.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    prev->high.store(r->low, std::memory_order_relaxed);
-    prev->has_high.store(true, std::memory_order_release);
-    prev->next.store(r, std::memory_order_release);
-  }
-
-  LeafRef* Route(uint64_t k) const {
-    auto f = routing_.floor(k);
-    if (!f) olc_detail::Die("PmLeafTree: routing map has no entry for key 0");
-    return reinterpret_cast<LeafRef*>(f->second);
-  }
-
-  // Locks the LeafRef covering k (moving right as needed) and sets the
-  // leaf's persistent lock bit.
-  LeafRef* LockFor(uint64_t k) {
-    LeafRef* r = Route(k);
+  // ---------------------------------------------------------- locking
+  // Returns the leaf covering k with its lock bit set by this thread. The
+  // bit is set under the routing leaf's write lock (see the contract), so
+  // every optimistic reader that could have read the leaf before the bit
+  // was set fails its validation.
+  LeafT* LockFor(uint64_t k) {
+    typename Routing::Cursor c;
     for (;;) {
-      r->lock.WriteLock();
-      if (r->has_high.load(std::memory_order_relaxed) && k >= r->high.load(std::memory_order_relaxed)) {
-        LeafRef* nx = r->next.load(std::memory_order_relaxed);
-        r->lock.WriteUnlock();
-        r = nx;
+      if (!SeekLeaf(k, &c)) continue;
+      LeafT* l = const_cast<LeafT*>(LeafAt(c));
+      if (l->IsLocked()) {
+        AwaitUnlocked(l);
         continue;
       }
-      r->leaf->SetLockBit(true);
-      return r;
+      // Succeeds only if the routing leaf is unchanged since the seek: no
+      // writer set the bit since (setting it needs this lock), and the
+      // entry still covers k.
+      if (!routing_.LockLeaf(c)) continue;
+      l->SetLockBit(true);
+      routing_.UnlockLeaf(c);
+      return l;
     }
   }
-  static void Unlock(LeafRef* r) {
-    r->leaf->SetLockBit(false);
-    r->lock.WriteUnlock();
+  // Clears the lock bit: the release store publishes every change of the
+  // leaf to readers that see the bit clear.
+  static void Unlock(LeafT* l) {
+    // Every leaf operation keeps the bit set in the words it stores (the
+    // policy contract); a lost bit would let readers see a half-done change.
+    if (!l->IsLocked()) olc_detail::Die("PmLeafTree: a leaf operation cleared the lock bit");
+    l->SetLockBit(false);
   }
 
   Status Write(Key k, Value v, Mode mode) {
-    LeafRef* r = LockFor(k);
-    LeafT* l = r->leaf;
+    LeafT* l = LockFor(k);
     int id = l->Locate(k);
     if (id >= 0) {
       if (mode == Mode::kUpsert) l->UpdateSlot(id, v);
-      Unlock(r);
+      Unlock(l);
       return mode == Mode::kUpsert ? Status::OK() : Status::AlreadyExists();
     }
     if (!l->Full()) {
       l->Insert(k, v);
-      Unlock(r);
+      Unlock(l);
       return Status::OK();
     }
     auto np = alloc_->Alloc(LeafT::kBytes);
     if (!np.ok()) {
-      Unlock(r);
+      Unlock(l);
       return np.status();
     }
     LeafT* nl = pool_->to_ptr<LeafT>(*np);
@@ -630,10 +660,10 @@ class PmLeafTree final : public Index {
     splits_.fetch_add(1, std::memory_order_relaxed);
     split_lines_.fetch_add(spent.lines_flushed, std::memory_order_relaxed);
     split_fences_.fetch_add(spent.fences, std::memory_order_relaxed);
-    LeafRef* nr = NewRef(nl, split_key);
-    LinkAfter(r, nr);
-    routing_.insert(split_key, reinterpret_cast<uint64_t>(nr));
-    Unlock(r);
+    // Routed before the bit is cleared: a reader that waited on the bit
+    // then fails its validation (the routing leaf changed) and re-seeks.
+    routing_.insert(split_key, reinterpret_cast<uint64_t>(nl));
+    Unlock(l);
     uint64_t nleaves = leaves_.fetch_add(1, std::memory_order_relaxed) + 1;
     if (nleaves >= 2 * hinted_leaves_.load(std::memory_order_relaxed) && hint_mu_.try_lock()) {
       hint_mu_.unlock();
@@ -646,10 +676,8 @@ class PmLeafTree final : public Index {
   alloc::Allocator* alloc_;
   int rebuild_threads_;
   Policy policy_;
-  OlcBTree<32, 32> routing_;
-  LeafRef* head_ = nullptr;
-  std::mutex ref_mu_;
-  std::vector<std::unique_ptr<LeafRef>> refs_;
+  Routing routing_;
+  LeafT* head_ = nullptr;  // the PM list's head (changed only by bulk_load and open)
   std::mutex hint_mu_;
   std::atomic<uint64_t> leaves_{0};
   std::atomic<uint64_t> hinted_leaves_{0};

@@ -161,7 +161,7 @@ TEST(CreateIndexTest, BadOptions) {
   EXPECT_EQ(r.status().message(), "unknown option \"nod\" (accepted: node)");
   r = create_index("dram-btree", "node=17", nullptr);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "option node: \"17\" is not one of 4|16|32|64|128");
+  EXPECT_EQ(r.status().message(), "option node: \"17\" is not one of 4|14|16|30|32|62|64|128");
   r = create_index("null", "node=16", nullptr);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "unknown option \"node\" (accepted: none)");

@@ -63,27 +63,38 @@ class DramBTree final : public Index {
   OlcBTree<kNode, kNode> tree_;
 };
 
+// Keys per node. 14, 30 and 62 fill whole cache lines (256 B, 512 B,
+// 1 KiB nodes: a 16-byte header, then the arrays).
+Result<std::string> NodeOption(const Options& o) {
+  return o.get_enum("node", "30", {"4", "14", "16", "30", "32", "62", "64", "128"});
+}
+
 Status Validate(const Options& o) {
   PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node"}));
-  auto node = o.get_enum("node", "32", {"4", "16", "32", "64", "128"});
-  return node.status();
+  return NodeOption(o).status();
 }
 
 Result<std::unique_ptr<Index>> Create(const IndexEnv&, const Options& o) {
-  auto node = o.get_enum("node", "32", {"4", "16", "32", "64", "128"});
+  auto node = NodeOption(o);
   if (!node.ok()) return node.status();
   const std::string& n = node.value();
   std::unique_ptr<Index> idx;
   if (n == "4") {
     idx = std::make_unique<DramBTree<4>>();
+  } else if (n == "14") {
+    idx = std::make_unique<DramBTree<14>>();
   } else if (n == "16") {
     idx = std::make_unique<DramBTree<16>>();
+  } else if (n == "32") {
+    idx = std::make_unique<DramBTree<32>>();
+  } else if (n == "62") {
+    idx = std::make_unique<DramBTree<62>>();
   } else if (n == "64") {
     idx = std::make_unique<DramBTree<64>>();
   } else if (n == "128") {
     idx = std::make_unique<DramBTree<128>>();
   } else {
-    idx = std::make_unique<DramBTree<32>>();
+    idx = std::make_unique<DramBTree<30>>();
   }
   return idx;
 }
@@ -93,8 +104,10 @@ Result<std::unique_ptr<Index>> Create(const IndexEnv&, const Options& o) {
 PMINDEX_REGISTER_INDEX(dram_btree, {
     .name = "dram-btree",
     .persistent = false,
-    .options_help = "node=16|32|64|128 (keys per inner node and per leaf; default 32)",
-    .test_configs = {"node=4", "node=16", "node=32", "node=128"},
+    .options_help =
+        "node=4|14|16|30|32|62|64|128 (keys per inner node and per leaf; default 30; 14, 30 and "
+        "62 fill 256 B, 512 B and 1 KiB nodes)",
+    .test_configs = {"node=4", "node=14", "node=30", "node=128"},
     .validate = Validate,
     .create = Create,
     .open = nullptr,

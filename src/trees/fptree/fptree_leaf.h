@@ -80,6 +80,19 @@ class Leaf {
 
   // ------------------------------------------------------------ reading
   PPtr next() const { return PPtr(LoadRelaxed(&next_)); }
+  // The writers' lock (pm_leaf_tree.h): the lock bit, read with acquire so
+  // that a reader seeing it clear sees the last writer's stores.
+  bool IsLocked() const {
+    return (std::atomic_ref<const uint64_t>(bits).load(std::memory_order_acquire) & kLockBit) != 0;
+  }
+  // Starts loading what a search reads before it knows the slot: the
+  // header lines (bitmap, next and the per-slot array), and at 256 B the
+  // whole leaf.
+  void Prefetch() const {
+    constexpr size_t kBytesToLoad = kBytes <= 256 ? kBytes : kEntryOff;
+    const char* c = reinterpret_cast<const char*>(this);
+    for (size_t off = 0; off < kBytesToLoad; off += 64) __builtin_prefetch(c + off);
+  }
   uint64_t Bitmap() const { return LoadRelaxed(&bits) & kAllSlots; }
   uint8_t Fp(int s) const { return static_cast<uint8_t>(LoadRelaxed(&fpw[s / 8]) >> (8 * (s % 8))); }
 

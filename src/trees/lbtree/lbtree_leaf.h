@@ -127,6 +127,25 @@ class Leaf {
     return Header{{LoadRelaxed(&h[0]), LoadRelaxed(&h[1])}};
   }
   PPtr next() const { return PPtr(LoadRelaxed(&blk[0].tail[alt() ? 1 : 0])); }
+  // The writers' lock (pm_leaf_tree.h): the lock bit, read with acquire so
+  // that a reader seeing it clear sees the last writer's stores.
+  bool IsLocked() const {
+    return (std::atomic_ref<const uint64_t>(blk[0].hdr[0]).load(std::memory_order_acquire) &
+            Header::kLockBit) != 0;
+  }
+  // Starts loading what a search reads first: the whole leaf at 256 B (as
+  // the original does), else every block's front line (its header, or the
+  // line before its back header) and last line.
+  void Prefetch() const {
+    for (int b = 0; b < kBlocks; ++b) {
+      __builtin_prefetch(&blk[b].hdr[0]);
+      if (kBlocks == 1) {
+        __builtin_prefetch(&blk[b].slot[3]);
+        __builtin_prefetch(&blk[b].slot[7]);
+      }
+      __builtin_prefetch(&blk[b].slot[11]);
+    }
+  }
 
   // Slot id = b * 14 + s. Returns -1 if k is absent. Safe without the lock
   // (result validated by the caller's version check).

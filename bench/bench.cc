@@ -403,7 +403,9 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
     if (mix.has(OpType::kUpdate) || mix.has(OpType::kReadModifyWrite)) checker.values_pristine = false;
     auto plan = w->Plan(state, p, cfg.threads, cfg.duration_s > 0);
     if (!plan.ok()) return plan.status();
-    out.dists.push_back(plan.value().mix.reads() ? plan.value().dist.ToString() : "");
+    out.dists.push_back(plan.value().file_keys != nullptr ? std::string("file")
+                        : plan.value().mix.reads()       ? plan.value().dist.ToString()
+                                                         : "");
     auto run = RunPhase(*idx, w, plan.value(), cfg, checker, &state);
     if (!run.ok()) return Status(run.status());
     out.extra_delta.push_back(ExtraDelta(run.value().stats.extra, extra_before));
@@ -617,7 +619,8 @@ std::string UtcNow() {
 
 void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg) {
   std::printf("pmbench: %llu keys (fill %.2f, %s), dist %s, %u thread(s), median of %u, flush %s%s%s\n",
-              static_cast<unsigned long long>(cfg.keys), cfg.fill, cfg.keyspace.c_str(),
+              static_cast<unsigned long long>(cfg.keys), cfg.fill,
+              cfg.keys_file.empty() ? cfg.keyspace.c_str() : ("from " + cfg.keys_file).c_str(),
               cfg.dist.c_str(), cfg.threads, cfg.repeat,
               pm::FlushKindName(pm::ActiveFlushKind()), cfg.eadr ? ", eADR" : "",
               cfg.pm_write_ns ? (", +" + std::to_string(cfg.pm_write_ns) + " ns/line").c_str() : "");
@@ -677,6 +680,7 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
       {"seed", cfg.seed},       {"scan_len", cfg.scan_len},
       {"latency_every", cfg.latency_every}, {"check", cfg.check},
       {"verify", cfg.verify},   {"crash_reopen", cfg.crash_reopen},
+      {"keys_file", cfg.keys_file}, {"op_keys", cfg.op_keys},
   };
   json runs = json::array();
   for (const PhaseReport& r : reports) {

@@ -45,6 +45,12 @@ struct BenchConfig {
   bool check = true;
   bool verify = false;
   bool crash_reopen = false;  // also time open_index on a crash image (crash_recovery_s)
+  // --keys-file: the bulk-load keys come from this raw little-endian
+  // uint64 file (empty: generated). --op-keys TYPE=FILE: single-type
+  // phases of TYPE take their keys from FILE, in file order.
+  std::string keys_file;
+  std::vector<std::string> op_keys_args;               // raw --op-keys values
+  std::map<std::string, std::string> op_keys;          // type name -> file
 };
 
 struct LatencyNs {

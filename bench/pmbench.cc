@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <algorithm>
+#include <bit>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,70 @@ std::vector<std::string> Split(const std::string& s, char sep) {
     b = e + 1;
   }
   return out;
+}
+
+// Reads the first `want` 8-byte little-endian keys of `path` (all of them
+// if want is UINT64_MAX). Errors: missing/unreadable file, a size that is
+// not a multiple of 8, fewer keys than wanted.
+std::vector<pmindex::Key> ReadKeyFile(const std::string& path, uint64_t want, const std::string& what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) Fail(what + " '" + path + "' does not exist");
+  if (fs::is_directory(path, ec)) Fail(what + " '" + path + "' is a directory");
+  const uint64_t bytes = fs::file_size(path, ec);
+  if (ec) Fail(what + " '" + path + "': " + ec.message());
+  if (bytes % 8 != 0)
+    Fail(what + " '" + path + "' has " + std::to_string(bytes) +
+         " bytes, not a whole number of 8-byte keys (raw little-endian uint64 expected)");
+  const uint64_t have = bytes / 8;
+  if (want == UINT64_MAX) want = have;
+  if (have < want)
+    Fail(what + " '" + path + "' has " + std::to_string(have) + " keys, " + std::to_string(want) +
+         " needed");
+  std::vector<pmindex::Key> keys(want);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) Fail(what + " '" + path + "' cannot be opened");
+  const size_t got = want == 0 ? 0 : std::fread(keys.data(), 8, want, f);
+  std::fclose(f);
+  if (got != want) Fail(what + " '" + path + "': short read");
+  if constexpr (std::endian::native != std::endian::little)
+    for (auto& k : keys) k = __builtin_bswap64(k);
+  return keys;
+}
+
+// --write-keys: N distinct random keys in [1, 2^63) (below 2^63 so that
+// programs comparing keys as signed 64-bit integers order them as pmbench
+// does; never 0, which some originals treat as "no value"), in random
+// order, raw little-endian uint64.
+int WriteKeys(const std::string& path, uint64_t n, uint64_t seed) {
+  namespace wl = pmindex::workload;
+  wl::Rng rng(wl::DeriveSeed(seed, 0x6b657966696c65ull));
+  std::vector<uint64_t> keys;
+  keys.reserve(n);
+  while (keys.size() < n) {
+    while (keys.size() < n) {
+      uint64_t k = rng.Next() >> 1;
+      if (k != 0) keys.push_back(k);
+    }
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+  for (uint64_t i = n; i > 1; --i) std::swap(keys[i - 1], keys[rng.Below(i)]);
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) Fail("cannot write --write-keys file '" + path + "'");
+  if constexpr (std::endian::native != std::endian::little)
+    for (auto& k : keys) k = __builtin_bswap64(k);
+  const bool ok = (n == 0 || std::fwrite(keys.data(), 8, n, f) == n) && std::fclose(f) == 0;
+  std::error_code ec;
+  if (!ok) {
+    fs::remove(tmp, ec);
+    Fail("cannot write --write-keys file '" + path + "'");
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) Fail("cannot write --write-keys file '" + path + "': " + ec.message());
+  std::printf("pmbench: wrote %llu distinct random keys in [1, 2^63) to %s (raw little-endian uint64)\n",
+              static_cast<unsigned long long>(n), path.c_str());
+  return 0;
 }
 
 void ResolveIndexes(BenchConfig& cfg) {
@@ -166,6 +231,7 @@ void DryRun(const BenchConfig& cfg, std::shared_ptr<const pmindex::workload::Wor
   using namespace pmindex::workload;
   State s = w->InitialState();
   const bool time_mode = cfg.duration_s > 0;
+  const KeySpace& ks = w->keyspace();
   for (size_t p = 1; p <= w->config().phases.size(); ++p) {
     auto plan = w->Plan(s, p, cfg.threads, time_mode);
     if (!plan.ok()) Fail(std::string(plan.status().message()));
@@ -176,6 +242,12 @@ void DryRun(const BenchConfig& cfg, std::shared_ptr<const pmindex::workload::Wor
         streams.push_back(std::make_unique<OpStream>(w, plan.value(), t));
         Op op;
         while (streams.back()->Next(&op)) {
+          // A generated insert must not hit a key of --keys-file (random
+          // 64-bit keys: only by a ~N*M/2^64 chance).
+          if (op.type == OpType::kInsert && plan.value().file_keys == nullptr &&
+              ks.table_size() != 0 && ks.in_table(op.key))
+            Fail("a generated insert key is a --keys-file key (" + std::to_string(op.key) +
+                 "); use another --seed");
         }
         sp.push_back(streams.back().get());
       }
@@ -232,6 +304,17 @@ int main(int argc, char** argv) {
   bool no_check = false;
   app.add_flag("--no-check", no_check, "Do not check operation results");
   app.add_flag("--verify", cfg.verify, "Run verify() on each index after its last phase");
+  app.add_option("--keys-file", cfg.keys_file,
+                 "Bulk-load the first --keys keys (all if --keys is not given) of FILE, raw "
+                 "little-endian uint64 (the originals' key files); sorted and deduplicated");
+  app.add_option("--op-keys", cfg.op_keys_args,
+                 "TYPE=FILE[,TYPE=FILE...] (TYPE: lookup, insert, update, delete, scan, rmw): every "
+                 "phase named TYPE (TYPE, TYPE:OPS) takes its keys from FILE in file order, not from "
+                 "the generator (later phases continue where earlier ones stopped); repeatable");
+  std::string write_keys;
+  app.add_option("--write-keys", write_keys,
+                 "Write --keys distinct random keys in [1, 2^63) (seed --seed) to FILE in that raw "
+                 "format and exit");
   app.add_flag("--crash-reopen", cfg.crash_reopen,
                "Persistent indexes: after the last phase, also open a copy of the still-open pool "
                "(as a killed process leaves it: no close, clean flag unset) and report the time "
@@ -246,6 +329,11 @@ int main(int argc, char** argv) {
     Fail(std::string(e.what()) + " (see pmbench --help)");
   }
   cfg.check = !no_check;
+  const bool keys_given = app.count("--keys") != 0;
+  if (!write_keys.empty()) {
+    if (cfg.keys > (uint64_t{1} << 34)) Fail("bad --keys: at most 2^34 keys");
+    return WriteKeys(write_keys, cfg.keys, cfg.seed);
+  }
 
   if (list) {
     for (const pmindex::IndexInfo* i : Registry::Get().All())
@@ -289,6 +377,64 @@ int main(int argc, char** argv) {
   wc.default_ops = cfg.ops;
   wc.scan_len = cfg.scan_len;
   wc.seed = cfg.seed;
+  if (!cfg.keys_file.empty()) {
+    if (cfg.keyspace != "random") Fail("--keys-file needs --keyspace random");
+    std::vector<pmindex::Key> keys =
+        ReadKeyFile(cfg.keys_file, keys_given ? cfg.keys : UINT64_MAX, "--keys-file");
+    const uint64_t asked = keys.size();
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    if (keys.size() != asked) {
+      if (keys_given)
+        Fail("--keys-file '" + cfg.keys_file + "': its first " + std::to_string(asked) + " keys hold only " +
+             std::to_string(keys.size()) + " distinct keys");
+      std::fprintf(stderr, "pmbench: --keys-file '%s': %llu duplicate keys dropped, %llu distinct keys\n",
+                   cfg.keys_file.c_str(), static_cast<unsigned long long>(asked - keys.size()),
+                   static_cast<unsigned long long>(keys.size()));
+    }
+    cfg.keys = wc.keys = keys.size();
+    wc.key_file = std::make_shared<const std::vector<pmindex::Key>>(std::move(keys));
+  }
+  // --op-keys: per op type, a file read once; phases of that single type
+  // take consecutive slices of it.
+  std::map<std::string, std::shared_ptr<const std::vector<pmindex::Key>>> op_files;
+  {
+    std::map<std::string, std::string> files;
+    for (const std::string& arg : cfg.op_keys_args) {
+      for (const std::string& item : Split(arg, ',')) {
+        auto eq = item.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+          Fail("bad --op-keys '" + arg + "': expected TYPE=FILE[,TYPE=FILE...]");
+        std::string type = item.substr(0, eq);
+        auto mix = wl::ParseMix(type);
+        if (type == "dense-insert" || !mix.ok() || type.find(':') != std::string::npos ||
+            type.starts_with("ycsb"))
+          Fail("bad --op-keys '" + arg + "': unknown operation '" + type +
+               "' (expected lookup, insert, update, delete, scan or rmw)");
+        if (files.count(type)) Fail("bad --op-keys: '" + type + "' given twice");
+        files[type] = item.substr(eq + 1);
+      }
+    }
+    // A phase uses the file of its type if it is named exactly that type
+    // ("lookup", "lookup:1000", "lookup@zipf"; not ycsb-c or mix:lookup=1).
+    for (const auto& [type, file] : files) {
+      uint64_t need = 0;
+      for (const wl::PhaseSpec& p : wc.phases)
+        if (p.mix.name == type) need += p.ops != 0 ? p.ops : cfg.ops;
+      if (need == 0) Fail("--op-keys " + type + "=" + file + ": no " + type + " phase in --workload");
+      if (cfg.duration_s > 0) Fail("--op-keys needs an op count per phase, not --duration");
+      op_files[type] = std::make_shared<const std::vector<pmindex::Key>>(
+          ReadKeyFile(file, need, "--op-keys " + type + " file"));
+      cfg.op_keys[type] = file;
+    }
+    std::map<std::string, uint64_t> cursor;
+    for (wl::PhaseSpec& p : wc.phases) {
+      if (!op_files.count(p.mix.name)) continue;
+      p.op_keys = op_files[p.mix.name];
+      p.op_keys_begin = cursor[p.mix.name];
+      cursor[p.mix.name] += p.ops != 0 ? p.ops : cfg.ops;
+    }
+  }
   auto w = wl::Workload::Make(wc);
   if (!w.ok()) Fail(std::string(w.status().message()));
   if (w.value()->keyspace().kind() == wl::KeyKind::kDense) cfg.keyspace = "dense";

@@ -358,8 +358,69 @@ Result<std::vector<PhaseSpec>> ParseWorkload(std::string_view text) {
 }
 
 // ------------------------------------------------------------- key space
-KeySpace::KeySpace(KeyKind kind, uint64_t seed)
-    : kind_(kind), mask_(DeriveSeed(seed, 0x6b6579)), mask2_(DeriveSeed(seed, 0x6b6579, 2)) {}
+namespace {
+
+uint64_t MulMod(uint64_t a, uint64_t b, uint64_t n) {
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(a) * b % n);
+}
+
+// a^-1 mod n (gcd(a, n) = 1), by the extended Euclidean algorithm.
+uint64_t InverseMod(uint64_t a, uint64_t n) {
+  __int128 t = 0, nt = 1, r = n, nr = a % n;
+  while (nr != 0) {
+    __int128 q = r / nr;
+    __int128 tmp = t - q * nt;
+    t = nt;
+    nt = tmp;
+    tmp = r - q * nr;
+    r = nr;
+    nr = tmp;
+  }
+  if (t < 0) t += n;
+  return static_cast<uint64_t>(t);
+}
+
+}  // namespace
+
+KeySpace::KeySpace(KeyKind kind, uint64_t seed, std::shared_ptr<const std::vector<Key>> table)
+    : kind_(kind), mask_(DeriveSeed(seed, 0x6b6579)), mask2_(DeriveSeed(seed, 0x6b6579, 2)) {
+  if (table == nullptr || table->empty()) return;
+  sorted_ = *table;
+  std::sort(sorted_.begin(), sorted_.end());
+  table_n_ = sorted_.size();
+  const uint64_t n = table_n_;
+  // Rank r is the sorted key at position (a*r + b) mod n: a fixed,
+  // seeded scramble (a near n/phi and coprime to n, so consecutive ranks
+  // land far apart in key order, as random keys do).
+  a_ = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(n) * 0.6180339887498949));
+  while (std::gcd(a_, n) != 1) ++a_;
+  a_ %= n;
+  if (n == 1) a_ = 0;
+  a_inv_ = n == 1 ? 0 : InverseMod(a_, n);
+  b_ = DeriveSeed(seed, 0x7461626c65) % n;
+  by_rank_.resize(n);
+  uint64_t pos = b_;
+  for (uint64_t r = 0; r < n; ++r) {
+    by_rank_[r] = sorted_[pos];
+    pos += a_;
+    if (pos >= n) pos -= n;
+  }
+}
+
+bool KeySpace::in_table(Key k) const {
+  return table_n_ != 0 && std::binary_search(sorted_.begin(), sorted_.end(), k);
+}
+
+uint64_t KeySpace::rank(Key k) const {
+  if (table_n_ != 0) {
+    auto it = std::lower_bound(sorted_.begin(), sorted_.end(), k);
+    if (it != sorted_.end() && *it == k) {
+      const uint64_t pos = static_cast<uint64_t>(it - sorted_.begin());
+      return MulMod(a_inv_, (pos + table_n_ - b_) % table_n_, table_n_);
+    }
+  }
+  return kind_ == KeyKind::kDense ? k - 1 : UnMix64(k ^ mask2_) ^ mask_;
+}
 
 uint64_t RankList::at(uint64_t pos) const {
   if (ranges_.size() == 1) return ranges_[0].at(pos);
@@ -386,6 +447,24 @@ void RankList::Append(RankRange r) {
 
 void RankList::Append(const RankList& other) {
   for (const RankRange& r : other.ranges_) Append(r);
+}
+
+RankList RemoveRanks(const RankList& list, const std::vector<uint64_t>& sorted_ranks) {
+  if (sorted_ranks.empty()) return list;
+  RankList out;
+  for (const RankRange& r : list.ranges()) {
+    const uint64_t last = r.at(r.count - 1);
+    auto it = std::lower_bound(sorted_ranks.begin(), sorted_ranks.end(), r.start);
+    uint64_t i = 0;  // next position of r not yet copied
+    for (; it != sorted_ranks.end() && *it <= last; ++it) {
+      if ((*it - r.start) % r.stride != 0) continue;
+      const uint64_t p = (*it - r.start) / r.stride;
+      out.Append(RankRange{r.at(i), p - i, r.stride});
+      i = p + 1;
+    }
+    if (i < r.count) out.Append(RankRange{r.at(i), r.count - i, r.stride});
+  }
+  return out;
 }
 
 RankList RankList::Slice(uint64_t pos, uint64_t count) const {
@@ -435,7 +514,19 @@ void SortByKey(std::vector<KV>& v) {
 
 }  // namespace
 
-Workload::Workload(WorkloadConfig cfg) : cfg_(std::move(cfg)), ks_(cfg_.key_kind, cfg_.seed) {}
+Workload::Workload(WorkloadConfig cfg)
+    : cfg_(std::move(cfg)), ks_(cfg_.key_kind, cfg_.seed, cfg_.key_file) {}
+
+std::optional<OpType> PhaseSpec::single_type() const {
+  if (mix.dense_insert) return std::nullopt;
+  std::optional<OpType> t;
+  for (size_t i = 0; i < kOpTypes; ++i) {
+    if (mix.weight[i] == 0) continue;
+    if (t) return std::nullopt;
+    t = static_cast<OpType>(i);
+  }
+  return t;
+}
 
 Result<std::shared_ptr<const Workload>> Workload::Make(WorkloadConfig cfg) {
   if (cfg.phases.empty()) return Status::InvalidArgument("the workload has no phase");
@@ -446,6 +537,27 @@ Result<std::shared_ptr<const Workload>> Workload::Make(WorkloadConfig cfg) {
     if (p.mix.dense_insert) cfg.key_kind = KeyKind::kDense;
     if (p.ops == 0 && cfg.default_ops == 0)
       return Status::InvalidArgument("phase " + p.mix.name + " has no op count");
+    if (p.op_keys != nullptr) {
+      if (!p.single_type())
+        return Status::InvalidArgument("phase " + p.mix.name +
+                                       ": op keys from a file need a single-type phase");
+      const uint64_t ops = p.ops != 0 ? p.ops : cfg.default_ops;
+      if (p.op_keys_begin > p.op_keys->size() || p.op_keys->size() - p.op_keys_begin < ops)
+        return Status::InvalidArgument(
+            "phase " + p.mix.name + " needs keys " + std::to_string(p.op_keys_begin) + ".." +
+            std::to_string(p.op_keys_begin + ops - 1) + " of its op-key file, which has " +
+            std::to_string(p.op_keys->size()));
+    }
+  }
+  if (cfg.key_file != nullptr) {
+    if (cfg.key_kind != KeyKind::kRandom)
+      return Status::InvalidArgument("keys from a file need the random key space (not dense or dense-insert)");
+    if (cfg.keys != cfg.key_file->size())
+      return Status::InvalidArgument("the key count differs from the key file's");
+    std::vector<Key> s = *cfg.key_file;
+    std::sort(s.begin(), s.end());
+    if (std::adjacent_find(s.begin(), s.end()) != s.end())
+      return Status::InvalidArgument("the key file has duplicate keys");
   }
   return std::shared_ptr<const Workload>(new Workload(std::move(cfg)));
 }
@@ -488,6 +600,27 @@ Result<PhasePlan> Workload::Plan(const State& state, size_t phase_no, unsigned t
   }
   plan.seed = DeriveSeed(cfg_.seed, 0x70686173, phase_no);
   const uint64_t ops = spec.ops != 0 ? spec.ops : cfg_.default_ops;
+  if (spec.op_keys != nullptr) {
+    // Keys in file order: thread t takes the t-th contiguous slice.
+    if (time_mode)
+      return Status::InvalidArgument("phase " + std::to_string(phase_no) + " (" + spec.mix.name +
+                                     "): op keys from a file need an op count, not --duration");
+    plan.file_keys = spec.op_keys;
+    plan.file_type = *spec.single_type();
+    plan.thread_ops.resize(threads);
+    plan.file_begin.resize(threads);
+    plan.deletes.resize(threads);
+    plan.inserts.resize(threads);
+    uint64_t begin = spec.op_keys_begin;
+    for (unsigned t = 0; t < threads; ++t) {
+      plan.thread_ops[t] = ops / threads + (t < ops % threads);
+      plan.file_begin[t] = begin;
+      begin += plan.thread_ops[t];
+    }
+    plan.readable = state.present;
+    plan.next_rank_after = state.next_rank;
+    return plan;
+  }
   const uint32_t W = spec.mix.total();
   const std::string what = "phase " + std::to_string(phase_no) + " (" + spec.mix.name + ")";
 
@@ -633,6 +766,33 @@ Status Workload::PlanHotInserts(const State& state, PhasePlan* plan) const {
 
 void Workload::Commit(State* state, const PhasePlan& plan,
                       const std::vector<const OpStream*>& streams) const {
+  if (plan.file_keys != nullptr) {
+    // Deleted table keys leave the present set; inserted file keys are not
+    // tracked (generated phases never read them).
+    uint64_t done_total = 0;
+    std::vector<uint64_t> gone;
+    for (unsigned t = 0; t < plan.threads; ++t) {
+      const uint64_t done = t < streams.size() ? streams[t]->done() : 0;
+      done_total += done;
+      if (plan.file_type != OpType::kDelete) continue;
+      for (uint64_t i = 0; i < done; ++i) {
+        const Key k = (*plan.file_keys)[plan.file_begin[t] + i];
+        const uint64_t r = ks_.rank(k);
+        // Present generated keys too (ranks >= the table), if the file names one.
+        if (ks_.key(r) == k && r < state->next_rank) gone.push_back(r);
+      }
+    }
+    if (plan.file_type == OpType::kDelete) {
+      std::sort(gone.begin(), gone.end());
+      gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+      const uint64_t before = state->present.size();
+      state->present = RemoveRanks(state->present, gone);
+      state->deleted += before - state->present.size();
+    } else if (plan.file_type == OpType::kInsert) {
+      state->inserted += done_total;
+    }
+    return;
+  }
   State next;
   for (unsigned t = 0; t < plan.threads; ++t) {
     uint64_t done = t < streams.size() ? streams[t]->deletes_done() : 0;
@@ -665,7 +825,8 @@ OpStream::OpStream(std::shared_ptr<const Workload> w, const PhasePlan& plan, uns
       thread_(thread),
       rng_(DeriveSeed(plan.seed, thread, 0x7468)),
       budget_(plan.thread_ops.at(thread)) {
-  if (plan.mix.reads() && plan.dist.kind == Distribution::Kind::kLatest) {
+  if (plan.file_keys == nullptr && plan.mix.reads() &&
+      plan.dist.kind == Distribution::Kind::kLatest) {
     latest_base_ = plan.readable.size();
     latest_ = std::make_unique<Zipf>(latest_base_, plan.dist.theta);
   }
@@ -723,6 +884,26 @@ uint64_t OpStream::PickHotRangePos() {
 
 bool OpStream::Next(Op* op) {
   if (done_ >= budget_) return false;
+  if (plan_->file_keys != nullptr) {
+    const OpType type = plan_->file_type;
+    op->type = type;
+    op->key = (*plan_->file_keys)[plan_->file_begin[thread_] + done_];
+    op->value = 0;
+    op->scan_len = 0;
+    op->expect_present = type != OpType::kInsert;
+    if (type == OpType::kInsert) {
+      op->value = ValueFor(op->key);
+      ++inserts_done_;
+    } else if (type == OpType::kDelete) {
+      ++deletes_done_;
+    } else if (type == OpType::kUpdate || type == OpType::kReadModifyWrite) {
+      op->value = ValueFor(op->key) + (++updates_);
+    } else if (type == OpType::kScan) {
+      op->scan_len = w_->config().scan_len;
+    }
+    ++done_;
+    return true;
+  }
   if (block_pos_ >= block_.size()) RefillBlock();
   const OpType type = block_[block_pos_];
   const KeySpace& ks = w_->keyspace();

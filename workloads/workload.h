@@ -54,6 +54,16 @@
 //                  outside it (random key space, op-count mode only)
 // A phase may override the run's distribution: "update:1000@hotrange:0.05"
 // (see ParseWorkload), e.g. to move a hot range between phases.
+//
+// Keys from files (pmbench --keys-file / --op-keys, to feed an index and
+// another program identical keys): WorkloadConfig::key_file replaces the
+// first `keys` ranks by the file's keys (the KeySpace's table: the sorted,
+// distinct file keys in a seeded order, so rank order stays a scrambled key
+// order); ranks beyond still map to the random key space (generated inserts).
+// A single-type phase (lookup, insert, ...) with PhaseSpec::op_keys takes
+// its keys in file order from op_keys[op_keys_begin, +ops) instead of the
+// generator; its deletes leave the present set, its inserts are not added
+// to it (no generated phase reads them).
 // Inserts and deletes do not follow the distribution (except hotrange for
 // inserts): they need fresh and present keys respectively (inserts ascend
 // in rank; with the random key space that is random key order, with the
@@ -89,6 +99,11 @@ inline uint64_t Mix64(uint64_t x) {
 }
 // The inverse of Mix64.
 uint64_t UnMix64(uint64_t x);
+
+// RankList minus the ranks in `sorted_ranks` (ascending, distinct), order
+// kept. Declared below.
+class RankList;
+RankList RemoveRanks(const RankList& list, const std::vector<uint64_t>& sorted_ranks);
 
 // FNV-1a over the 8 little-endian bytes of v.
 uint64_t Fnv1a64(uint64_t v);
@@ -171,6 +186,13 @@ struct PhaseSpec {
   Mix mix;
   uint64_t ops = 0;  // 0 = the run's default (--ops)
   std::optional<Distribution> dist;  // set: overrides the run's distribution
+  // Set (single-type phases only): the phase's keys are
+  // (*op_keys)[op_keys_begin, op_keys_begin + ops), in this order, split
+  // into contiguous slices over the threads. REQUIRES an op count.
+  std::shared_ptr<const std::vector<Key>> op_keys;
+  uint64_t op_keys_begin = 0;
+  // The only op type of a single-type mix, else nullopt.
+  std::optional<OpType> single_type() const;
 };
 // A comma-separated sequence of phases, each MIX, MIX:OPS, MIX@DIST or
 // MIX:OPS@DIST ("insert:1000000,lookup:500000",
@@ -185,18 +207,29 @@ enum class KeyKind : uint8_t { kRandom, kDense };
 // ------------------------------------------------------------- key space
 class KeySpace {
  public:
-  KeySpace(KeyKind kind, uint64_t seed);
+  // `table` (optional, random kind only): distinct keys; ranks
+  // [0, table->size()) map to them (in a seeded order: an affine permutation of the sorted keys),
+  // ranks beyond to the random key space.
+  KeySpace(KeyKind kind, uint64_t seed, std::shared_ptr<const std::vector<Key>> table = nullptr);
   Key key(uint64_t rank) const {
+    if (rank < table_n_) return by_rank_[rank];
     return kind_ == KeyKind::kDense ? rank + 1 : Mix64(rank ^ mask_) ^ mask2_;
   }
-  uint64_t rank(Key k) const {
-    return kind_ == KeyKind::kDense ? k - 1 : UnMix64(k ^ mask2_) ^ mask_;
-  }
+  // The inverse of key(). With a table, a key of the table gives its rank
+  // (binary search); any other key gives its random-space rank.
+  uint64_t rank(Key k) const;
+  // True if `k` is a table key (its rank is below table_size()).
+  bool in_table(Key k) const;
   KeyKind kind() const { return kind_; }
+  uint64_t table_size() const { return table_n_; }
 
  private:
   KeyKind kind_;
   uint64_t mask_, mask2_;
+  uint64_t table_n_ = 0;
+  std::vector<Key> sorted_;   // the table's keys, ascending
+  std::vector<Key> by_rank_;  // by_rank_[r] = sorted_[(a_ * r + b_) mod n]
+  uint64_t a_ = 1, a_inv_ = 1, b_ = 0;
 };
 
 // The value stored with a key by inserts and the bulk load; updates store
@@ -248,6 +281,9 @@ struct Op {
 
 struct WorkloadConfig {
   uint64_t keys = 1000000;  // bulk-loaded keys (may be 0)
+  // Set: the bulk-loaded keys are these (distinct; `keys` must equal the
+  // size; key_kind must be kRandom). See "Keys from files" above.
+  std::shared_ptr<const std::vector<Key>> key_file;
   KeyKind key_kind = KeyKind::kRandom;
   Distribution dist;
   std::vector<PhaseSpec> phases;
@@ -278,6 +314,10 @@ struct PhasePlan {
   uint64_t hot_first = 0, hot_count = 0;  // hotrange: positions in sorted_readable
   std::shared_ptr<const Zipf> zipf;                         // zipf / latest over readable
   uint64_t seed = 0;
+  // An op-key-file phase: every op is `file_type` on (*file_keys)[file_begin[t] + i].
+  std::shared_ptr<const std::vector<Key>> file_keys;
+  OpType file_type = OpType::kLookup;
+  std::vector<uint64_t> file_begin;  // per thread
 };
 
 class Workload {

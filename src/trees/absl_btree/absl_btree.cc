@@ -16,11 +16,10 @@
 // pair); absl's splits at the right edge then leave nodes about full, as
 // its insertions of ascending keys always do.
 //
-// Memory: the map allocates its nodes through a counting allocator, so
-// stats().dram_bytes is the exact number of node bytes the map holds.
+// stats(): the absl tree's own height, leaf and internal node counts and
+// bytes_used() (a walk over every node: not for hot paths).
 #include <absl/container/btree_map.h>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,34 +32,18 @@
 namespace pmindex {
 namespace {
 
-// std::allocator plus a byte counter the owning index reads in stats().
-template <class T>
-struct CountingAllocator {
-  using value_type = T;
-  std::atomic<int64_t>* bytes;
-
-  explicit CountingAllocator(std::atomic<int64_t>* b) : bytes(b) {}
-  template <class U>
-  CountingAllocator(const CountingAllocator<U>& o) : bytes(o.bytes) {}  // NOLINT
-
-  T* allocate(size_t n) {
-    bytes->fetch_add(static_cast<int64_t>(n * sizeof(T)), std::memory_order_relaxed);
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, size_t n) {
-    bytes->fetch_sub(static_cast<int64_t>(n * sizeof(T)), std::memory_order_relaxed);
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const CountingAllocator<U>& o) const {
-    return bytes == o.bytes;
-  }
+// absl::btree_map with its tree's own statistics (height, node counts,
+// bytes used), which the map keeps in its protected member tree_.
+class Map : public absl::btree_map<Key, Value> {
+ public:
+  size_t tree_height() const { return this->tree_.height(); }
+  size_t leaf_nodes() const { return this->tree_.leaf_nodes(); }
+  size_t internal_nodes() const { return this->tree_.internal_nodes(); }
+  size_t bytes_used() const { return this->tree_.bytes_used(); }
 };
 
 class AbslBTree final : public Index {
  public:
-  AbslBTree() : map_(std::less<Key>(), Alloc(&bytes_)) {}
-
   std::string_view kind() const override { return "absl-btree"; }
   bool persistent() const override { return false; }
 
@@ -138,15 +121,16 @@ class AbslBTree final : public Index {
     std::shared_lock<std::shared_mutex> g(mu_);
     IndexStats s;
     s.entries = map_.size();
-    s.dram_bytes = static_cast<uint64_t>(std::max<int64_t>(0, bytes_.load(std::memory_order_relaxed)));
+    s.height = static_cast<uint32_t>(map_.tree_height());
+    s.leaves = map_.leaf_nodes();
+    s.inner_nodes = map_.internal_nodes();
+    s.dram_bytes = map_.bytes_used();
     return s;
   }
 
  private:
-  using Alloc = CountingAllocator<std::pair<const Key, Value>>;
-  std::atomic<int64_t> bytes_{0};  // before map_: the allocator points at it
   mutable std::shared_mutex mu_;
-  absl::btree_map<Key, Value, std::less<Key>, Alloc> map_;
+  Map map_;
 };
 
 Result<std::unique_ptr<Index>> Create(const IndexEnv&, const Options&) {

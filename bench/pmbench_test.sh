@@ -95,6 +95,60 @@ assert all(r["index_stats"] == {} and r["crash_recovery_s"] == 0 for r in dr), d
 PY
 fi
 
+# Key files (--write-keys, --keys-file, --op-keys): raw little-endian uint64.
+"$pmbench" --write-keys "$tmp/all.keys" --keys 12000 --seed 5 >/dev/null || { echo "FAIL: --write-keys"; fail=1; }
+python3 - "$tmp" <<'PY' || fail=1
+import random, struct, sys
+d = sys.argv[1]
+raw = open(d + "/all.keys", "rb").read()
+assert len(raw) == 12000 * 8, len(raw)
+keys = list(struct.unpack("<12000Q", raw))
+assert len(set(keys)) == 12000 and all(0 < k < 2**63 for k in keys), "not distinct keys in [1, 2^63)"
+load, fresh = keys[:10000], keys[10000:]
+rng = random.Random(1)
+def put(name, ks):
+    open(d + "/" + name, "wb").write(struct.pack("<%dQ" % len(ks), *ks))
+put("load.keys", load)
+put("look.keys", rng.sample(load, 3000))
+put("ins.keys", fresh)
+put("del.keys", rng.sample(load, 1000))
+put("absent.keys", fresh[:50])
+open(d + "/odd.keys", "wb").write(b"\0" * 12)
+PY
+expect_error "does not exist" --index dram-btree --keys-file "$tmp/nosuch.keys"
+expect_error "not a whole number of 8-byte keys" --index dram-btree --keys-file "$tmp/odd.keys"
+expect_error "has 10000 keys, 20000 needed" --index dram-btree --keys-file "$tmp/load.keys" --keys 20000
+expect_error "has 3000 keys, 4000 needed" --index dram-btree --keys-file "$tmp/load.keys" \
+  --workload lookup:4000 --op-keys lookup="$tmp/look.keys"
+expect_error "bad --op-keys" --index dram-btree --op-keys ycsb-a="$tmp/look.keys"
+# Lookups of the file's keys after loading the file's keys: no wrong result.
+"$pmbench" --index all --keys-file "$tmp/load.keys" --repeat 1 --pool "$tmp/pools" \
+  --workload lookup:3000,insert:2000,delete:1000,ycsb-a:2000 --op-keys lookup="$tmp/look.keys",insert="$tmp/ins.keys" \
+  --op-keys delete="$tmp/del.keys" --json "$tmp/kf.json" >"$tmp/table" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 0 ]; then echo "FAIL: key-file run rc=$rc"; cat "$tmp/err" "$tmp/table"; fail=1; fi
+python3 - "$tmp/kf.json" "$tmp" <<'PY' || fail=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+c = doc["config"]
+assert c["keys"] == 10000 and c["keys_file"].endswith("load.keys"), c
+assert set(c["op_keys"]) == {"lookup", "insert", "delete"}, c["op_keys"]
+for r in doc["runs"]:
+    assert r["errors"] == 0, r
+    assert r["dist"] == ("file" if r["phase"] in ("lookup", "insert", "delete") else "uniform"), r
+PY
+# Lookups of keys that are not loaded: every one is a miss (exit 1), so
+# pmbench really looked up the file's keys.
+"$pmbench" --index dram-btree --keys-file "$tmp/load.keys" --repeat 1 --workload lookup:50 \
+  --op-keys lookup="$tmp/absent.keys" --json "$tmp/miss.json" >"$tmp/table" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 1 ]; then echo "FAIL: absent op keys rc=$rc (want 1)"; cat "$tmp/err"; fail=1; fi
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))['runs'][0]
+assert r['misses'] == 50, r
+" "$tmp/miss.json" || fail=1
+
 # Pool files are removed after each run.
 if [ -n "$(ls -A "$tmp/pools" 2>/dev/null)" ]; then echo "FAIL: pool files left behind"; ls "$tmp/pools"; fail=1; fi
 

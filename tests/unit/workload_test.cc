@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -424,6 +425,131 @@ TEST(WorkloadDist, SequentialIsAscendingPerThread) {
   ASSERT_TRUE(ops.ok());
   for (size_t i = 1; i < ops.value().size(); ++i)
     ASSERT_LT(ops.value()[i - 1].key, ops.value()[i].key);
+}
+
+// --keys-file / --op-keys: the bulk load is exactly the file's keys, a
+// phase with op keys runs exactly the file's keys in file order (split in
+// contiguous slices over threads), file deletes leave the present set, and
+// generated phases after them read only keys still present.
+TEST(WorkloadKeyFile, LoadAndOpsAreTheFilesKeys) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  Rng rng(seed);
+  auto file = std::make_shared<std::vector<Key>>();
+  std::set<Key> distinct;
+  while (distinct.size() < 5000) {
+    Key k = rng.Next() >> 1;
+    if (distinct.insert(k).second) file->push_back(k);
+  }
+  // Lookups: every 3rd file key but not the deleted ones, deletes: every
+  // 7th, inserts: fresh keys.
+  auto look = std::make_shared<std::vector<Key>>(), del = std::make_shared<std::vector<Key>>(),
+       ins = std::make_shared<std::vector<Key>>();
+  for (size_t i = 0; i < file->size(); i += 3)
+    if (i % 7 != 0) look->push_back((*file)[i]);
+  for (size_t i = 0; i < file->size(); i += 7) del->push_back((*file)[i]);
+  while (ins->size() < 300) {
+    Key k = rng.Next() >> 1;
+    if (distinct.insert(k).second) ins->push_back(k);
+  }
+
+  WorkloadConfig cfg;
+  cfg.seed = seed;
+  cfg.keys = file->size();
+  cfg.key_file = file;
+  cfg.default_ops = 200;
+  cfg.phases = ParseWorkload("lookup:1000,insert:300,delete:500,lookup:400,ycsb-c:2000,delete:200").value();
+  cfg.phases[0].op_keys = look;
+  cfg.phases[1].op_keys = ins;
+  cfg.phases[2].op_keys = del;
+  cfg.phases[3].op_keys = look;
+  cfg.phases[3].op_keys_begin = 1000;
+  auto w = Workload::Make(cfg);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+
+  // The load is the file's keys, sorted.
+  std::vector<KV> pairs = w.value()->LoadPairs();
+  ASSERT_EQ(pairs.size(), file->size());
+  std::vector<Key> sorted(file->begin(), file->end());
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    ASSERT_EQ(pairs[i].key, sorted[i]);
+    ASSERT_EQ(pairs[i].value, ValueFor(sorted[i]));
+  }
+  // Ranks and keys of the table are inverse.
+  const KeySpace& ks = w.value()->keyspace();
+  for (uint64_t r = 0; r < file->size(); ++r) ASSERT_EQ(ks.rank(ks.key(r)), r);
+  EXPECT_TRUE(ks.in_table((*file)[17]));
+  EXPECT_FALSE(ks.in_table((*ins)[0]));
+
+  for (unsigned threads : {1u, 3u}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    std::set<Key> present(file->begin(), file->end());
+    State s = w.value()->InitialState();
+    for (size_t p = 1; p <= cfg.phases.size(); ++p) {
+      auto plan = w.value()->Plan(s, p, threads, false);
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      std::vector<std::unique_ptr<OpStream>> streams;
+      std::vector<const OpStream*> sp;
+      std::vector<Key> keys;  // in thread order = file order for file phases
+      for (unsigned t = 0; t < threads; ++t) {
+        streams.push_back(std::make_unique<OpStream>(w.value(), plan.value(), t));
+        Op op;
+        while (streams.back()->Next(&op)) {
+          keys.push_back(op.key);
+          if (op.type == OpType::kInsert) {
+            ASSERT_TRUE(present.insert(op.key).second);
+          } else if (op.type == OpType::kDelete) {
+            ASSERT_EQ(present.erase(op.key), 1u) << "phase " << p;
+          } else {
+            ASSERT_TRUE(present.count(op.key)) << "phase " << p << " key " << op.key;
+          }
+        }
+        sp.push_back(streams.back().get());
+      }
+      const PhaseSpec& spec = cfg.phases[p - 1];
+      if (spec.op_keys) {
+        const uint64_t n = spec.ops;
+        ASSERT_EQ(keys.size(), n);
+        for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(keys[i], (*spec.op_keys)[spec.op_keys_begin + i]);
+      }
+      w.value()->Commit(&s, plan.value(), sp);
+    }
+  }
+}
+
+TEST(WorkloadKeyFile, BadConfigsAreErrors) {
+  auto file = std::make_shared<std::vector<Key>>(std::vector<Key>{5, 9, 1, 9});
+  WorkloadConfig cfg;
+  cfg.keys = 4;
+  cfg.key_file = file;
+  cfg.phases = ParseWorkload("lookup:2").value();
+  EXPECT_FALSE(Workload::Make(cfg).ok());  // duplicate keys
+  (*file)[3] = 7;
+  EXPECT_TRUE(Workload::Make(cfg).ok());
+  cfg.key_kind = KeyKind::kDense;
+  EXPECT_FALSE(Workload::Make(cfg).ok());  // table needs the random key space
+  cfg.key_kind = KeyKind::kRandom;
+  cfg.phases[0].op_keys = std::make_shared<std::vector<Key>>(std::vector<Key>{5});
+  EXPECT_FALSE(Workload::Make(cfg).ok());  // op-key file too short
+  cfg.phases = ParseWorkload("ycsb-a:2").value();
+  cfg.phases[0].op_keys = std::make_shared<std::vector<Key>>(std::vector<Key>{5, 9});
+  EXPECT_FALSE(Workload::Make(cfg).ok());  // not a single-type phase
+  cfg.phases = ParseWorkload("lookup:2").value();
+  cfg.phases[0].op_keys = std::make_shared<std::vector<Key>>(std::vector<Key>{5, 9});
+  auto w = Workload::Make(cfg);
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(w.value()->Plan(w.value()->InitialState(), 1, 1, true).ok());  // time mode
+}
+
+TEST(WorkloadKeyFile, RemoveRanksKeepsOrder) {
+  RankList l;
+  l.Append(RankRange{100, 10, 1});
+  l.Append(RankRange{0, 5, 2});
+  RankList r = RemoveRanks(l, {2, 4, 5, 100, 105, 109});
+  std::vector<uint64_t> got;
+  for (uint64_t i = 0; i < r.size(); ++i) got.push_back(r.at(i));
+  EXPECT_EQ(got, (std::vector<uint64_t>{101, 102, 103, 104, 106, 107, 108, 0, 6, 8}));
 }
 
 }  // namespace

@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Side by side: a public original tree and pmindex's pmbench on identical keys.
+
+    scripts/peers/compare.py --tree lbtree --peer-checkout ~/src/lbtree \
+        --keys 1000000 --ops 100000 --repeat 3
+
+For one original (lbtree: the LB+-Tree authors' code, fptree: sfu-dis
+FPTree, fastfair: DICL FAST_FAIR's single-threaded tree), this
+
+ 1. builds it outside the pmindex tree (scripts/peers/<tree>.sh, unless
+    --no-build), into --peer-build (default /tmp/pmindex-peers/<tree>);
+ 2. writes one key-file set into --work-dir with `pmbench --write-keys`
+    (distinct random keys in [1, 2^63), raw little-endian uint64): N load
+    keys, M lookup keys drawn from the loaded ones, M fresh insert keys, M
+    delete keys drawn from the loaded ones (distinct; they may overlap the
+    lookup keys, which run first);
+ 3. runs, R times and interleaved (original, pmindex, original, ...), each
+    process pinned to one CPU (taskset -c --cpu), PM files in --pm-dir:
+      the original's driver: load the N keys (lbtree: its bulkload of the
+        sorted keys at --fill; fptree, fastfair: inserts in file order, as
+        they have no bulk load from keys), then `lookup M`, `insert M`,
+        `del M` of the key files;
+      pmbench --keys-file (the same N keys, bulk-loaded at --fill)
+        --workload lookup:M,insert:M,delete:M --op-keys lookup=,insert=,delete=
+        --repeat 1;
+ 4. for lbtree and fastfair, runs their counting build once (not timed) for
+    cache lines flushed (and lbtree's sfences) per insert and delete;
+ 5. prints one table: per phase the median ns/op of each side with min and
+    max, the ratio original/pmindex (above 1: pmindex is faster), and
+    lines / fences per op.
+
+Nothing is fetched from the network: --peer-checkout is a local checkout
+(docs/benchmarking.md, "Side by side with the originals").
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from array import array
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+TREES = {
+    # name: (pmbench index, its default options)
+    "lbtree": ("lbtree", "node=256"),
+    "fptree": ("fptree", "node=1024"),
+    # pmindex has no FAST_FAIR: compared with lbtree unless --index says otherwise.
+    "fastfair": ("lbtree", "node=256"),
+}
+PHASES = ["lookup", "insert", "delete"]
+
+
+def die(msg):
+    print(f"compare.py: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(cmd, env=None, what=""):
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stdout[-3000:] + p.stderr[-3000:])
+        die(f"{what or cmd[0]} failed (exit {p.returncode}): {' '.join(cmd)}")
+    return p.stdout
+
+
+def write_keys(path, keys):
+    with open(path, "wb") as f:
+        keys.tofile(f)
+
+
+def make_keys(args, work):
+    """The key-file set; returns a dict of paths."""
+    files = {k: os.path.join(work, f"{k}.keys") for k in
+             ("all", "load", "load-sorted", "lookup", "insert", "delete")}
+    stamp = os.path.join(work, "keys.json")
+    want = {"keys": args.keys, "ops": args.ops, "seed": args.seed}
+    if os.path.exists(stamp) and json.load(open(stamp)) == want and all(map(os.path.exists, files.values())):
+        return files
+    n, m = args.keys, args.ops
+    if m > n:
+        die("--ops must not exceed --keys (lookups and deletes draw from the loaded keys)")
+    run([args.pmbench, "--write-keys", files["all"], "--keys", str(n + m), "--seed", str(args.seed)],
+        what="pmbench --write-keys")
+    allk = array("Q")
+    with open(files["all"], "rb") as f:
+        allk.frombytes(f.read())
+    if len(allk) != n + m:
+        die("pmbench --write-keys wrote the wrong number of keys")
+    load = allk[:n]
+    write_keys(files["load"], load)
+    write_keys(files["load-sorted"], array("Q", sorted(load)))
+    write_keys(files["insert"], allk[n:])
+    rng = random.Random(args.seed)
+    idx = list(range(n))
+    write_keys(files["lookup"], array("Q", (load[i] for i in rng.sample(idx, m))))
+    write_keys(files["delete"], array("Q", (load[i] for i in rng.sample(idx, m))))
+    json.dump(want, open(stamp, "w"))
+    return files
+
+
+def peer_cmd(args, files, binary, pm_file):
+    n, m = str(args.keys), str(args.ops)
+    ops = ["lookup", m, files["lookup"], "insert", m, files["insert"], "del", m, files["delete"]]
+    if args.tree == "lbtree":
+        # Leaves (NVM pool) and inner nodes (DRAM pool), in MB, with room:
+        # 256-byte leaves of 14 slots at the fill, plus splits of inserts.
+        leaves = args.keys / (14 * min(args.fill, 1.0)) + args.ops / 7 + 1000
+        nvm_mb = int(leaves * 256 * 2 / 2**20) + 64
+        mem_mb = max(64, nvm_mb // 4)
+        return [binary, "thread", "1", "mempool", str(mem_mb), "nvmpool", pm_file, str(nvm_mb),
+                "bulkload", n, files["load-sorted"], str(args.fill)] + ops
+    if args.tree == "fptree":
+        # FPTree leaves are ~1.2 KB for 64 slots, at least half full.
+        pool_mb = int((args.keys + args.ops) / 32 * 2048 / 2**20) + 128
+        return [binary, "pool", pm_file, str(pool_mb), "load", n, files["load"], "fill"] + ops
+    return [binary, "load", n, files["load"]] + ops
+
+
+def parse_peer(out):
+    """{phase: ns} from the drivers' '-- <phase> ...' / 'elapsed ...' lines, plus extras."""
+    res, counts, cur = {}, {}, None
+    names = {"lookup": "lookup", "insert": "insert", "del": "delete", "load": "load"}
+    for line in out.splitlines():
+        mm = re.match(r"^-- (\w+) (\d+) ", line)
+        if mm:
+            cur = names.get(mm.group(1))
+            continue
+        if cur is None:
+            continue
+        mm = re.match(r"^elapsed ns:(\d+)", line)
+        if mm:
+            res[cur] = int(mm.group(1))
+            continue
+        mm = re.match(r"^elapsed time:(\d+) us", line)
+        if mm and cur not in res:
+            res[cur] = int(mm.group(1)) * 1000
+            continue
+        mm = re.match(r"^num_clwb=(\d+), num_sfence=(\d+)", line)  # LB+-Tree NVMFLUSH_STAT
+        if mm:
+            counts[cur] = (int(mm.group(1)), int(mm.group(2)))
+            continue
+        mm = re.match(r"^lines_flushed (\d+)", line)  # our FAST_FAIR driver
+        if mm:
+            counts[cur] = (int(mm.group(1)), None)
+            continue
+        mm = re.match(r"^ok (\d+) of (\d+)", line)
+        if mm and mm.group(1) != mm.group(2):
+            print(f"warning: original's {cur}: only {mm.group(1)} of {mm.group(2)} operations succeeded",
+                  file=sys.stderr)
+    fill = re.search(r"^leaf fill ([0-9.]+)", out, re.M)
+    return res, counts, (float(fill.group(1)) if fill else None)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", choices=sorted(TREES), default="lbtree")
+    ap.add_argument("--peer-checkout", required=True, help="local checkout of the original")
+    ap.add_argument("--peer-build", help="build dir of the original (default /tmp/pmindex-peers/TREE)")
+    ap.add_argument("--no-build", action="store_true", help="use the original's existing build")
+    ap.add_argument("--pmbench", default=None, help="pmbench binary (default: build/release/bench/pmbench)")
+    ap.add_argument("--index", help="pmbench index (default: lbtree for lbtree and fastfair, fptree for fptree)")
+    ap.add_argument("--index-options", help="pmbench --opt for the index (default: lbtree node=256, fptree node=1024)")
+    ap.add_argument("--keys", type=int, default=1000000, help="keys loaded before the phases")
+    ap.add_argument("--ops", type=int, default=100000, help="operations per phase")
+    ap.add_argument("--fill", type=float, default=0.7, help="bulk-load fill (lbtree and pmbench; fptree and "
+                    "fastfair load by inserts)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cpu", default="1", help="taskset -c CPU for every run")
+    ap.add_argument("--pm-dir", default="/dev/shm", help="PM files of both sides (a huge=always tmpfs "
+                    "or hugetlbfs mount for 2 MiB pages)")
+    ap.add_argument("--work-dir", help="key files (default: a temp dir, removed at exit)")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--no-count", action="store_true", help="skip the original's counting run")
+    ap.add_argument("--pmbench-args", default="", help="extra pmbench arguments (e.g. '--no-check')")
+    ap.add_argument("--json", help="write the medians and raw samples here")
+    args = ap.parse_args()
+
+    if args.keys < 1 or args.ops < 1 or args.repeat < 1:
+        die("--keys, --ops and --repeat must be >= 1")
+    if not 0 < args.fill <= 1:
+        die("--fill must be in (0, 1]")
+    args.pmbench = os.path.abspath(args.pmbench or os.path.join(ROOT, "build/release/bench/pmbench"))
+    if not os.access(args.pmbench, os.X_OK):
+        die(f"no pmbench at {args.pmbench} (build it, or pass --pmbench)")
+    if shutil.which("taskset") is None:
+        die("taskset (util-linux) is missing")
+    if not os.path.isdir(args.pm_dir):
+        die(f"--pm-dir {args.pm_dir} is not a directory")
+    index, default_opts = TREES[args.tree]
+    index = args.index or index
+    opts = args.index_options if args.index_options is not None else (default_opts if not args.index else "")
+    build = args.peer_build or os.path.join(os.environ.get("PMINDEX_PEERS_BUILD", "/tmp/pmindex-peers"), args.tree)
+    if not args.no_build:
+        subprocess.run([os.path.join(HERE, f"{args.tree}.sh"), args.peer_checkout, build], check=True)
+    binary = os.path.join(build, args.tree)
+    if not os.access(binary, os.X_OK):
+        die(f"no build of {args.tree} at {binary}")
+
+    tmp = None
+    work = args.work_dir
+    if not work:
+        tmp = tempfile.mkdtemp(prefix="pmindex-peers-keys-")
+        work = tmp
+    os.makedirs(work, exist_ok=True)
+    work = os.path.abspath(work)
+    try:
+        files = make_keys(args, work)
+        env = dict(os.environ, PMEM_IS_PMEM_FORCE="1")
+        pin = ["taskset", "-c", args.cpu]
+        pm_file = os.path.join(args.pm_dir, f"pmindex-peer-{args.tree}-{os.getpid()}.pm")
+        pool_dir = os.path.join(args.pm_dir, f"pmindex-peer-pmbench-{os.getpid()}")
+        m = args.ops
+        ours_cmd = [args.pmbench, "--index", index, "--keys-file", files["load"], "--keys", str(args.keys),
+                    "--fill", str(args.fill), "--workload", f"lookup:{m},insert:{m},delete:{m}",
+                    "--op-keys", f"lookup={files['lookup']},insert={files['insert']},delete={files['delete']}",
+                    "--repeat", "1", "--pool", pool_dir] + (["--opt", opts] if opts else []) + args.pmbench_args.split()
+        peer = {p: [] for p in PHASES + ["load"]}
+        ours = {p: [] for p in PHASES}
+        ours_counts = {p: [] for p in PHASES}
+        fills = []
+        for r in range(1, args.repeat + 1):
+            for path in (pm_file,):
+                if os.path.exists(path):
+                    os.remove(path)
+            out = run(pin + peer_cmd(args, files, binary, pm_file), env=env, what=f"original {args.tree}")
+            if os.path.exists(pm_file):
+                os.remove(pm_file)
+            res, _, fill = parse_peer(out)
+            if fill is not None:
+                fills.append(fill)
+            for p in PHASES + ["load"]:
+                if p in res:
+                    peer[p].append(res[p] / (args.keys if p == "load" else m))
+            missing = [p for p in PHASES if p not in res]
+            if missing:
+                die(f"no time for {missing} in the original's output:\n{out[-2000:]}")
+            js = os.path.join(work, f"pmbench-r{r}.json")
+            run(pin + ours_cmd + ["--json", js], env=env, what="pmbench")
+            runs = {x["phase"]: x for x in json.load(open(js))["runs"]}
+            for p in PHASES:
+                x = runs[p]
+                ours[p].append(1e9 / x["throughput_ops_s"])
+                ours_counts[p].append((x["per_op"]["lines_flushed"], x["per_op"]["fences"]))
+            print(f"repeat {r}: original " + " ".join(f"{p} {peer[p][-1]:.0f}" for p in PHASES) +
+                  " | pmindex " + " ".join(f"{p} {ours[p][-1]:.0f}" for p in PHASES) + " ns/op", flush=True)
+        shutil.rmtree(pool_dir, ignore_errors=True)
+
+        peer_counts = {}
+        count_bin = binary + "-count"
+        if not args.no_count and os.access(count_bin, os.X_OK):
+            out = run(peer_cmd(args, files, count_bin, pm_file), env=env, what=f"original {args.tree} (counting)")
+            if os.path.exists(pm_file):
+                os.remove(pm_file)
+            _, counts, _ = parse_peer(out)
+            for p, (lines, fences) in counts.items():
+                peer_counts[p] = (lines / m, None if fences is None else fences / m)
+
+        def fmt_counts(c):
+            if c is None:
+                return "-"
+            lines, fences = c
+            return f"{lines:.2f} / " + ("-" if fences is None else f"{fences:.2f}")
+
+        print()
+        print(f"{args.tree} (original, {binary}) vs pmindex {index}"
+              f"{' ' + opts if opts else ''}: {args.keys} keys"
+              f" (pmindex fill {args.fill}" +
+              (f", original: bulkload at fill {args.fill}" if args.tree == "lbtree" else
+               ", original: loaded by inserts" + (f", leaf fill {statistics.median(fills):.3f}" if fills else "")) +
+              f"), {m} ops per phase, median of {args.repeat}, CPU {args.cpu}, PM in {args.pm_dir}")
+        hdr = (f"{'phase':8} {'original ns/op':>15} {'(min-max)':>13} {'pmindex ns/op':>14} {'(min-max)':>13} "
+               f"{'orig/pmindex':>12}  {'pmindex lines/fences':>20}  {'original lines/fences':>21}")
+        print(hdr)
+        summary = {"tree": args.tree, "index": index, "options": opts, "keys": args.keys, "ops": m,
+                   "fill": args.fill, "repeat": args.repeat, "pm_dir": args.pm_dir, "phases": {}}
+        for p in PHASES:
+            a, b = peer[p], ours[p]
+            ma, mb = statistics.median(a), statistics.median(b)
+            oc = tuple(statistics.median(c[i] for c in ours_counts[p]) for i in range(2))
+            print(f"{p:8} {ma:15.0f} {f'({min(a):.0f}-{max(a):.0f})':>13} {mb:14.0f} "
+                  f"{f'({min(b):.0f}-{max(b):.0f})':>13} {ma / mb:12.2f}  {fmt_counts(oc):>20}  "
+                  f"{fmt_counts(peer_counts.get(p)):>21}")
+            summary["phases"][p] = {"original_ns": a, "pmindex_ns": b, "original_median": ma,
+                                    "pmindex_median": mb, "ratio": ma / mb, "pmindex_lines_fences": oc,
+                                    "original_lines_fences": peer_counts.get(p)}
+        if peer["load"]:
+            print(f"(original's load by inserts: {statistics.median(peer['load']):.0f} ns per key)")
+        if args.json:
+            json.dump(summary, open(args.json, "w"), indent=1)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

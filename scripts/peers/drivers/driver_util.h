@@ -1,0 +1,61 @@
+// Shared by pmindex's drivers for originals that ship no driver reading
+// key files (scripts/peers/drivers/*_driver.cc). Written for pmindex; no
+// code of the originals. The command language follows the LB+-Tree
+// authors' driver so scripts/peers/compare.py parses every original alike:
+//
+//   DRIVER [pool FILE MB] load N KEYFILE  lookup M KEYFILE  insert M KEYFILE  del M KEYFILE ...
+//
+// Key files: raw little-endian uint64 (the first N keys are read, before
+// the clock starts). Every phase prints
+//   -- <phase> <n> <file>
+//   elapsed time:<us> us        (the LB+-Tree driver's line)
+//   elapsed ns:<ns>
+//   ok <count of successful operations> of <n>
+// Each phase is timed alone (clock_gettime(CLOCK_MONOTONIC) around the
+// loop of calls), single-threaded, with no cache clearing and no warm-up.
+#pragma once
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <vector>
+
+namespace peers {
+
+[[noreturn]] inline void Die(const char* what, const char* arg) {
+  fprintf(stderr, "error: %s %s\n", what, arg);
+  exit(2);
+}
+
+inline std::vector<uint64_t> ReadKeys(const char* file, long long n) {
+  struct stat st;
+  if (stat(file, &st) != 0) Die("cannot stat key file", file);
+  if (st.st_size % 8 != 0) Die("key file size is not a multiple of 8:", file);
+  if (n < 0 || st.st_size / 8 < n) Die("key file too short:", file);
+  std::vector<uint64_t> keys(static_cast<size_t>(n));
+  FILE* f = fopen(file, "rb");
+  if (f == nullptr) Die("cannot open key file", file);
+  if (n > 0 && fread(keys.data(), 8, static_cast<size_t>(n), f) != static_cast<size_t>(n))
+    Die("short read of key file", file);
+  fclose(f);
+  return keys;
+}
+
+inline long long NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+inline void Report(const char* phase, long long n, const char* file, long long ns, long long ok) {
+  printf("-- %s %lld %s\n", phase, n, file);
+  printf("elapsed time:%lld us\n", ns / 1000);
+  printf("elapsed ns:%lld\n", ns);
+  printf("ok %lld of %lld\n", ok, n);
+  fflush(stdout);
+}
+
+}  // namespace peers

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the LB+-Tree authors' code (public repository schencoding/lbtree)
+# outside the pmindex tree, for scripts/peers/compare.py.
+#
+#   scripts/peers/lbtree.sh CHECKOUT [BUILD_DIR]
+#
+# BUILD_DIR defaults to ${PMINDEX_PEERS_BUILD:-/tmp/pmindex-peers}/lbtree.
+# Produces there:
+#   lbtree        their driver (common/tree.cc) and tree, built as their
+#                 Makefile does (g++ -O3 -std=c++11 -pthread -mrtm -msse4.1
+#                 -mavx2, -lpmem), plus one local change, made without
+#                 editing their files:
+#                   -include shim/rtm_spinlock.h: their concurrency control
+#                   is Intel RTM; on a CPU without TSX _xbegin() never
+#                   starts a transaction and every operation retries
+#                   forever. The shim turns _xbegin/_xend/_xabort into one
+#                   global spinlock (uncontended single-threaded).
+#   lbtree-count  the same with their own NVMFLUSH_STAT mode (counts clwb
+#                 and sfence instead of issuing them, printed after insert
+#                 and del as "num_clwb=..., num_sfence=..."). Their
+#                 common/nvm-common.h hard-codes "#define NVMFLUSH_REAL";
+#                 the script copies common/ into BUILD_DIR/count-common and
+#                 changes that one line there (the checkout is untouched).
+#                 Only for counting: it does not flush, so it is never timed.
+# Needs libpmem-dev (scripts/peers/deps.sh).
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+peers_setup lbtree "${1:-}" "${2:-}" lbtree-src/lbtree.cc
+
+flags=(-O3 -std=c++11 -pthread -mrtm -msse4.1 -mavx2 -w)
+shim=(-include "$peers_dir/shim/rtm_spinlock.h")
+srcs=(tree.cc mempool.cc nvm-common.cc)
+
+run_logged "$CXX" -o "$build/lbtree" "${flags[@]}" "${shim[@]}" -I"$checkout/common" \
+  "$checkout/lbtree-src/lbtree.cc" "${srcs[@]/#/$checkout/common/}" -lpmem
+
+rm -rf "$build/count-common"
+cp -r "$checkout/common" "$build/count-common"
+sed_checked "$build/count-common/nvm-common.h" 's/^#define NVMFLUSH_REAL[[:space:]]*$/#define NVMFLUSH_STAT/' \
+  '^#define NVMFLUSH_STAT$'
+run_logged "$CXX" -o "$build/lbtree-count" "${flags[@]}" "${shim[@]}" -I"$build/count-common" \
+  "$checkout/lbtree-src/lbtree.cc" "${srcs[@]/#/$build/count-common/}" -lpmem
+
+echo "lbtree: built $build/lbtree and $build/lbtree-count (log: $log)"

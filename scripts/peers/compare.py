@@ -23,8 +23,10 @@ FPTree, fastfair: DICL FAST_FAIR's single-threaded tree), this
       pmbench --keys-file (the same N keys, bulk-loaded at --fill)
         --workload lookup:M,insert:M,delete:M --op-keys lookup=,insert=,delete=
         --repeat 1;
- 4. for lbtree and fastfair, runs their counting build once (not timed) for
-    cache lines flushed (and lbtree's sfences) per insert and delete;
+ 4. runs the original once more, untimed, to count cache lines flushed and
+    fences per operation: lbtree's own NVMFLUSH_STAT build, fastfair's own
+    clflush_cnt counter, fptree with shim/pmem_count.c LD_PRELOADed (counts
+    what libpmem is asked to flush and drain);
  5. prints one table: per phase the median ns/op of each side with min and
     max, the ratio original/pmindex (above 1: pmindex is faster), and
     lines / fences per op.
@@ -146,9 +148,9 @@ def parse_peer(out):
         if mm:
             counts[cur] = (int(mm.group(1)), int(mm.group(2)))
             continue
-        mm = re.match(r"^lines_flushed (\d+)", line)  # our FAST_FAIR driver
+        mm = re.match(r"^lines_flushed (\d+)(?: fences (\d+))?", line)  # our drivers
         if mm:
-            counts[cur] = (int(mm.group(1)), None)
+            counts[cur] = (int(mm.group(1)), None if mm.group(2) is None else int(mm.group(2)))
             continue
         mm = re.match(r"^ok (\d+) of (\d+)", line)
         if mm and mm.group(1) != mm.group(2):
@@ -253,9 +255,13 @@ def main():
         shutil.rmtree(pool_dir, ignore_errors=True)
 
         peer_counts = {}
-        count_bin = binary + "-count"
+        count_bin, count_env = binary + "-count", env
+        preload = os.path.join(build, "libpmemcount.so")
+        if os.access(preload, os.R_OK):  # fptree: the same binary with the libpmem counting shim
+            count_bin, count_env = binary, dict(env, LD_PRELOAD=preload)
         if not args.no_count and os.access(count_bin, os.X_OK):
-            out = run(peer_cmd(args, files, count_bin, pm_file), env=env, what=f"original {args.tree} (counting)")
+            out = run(peer_cmd(args, files, count_bin, pm_file), env=count_env,
+                      what=f"original {args.tree} (counting)")
             if os.path.exists(pm_file):
                 os.remove(pm_file)
             _, counts, _ = parse_peer(out)

@@ -22,6 +22,8 @@
 #     higher RTM retry count) only matters with TSX; without TSX
 #     tbb::speculative_spin_rw_mutex is a plain spin rw-lock (one global
 #     lock, uncontended single-threaded).
+# Also BUILD_DIR/libpmemcount.so (shim/pmem_count.c, ours), LD_PRELOADed
+# in an untimed counting run for FPTree's lines and fences per operation.
 # At run time libpmem must treat /dev/shm as PM so that pmemobj_persist is
 # clwb+sfence and not msync: PMEM_IS_PMEM_FORCE=1 (compare.py sets it).
 # Needs libpmemobj-dev, libtbb-dev, libjemalloc-dev, libboost-dev
@@ -33,5 +35,9 @@ peers_setup fptree "${1:-}" "${2:-}" fptree.cpp
 flags=(-O3 -DNDEBUG -std=c++17 -mavx512f -mavx512vl -mavx512bw -mavx512dq -mavx512cd -mrtm -pthread
        -DPMEM -DBUILD_INSPECTOR=1 -w)
 run_logged "$CXX" -o "$build/fptree" "${flags[@]}" -I"$checkout" -I"$peers_dir/drivers" \
-  "$checkout/fptree.cpp" "$peers_dir/drivers/fptree_driver.cc" -lpmemobj -lpmem -ljemalloc -ltbb -pthread
-echo "fptree: built $build/fptree (log: $log)"
+  "$checkout/fptree.cpp" "$peers_dir/drivers/fptree_driver.cc" -lpmemobj -lpmem -ljemalloc -ltbb -pthread -ldl
+# Counting: an LD_PRELOAD library (ours) that counts the lines and fences
+# libpmem is asked for (FPTree persists only through PMDK); compare.py runs
+# the same binary once with it, untimed.
+run_logged "${CC:-gcc}" -O2 -shared -fPIC -o "$build/libpmemcount.so" "$peers_dir/shim/pmem_count.c" -ldl
+echo "fptree: built $build/fptree and $build/libpmemcount.so (log: $log)"

@@ -11,10 +11,12 @@
 //   elapsed time:<us> us        (the LB+-Tree driver's line)
 //   elapsed ns:<ns>
 //   ok <count of successful operations> of <n>
+//   lines_flushed <n> [fences <n>]   (counting builds / runs only)
 // Each phase is timed alone (clock_gettime(CLOCK_MONOTONIC) around the
 // loop of calls), single-threaded, with no cache clearing and no warm-up.
 #pragma once
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,16 @@ inline void Report(const char* phase, long long n, const char* file, long long n
   printf("elapsed ns:%lld\n", ns);
   printf("ok %lld of %lld\n", ok, n);
   fflush(stdout);
+}
+
+// Totals of shim/pmem_count.c when it is LD_PRELOADed (the counting run),
+// else false.
+inline bool PmemCounts(unsigned long long* lines, unsigned long long* fences) {
+  using Fn = void (*)(unsigned long long*, unsigned long long*);
+  static Fn fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "pmindex_peer_pmem_counts"));
+  if (fn == nullptr) return false;
+  fn(lines, fences);
+  return true;
 }
 
 }  // namespace peers

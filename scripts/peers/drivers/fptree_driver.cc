@@ -6,6 +6,9 @@
 // fptree.cpp. Command language and output: driver_util.h, plus
 //   pool FILE MB   create the libpmemobj pool (FPtree::pmemInit); FILE must not exist
 //   fill           print the leaves' average occupancy ("leaf fill <f> (<keys>/<leaves*64>)")
+// Run with LD_PRELOAD=libpmemcount.so (shim/pmem_count.c, built by
+// fptree.sh) it also prints the lines flushed and fences libpmem was asked
+// for in each phase.
 // FPTree has no bulk load from keys (its bulkLoad() rebuilds the inner
 // nodes from the persistent leaf list at recovery), so `load` inserts the
 // keys one by one, in file order; values are the keys (FPTree's find
@@ -44,6 +47,8 @@ int main(int argc, char** argv) {
       const long long n = atoll(argv[i + 1]);
       std::vector<uint64_t> keys = peers::ReadKeys(argv[i + 2], n);
       long long ok = 0;
+      unsigned long long lines0 = 0, fences0 = 0, lines1 = 0, fences1 = 0;
+      const bool counting = peers::PmemCounts(&lines0, &fences0);
       const long long t0 = peers::NowNs();
       if (cmd == "load" || cmd == "insert") {
         for (long long j = 0; j < n; ++j) ok += tree->insert(KV(keys[j], keys[j]));
@@ -54,6 +59,8 @@ int main(int argc, char** argv) {
       }
       const long long t1 = peers::NowNs();
       peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok);
+      if (counting && peers::PmemCounts(&lines1, &fences1))
+        printf("lines_flushed %llu fences %llu\n", lines1 - lines0, fences1 - fences0);
       i += 3;
     } else {
       peers::Die("unknown command", argv[i]);

@@ -34,7 +34,7 @@
 // Speed (issue 14): a node is a 16-byte header followed by its arrays, in
 // whole cache lines; a descent prefetches every line of the next node as
 // soon as its address is known, so each level costs about one memory
-// latency, and searches inside a node are branch-free.
+// latency (see LowerBound for why the search in a node branches).
 #pragma once
 
 #include <algorithm>
@@ -129,9 +129,14 @@ class StripedCounter {
   Slot slots_[kSlots];
 };
 
-// Branch-free searches over a sorted key array read with relaxed loads
-// (an optimistic reader may see a torn array; the result is then some
-// position in [0, cnt], validated by the caller's version check).
+// Binary searches over a sorted key array read with relaxed loads (an
+// optimistic reader may see a torn array; the result is then some position
+// in [0, cnt], validated by the caller's version check). GCC compiles the
+// step to a conditional jump. That is deliberate: a branch-free step (a
+// mask or cmov) makes every probe wait for the previous probe's line,
+// while a predicted branch lets the next probe's load start before the
+// line arrives. Measured on 10M keys, the branch-free form made lbtree
+// lookups 35% slower (docs/RESULTS.md, issue 14).
 //
 // First position whose key is >= k (cnt if none).
 inline uint32_t LowerBound(const uint64_t* keys, uint32_t cnt, uint64_t k) {
@@ -352,6 +357,24 @@ class OlcBTree {
       }
       return SeekResult::kFound;
     }
+  }
+  // Seek for point operations: sets only c->node, c->version and c->value
+  // (no key range, so NextInLeaf must not follow), with fewer loads and
+  // stores on the hot path than Seek.
+  SeekResult SeekPoint(uint64_t k, Cursor* c) const {
+    bool restart = false;
+    uint64_t v = 0;
+    const Leaf* l = FindLeaf(k, v, restart, nullptr);
+    if (restart) return SeekResult::kRetry;
+    const uint32_t pos = olc_detail::UpperBound(l->keys, Count(l), k);
+    // pos == 0: the floor is in a leaf to the left (never in routing use,
+    // where every leaf holds its low fence); the full Seek handles it.
+    if (pos == 0) return Seek(k, c);
+    c->node = l;
+    c->version = v;
+    c->value = sync::OlcLoad(l->values[pos - 1]);
+    if (c->value == 0 && !Valid(*c)) return SeekResult::kRetry;
+    return SeekResult::kFound;
   }
   // True iff the cursor's leaf is unchanged since the Seek that made it.
   bool Valid(const Cursor& c) const {

@@ -18,8 +18,12 @@
 //   persistent lock bit, kept in the leaf's first header word (the
 //   original LB+-Tree sets it inside an HTM transaction; there is no TSX
 //   here). A writer sets the bit while holding the write lock of the
-//   routing leaf that points to the PM leaf, and clears it with a plain
-//   release store when done. Readers take no lock: they seek the routing
+//   routing leaf that points to the PM leaf, and clears it with a release
+//   store when done: for a single-leaf change, in the store that commits
+//   the change, before its write-back (as the original code does, so a
+//   reader may see a change up to its write-back's end; the writer returns
+//   only after it, so every acknowledged change is durable). Readers take
+//   no lock: they seek the routing
 //   entry (optimistic; the routing leaf's version v), check that the lock
 //   bit is clear, read the PM leaf with relaxed atomic loads, and then
 //   validate v. A reader that saw the bit clear and read a leaf a writer
@@ -42,9 +46,12 @@
 //   static constexpr std::string_view kName;
 //   using LeafT;  LeafT::kBytes, LeafT::kSlots, and the leaf operations used
 //                 below (Format, Fill, FilledBytes, Locate, ValueAt, Find, Count, Full,
+//                 optionally InsertIfAbsent (with kInserted and kFull),
 //                 Collect, SetLockBit, IsLocked, Prefetch, Insert, UpdateSlot,
 //                 RemoveSlot, Relink, RecoverLeaf, Check, next). Every store
-//                 to the lock bit's word while the bit is set keeps it set.
+//                 to the lock bit's word while the bit is set keeps it set,
+//                 except the commit of Insert/UpdateSlot/RemoveSlot called
+//                 with release = true, which clears it.
 //   static constexpr size_t kMetaBytes;   0 = no tree-specific block
 //   void InitMeta(void* meta);            format + flush (create_index's
 //                                         Format fence makes it durable)
@@ -93,9 +100,10 @@ class PmLeafTree final : public Index {
  public:
   using LeafT = typename Policy::LeafT;
   static constexpr int kSlots = LeafT::kSlots;
-  // Routing tree: 512-byte nodes (30 keys), the size the original LB+-Tree
-  // comparison favoured (docs/RESULTS.md, issue 14).
-  using Routing = OlcBTree<30, 30>;
+  // Routing tree: 1 KiB nodes (62 keys). Side by side with the original
+  // LB+-Tree on 10M keys, 512-byte nodes measured the same and 256-byte
+  // nodes about 30% slower on lookups (docs/RESULTS.md, issue 14).
+  using Routing = OlcBTree<62, 62>;
 
   PmLeafTree(const IndexEnv& env, int rebuild_threads)
       : pool_(env.pool), alloc_(env.alloc), rebuild_threads_(std::max(1, rebuild_threads)) {}
@@ -124,24 +132,22 @@ class PmLeafTree final : public Index {
   Status update(Key k, Value v) override {
     LeafT* l = LockFor(k);
     int id = l->Locate(k);
-    Status s = Status::NotFound();
-    if (id >= 0) {
-      l->UpdateSlot(id, v);
-      s = Status::OK();
+    if (id < 0) {
+      Unlock(l);
+      return Status::NotFound();
     }
-    Unlock(l);
-    return s;
+    l->UpdateSlot(id, v, /*release=*/true);
+    return Status::OK();
   }
   Status remove(Key k) override {
     LeafT* l = LockFor(k);
     int id = l->Locate(k);
-    Status s = Status::NotFound();
-    if (id >= 0) {
-      l->RemoveSlot(id);
-      s = Status::OK();
+    if (id < 0) {
+      Unlock(l);
+      return Status::NotFound();
     }
-    Unlock(l);
-    return s;
+    l->RemoveSlot(id, /*release=*/true);
+    return Status::OK();
   }
 
   std::optional<Value> lookup(Key k) override {
@@ -169,7 +175,7 @@ class PmLeafTree final : public Index {
     bool positioned = false;
     while (got < n) {
       if (!positioned) {
-        if (!SeekLeaf(from, &c)) continue;
+        if (!SeekLeaf<true>(from, &c)) continue;
         positioned = true;
       }
       const LeafT* l = LeafAt(c);
@@ -336,9 +342,11 @@ class PmLeafTree final : public Index {
   }
 
   // Positions c at the routing entry of the leaf covering k and starts
-  // loading that leaf. False: retry (a concurrent routing change).
+  // loading that leaf. False: retry (a concurrent routing change). Point
+  // operations need no key range (kScan = false: a cheaper seek).
+  template <bool kScan = false>
   bool SeekLeaf(uint64_t k, typename Routing::Cursor* c) const {
-    auto r = routing_.Seek(k, c);
+    auto r = kScan ? routing_.Seek(k, c) : routing_.SeekPoint(k, c);
     if (r == Routing::SeekResult::kRetry) return false;
     if (r == Routing::SeekResult::kNone) olc_detail::Die("PmLeafTree: routing map has no entry for key 0");
     LeafAt(*c)->Prefetch();
@@ -622,7 +630,9 @@ class PmLeafTree final : public Index {
     }
   }
   // Clears the lock bit: the release store publishes every change of the
-  // leaf to readers that see the bit clear.
+  // leaf to readers that see the bit clear. Single-leaf changes instead
+  // pass release = true to the leaf operation, whose commit store clears
+  // the bit (no store to the line after its write-back: see lbtree_leaf.h).
   static void Unlock(LeafT* l) {
     // Every leaf operation keeps the bit set in the words it stores (the
     // policy contract); a lost bit would let readers see a half-done change.
@@ -632,17 +642,27 @@ class PmLeafTree final : public Index {
 
   Status Write(Key k, Value v, Mode mode) {
     LeafT* l = LockFor(k);
-    int id = l->Locate(k);
+    int id;
+    if constexpr (requires { l->InsertIfAbsent(k, v, true); }) {
+      // The leaf's one-pass search-and-insert.
+      id = l->InsertIfAbsent(k, v, /*release=*/true);
+      if (id == LeafT::kInserted) return Status::OK();
+    } else {
+      id = l->Locate(k);
+      if (id < 0 && !l->Full()) {
+        l->Insert(k, v, /*release=*/true);
+        return Status::OK();
+      }
+    }
     if (id >= 0) {
-      if (mode == Mode::kUpsert) l->UpdateSlot(id, v);
+      if (mode == Mode::kUpsert) {
+        l->UpdateSlot(id, v, /*release=*/true);
+        return Status::OK();
+      }
       Unlock(l);
-      return mode == Mode::kUpsert ? Status::OK() : Status::AlreadyExists();
+      return Status::AlreadyExists();
     }
-    if (!l->Full()) {
-      l->Insert(k, v);
-      Unlock(l);
-      return Status::OK();
-    }
+    // The leaf is full: split.
     auto np = alloc_->Alloc(LeafT::kBytes);
     if (!np.ok()) {
       Unlock(l);

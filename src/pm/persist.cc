@@ -10,10 +10,11 @@
 namespace pmindex::pm {
 
 namespace detail {
-thread_local ThreadCounterBlock tl_counters;
+constinit thread_local ThreadCounterBlock tl_counters;
 Tracer* g_tracer = nullptr;
 bool g_eadr = false;
 uint64_t g_write_ticks_per_line = 0;
+bool g_plain_flush = false;  // set by UpdatePlainFlush once the kind is known
 
 namespace {
 FlushKind DetectFlushKind() {
@@ -65,6 +66,27 @@ thread_local Unregister* tl_unregister = nullptr;
 }  // namespace
 
 FlushKind g_flush_kind = DetectFlushKind();
+
+void UpdatePlainFlush() {
+  g_plain_flush = g_tracer == nullptr && !g_eadr && g_write_ticks_per_line == 0 &&
+                  g_flush_kind == FlushKind::kClwb;
+}
+namespace {
+// Static initialization after g_flush_kind's (same translation unit,
+// definition order).
+const bool g_plain_flush_init = (UpdatePlainFlush(), true);
+}  // namespace
+
+void FlushSlow(const void* p, size_t n, const Site& site) {
+  if (g_tracer != nullptr) g_tracer->OnFlush(p, n, site);
+  if (g_eadr || n == 0) return;
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(uintptr_t)(kCacheLine - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  uint64_t lines = 0;
+  for (; a < end; a += kCacheLine, ++lines) FlushLine(reinterpret_cast<const void*>(a));
+  Bump(Mine().lines_flushed, lines);
+  if (g_write_ticks_per_line != 0) EmulateWriteLatency(lines);
+}
 
 void RegisterThread() {
   static thread_local Unregister u;  // constructed here, destroyed at thread exit
@@ -134,7 +156,10 @@ void CountAllocated(int64_t bytes) {
   c.store(c.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
 }
 
-void InstallTracer(Tracer* t) { detail::g_tracer = t; }
+void InstallTracer(Tracer* t) {
+  detail::g_tracer = t;
+  detail::UpdatePlainFlush();
+}
 Tracer* InstalledTracer() { return detail::g_tracer; }
 
 FlushKind ActiveFlushKind() { return detail::g_flush_kind; }
@@ -157,10 +182,14 @@ static uint32_t g_write_ns = 0;
 void SetPmWriteNs(uint32_t ns) {
   g_write_ns = ns;
   detail::g_write_ticks_per_line = ns == 0 ? 0 : static_cast<uint64_t>(ns * TscTicksPerNs() + 0.5);
+  detail::UpdatePlainFlush();
 }
 uint32_t PmWriteNs() { return g_write_ns; }
 
-void SetEadr(bool on) { detail::g_eadr = on; }
+void SetEadr(bool on) {
+  detail::g_eadr = on;
+  detail::UpdatePlainFlush();
+}
 bool Eadr() { return detail::g_eadr; }
 
 }  // namespace pmindex::pm

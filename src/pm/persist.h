@@ -84,7 +84,9 @@ struct alignas(64) ThreadCounterBlock {
   std::atomic<int64_t> pm_bytes{0};
   bool registered = false;
 };
-extern thread_local ThreadCounterBlock tl_counters;
+// constinit: no dynamic initialization, so other translation units reach
+// it with one %fs-relative access instead of a call to a TLS wrapper.
+extern constinit thread_local ThreadCounterBlock tl_counters;
 void RegisterThread();  // slow path: adds tl_counters to the global list
 
 inline ThreadCounterBlock& Mine() {
@@ -101,8 +103,15 @@ extern Tracer* g_tracer;
 extern FlushKind g_flush_kind;
 extern bool g_eadr;
 extern uint64_t g_write_ticks_per_line;  // 0 = no emulation
+// True iff flush() can take its inline fast path: clwb, no tracer, no eADR,
+// no latency emulation. Recomputed by every setter of those four.
+extern bool g_plain_flush;
+void UpdatePlainFlush();
 
 void EmulateWriteLatency(uint64_t lines);
+// flush() when g_plain_flush is false (tracer, eADR, emulation, or an
+// instruction other than clwb).
+void FlushSlow(const void* p, size_t n, const Site& site);
 
 inline void FlushLine(const void* p) {
   switch (g_flush_kind) {
@@ -129,15 +138,26 @@ inline void TraceStore(const void* p, size_t n) {
 }  // namespace detail
 
 // ---------------------------------------------------------------- flushes
+// The common case (clwb, nothing installed) is inline and short: flushes
+// sit on every write path, and a call plus four configuration checks per
+// flush were a measurable part of an insert (docs/RESULTS.md, issue 14).
 inline void flush(const void* p, size_t n, const Site& site = Site::current()) {
-  if (__builtin_expect(detail::g_tracer != nullptr, 0)) detail::g_tracer->OnFlush(p, n, site);
-  if (detail::g_eadr || n == 0) return;
+  if (__builtin_expect(!detail::g_plain_flush, 0)) {
+    detail::FlushSlow(p, n, site);
+    return;
+  }
+  if (n == 0) return;
   uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(uintptr_t)(kCacheLine - 1);
-  uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  // An empty asm hides where `a` came from: GCC 12 otherwise tracks the
+  // rounded-down address back to the caller's object and reports false
+  // -Wstringop-overflow warnings on the caller's stores. No instruction.
+  asm("" : "+r"(a));
   uint64_t lines = 0;
-  for (; a < end; a += kCacheLine, ++lines) detail::FlushLine(reinterpret_cast<const void*>(a));
+  for (; a < end; a += kCacheLine, ++lines) {
+    asm volatile("clwb %0" : "+m"(*(volatile char*)a));
+  }
   detail::Bump(detail::Mine().lines_flushed, lines);
-  if (detail::g_write_ticks_per_line != 0) detail::EmulateWriteLatency(lines);
 }
 
 inline void fence(const Site& site = Site::current()) {
@@ -183,6 +203,21 @@ inline void fill(void* dst, int byte, size_t n) {
 // NVM atomic write: aligned 8-byte store (release), flush, fence.
 inline void naw(uint64_t* p, uint64_t v, const Site& site = Site::current()) {
   store(p, v, std::memory_order_release);
+  flush(p, sizeof(uint64_t), site);
+  fence(site);
+  detail::Bump(detail::Mine().naws, 1);
+}
+
+// An NAW of *p = v that also stores *also = also_v (release) after it and
+// before the write-back; only *p is flushed. For a lock word released by
+// the operation the NAW commits: a store to a line whose write-back is in
+// flight waits for the write-back to finish (tens of ns on the machines we
+// measured, docs/RESULTS.md issue 14), so the release must not follow the
+// flush.
+inline void naw(uint64_t* p, uint64_t v, uint64_t* also, uint64_t also_v,
+                const Site& site = Site::current()) {
+  store(p, v, std::memory_order_release);
+  store(also, also_v, std::memory_order_release);
   flush(p, sizeof(uint64_t), site);
   fence(site);
   detail::Bump(detail::Mine().naws, 1);

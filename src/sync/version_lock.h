@@ -143,11 +143,16 @@ class VersionLock {
     }
   }
 
-  // REQUIRES: this thread holds the write lock.
-  void WriteUnlock() { word_.fetch_add(kLockedBit, std::memory_order_release); }
+  // REQUIRES: this thread holds the write lock. A plain release store: no
+  // other thread writes a locked word (they only CAS unlocked values), so
+  // no atomic read-modify-write (a full barrier on x86) is needed.
+  void WriteUnlock() {
+    word_.store(word_.load(std::memory_order_relaxed) + kLockedBit, std::memory_order_release);
+  }
   // Unlocks and marks the node obsolete (it was unlinked).
   void WriteUnlockObsolete() {
-    word_.fetch_add(kLockedBit | kObsoleteBit, std::memory_order_release);
+    word_.store(word_.load(std::memory_order_relaxed) + (kLockedBit | kObsoleteBit),
+                std::memory_order_release);
   }
 
  private:

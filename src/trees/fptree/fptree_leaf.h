@@ -148,8 +148,12 @@ class Leaf {
     pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
   }
 
+  // Insert, UpdateSlot and RemoveSlot take `release`: when true, the
+  // commit store also clears the lock bit (see lbtree_leaf.h: no store to
+  // the line after its write-back has started).
+
   // REQUIRES: lock held, k absent, !Full().
-  void Insert(uint64_t k, uint64_t v) {
+  void Insert(uint64_t k, uint64_t v, bool release = false) {
     const int s = __builtin_ctzll(~Bitmap() & kAllSlots);
     pm::store(&e[s].key, k);
     pm::store(&e[s].value, v);
@@ -169,11 +173,19 @@ class Leaf {
       fenced = true;
     }
     if (fenced) pm::fence();
-    pm::naw(&bits, bits | (uint64_t{1} << s));
+    pm::naw(&bits, (bits | (uint64_t{1} << s)) & ~(release ? kLockBit : 0));
   }
 
-  void UpdateSlot(int s, uint64_t v) { pm::naw(&e[s].value, v); }
-  void RemoveSlot(int s) { pm::naw(&bits, bits & ~(uint64_t{1} << s)); }
+  void UpdateSlot(int s, uint64_t v, bool release = false) {
+    if (release) {
+      pm::naw(&e[s].value, v, &bits, bits & ~kLockBit);
+    } else {
+      pm::naw(&e[s].value, v);
+    }
+  }
+  void RemoveSlot(int s, bool release = false) {
+    pm::naw(&bits, bits & ~(uint64_t{1} << s) & ~(release ? kLockBit : 0));
+  }
 
   // The FP-Tree split (see the header comment). Returns the split key; the
   // new key goes to nl iff k >= split key. REQUIRES: lock held, Full().

@@ -219,8 +219,45 @@ class Leaf {
     pm::store(&blk[0].hdr[0], w, std::memory_order_release);
   }
 
+  // Insert, UpdateSlot and RemoveSlot take `release`: when true, the
+  // operation's commit store also clears the lock bit (as the original
+  // code does), so that nothing is stored to the header's line after its
+  // write-back has started (such a store waits for the write-back).
+  // Readers may then see the change before its write-back completes; the
+  // writer returns only after it (pm_leaf_tree.h, "Locks").
+
+  // Insert's path in one pass over the headers: looks for k and picks the
+  // block Algorithm 2 writes. Returns k's slot id if k is present (nothing
+  // written), kInserted after inserting (k, v), or kFull (nothing written).
+  // REQUIRES: lock held.
+  static constexpr int kInserted = -1, kFull = -2;
+  int InsertIfAbsent(uint64_t k, uint64_t v, bool release) {
+    const uint8_t fp = common::Fingerprint(k);
+    const bool a = alt();
+    int free_b = -1;
+    Header free_d;
+    for (int b = 0; b < kBlocks; ++b) {
+      Header h = LoadHeader(b, a);
+      uint8_t bytes[16];
+      std::memcpy(bytes, h.w, 16);
+      uint32_t m = (common::MatchMask16(bytes, fp) >> 2) & h.bitmap();
+      while (m != 0) {
+        int s = __builtin_ctz(m);
+        m &= m - 1;
+        if (blk[b].slot[s].key == k) return b * kSlotsPerBlock + s;
+      }
+      if (free_b < 0 && h.bitmap() != kFullBlock) {
+        free_b = b;
+        free_d = h;
+      }
+    }
+    if (free_b < 0) return kFull;
+    InsertInBlock(free_b, a, free_d, k, v, release);
+    return kInserted;
+  }
+
   // Algorithm 2. REQUIRES: lock held, k absent, !Full().
-  void Insert(uint64_t k, uint64_t v) {
+  void Insert(uint64_t k, uint64_t v, bool release = false) {
     const bool a = alt();
     int b = 0;
     Header d;
@@ -228,19 +265,31 @@ class Leaf {
       d = LoadHeader(b, a);
       if (d.bitmap() != kFullBlock) break;
     }
-    InsertInBlock(b, a, d, k, v);
+    InsertInBlock(b, a, d, k, v, release);
   }
 
   // In-place value update: one NAW of the 8-byte value word.
-  void UpdateSlot(int id, uint64_t v) {
-    pm::naw(&blk[id / kSlotsPerBlock].slot[id % kSlotsPerBlock].value, v);
+  void UpdateSlot(int id, uint64_t v, bool release = false) {
+    uint64_t* val = &blk[id / kSlotsPerBlock].slot[id % kSlotsPerBlock].value;
+    if (release) {
+      pm::naw(val, v, &blk[0].hdr[0], blk[0].hdr[0] & ~Header::kLockBit);
+    } else {
+      pm::naw(val, v);
+    }
   }
 
   // Delete: one NAW of word 0 of the active header clearing the bit.
-  void RemoveSlot(int id) {
+  void RemoveSlot(int id, bool release = false) {
     const int b = id / kSlotsPerBlock, s = id % kSlotsPerBlock;
     uint64_t* h = active_hdr(b, alt());
-    pm::naw(&h[0], h[0] & ~(uint64_t{1} << s));
+    const uint64_t w = h[0] & ~(uint64_t{1} << s);
+    if (!release) {
+      pm::naw(&h[0], w);
+    } else if (h == &blk[0].hdr[0]) {
+      pm::naw(&h[0], w & ~Header::kLockBit);
+    } else {
+      pm::naw(&h[0], w, &blk[0].hdr[0], blk[0].hdr[0] & ~Header::kLockBit);
+    }
   }
 
   // Algorithm 3 (logless split) followed, when k stays in this leaf, by
@@ -409,7 +458,7 @@ class Leaf {
 
  private:
   // Algorithm 2 in block b with header copy d (the paper's dword).
-  void InsertInBlock(int b, bool a, Header d, uint64_t k, uint64_t v) {
+  void InsertInBlock(int b, bool a, Header d, uint64_t k, uint64_t v, bool release) {
     const bool back = UsesBack(b, a);
     const int hline = back ? 3 : 0;  // the line holding the active header
     const uint32_t free = ~d.bitmap() & kFullBlock;
@@ -444,9 +493,15 @@ class Leaf {
     }
     // Word 1 (fingerprints of slots that are unused in the current state)
     // first, then word 0 (bitmap); same line, so they persist in order and
-    // word 0 is the commit.
+    // word 0 is the commit. A release clears the lock bit with the commit
+    // (block 0) or right after it (the lock lives in block 0's word 0).
     pm::store(&h[1], d.w[1]);
-    pm::store(&h[0], d.w[0], std::memory_order_release);
+    const bool lock_here = h == &blk[0].hdr[0];
+    pm::store(&h[0], release && lock_here ? d.w[0] & ~Header::kLockBit : d.w[0],
+              std::memory_order_release);
+    if (release && !lock_here) {
+      pm::store(&blk[0].hdr[0], blk[0].hdr[0] & ~Header::kLockBit, std::memory_order_release);
+    }
     // The NAW's flush + fence (the entry in the header line, if any,
     // persists in program order with it).
     pm::flush(&h[0], 8);

@@ -161,8 +161,12 @@ class Leaf {
     pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
   }
 
+  // Insert, UpdateSlot and RemoveSlot take `release`: when true, the
+  // commit store also clears the lock bit (see lbtree_leaf.h: no store to
+  // the line after its write-back has started).
+
   // REQUIRES: lock held, k absent, !Full().
-  void Insert(uint64_t k, uint64_t v) {
+  void Insert(uint64_t k, uint64_t v, bool release = false) {
     const int s = __builtin_ctzll(~Bitmap() & kAllSlots);
     pm::store(&e[s].key, k);
     pm::store(&e[s].value, v);
@@ -172,13 +176,19 @@ class Leaf {
     }
     // Section 1: bit set, order invalid.
     Section1((bits | (uint64_t{1} << s)) & ~kOrderValid);
-    RewriteOrder();
+    RewriteOrder(release);
   }
 
-  void UpdateSlot(int s, uint64_t v) { pm::naw(&e[s].value, v); }
-  void RemoveSlot(int s) {
+  void UpdateSlot(int s, uint64_t v, bool release = false) {
+    if (release) {
+      pm::naw(&e[s].value, v, &bits, bits & ~kLockBit);
+    } else {
+      pm::naw(&e[s].value, v);
+    }
+  }
+  void RemoveSlot(int s, bool release = false) {
     Section1(bits & ~(uint64_t{1} << s) & ~kOrderValid);
-    RewriteOrder();
+    RewriteOrder(release);
   }
 
   uint64_t SplitInsert(uint64_t k, uint64_t v, Leaf* nl, PPtr self, PPtr nl_ptr,
@@ -320,9 +330,11 @@ class Leaf {
       pm::naw(&bits, b);
     }
   }
-  // Section 2: new indirection array, then NAW setting order-valid.
+  // Section 2: new indirection array, then NAW setting order-valid (and,
+  // with `release`, clearing the lock bit).
   // REQUIRES: order-valid clear (the array is unused space).
-  void RewriteOrder() {
+  void RewriteOrder(bool release = false) {
+    const uint64_t unlock = release ? kLockBit : 0;
     uint8_t ord[kOrdBytes];
     SortedSlots(ord);
     StoreOrder(this, ord);
@@ -334,7 +346,7 @@ class Leaf {
     }
     if constexpr (kOrderInLine0) {
       // Also persists section 1's bitmap store (a plain store here).
-      pm::naw(&bits, bits | kOrderValid);
+      pm::naw(&bits, (bits | kOrderValid) & ~unlock);
     } else {
       // pmcrash-redundant: at node=1024 section 1's NAW already made the
       // bitmap durable and this NAW only persists order-valid; a crash that
@@ -343,7 +355,7 @@ class Leaf {
       // stays so that a restart need not rebuild the array of every leaf
       // written recently (a recovery cost the simulator does not see); a
       // plain store would save a flush and a fence per insert and delete.
-      pm::naw(&bits, bits | kOrderValid);
+      pm::naw(&bits, (bits | kOrderValid) & ~unlock);
     }
   }
 };

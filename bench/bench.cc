@@ -110,59 +110,88 @@ void Wrong(ThreadResult& r, const Op& op, const char* what, bool miss) {
   }
 }
 
-// Executes one op. Returns false on a fatal error (out of space).
-inline bool Execute(Index& idx, const Op& op, KV* buf, const Checker& c, ThreadResult& r) {
+// What one op returned, recorded while the block runs and checked after
+// it (Check), so that no checking work sits between two index operations.
+struct OpResult {
+  Value value;       // lookup, rmw: the value found
+  uint64_t n;        // scan: entries returned
+  Key first;         // scan: the first key returned
+  Status::Code code; // insert, update, delete, rmw's update
+  bool found;        // lookup, rmw
+};
+
+// Runs one op and records its result. Returns false on a fatal error (out
+// of space during an insert).
+inline bool Run(Index& idx, const Op& op, KV* buf, OpResult& res, ThreadResult& r) {
   switch (op.type) {
     case OpType::kInsert: {
       Status s = idx.insert(op.key, op.value);
-      if (!s.ok()) {
-        if (s.is_out_of_space()) {
-          r.fatal = true;
-          r.fatal_error = "out of space during insert: " + s.ToString();
-          return false;
-        }
-        if (c.check) Wrong(r, op, "insert of an absent key failed", false);
+      res.code = s.code();
+      if (s.is_out_of_space()) {
+        r.fatal = true;
+        r.fatal_error = "out of space during insert: " + s.ToString();
+        return false;
       }
       break;
     }
     case OpType::kLookup: {
       std::optional<Value> v = idx.lookup(op.key);
-      if (c.check) {
-        if (!v) Wrong(r, op, "present key not found", true);
-        else if (c.values_pristine && *v != workload::ValueFor(op.key))
-          Wrong(r, op, "wrong value", false);
-      }
+      res.found = v.has_value();
+      res.value = v.value_or(0);
       break;
     }
-    case OpType::kUpdate: {
-      Status s = idx.update(op.key, op.value);
-      if (!s.ok() && c.check) Wrong(r, op, "update of a present key failed", s.is_not_found());
+    case OpType::kUpdate:
+      res.code = idx.update(op.key, op.value).code();
       break;
-    }
-    case OpType::kDelete: {
-      Status s = idx.remove(op.key);
-      if (!s.ok() && c.check) Wrong(r, op, "delete of a present key failed", s.is_not_found());
+    case OpType::kDelete:
+      res.code = idx.remove(op.key).code();
       break;
-    }
-    case OpType::kScan: {
-      size_t n = idx.scan(op.key, op.scan_len, buf);
-      if (c.check && (n == 0 || buf[0].key != op.key))
-        Wrong(r, op, "scan did not start at the present key", n == 0);
+    case OpType::kScan:
+      res.n = idx.scan(op.key, op.scan_len, buf);
+      res.first = res.n != 0 ? buf[0].key : 0;
       break;
-    }
     case OpType::kReadModifyWrite: {
       std::optional<Value> v = idx.lookup(op.key);
-      if (!v) {
-        if (c.check) Wrong(r, op, "present key not found", true);
-        break;
-      }
-      Status s = idx.update(op.key, op.value);
-      if (!s.ok() && c.check) Wrong(r, op, "update of a present key failed", s.is_not_found());
+      res.found = v.has_value();
+      res.code = v ? idx.update(op.key, op.value).code() : Status::Code::kOk;
       break;
     }
   }
   return true;
 }
+
+// Checks one recorded result against what the workload expects.
+inline void Check(const Op& op, const OpResult& res, const Checker& c, ThreadResult& r) {
+  using Code = Status::Code;
+  switch (op.type) {
+    case OpType::kInsert:
+      if (res.code != Code::kOk) Wrong(r, op, "insert of an absent key failed", false);
+      break;
+    case OpType::kLookup:
+      if (!res.found) Wrong(r, op, "present key not found", true);
+      else if (c.values_pristine && res.value != workload::ValueFor(op.key))
+        Wrong(r, op, "wrong value", false);
+      break;
+    case OpType::kUpdate:
+      if (res.code != Code::kOk) Wrong(r, op, "update of a present key failed", res.code == Code::kNotFound);
+      break;
+    case OpType::kDelete:
+      if (res.code != Code::kOk) Wrong(r, op, "delete of a present key failed", res.code == Code::kNotFound);
+      break;
+    case OpType::kScan:
+      if (res.n == 0 || res.first != op.key)
+        Wrong(r, op, "scan did not start at the present key", res.n == 0);
+      break;
+    case OpType::kReadModifyWrite:
+      if (!res.found) Wrong(r, op, "present key not found", true);
+      else if (res.code != Code::kOk)
+        Wrong(r, op, "update of a present key failed", res.code == Code::kNotFound);
+      break;
+  }
+}
+
+// Ops per generated block (bench loop).
+constexpr size_t kOpBlock = 1024;
 
 struct PhaseRun {
   uint64_t ops = 0;
@@ -210,29 +239,54 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
       ThreadResult& r = results[t];
       std::vector<KV> buf(scan_buf);
       r.lat_ticks.reserve(plan.time_mode ? 1 << 16 : plan.thread_ops[t] / every + 1);
-      Op op;
-      uint64_t i = 0, countdown = 0;
+      // Ops are generated a block at a time and then run back to back: the
+      // generator's work between two index operations would otherwise take
+      // the CPU's out-of-order window that lets one operation's cache misses
+      // overlap the next one's (measured on 10M-key lbtree lookups: about
+      // 30% of the time, docs/RESULTS.md issue 14). One op in `every` is
+      // timed with rdtsc.
+      std::vector<Op> block(kOpBlock);
+      std::vector<OpResult> outcome(kOpBlock);
+      uint64_t i = 0, untimed = 0;  // ops to run before the next timed one
+      bool failed = false;
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       const double cpu0 = ThreadCpuSeconds();
-      while (true) {
-        if (plan.time_mode && (i & 255) == 0 && stop.load(std::memory_order_relaxed)) break;
-        if (!st.Next(&op)) break;
-        bool ok;
-        if (countdown-- == 0) {
-          countdown = every - 1;
-          uint64_t t0 = __rdtsc();
-          ok = Execute(idx, op, buf.data(), checker, r);
-          r.lat_ticks.push_back(__rdtsc() - t0);
-        } else {
-          ok = Execute(idx, op, buf.data(), checker, r);
+      while (!failed) {
+        if (plan.time_mode && stop.load(std::memory_order_relaxed)) break;
+        const size_t n = st.Fill(block.data(), block.size());
+        if (n == 0) break;
+        size_t j = 0;
+        while (j < n) {
+          if (untimed == 0) {
+            const uint64_t t0 = __rdtsc();
+            const bool ok = Run(idx, block[j], buf.data(), outcome[j], r);
+            r.lat_ticks.push_back(__rdtsc() - t0);
+            ++j;
+            untimed = every - 1;
+            if (!ok) {
+              failed = true;
+              break;
+            }
+            continue;
+          }
+          const size_t end = j + std::min<uint64_t>(n - j, untimed);
+          untimed -= end - j;
+          for (; j < end; ++j) {
+            if (!Run(idx, block[j], buf.data(), outcome[j], r)) {
+              ++j;
+              failed = true;
+              break;
+            }
+          }
+          if (failed) break;
         }
-        ++i;
-        if (!ok) {
-          stop.store(true);
-          break;
-        }
+        // The fatal op (if any) is not checked.
+        if (checker.check)
+          for (size_t q = 0; q < j - (failed ? 1 : 0); ++q) Check(block[q], outcome[q], checker, r);
+        i += j;
       }
+      if (failed) stop.store(true);
       r.ops = i;
       r.cpu_s = ThreadCpuSeconds() - cpu0;
       finished.fetch_add(1);

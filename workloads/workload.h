@@ -359,6 +359,13 @@ class OpStream {
   // Fills *op; false when the thread's budget (or delete reservation) is
   // exhausted.
   bool Next(Op* op);
+  // Up to n next ops into out (as Next would give them); returns how many
+  // (0 = the stream is done).
+  size_t Fill(Op* out, size_t n) {
+    size_t k = 0;
+    while (k < n && Next(&out[k])) ++k;
+    return k;
+  }
   uint64_t done() const { return done_; }
   uint64_t inserts_done() const { return inserts_done_; }
   uint64_t deletes_done() const { return deletes_done_; }

@@ -251,7 +251,7 @@ class PmLeafTree final : public Index {
     head_ = pool_->to_ptr<LeafT>(ptrs[0]);
     routing_.clear();
     routing_.bulk_load(route, 1.0);
-    leaves_.store(nleaves);
+    leaves_.Set(nleaves);
     WriteHints();
     return Status::OK();
   }
@@ -289,7 +289,7 @@ class PmLeafTree final : public Index {
       p = l->next();
     }
     if (!p.is_null()) return Status::Corruption("PM leaf list longer than the routing map");
-    if (route.size() != leaves_.load()) return Status::Corruption("leaf count differs from the list");
+    if (route.size() != leaves_.Sum()) return Status::Corruption("leaf count differs from the list");
     if (reinterpret_cast<const LeafT*>(route[0].value) != head_)
       return Status::Corruption("routing map's first leaf is not the head leaf");
     HintBlock* h = hints();
@@ -310,9 +310,9 @@ class PmLeafTree final : public Index {
     s.inner_nodes = routing_.inner_nodes() + routing_.leaves();
     s.pm_bytes = leaves * LeafT::kBytes + sizeof(HintBlock) + Policy::kMetaBytes;
     s.dram_bytes = routing_.dram_bytes();
-    s.extra = {{"splits", static_cast<double>(splits_.load(std::memory_order_relaxed))},
-               {"split_lines", static_cast<double>(split_lines_.load(std::memory_order_relaxed))},
-               {"split_fences", static_cast<double>(split_fences_.load(std::memory_order_relaxed))}};
+    s.extra = {{"splits", static_cast<double>(splits_.Sum())},
+               {"split_lines", static_cast<double>(split_lines_.Sum())},
+               {"split_fences", static_cast<double>(split_fences_.Sum())}};
     return s;
   }
 
@@ -424,7 +424,7 @@ class PmLeafTree final : public Index {
     pm::naw(pool_->root_slot(kHeadSlot), lp->raw());
     head_ = pool_->to_ptr<LeafT>(*lp);
     routing_.insert(0, reinterpret_cast<uint64_t>(head_));
-    leaves_.store(1);
+    leaves_.Set(1);
     hinted_leaves_ = 1;
     return Status::OK();
   }
@@ -554,7 +554,7 @@ class PmLeafTree final : public Index {
     }
     head_ = pool_->to_ptr<LeafT>(kept[0].ptr);
     routing_.bulk_load(route, 1.0);
-    leaves_.store(kept.size());
+    leaves_.Set(kept.size());
     if (unlinked || !all_ok || hc == 0 || hc > HintBlock::kMaxHints) {
       WriteHints();
     } else {
@@ -585,7 +585,7 @@ class PmLeafTree final : public Index {
     std::lock_guard<std::mutex> g(hint_mu_);
     HintBlock* h = hints();
     std::vector<const LeafT*> chain;
-    chain.reserve(leaves_.load(std::memory_order_relaxed));
+    chain.reserve(leaves_.Sum());
     ForEachLeaf([&](const LeafT* l) { chain.push_back(l); });
     const size_t n = chain.size();
     const size_t k = std::min<size_t>(HintBlock::kMaxHints, n > 1 ? n - 1 : 0);
@@ -677,14 +677,15 @@ class PmLeafTree final : public Index {
     const pm::Counters before = pm::ThreadCounters();
     uint64_t split_key = policy_.Split(l, pool_->to_pptr(l), k, v, nl, *np, meta);
     const pm::Counters spent = pm::ThreadCounters() - before;
-    splits_.fetch_add(1, std::memory_order_relaxed);
-    split_lines_.fetch_add(spent.lines_flushed, std::memory_order_relaxed);
-    split_fences_.fetch_add(spent.fences, std::memory_order_relaxed);
+    splits_.Add(1);
+    split_lines_.Add(static_cast<int64_t>(spent.lines_flushed));
+    split_fences_.Add(static_cast<int64_t>(spent.fences));
     // Routed before the bit is cleared: a reader that waited on the bit
     // then fails its validation (the routing leaf changed) and re-seeks.
     routing_.insert(split_key, reinterpret_cast<uint64_t>(nl));
     Unlock(l);
-    uint64_t nleaves = leaves_.fetch_add(1, std::memory_order_relaxed) + 1;
+    leaves_.Add(1);
+    const uint64_t nleaves = leaves_.Sum();
     if (nleaves >= 2 * hinted_leaves_.load(std::memory_order_relaxed) && hint_mu_.try_lock()) {
       hint_mu_.unlock();
       WriteHints();
@@ -699,10 +700,11 @@ class PmLeafTree final : public Index {
   Routing routing_;
   LeafT* head_ = nullptr;  // the PM list's head (changed only by bulk_load and open)
   std::mutex hint_mu_;
-  std::atomic<uint64_t> leaves_{0};
+  // Striped (no line shared by every writer on the split path, issue 14).
+  olc_detail::StripedCounter leaves_;
   std::atomic<uint64_t> hinted_leaves_{0};
   // Since create/open: leaf splits and the lines flushed / fences they cost.
-  std::atomic<uint64_t> splits_{0}, split_lines_{0}, split_fences_{0};
+  olc_detail::StripedCounter splits_, split_lines_, split_fences_;
   bool closed_ = false;
 };
 

@@ -518,14 +518,14 @@ Result<uint32_t> ParseNode(const Options& o) {
   PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node"}));
   Result<uint64_t> n = o.get_uint("node", 1024, 256, 65536);
   if (!n.ok()) return n.status();
-  if (n.value() % 64 != 0) return Status::InvalidArgument("cddstree: node must be a multiple of 64 (512|1024|2048|4096)");
+  if (n.value() % 64 != 0) return Status::InvalidArgument("cddstree: node must be a multiple of 64 from 256 to 65536 bytes");
   return static_cast<uint32_t>(n.value());
 }
 
 PMINDEX_REGISTER_INDEX(cddstree, {
     .name = "cddstree",
     .persistent = true,
-    .options_help = "node=512|1024|2048|4096",
+    .options_help = "node=BYTES (node size: a multiple of 64 from 256 to 65536; default 1024; the paper used 512|1024|2048|4096)",
     .test_configs = {"node=512", "node=4096", "node=256"},
     .validate = [](const Options& o) -> Status { return ParseNode(o).status(); },
     .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {

@@ -902,8 +902,10 @@ Result<Config> ParseConfig(const Options& o) {
 PMINDEX_REGISTER_INDEX(nvtree, {
     .name = "nvtree",
     .persistent = true,
-    .options_help = "node=512|1024|2048|4096 adaptive=off|conservative|aggressive|balanced "
-                    "pln=BYTES fanout=N",
+    .options_help = "node=BYTES (leaf size: a multiple of 64 from 128 to 4160; default 1024; the "
+                    "paper used 512|1024|2048|4096) adaptive=off|conservative|aggressive|balanced "
+                    "(default balanced) pln=BYTES (multiple of 64, 64..4096; default 256) "
+                    "fanout=N (2..1024; default 32)",
     .test_configs = {"node=512,adaptive=off", "node=4096,adaptive=off",
                      "node=1024,adaptive=aggressive", "node=128,pln=64,fanout=3",
                      "node=256,pln=64,fanout=2,adaptive=balanced"},

@@ -209,15 +209,15 @@ inline void naw(uint64_t* p, uint64_t v, const Site& site = Site::current()) {
 }
 
 // An NAW of *p = v that also stores *also = also_v (release) after it and
-// before the write-back; only *p is flushed. For a lock word released by
-// the operation the NAW commits: a store to a line whose write-back is in
+// before the write-back (nothing when `also` is null); only *p is flushed.
+// For a lock word released by the operation the NAW commits: a store to a line whose write-back is in
 // flight waits for the write-back to finish (tens of ns on the machines we
 // measured, docs/RESULTS.md issue 14), so the release must not follow the
 // flush.
 inline void naw(uint64_t* p, uint64_t v, uint64_t* also, uint64_t also_v,
                 const Site& site = Site::current()) {
   store(p, v, std::memory_order_release);
-  store(also, also_v, std::memory_order_release);
+  if (also != nullptr) store(also, also_v, std::memory_order_release);
   flush(p, sizeof(uint64_t), site);
   fence(site);
   detail::Bump(detail::Mine().naws, 1);

@@ -177,11 +177,7 @@ class Leaf {
   }
 
   void UpdateSlot(int s, uint64_t v, bool release = false) {
-    if (release) {
-      pm::naw(&e[s].value, v, &bits, bits & ~kLockBit);
-    } else {
-      pm::naw(&e[s].value, v);
-    }
+    pm::naw(&e[s].value, v, release ? &bits : nullptr, bits & ~kLockBit);
   }
   void RemoveSlot(int s, bool release = false) {
     pm::naw(&bits, bits & ~(uint64_t{1} << s) & ~(release ? kLockBit : 0));

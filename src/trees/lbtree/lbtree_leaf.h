@@ -153,15 +153,20 @@ class Leaf {
     const uint8_t fp = common::Fingerprint(k);
     const bool a = alt();
     for (int b = 0; b < kBlocks; ++b) {
-      Header h = LoadHeader(b, a);
-      uint8_t bytes[16];
-      std::memcpy(bytes, h.w, 16);
-      uint32_t m = (common::MatchMask16(bytes, fp) >> 2) & h.bitmap();
-      while (m != 0) {
-        int s = __builtin_ctz(m);
-        m &= m - 1;
-        if (LoadRelaxed(&blk[b].slot[s].key) == k) return b * kSlotsPerBlock + s;
-      }
+      const int s = MatchInBlock(b, LoadHeader(b, a), fp, k);
+      if (s >= 0) return b * kSlotsPerBlock + s;
+    }
+    return -1;
+  }
+  // The slot of block b (header copy h) that holds k, or -1.
+  int MatchInBlock(int b, const Header& h, uint8_t fp, uint64_t k) const {
+    uint8_t bytes[16];
+    std::memcpy(bytes, h.w, 16);
+    uint32_t m = (common::MatchMask16(bytes, fp) >> 2) & h.bitmap();
+    while (m != 0) {
+      const int s = __builtin_ctz(m);
+      m &= m - 1;
+      if (LoadRelaxed(&blk[b].slot[s].key) == k) return s;
     }
     return -1;
   }
@@ -237,15 +242,9 @@ class Leaf {
     int free_b = -1;
     Header free_d;
     for (int b = 0; b < kBlocks; ++b) {
-      Header h = LoadHeader(b, a);
-      uint8_t bytes[16];
-      std::memcpy(bytes, h.w, 16);
-      uint32_t m = (common::MatchMask16(bytes, fp) >> 2) & h.bitmap();
-      while (m != 0) {
-        int s = __builtin_ctz(m);
-        m &= m - 1;
-        if (blk[b].slot[s].key == k) return b * kSlotsPerBlock + s;
-      }
+      const Header h = LoadHeader(b, a);
+      const int s = MatchInBlock(b, h, fp, k);
+      if (s >= 0) return b * kSlotsPerBlock + s;
       if (free_b < 0 && h.bitmap() != kFullBlock) {
         free_b = b;
         free_d = h;
@@ -270,12 +269,8 @@ class Leaf {
 
   // In-place value update: one NAW of the 8-byte value word.
   void UpdateSlot(int id, uint64_t v, bool release = false) {
-    uint64_t* val = &blk[id / kSlotsPerBlock].slot[id % kSlotsPerBlock].value;
-    if (release) {
-      pm::naw(val, v, &blk[0].hdr[0], blk[0].hdr[0] & ~Header::kLockBit);
-    } else {
-      pm::naw(val, v);
-    }
+    pm::naw(&blk[id / kSlotsPerBlock].slot[id % kSlotsPerBlock].value, v,
+            release ? &blk[0].hdr[0] : nullptr, blk[0].hdr[0] & ~Header::kLockBit);
   }
 
   // Delete: one NAW of word 0 of the active header clearing the bit.

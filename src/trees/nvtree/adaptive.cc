@@ -70,7 +70,12 @@ const CostModel& CostModel::Measured() {
     // A scratch buffer outside every pool: stores here are not PM stores of
     // an index, so plain memcpy is used; only the flush cost is measured
     // through the persistence layer (its latency emulation included).
-    constexpr int kReps = 200;
+    // Each size keeps the fastest of a few trials (a trial the scheduler
+    // interrupts is slower, never faster), and the costs are then made
+    // non-decreasing in size: on a shared machine a preempted trial at a
+    // small size could otherwise make a bigger LN look cheaper to search.
+    constexpr int kReps = 100;
+    constexpr int kTrials = 5;
     auto* buf = static_cast<LnElement*>(std::aligned_alloc(64, Ln::kMaxBytes));
     if (buf == nullptr) return;
     for (uint32_t i = 0; i < Ln::kMaxBytes / sizeof(LnElement); ++i) buf[i] = {i * 7919u, i};
@@ -78,18 +83,23 @@ const CostModel& CostModel::Measured() {
     for (int p = 0; p < kPoints; ++p) {
       uint32_t bytes = kSizes[p];
       uint32_t n = bytes / sizeof(LnElement);
-      double t0 = NowNs();
-      for (int r = 0; r < kReps; ++r) sink = sink + ScanOnce(buf, n, r);
-      double t1 = NowNs();
-      for (int r = 0; r < kReps; ++r) {
-        buf[r % n].value = r;
-        pm::flush(buf, bytes);
-        pm::fence();
+      double tr = 0, tw = 0;
+      for (int t = 0; t < kTrials; ++t) {
+        double t0 = NowNs();
+        for (int r = 0; r < kReps; ++r) sink = sink + ScanOnce(buf, n, r);
+        double t1 = NowNs();
+        for (int r = 0; r < kReps; ++r) {
+          buf[r % n].value = r;
+          pm::flush(buf, bytes);
+          pm::fence();
+        }
+        double t2 = NowNs();
+        tr = t == 0 ? t1 - t0 : std::min(tr, t1 - t0);
+        tw = t == 0 ? t2 - t1 : std::min(tw, t2 - t1);
       }
-      double t2 = NowNs();
       model.size_[p] = bytes;
-      model.tr_[p] = (t1 - t0) / kReps;
-      model.tw_[p] = (t2 - t1) / kReps;
+      model.tr_[p] = std::max(tr / kReps, p > 0 ? model.tr_[p - 1] : 0.0);
+      model.tw_[p] = std::max(tw / kReps, p > 0 ? model.tw_[p - 1] : 0.0);
     }
     std::free(buf);
   });

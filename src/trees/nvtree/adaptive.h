@@ -24,11 +24,12 @@ struct LnStats {
 };
 
 // Tr(size): ns to search an LN of `size` bytes; Tw(size): ns to write and
-// flush `size` bytes. Measured once per process (MeasureOnce) and linearly
+// flush `size` bytes. Measured once per process (Measured(): the fastest of
+// a few trials per size, made non-decreasing in size) and linearly
 // interpolated between the measured sizes.
 class CostModel {
  public:
-  // The model measured on this machine (first call measures, ~1 ms). When
+  // The model measured on this machine (first call measures, a few ms). When
   // a PM tracer is installed (crash simulator) nothing is measured and the
   // fixed model is returned, so no flush outside a pool is traced.
   static const CostModel& Measured();

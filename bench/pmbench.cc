@@ -4,7 +4,8 @@
 //
 // Exit status: 0 success; 1 some phase returned wrong results (a present
 // key not found, an insert of a fresh key refused, ...); 2 a usage or
-// environment error (one line on stderr), including out of space.
+// environment error (one line on stderr), including out of space in a pool
+// and out of memory (e.g. --keys beyond what the process may allocate).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -256,9 +257,17 @@ void DryRun(const BenchConfig& cfg, std::shared_ptr<const pmindex::workload::Wor
   }
 }
 
-}  // namespace
+// Counts, sizes and seeds are unsigned: CLI11 would wrap "-5" around to
+// 2^64 - 5 (and then report "at most 2^34"), so a sign is refused up front.
+std::string NotNegative(std::string& text) {
+  size_t i = text.find_first_not_of(" \t");
+  if (i != std::string::npos && text[i] == '-') {
+    return "invalid value '" + text + "': must be a non-negative integer";
+  }
+  return {};
+}
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   BenchConfig cfg;
   bool list = false;
   std::string fill_text = "0.7";
@@ -319,6 +328,13 @@ int main(int argc, char** argv) {
                "Persistent indexes: after the last phase, also open a copy of the still-open pool "
                "(as a killed process leaves it: no close, clean flag unset) and report the time "
                "of open_index as crash_recovery_s");
+
+  const CLI::Validator not_negative(NotNegative, "", "not-negative");
+  for (const char* name : {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns",
+                           "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len",
+                           "--latency-every"}) {
+    app.get_option(name)->check(not_negative);
+  }
 
   try {
     app.parse(argc, argv);
@@ -478,4 +494,19 @@ int main(int argc, char** argv) {
     }
   }
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Memory runs out in the main thread while keys, pairs or op streams are
+  // generated (--keys 4000000000 under a memory limit): one line, exit 2.
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "pmbench: error: out of memory (std::bad_alloc); lower --keys or --ops, or raise "
+                 "the memory limit\n");
+    return 2;
+  }
 }

@@ -32,6 +32,21 @@ expect_error "not expected" --no-such-flag
 expect_error "bad --threads" --threads 0
 expect_error "phase distribution" --workload 'update@zipf:x'
 expect_error "bad --dist 'hotrange:0.1:1:2'" --dist hotrange:0.1:1:2
+# Unsigned options refuse a sign instead of wrapping it around to 2^64 - 5.
+expect_error "--keys: invalid value '-5': must be a non-negative integer" --keys -5
+expect_error "--seed: invalid value '-1'" --index null --keys 10 --ops 10 --seed -1
+expect_error "--pool-max-mb: invalid value" --index null --keys 10 --ops 10 --pool-max-mb -1
+# Out of memory (an address-space limit here) is one line and exit 2, not an
+# abort on an uncaught std::bad_alloc. Skipped where the limit keeps pmbench
+# from starting at all (sanitizer builds reserve huge shadow mappings).
+if bash -c 'ulimit -v 4000000 && exec "$0" --list' "$pmbench" >/dev/null 2>&1; then
+  bash -c 'ulimit -v 4000000 && exec "$0" "$@"' "$pmbench" --index null --keys 4000000000 --ops 10 \
+    >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q "out of memory" "$tmp/err"; then
+    echo "FAIL: pmbench --keys 4000000000 under ulimit -v -> rc=$rc, stderr:"; cat "$tmp/err"; fail=1
+  fi
+fi
 persistent=$("$pmbench" --list | awk '$2 == "persistent" {print $1; exit}')
 if [ -n "$persistent" ]; then
   expect_error "out of space" --index "$persistent" --keys 100000 --workload insert:2000000 \

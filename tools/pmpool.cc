@@ -7,9 +7,14 @@
 //   pmpool verify PATH   opens, recovers, runs the index's verify()
 //   pmpool dump PATH     header and page-table summary; never writes
 //
-// Every failure prints one line "pmpool: ..." on stderr and exits 1
-// (command-line errors exit 2). info and dump open the files read-only.
+// Every failure prints one line "pmpool: ..." on stderr and exits 1;
+// command-line errors (unknown command or option, missing argument, a bad
+// value: --size 12Q, --size 1M, an unknown --kind, bad --options) exit 2.
+// info and dump open the files read-only; no command opens a path that is
+// not a regular file (a FIFO or a device is refused at once). verify closes the pool properly on every path and leaves a pool
+// whose recovery failed marked unclean.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -38,6 +43,12 @@ namespace {
 }
 
 [[noreturn]] void Fail(const std::string& ctx, const Status& s) { Fail(ctx + ": " + s.ToString()); }
+
+// A command-line error found after parsing (exit 2, like CLI11's).
+[[noreturn]] void UsageFail(const std::string& what) {
+  std::fprintf(stderr, "pmpool: %s (see --help)\n", what.c_str());
+  std::exit(2);
+}
 
 // "4194304", "64M", "64MiB", "1G", "512k" (binary multiples).
 std::optional<uint64_t> ParseBytes(const std::string& s) {
@@ -90,7 +101,7 @@ std::string Human(uint64_t b) {
 
 uint64_t BytesOption(const std::string& name, const std::string& text) {
   auto v = ParseBytes(text);
-  if (!v) Fail("bad value '" + text + "' for --" + name + " (expected BYTES or e.g. 64M, 1G)");
+  if (!v) UsageFail("bad value '" + text + "' for --" + name + " (expected BYTES or e.g. 64M, 1G)");
   return *v;
 }
 
@@ -108,6 +119,11 @@ int Create(const CreateArgs& a) {
   po.segment_size = BytesOption("segment-size", a.segment_size);
   po.pool_id = a.pool_id;
   auto pool = create_pool_for(a.kind, a.options, a.path, po);
+  // InvalidArgument: a bad --kind, --options or size, found before any file
+  // is written; a command-line error like the ones CLI11 finds.
+  if (pool.status().is_invalid_argument()) {
+    UsageFail("create " + a.path + ": " + pool.status().ToString());
+  }
   if (!pool.ok()) Fail("create " + a.path, pool.status());
   auto idx = create_index(a.kind, a.options, pool.value().get());
   if (!idx.ok()) {
@@ -156,23 +172,34 @@ int Info(const std::string& path) {
 
 // ------------------------------------------------------------------ verify
 
+// Every path closes what it opened before exiting: the index (if it
+// opened) and then the pool. The pool marks itself clean only after an
+// index opened successfully and was closed; after a failed open_index it
+// stays unclean (and, if nothing was written yet, unchanged).
 int Verify(const std::string& path) {
   auto pool = Pool::Open(path);
   if (!pool.ok()) Fail(path, pool.status());
-  bool was_clean = pool.value()->was_clean();
-  auto idx = open_index(pool.value().get());
-  if (!idx.ok()) Fail(path + ": open_index", idx.status());
-  Status s = idx.value()->verify();
-  if (!s.ok()) Fail(path + ": verify", s);
-  IndexStats st = idx.value()->stats();
-  s = idx.value()->close();
-  idx.value().reset();
+  std::unique_ptr<Pool> p = std::move(pool).value();
+  bool was_clean = p->was_clean();
+  auto idx = open_index(p.get());
+  if (!idx.ok()) {
+    Status c = p->Close();
+    if (!c.ok()) std::fprintf(stderr, "pmpool: %s: close: %s\n", path.c_str(), c.ToString().c_str());
+    Fail(path + ": open_index", idx.status());
+  }
+  std::unique_ptr<Index> index = std::move(idx).value();
+  Status v = index->verify();
+  IndexStats st;
+  if (v.ok()) st = index->stats();
+  Status s = index->close();
+  index.reset();
+  Status c = p->Close();
+  if (!v.ok()) Fail(path + ": verify", v);
   if (!s.ok()) Fail(path + ": close", s);
-  s = pool.value()->Close();
-  if (!s.ok()) Fail(path + ": close", s);
+  if (!c.ok()) Fail(path + ": close", c);
   std::printf("%s: ok, kind %s, %" PRIu64 " entries, height %u, %" PRIu64 " leaves, %" PRIu64
               " inner nodes%s\n",
-              path.c_str(), std::string(pool.value()->kind()).c_str(), st.entries, st.height,
+              path.c_str(), std::string(p->kind()).c_str(), st.entries, st.height,
               st.leaves, st.inner_nodes, was_clean ? "" : " (recovered after an unclean shutdown)");
   return 0;
 }
@@ -184,8 +211,12 @@ int Dump(const std::string& path) {
   if (!info.ok()) Fail(path, info.status());
   PrintInfo(path, info.value());
 
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Inspect refused anything but a regular file; O_NONBLOCK in case the
+  // path was replaced by a FIFO since.
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) Fail("cannot open " + path + ": " + std::strerror(errno));
+  struct stat fst;
+  if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) Fail(path + " is not a regular file");
   pm::PoolHeader h;
   if (pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {
     Fail("cannot read the header of " + path);
@@ -251,6 +282,12 @@ int main(int argc, char** argv) {
   using namespace pmindex;
   CLI::App app{"pmpool: create, inspect, verify and dump pmindex pools"};
   app.require_subcommand(1);
+  app.footer(
+      "Exit status: 0 success; 1 the pool cannot be created, read or verified (one line\n"
+      "\"pmpool: ...\" on stderr); 2 a command-line error: unknown command or option, missing\n"
+      "argument, bad value (--size 12Q, a size below 4M, an unknown --kind, bad --options).\n"
+      "info and dump never write; a path that is not a regular file (FIFO, device, socket,\n"
+      "directory) is refused without being opened.");
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("pmpool: ") + e.what() + " (see --help)\n";
   });

@@ -1,7 +1,8 @@
 #!/bin/sh
 # CLI test of pmpool (run by ctest as pmpool_cli): good pools work, and every
-# bad-pool case prints exactly one "pmpool: ..." line on stderr, exits
-# non-zero and leaves the file's bytes and mtime unchanged.
+# bad-pool case prints exactly one "pmpool: ..." line on stderr, exits 1
+# and leaves the file's bytes and mtime unchanged; command-line errors exit
+# 2; a FIFO or a device is refused at once.
 #   usage: pmpool_test.sh PATH/TO/pmpool [KIND]
 set -u
 PMPOOL=$1
@@ -15,8 +16,10 @@ fail() {
   FAILURES=$((FAILURES + 1))
 }
 
-state() { # bytes and mtime of a file
-  if [ -e "$1" ]; then echo "$(sha256sum <"$1") $(stat -c %Y.%y "$1")"; else echo absent; fi
+state() { # bytes (regular files) and mtime of a file
+  if [ -f "$1" ]; then echo "$(sha256sum <"$1") $(stat -c %Y.%y "$1")"
+  elif [ -e "$1" ]; then stat -c %F.%Y.%y "$1"
+  else echo absent; fi
 }
 
 # expect_ok CMD... : exit 0.
@@ -24,13 +27,20 @@ expect_ok() {
   if ! "$@" >"$DIR/out" 2>"$DIR/err"; then fail "expected success: $* ($(cat "$DIR/err"))"; fi
 }
 
-# expect_refused FILE PATTERN CMD... : non-zero exit, one stderr line
-# starting with "pmpool: " and matching PATTERN, FILE unchanged.
-expect_refused() {
-  file=$1 pattern=$2
-  shift 2
+# expect_refused FILE PATTERN CMD... : exit 1, one stderr line starting
+# with "pmpool: " and matching PATTERN, FILE unchanged. (expect_usage: the
+# same with exit 2, a command-line error.) Every command runs under a
+# timeout, so one that blocks fails instead of hanging the test.
+expect_refused() { expect_exit 1 "$@"; }
+expect_usage() { expect_exit 2 "$@"; }
+expect_exit() {
+  code=$1 file=$2 pattern=$3
+  shift 3
   before=$(state "$file")
-  if "$@" >"$DIR/out" 2>"$DIR/err"; then fail "expected failure: $*"; return; fi
+  timeout 20 "$@" >"$DIR/out" 2>"$DIR/err"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then fail "expected failure: $*"; return; fi
+  [ "$rc" -eq "$code" ] || fail "$*: exit status $rc, expected $code ($(cat "$DIR/err"))"
   lines=$(wc -l <"$DIR/err")
   [ "$lines" -eq 1 ] || fail "$*: $lines stderr lines: $(cat "$DIR/err")"
   grep -q '^pmpool: ' "$DIR/err" || fail "$*: stderr lacks 'pmpool: ': $(cat "$DIR/err")"
@@ -64,9 +74,17 @@ grep -q "0 entries" "$DIR/out" || fail "verify lacks the entry count: $(cat "$DI
 
 # Creation errors leave nothing behind.
 expect_refused "$P" "already exists" "$PMPOOL" create "$P" --kind "$KIND"
-expect_refused "$DIR/small.pool" "minimum" "$PMPOOL" create "$DIR/small.pool" --kind "$KIND" --size 1M
-expect_refused "$DIR/x.pool" "unknown index kind" "$PMPOOL" create "$DIR/x.pool" --kind no-such-kind
-expect_refused "$DIR/x.pool" "--size" "$PMPOOL" create "$DIR/x.pool" --kind "$KIND" --size 12Q
+# Command-line errors: exit 2.
+expect_usage "$DIR/small.pool" "minimum" "$PMPOOL" create "$DIR/small.pool" --kind "$KIND" --size 1M
+expect_usage "$DIR/x.pool" "unknown index kind" "$PMPOOL" create "$DIR/x.pool" --kind no-such-kind
+expect_usage "$DIR/x.pool" "--size" "$PMPOOL" create "$DIR/x.pool" --kind "$KIND" --size 12Q
+expect_usage "$DIR/x.pool" "--max-size" "$PMPOOL" create "$DIR/x.pool" --kind "$KIND" --max-size -1
+expect_usage "$DIR/x.pool" "--kind" "$PMPOOL" create "$DIR/x.pool"
+expect_usage "$DIR/x.pool" "no-such-flag" "$PMPOOL" info "$DIR/x.pool" --no-such-flag
+expect_usage "$DIR/x.pool" "subcommand" "$PMPOOL"
+expect_usage "$DIR/x.pool" "PATH" "$PMPOOL" verify
+[ ! -e "$DIR/x.pool" ] && [ ! -e "$DIR/small.pool" ] || fail "a refused create left a file"
+"$PMPOOL" --help | grep -q "Exit status" || fail "--help lacks the exit status"
 
 # Bad pools, for every subcommand.
 printf 'just some text\n' >"$DIR/text"
@@ -86,6 +104,28 @@ for cmd in info verify dump; do
   expect_refused "$DIR/ver.pool" "version" "$PMPOOL" $cmd "$DIR/ver.pool"
   expect_refused "$DIR/flag.pool" "incompatible" "$PMPOOL" $cmd "$DIR/flag.pool"
 done
+
+# Not regular files: refused at once (an O_RDONLY open of a FIFO would wait
+# for a writer forever), for every subcommand.
+mkfifo "$DIR/fifo"
+mkdir "$DIR/dir.pool"
+for cmd in info verify dump; do
+  expect_refused "$DIR/fifo" "a FIFO" "$PMPOOL" $cmd "$DIR/fifo"
+  expect_refused "$DIR/dir.pool" "a directory" "$PMPOOL" $cmd "$DIR/dir.pool"
+  expect_refused /dev/null "a character device" "$PMPOOL" $cmd /dev/null
+done
+
+# A crashed pool (clean flag 0) that open_index refuses: verify closes it
+# and leaves it unclean and unchanged (the page table is read, and found
+# malformed, before anything is written).
+cp "$P" "$DIR/crashed.pool" && patch "$DIR/crashed.pool" 2112 '\000'
+patch "$DIR/crashed.pool" 4177 '\001' # page 10's word: tag 0 with other bits
+expect_refused "$DIR/crashed.pool" "page 10 has an invalid page word" "$PMPOOL" verify "$DIR/crashed.pool"
+"$PMPOOL" info "$DIR/crashed.pool" | grep -q "clean: *no" || fail "verify marked a refused pool clean"
+# The same damage on a clean pool: still clean, bytes and mtime unchanged.
+cp "$P" "$DIR/damaged.pool" && patch "$DIR/damaged.pool" 4177 '\001'
+expect_refused "$DIR/damaged.pool" "invalid page word" "$PMPOOL" verify "$DIR/damaged.pool"
+"$PMPOOL" info "$DIR/damaged.pool" | grep -q "clean: *yes" || fail "a refused verify changed the clean flag"
 
 # A pool locked by another process (flock(1) takes the same lock).
 if command -v flock >/dev/null 2>&1; then

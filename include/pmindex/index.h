@@ -112,17 +112,25 @@ class Index {
   friend Result<std::unique_ptr<Index>> open_index(Pool*);
   std::unique_ptr<alloc::Allocator> alloc_;
   Pool* pool_ = nullptr;
+  // Held while the index is alive: a second create_index / open_index on
+  // the same pool is refused (Busy) until it is released.
+  std::shared_ptr<void> pool_lease_;
 };
 
 // Creates an index. Volatile kinds: pool must be null. Persistent kinds:
 // pool must be new (Pool::Create / CreateInMemory) with pool->kind() ==
 // kind and the same options. Errors: InvalidArgument (unknown kind, bad
-// option), WrongKind.
+// option, the pool already holds an index), WrongKind, Busy (an index
+// created or opened on this pool is still alive).
 Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_view options,
                                             Pool* pool);
 
 // Opens the index stored in pool (kind and options from the pool header)
-// and recovers it.
+// and recovers it. Busy if an index created or opened on this pool is
+// still alive. The pool's clean flag is cleared (Pool::MarkInUse) only
+// after the allocator has validated the page table, just before recovery
+// writes; if recovery then fails, the pool is never marked clean by this
+// Pool object's Close, so the next open recovers it again.
 Result<std::unique_ptr<Index>> open_index(Pool* pool);
 
 // Creates a pool file for `kind` with `options` after validating them:

@@ -17,8 +17,15 @@
 //                         page of max_size, owned by the allocator
 //   [heap_begin, size)    256 KiB pages (heap_begin is 256 KiB aligned)
 //
-// Thread safety: to_ptr/to_pptr/base are safe from any thread. Grow() is
-// internally serialized. Open/Close are not concurrent with anything else.
+// The clean-shutdown flag: Open writes nothing. The first writer calls
+// MarkInUse() (create_index and open_index do, Grow does), which clears the
+// flag durably; Close() sets it again only if the pool was marked in use,
+// no index is attached any more, and no index failed to open or be
+// created on it (a crashed pool whose recovery failed stays unclean).
+//
+// Thread safety: to_ptr/to_pptr/base are safe from any thread. Grow() and
+// MarkInUse() are internally serialized. Open/Close are not concurrent with
+// anything else.
 #pragma once
 
 #include <atomic>
@@ -32,6 +39,8 @@
 #include "pmindex/status.h"
 
 namespace pmindex {
+
+class Index;
 
 // An 8-byte persistent pointer: pool id in the top 16 bits, byte offset
 // from the pool base below. 0 is null.
@@ -92,12 +101,16 @@ class Pool {
   // kMinSize, max_size < size, kind too long), IOError, OutOfSpace.
   static Result<std::unique_ptr<Pool>> Create(const std::string& path, const PoolOptions& opt);
 
-  // Opens an existing pool, locks it (flock) against other processes, and
-  // clears its clean-shutdown flag (was_clean() reports the old value).
-  // Errors, all leaving every file unchanged: NotFound, Corruption (not a
-  // pool, bad checksum, truncated or resized file, missing segment),
-  // NotSupported (newer format, unknown incompatible feature), WrongKind,
-  // Busy (open in another process), IOError.
+  // Opens an existing pool and locks it (flock) against other processes.
+  // Writes nothing to any segment (was_clean() reports the clean flag; see
+  // MarkInUse). Segment files with holes (a sparse copy) get their space
+  // reserved first (posix_fallocate, which never changes their content),
+  // so a full disk is an error here and never a SIGBUS later.
+  // Errors, all leaving the content of every file unchanged: NotFound,
+  // Corruption (not a pool, not a regular file, bad checksum, truncated or
+  // resized file, missing segment), NotSupported (newer format, unknown
+  // incompatible feature), WrongKind, Busy (open in another process),
+  // OutOfSpace (no room to fill the holes of a sparse file), IOError.
   static Result<std::unique_ptr<Pool>> Open(const std::string& path, const OpenOptions& opt = {});
 
   // A pool in anonymous memory. Grows like a file pool, up to max_size.
@@ -109,7 +122,8 @@ class Pool {
                                                  const OpenOptions& opt = {});
 
   // Validates a pool file without opening it for use: no lock, no write.
-  // Used by `pmpool info`.
+  // A path that is not a regular file (FIFO, device, socket, directory) is
+  // refused (Corruption) before it is opened. Used by `pmpool info`.
   struct Info {
     uint32_t format_version = 0;
     uint64_t incompat_flags = 0;
@@ -128,8 +142,16 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // Syncs, sets the clean-shutdown flag (NAW), unmaps and unlocks. Close the
-  // index first.
+  // Clears the clean-shutdown flag (NAW; on a non-DAX mapping also an msync
+  // of the header page, so the cleared flag reaches the file before any data
+  // page). Call it before the first write to an opened pool: create_index,
+  // open_index and Grow do. Idempotent, thread-safe; writes nothing if the
+  // flag is already clear.
+  Status MarkInUse();
+
+  // Syncs, sets the clean-shutdown flag (NAW) if the rules in the comment at
+  // the top of this file allow it, unmaps and unlocks. Close (destroy) the
+  // index first: a pool closed while an index is attached stays unclean.
   Status Close();
   // msync of every segment (no-op for in-memory and MAP_SYNC pools).
   Status Sync();
@@ -137,6 +159,7 @@ class Pool {
   Durability durability() const;
   const std::string& path() const;  // empty for in-memory pools
   bool was_clean() const;           // clean flag found at open (true after Create)
+  bool index_attached() const;      // an index created or opened on this pool is alive
   Info info() const;
   std::string_view kind() const;
   std::string_view index_options() const;
@@ -175,8 +198,20 @@ class Pool {
   std::span<std::byte> bytes() const;
 
  private:
+  // The index layer (src/index/index.cc) attaches at most one index at a
+  // time: AttachIndex returns a lease the index holds until it is destroyed
+  // (Busy while another lease is alive), IndexFailed records that a create
+  // or open failed after MarkInUse (the pool then stays unclean at Close),
+  // IndexReady that one succeeded.
+  friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);
+  friend Result<std::unique_ptr<Index>> open_index(Pool*);
+  Result<std::shared_ptr<void>> AttachIndex(std::string_view op);
+  void IndexFailed();
+  void IndexReady();
+
   Pool();
   struct Impl;
+  struct IndexState;
   std::unique_ptr<Impl> impl_;
   char* base_ = nullptr;
   std::atomic<uint64_t> size_{0};

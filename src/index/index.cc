@@ -92,19 +92,31 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
                                    pool_opts.value().ToString() + "\", not \"" + opts.ToString() +
                                    "\"");
   }
+  auto lease = pool->AttachIndex("create_index");
+  if (!lease.ok()) return lease.status();
   if (*pool->root_slot(0) != 0) {
     return Status::InvalidArgument("pool already holds an index; use open_index");
   }
+  // From here on the pool is written: a failure leaves it marked unclean.
+  Status s = pool->MarkInUse();
+  if (!s.ok()) return s;
+  auto failed = [pool](Status st) {
+    pool->IndexFailed();
+    return st;
+  };
   auto alloc = alloc::Allocator::Attach(pool, /*fresh=*/true);
-  if (!alloc.ok()) return alloc.status();
+  if (!alloc.ok()) return failed(alloc.status());
   std::unique_ptr<alloc::Allocator> a = std::move(alloc).value();
   auto idx = info.create(IndexEnv{pool, a.get()}, opts);
-  if (!idx.ok()) return idx.status();
+  if (!idx.ok()) return failed(idx.status());
   if (idx.value() == nullptr) {
-    return Status::InvalidArgument("index kind \"" + info.name + "\": factory returned null");
+    return failed(
+        Status::InvalidArgument("index kind \"" + info.name + "\": factory returned null"));
   }
   idx.value()->alloc_ = std::move(a);
   idx.value()->pool_ = pool;
+  idx.value()->pool_lease_ = std::move(lease).value();
+  pool->IndexReady();
   return idx;
 }
 
@@ -125,18 +137,32 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
     return Status::Corruption("pool holds bad index options: " +
                               std::string(opts_r.status().message()));
   }
+  auto lease = pool->AttachIndex("open_index");
+  if (!lease.ok()) return lease.status();
+  // Attaching to a used page table only reads it (and refuses a malformed
+  // one), so a refusal up to here leaves the pool untouched.
   auto alloc = alloc::Allocator::Attach(pool, /*fresh=*/false);
   if (!alloc.ok()) return alloc.status();
   std::unique_ptr<alloc::Allocator> a = std::move(alloc).value();
-  auto idx = info->open(IndexEnv{pool, a.get()}, opts_r.value());
-  if (!idx.ok()) return idx.status();
-  if (idx.value() == nullptr) {
-    return Status::Corruption("index kind \"" + info->name + "\": open returned null");
-  }
-  Status s = a->FinishRecovery();
+  // Recovery writes: clear the clean flag first, and keep the pool unclean
+  // if recovery fails (the next open must recover it again).
+  Status s = pool->MarkInUse();
   if (!s.ok()) return s;
+  auto failed = [pool](Status st) {
+    pool->IndexFailed();
+    return st;
+  };
+  auto idx = info->open(IndexEnv{pool, a.get()}, opts_r.value());
+  if (!idx.ok()) return failed(idx.status());
+  if (idx.value() == nullptr) {
+    return failed(Status::Corruption("index kind \"" + info->name + "\": open returned null"));
+  }
+  s = a->FinishRecovery();
+  if (!s.ok()) return failed(s);
   idx.value()->alloc_ = std::move(a);
   idx.value()->pool_ = pool;
+  idx.value()->pool_lease_ = std::move(lease).value();
+  pool->IndexReady();
   return idx;
 }
 

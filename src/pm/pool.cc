@@ -6,8 +6,12 @@
 // pointer into it ever moves.
 //
 // Opening validates everything that can be validated from the files
-// (header, sizes, segment files, kind) before mapping or writing anything,
-// so a refused open leaves every file byte-for-byte unchanged.
+// (header, sizes, segment files, kind) before mapping anything, and writes
+// nothing at all: the clean-shutdown flag is cleared by MarkInUse(), which
+// the index layer calls before its first write. A refused open therefore
+// leaves every file byte-for-byte unchanged. Paths are stat()ed before they
+// are opened, so a FIFO or a device is refused without blocking or side
+// effects.
 #include "pmindex/pool.h"
 
 #include <fcntl.h>
@@ -177,6 +181,58 @@ PoolHeader MakeHeader(const Geometry& g, const PoolOptions& opt) {
 
 bool NulTerminated(const char* s, size_t cap) { return std::memchr(s, '\0', cap) != nullptr; }
 
+const char* FileTypeName(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISLNK(m)) return "a symbolic link";
+  return "not a regular file";
+}
+
+// Opens a pool or segment file after making sure it is a regular file:
+// stat() first, so a FIFO is never opened (an O_RDONLY open of a FIFO
+// blocks until a writer appears) and a device never sees an open(); then
+// O_NONBLOCK | O_NOCTTY in case the path was replaced in between, checked
+// again with fstat. `missing` is the Status for a path that does not
+// exist. On success *fd is a blocking descriptor of a regular file.
+Status OpenRegularFile(const std::string& path, int flags, const std::string& what,
+                       const Status& missing, int* fd) {
+  *fd = -1;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return missing;
+    return Status::IOError(SysError("cannot stat", path, errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Status::Corruption(path + " is not a pmindex " + what + " (" +
+                              FileTypeName(st.st_mode) + ")");
+  }
+  int f = open(path.c_str(), flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (f < 0) {
+    if (errno == ENOENT) return missing;
+    return Status::IOError(SysError("cannot open", path, errno));
+  }
+  if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int err = errno;
+    close(f);
+    if (!S_ISREG(st.st_mode)) {
+      return Status::Corruption(path + " is not a pmindex " + what + " (" +
+                                FileTypeName(st.st_mode) + ")");
+    }
+    return Status::IOError(SysError("cannot stat", path, err));
+  }
+  int fl = fcntl(f, F_GETFL);
+  if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    close(f);
+    return Status::IOError(SysError("cannot set flags of", path, err));
+  }
+  *fd = f;
+  return Status::OK();
+}
+
 // Validates a header copy. `have` = bytes available at the header's
 // location (file size of the first segment, or image size).
 Status ValidateHeader(const PoolHeader& h, uint64_t have, const std::string& what) {
@@ -262,8 +318,12 @@ Status CheckSegmentFiles(const PoolHeader& h, const std::string& path) {
       }
       return Status::IOError(SysError("cannot stat segment file", sp, errno));
     }
+    if (!S_ISREG(st.st_mode)) {
+      return Status::Corruption("segment file " + sp + " is not a regular file (" +
+                                FileTypeName(st.st_mode) + ")");
+    }
     uint64_t want = pm::SegmentEnd(h, i + 1) - pm::SegmentEnd(h, i);
-    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != want) {
+    if (static_cast<uint64_t>(st.st_size) != want) {
       return Status::Corruption("segment file " + sp + " is truncated or resized (" +
                                 std::to_string(st.st_size) + " bytes, expected " +
                                 std::to_string(want) + ")");
@@ -278,8 +338,8 @@ Status ReadHeader(int fd, const std::string& path, PoolHeader* h) {
   struct stat st;
   if (fstat(fd, &st) != 0) return Status::IOError(SysError("cannot stat", path, errno));
   if (!S_ISREG(st.st_mode)) {
-    return Status::Corruption(path + " is not a pmindex pool (" +
-                              (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") + ")");
+    return Status::Corruption(path + " is not a pmindex pool (" + FileTypeName(st.st_mode) +
+                              ")");
   }
   std::memset(h, 0, sizeof(*h));
   uint64_t have = static_cast<uint64_t>(st.st_size);
@@ -332,9 +392,33 @@ Status Allocate(int fd, uint64_t len, const std::string& path) {
   return Status::IOError(SysError("cannot allocate space for", path, rc));
 }
 
+// A file with holes (e.g. copied with cp --sparse or rsync -S) would get
+// its blocks only when a page of the mapping is first written, and a full
+// disk then raises SIGBUS. Reserve them now: posix_fallocate only
+// allocates blocks and never changes the file's content or size.
+Status ReserveHoles(int fd, uint64_t len, const std::string& path) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Status::IOError(SysError("cannot stat", path, errno));
+  if (static_cast<uint64_t>(st.st_blocks) * 512 >= len) return Status::OK();
+  Status s = Allocate(fd, len, path);
+  if (s.is_out_of_space()) {
+    return Status::OutOfSpace(std::string(s.message()) +
+                              " (the file is sparse; its holes must be allocated before use)");
+  }
+  return s;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ Impl
+
+// Shared with the lease an attached index holds, so that destroying the
+// index after the pool is harmless.
+struct Pool::IndexState {
+  std::mutex mu;
+  bool attached = false;  // a lease is alive
+  bool failed = false;    // the last create/open of an index failed after MarkInUse
+};
 
 struct Pool::Impl {
   std::string path;     // empty for in-memory pools
@@ -347,6 +431,9 @@ struct Pool::Impl {
   bool was_clean = true;
   bool open = false;   // holds a reservation and/or the lock
   bool ready = false;  // fully mapped; the header is live
+  std::mutex use_mu;
+  bool in_use = false;  // MarkInUse() cleared the clean flag (or found it clear)
+  std::shared_ptr<IndexState> index_state = std::make_shared<IndexState>();
   std::string kind, options;
   std::mutex grow_mu;
   struct Segment {
@@ -464,12 +551,9 @@ Result<std::unique_ptr<Pool>> Pool::Create(const std::string& path, const PoolOp
 
 Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOptions& opt) {
   if (path.empty()) return Status::InvalidArgument("pool path is empty");
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound("no pool at " + path);
-    if (errno == EISDIR) return Status::Corruption(path + " is not a pmindex pool (a directory)");
-    return Status::IOError(SysError("cannot open", path, errno));
-  }
+  int fd = -1;
+  PMINDEX_RETURN_IF_ERROR(
+      OpenRegularFile(path, O_RDWR, "pool", Status::NotFound("no pool at " + path), &fd));
   auto fail = [&](Status s) {
     close(fd);
     return s;
@@ -490,7 +574,8 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
   struct stat st;
   if (fstat(fd, &st) != 0) return fail(Status::IOError(SysError("cannot stat", path, errno)));
 
-  // Every check passed: map, then write.
+  // Every check passed: reserve the blocks of sparse files and map. Nothing
+  // is written (MarkInUse clears the clean flag before the first write).
   std::unique_ptr<Pool> pool(new Pool());
   Impl& im = *pool->impl_;
   im.path = path;
@@ -507,8 +592,9 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
     std::string sp = SegmentPath(path, i);
     int sfd = fd;
     if (i > 0) {
-      sfd = open(sp.c_str(), O_RDWR | O_CLOEXEC);
-      if (sfd < 0) return Status::IOError(SysError("cannot open segment file", sp, errno));
+      PMINDEX_RETURN_IF_ERROR(OpenRegularFile(
+          sp, O_RDWR, "segment file",
+          Status::Corruption("segment file " + sp + " disappeared while being opened"), &sfd));
     }
     // The file may have changed since it was checked; mapping past its end
     // would turn later accesses into SIGBUS.
@@ -516,7 +602,8 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
     if (fstat(sfd, &sst) != 0 || static_cast<uint64_t>(sst.st_size) != end - start) {
       s = Status::Corruption("pool file " + sp + " was resized while being opened");
     } else {
-      s = MapFile(sfd, pool->base_ + start, end - start, sp, &im.durability);
+      s = ReserveHoles(sfd, end - start, sp);
+      if (s.ok()) s = MapFile(sfd, pool->base_ + start, end - start, sp, &im.durability);
     }
     if (i > 0) close(sfd);
     if (!s.ok()) return s;
@@ -524,17 +611,8 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
   }
   pool->id_ = h.pool_id;
   pool->size_.store(pm::SegmentEnd(h, h.segments), std::memory_order_release);
-  PoolHeader* live = im.header(pool->base_);
-  im.was_clean = live->clean == 1;
-  pm::naw(&live->clean, 0);
+  im.was_clean = im.header(pool->base_)->clean == 1;
   im.ready = true;
-  if (im.durability != Durability::kPowerFailure) {
-    // The cleared flag must reach the file before any data page the kernel
-    // may write back on its own.
-    if (msync(pool->base_, pm::kHeaderSize, MS_SYNC) != 0) {
-      return Status::IOError(SysError("cannot msync", path, errno));
-    }
-  }
   return pool;
 }
 
@@ -594,19 +672,16 @@ Result<std::unique_ptr<Pool>> Pool::OpenImage(std::span<const std::byte> image,
   std::memcpy(pool->base_, image.data(), want);
   pool->id_ = h.pool_id;
   pool->size_.store(want, std::memory_order_release);
-  PoolHeader* live = im.header(pool->base_);
-  im.was_clean = live->clean == 1;
-  pm::naw(&live->clean, 0);
+  im.was_clean = im.header(pool->base_)->clean == 1;
   im.ready = true;
   return pool;
 }
 
 Result<Pool::Info> Pool::Inspect(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound("no pool at " + path);
-    return Status::IOError(SysError("cannot open", path, errno));
-  }
+  if (path.empty()) return Status::InvalidArgument("pool path is empty");
+  int fd = -1;
+  PMINDEX_RETURN_IF_ERROR(
+      OpenRegularFile(path, O_RDONLY, "pool", Status::NotFound("no pool at " + path), &fd));
   PoolHeader h;
   Status s = ReadHeader(fd, path, &h);
   Durability durability = Durability::kProcessCrash;
@@ -656,8 +731,16 @@ Status Pool::Close() {
   Status result;
   if (im.ready && !im.path.empty()) {
     result = Sync();
+    bool mark_clean = im.in_use;
+    {
+      std::lock_guard<std::mutex> g(im.index_state->mu);
+      // An index still attached has not been closed; one that failed to
+      // open (recovery refused a damaged or half-recovered pool) must be
+      // recovered again by the next open.
+      if (im.index_state->attached || im.index_state->failed) mark_clean = false;
+    }
     // The clean flag is set only after all data is durable.
-    if (result.ok()) {
+    if (result.ok() && mark_clean) {
       pm::naw(&im.header(base_)->clean, 1);
       result = Sync();
     }
@@ -671,9 +754,66 @@ Status Pool::Close() {
   }
   im.open = false;
   im.ready = false;
+  im.in_use = false;
   base_ = nullptr;
   size_.store(0, std::memory_order_release);
   return result;
+}
+
+// ------------------------------------------------- clean flag, index lease
+
+Status Pool::MarkInUse() {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> g(im.use_mu);
+  if (!im.ready) return Status::InvalidArgument("MarkInUse on a closed pool");
+  if (im.in_use) return Status::OK();
+  PoolHeader* h = im.header(base_);
+  if (h->clean != 0) {
+    pm::naw(&h->clean, 0);
+    if (!im.path.empty() && im.durability != Durability::kPowerFailure) {
+      // The cleared flag must reach the file before any data page the
+      // kernel may write back on its own.
+      if (msync(base_, pm::kHeaderSize, MS_SYNC) != 0) {
+        return Status::IOError(SysError("cannot msync", im.path, errno));
+      }
+    }
+  }
+  im.in_use = true;
+  return Status::OK();
+}
+
+Result<std::shared_ptr<void>> Pool::AttachIndex(std::string_view op) {
+  Impl& im = *impl_;
+  if (!im.ready) return Status::InvalidArgument(std::string(op) + ": the pool is closed");
+  std::shared_ptr<IndexState> st = im.index_state;
+  {
+    std::lock_guard<std::mutex> g(st->mu);
+    if (st->attached) {
+      return Status::Busy(std::string(op) + ": an index is already open on this pool" +
+                          (im.path.empty() ? "" : " (" + im.path + ")") +
+                          "; close and destroy it first");
+    }
+    st->attached = true;
+  }
+  return std::shared_ptr<void>(st.get(), [st](void*) {
+    std::lock_guard<std::mutex> g(st->mu);
+    st->attached = false;
+  });
+}
+
+void Pool::IndexFailed() {
+  std::lock_guard<std::mutex> g(impl_->index_state->mu);
+  impl_->index_state->failed = true;
+}
+
+void Pool::IndexReady() {
+  std::lock_guard<std::mutex> g(impl_->index_state->mu);
+  impl_->index_state->failed = false;
+}
+
+bool Pool::index_attached() const {
+  std::lock_guard<std::mutex> g(impl_->index_state->mu);
+  return impl_->index_state->attached;
 }
 
 // ------------------------------------------------------------- accessors
@@ -735,6 +875,7 @@ Status Pool::Grow(size_t min_pages) {
   std::lock_guard<std::mutex> g(im.grow_mu);
   if (!im.ready) return Status::InvalidArgument("Grow on a closed pool");
   if (pages_mapped() >= min_pages) return Status::OK();
+  PMINDEX_RETURN_IF_ERROR(MarkInUse());  // Grow writes the segment count
   PoolHeader* h = im.header(base_);
   uint64_t max_pages = (h->max_size - h->heap_begin) / kPage;
   if (min_pages > max_pages) {

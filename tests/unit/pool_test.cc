@@ -1,7 +1,11 @@
 // Pool tests: creation, every refused open (with the file left unchanged),
 // growth, clean flag, images, durability.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,33 +23,17 @@
 #include "pm/persist.h"
 #include "pm/pool_format.h"
 #include "pmindex/pool.h"
+#include "unit/temp_files.h"
 
 namespace pmindex {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Snapshot;
+using testing::TempDir;
 using Code = Status::Code;
 
 constexpr uint64_t kMiB = 1ull << 20;
-
-// A fresh temporary directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pmindex-pool-test-XXXXXX").string();
-    char* d = mkdtemp(tmpl.data());
-    if (d == nullptr) std::abort();
-    dir_ = d;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-
- private:
-  std::string dir_;
-};
 
 PoolOptions SmallOptions(const std::string& kind = "test") {
   PoolOptions o;
@@ -55,29 +43,6 @@ PoolOptions SmallOptions(const std::string& kind = "test") {
   o.index_options = "a=1,b=2";
   return o;
 }
-
-// The bytes and mtime of a file, to assert that a refused operation
-// changed nothing.
-struct Snapshot {
-  std::string bytes;
-  bool exists = false;
-  struct timespec mtime {};
-  static Snapshot Of(const std::string& path) {
-    Snapshot s;
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) return s;
-    s.exists = true;
-    s.mtime = st.st_mtim;
-    if (!S_ISREG(st.st_mode)) return s;
-    std::ifstream in(path, std::ios::binary);
-    s.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    return s;
-  }
-  bool operator==(const Snapshot& o) const {
-    return exists == o.exists && bytes == o.bytes && mtime.tv_sec == o.mtime.tv_sec &&
-           mtime.tv_nsec == o.mtime.tv_nsec;
-  }
-};
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -349,6 +314,7 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
     EXPECT_NE(p.durability(), Durability::kVolatile);
     EXPECT_EQ(p.kind(), "test");
     EXPECT_EQ(p.index_options(), "a=1,b=2");
+    ASSERT_TRUE(p.MarkInUse().ok());
     pm::naw(p.root_slot(2), 42);
     pm::naw(&p.page_table()[1], 7);
     std::memcpy(p.base() + p.heap_begin(), "hello", 5);
@@ -386,7 +352,9 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
   EXPECT_EQ(p.page_table()[1], 7u);
   EXPECT_EQ(std::memcmp(p.base() + p.heap_begin(), "hello", 5), 0);
   EXPECT_EQ(p.info().uuid, info->uuid);
-  EXPECT_FALSE(p.info().clean);  // open now
+  EXPECT_TRUE(p.info().clean);  // Open writes nothing
+  ASSERT_TRUE(p.MarkInUse().ok());
+  EXPECT_FALSE(p.info().clean);  // in use now
   auto while_open = Pool::Inspect(path);
   ASSERT_TRUE(while_open.ok());
   EXPECT_FALSE(while_open->clean);
@@ -591,6 +559,7 @@ TEST(PoolFile, CleanFlag) {
   if (pid == 0) {
     auto r = Pool::Open(path);
     if (!r.ok()) _exit(1);
+    if (!r.value()->MarkInUse().ok()) _exit(2);
     pm::naw(r.value()->root_slot(0), 99);
     _exit(0);
   }
@@ -603,7 +572,225 @@ TEST(PoolFile, CleanFlag) {
   EXPECT_FALSE(r.value()->was_clean());
   EXPECT_EQ(*r.value()->root_slot(0), 99u);
   ASSERT_TRUE(r.value()->Close().ok());
+  // Opened and closed without MarkInUse: a crashed pool stays unclean
+  // (nobody recovered it) and the file is not touched.
+  Snapshot before = Snapshot::Of(path);
+  {
+    auto q = Pool::Open(path);
+    ASSERT_TRUE(q.ok());
+    EXPECT_FALSE(q.value()->was_clean());
+  }
+  EXPECT_TRUE(Snapshot::Of(path) == before);
+  EXPECT_FALSE(Pool::Inspect(path)->clean);
+  // Marked in use and closed: clean again.
+  {
+    auto q = Pool::Open(path);
+    ASSERT_TRUE(q.ok());
+    ASSERT_TRUE(q.value()->MarkInUse().ok());
+    ASSERT_TRUE(q.value()->MarkInUse().ok());  // idempotent
+    ASSERT_TRUE(q.value()->Close().ok());
+  }
   EXPECT_TRUE(Pool::Open(path).value()->was_clean());
+}
+
+// Open maps the pool and writes nothing: opening and closing a clean pool
+// without using it leaves every byte and the mtime of every segment as
+// they were.
+TEST(PoolFile, OpenAndCloseWriteNothing) {
+  TempDir dir;
+  std::string path = dir.path("p.pool");
+  PoolOptions o = SmallOptions();
+  o.segment_size = 4 * kMiB;
+  {
+    auto r = Pool::Create(path, o);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
+    ASSERT_TRUE(r.value()->Close().ok());
+  }
+  ASSERT_TRUE(Pool::Inspect(path)->clean);
+  Snapshot first = Snapshot::Of(path), second = Snapshot::Of(path + ".1");
+  {
+    auto r = Pool::Open(path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r.value()->was_clean());
+    EXPECT_EQ(r.value()->info().segments, 2u);
+    ASSERT_TRUE(r.value()->Close().ok());
+  }
+  {
+    auto r = Pool::Open(path);
+    ASSERT_TRUE(r.ok());
+  }  // the destructor closes
+  EXPECT_TRUE(Snapshot::Of(path) == first) << "Open/Close changed " << path;
+  EXPECT_TRUE(Snapshot::Of(path + ".1") == second) << "Open/Close changed " << path << ".1";
+}
+
+// A FIFO, a device, a socket or a directory (as the pool or as one of its
+// segment files) is refused with Corruption before any open that could
+// block (an O_RDONLY open of a FIFO waits for a writer) or touch a device.
+// Run in a child with an alarm so that a regression fails instead of
+// hanging the suite.
+TEST(PoolFile, NonRegularFilesAreRefusedWithoutBlocking) {
+  TempDir dir;
+  std::string fifo = dir.path("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string sock = dir.path("sock");
+  int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sfd, 0);
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  ASSERT_EQ(bind(sfd, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)), 0);
+  std::string grown = dir.path("grown.pool");
+  {
+    auto r = Pool::Create(grown, SmallOptions());
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
+  }
+  fs::remove(grown + ".1");
+  ASSERT_EQ(mkfifo((grown + ".1").c_str(), 0600), 0);
+
+  struct Case {
+    std::string path, type;
+  };
+  std::vector<Case> cases = {{fifo, "a FIFO"},
+                             {sock, "a socket"},
+                             {dir.path(""), "a directory"},
+                             {grown, "a FIFO"}};
+  if (access("/dev/null", F_OK) == 0) cases.push_back({"/dev/null", "a character device"});
+  std::vector<Snapshot> before;
+  for (const Case& c : cases) before.push_back(Snapshot::Of(c.path));
+
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20);
+    int bad = 0;
+    for (const Case& c : cases) {
+      auto o = Pool::Open(c.path);
+      auto i = Pool::Inspect(c.path);
+      for (const Status& s : {o.status(), i.status()}) {
+        if (s.code() != Code::kCorruption ||
+            s.message().find(c.type) == std::string_view::npos ||
+            s.message().find("not a") == std::string_view::npos) {
+          std::fprintf(stderr, "%s: %s\n", c.path.c_str(), s.ToString().c_str());
+          ++bad;
+        }
+      }
+    }
+    _exit(bad == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  close(sfd);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed (signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+                                 << "): an open blocked";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_TRUE(Snapshot::Of(cases[i].path) == before[i]) << cases[i].path;
+  }
+}
+
+// The 4 KiB blocks a file has on disk.
+uint64_t AllocatedBytes(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+// Punches a hole over [off, off+len) of a file (its content reads as zeros
+// there either way for a fresh pool's heap).
+bool PunchHole(const std::string& path, uint64_t off, uint64_t len) {
+  int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) return false;
+  int rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
+                     static_cast<off_t>(len));
+  close(fd);
+  return rc == 0;
+}
+
+// A sparse pool file (as cp --sparse or rsync -S leave it) gets its holes
+// allocated by Open, content unchanged, so that a full disk is reported at
+// open instead of a SIGBUS at the first store into a hole.
+TEST(PoolFile, SparseSegmentsAreAllocatedAtOpen) {
+  TempDir dir;
+  std::string path = dir.path("p.pool");
+  PoolOptions o = SmallOptions();
+  uint64_t heap = 0;
+  {
+    auto r = Pool::Create(path, o);
+    ASSERT_TRUE(r.ok());
+    heap = r.value()->heap_begin();
+    ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
+  }
+  if (!PunchHole(path, heap, 4 * kMiB - heap) || !PunchHole(path + ".1", 0, 4 * kMiB)) {
+    GTEST_SKIP() << "the file system cannot punch holes";
+  }
+  ASSERT_LT(AllocatedBytes(path), 4 * kMiB);
+  ASSERT_LT(AllocatedBytes(path + ".1"), 4 * kMiB);
+  Snapshot first = Snapshot::Of(path), second = Snapshot::Of(path + ".1");
+  {
+    auto r = Pool::Open(path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GE(AllocatedBytes(path), 4 * kMiB);
+    EXPECT_GE(AllocatedBytes(path + ".1"), 4 * kMiB);
+  }
+  EXPECT_EQ(Snapshot::Of(path).bytes, first.bytes);
+  EXPECT_EQ(Snapshot::Of(path + ".1").bytes, second.bytes);
+}
+
+// The same on a (private, 8 MiB) tmpfs that is full: Open refuses the pool
+// with OutOfSpace and leaves its content unchanged. Needs a mount
+// namespace (root or CAP_SYS_ADMIN); skipped otherwise.
+TEST(PoolFile, SparsePoolOnFullDiskIsOutOfSpaceAtOpen) {
+  TempDir dir;
+  std::string mnt = dir.path("mnt");
+  ASSERT_TRUE(fs::create_directory(mnt));
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20);
+    if (unshare(CLONE_NEWNS) != 0) _exit(77);
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(77);
+    if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=8m") != 0) _exit(77);
+    std::string path = mnt + "/p.pool";
+    uint64_t heap = 0;
+    {
+      auto r = Pool::Create(path, SmallOptions());
+      if (!r.ok()) _exit(10);
+      heap = r.value()->heap_begin();
+    }
+    if (!PunchHole(path, heap, 4 * kMiB - heap)) _exit(77);
+    // Fill the file system.
+    int fd = open((mnt + "/filler").c_str(), O_CREAT | O_RDWR, 0600);
+    if (fd < 0) _exit(11);
+    for (off_t chunk = 1 << 20; chunk >= 4096; chunk /= 2) {
+      off_t at = lseek(fd, 0, SEEK_END);
+      while (posix_fallocate(fd, at, chunk) == 0) at += chunk;
+      if (ftruncate(fd, at) != 0) _exit(12);
+    }
+    close(fd);
+    Snapshot before = Snapshot::Of(path);
+    auto r = Pool::Open(path);
+    if (r.ok()) _exit(13);  // would SIGBUS at the first store into the hole
+    if (r.status().code() != Code::kOutOfSpace) _exit(14);
+    if (r.status().message().find("sparse") == std::string_view::npos) _exit(15);
+    if (Snapshot::Of(path).bytes != before.bytes) _exit(16);
+    // With room again, the same pool opens and is usable.
+    fs::remove(mnt + "/filler");
+    auto q = Pool::Open(path);
+    if (!q.ok()) _exit(17);
+    if (!q.value()->MarkInUse().ok()) _exit(18);
+    std::memset(q.value()->base() + heap, 7, 4 * kMiB - heap);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private tmpfs mount (needs CAP_SYS_ADMIN)";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(PoolFile, GrowsBySegmentFilesAndReopens) {

@@ -24,6 +24,7 @@
 #include "pmindex/options.h"
 #include "pmindex/pool.h"
 #include "pmindex/registry.h"
+#include "pmindex/version.h"
 #include "workload.h"
 
 namespace {
@@ -276,6 +277,8 @@ int Main(int argc, char** argv) {
       "latency percentiles, cache lines flushed / fences / NAWs per operation, PM and DRAM bytes\n"
       "and recovery time (docs/benchmarking.md)."};
   app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", std::string("pmbench (pmindex) ") + pmindex::version(),
+                       "Print the pmindex version and exit");
   app.add_flag("--list", list, "Print the registered indexes (name, persistent|volatile, options) and exit");
   app.add_option("--index", cfg.index_arg, "Comma list of indexes, or 'all'");
   app.add_option("--keys", cfg.keys, "Keys bulk-loaded before the first phase");
@@ -340,6 +343,9 @@ int Main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::printf("%s\n", app.version().c_str());
     return 0;
   } catch (const CLI::ParseError& e) {
     Fail(std::string(e.what()) + " (see pmbench --help)");

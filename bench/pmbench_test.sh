@@ -29,6 +29,13 @@ expect_error "unknown workload" --workload ycsb-z
 expect_error "present keys to delete" --index dram-btree --keys 100 --workload delete --ops 101
 expect_error "not a directory" --index dram-btree --pool /etc/passwd
 expect_error "not expected" --no-such-flag
+# --version: the project's version (PMINDEX_VERSION, set by ctest), exit 0.
+if [ -n "${PMINDEX_VERSION:-}" ]; then
+  out=$("$pmbench" --version 2>&1); rc=$?
+  if [ "$rc" -ne 0 ] || [ "$out" != "pmbench (pmindex) $PMINDEX_VERSION" ]; then
+    echo "FAIL: pmbench --version -> rc=$rc: $out"; fail=1
+  fi
+fi
 expect_error "bad --threads" --threads 0
 expect_error "phase distribution" --workload 'update@zipf:x'
 expect_error "bad --dist 'hotrange:0.1:1:2'" --dist hotrange:0.1:1:2

@@ -33,6 +33,7 @@
 #include "pm/pool_format.h"
 #include "pmindex/index.h"
 #include "pmindex/pool.h"
+#include "pmindex/version.h"
 
 namespace pmindex {
 namespace {
@@ -281,6 +282,8 @@ int Dump(const std::string& path) {
 int main(int argc, char** argv) {
   using namespace pmindex;
   CLI::App app{"pmpool: create, inspect, verify and dump pmindex pools"};
+  app.set_version_flag("--version", std::string("pmpool (pmindex) ") + version(),
+                       "Print the pmindex version and exit");
   app.require_subcommand(1);
   app.footer(
       "Exit status: 0 success; 1 the pool cannot be created, read or verified (one line\n"

@@ -61,6 +61,11 @@ expect_readonly() {
 patch() { printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
 
 P="$DIR/good.pool"
+# --version: the project's version (PMINDEX_VERSION, set by ctest), exit 0.
+if [ -n "${PMINDEX_VERSION:-}" ]; then
+  out=$("$PMPOOL" --version 2>&1) || fail "pmpool --version exited non-zero: $out"
+  [ "$out" = "pmpool (pmindex) $PMINDEX_VERSION" ] || fail "pmpool --version printed: $out"
+fi
 expect_ok "$PMPOOL" create "$P" --kind "$KIND" --size 8M --max-size 1G
 grep -q "created" "$DIR/out" || fail "create printed nothing"
 expect_readonly "$P" "$PMPOOL" info "$P"

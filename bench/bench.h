@@ -1,7 +1,7 @@
 // pmbench internals: the run configuration, the driver that runs one index
 // through bulk load + phases, and the report (table, JSON).
 //
-// The command line and the JSON schema are a contract (DESIGN.md section 7,
+// The command line and the JSON schema are a contract (docs/architecture.md section 7,
 // docs/benchmarking.md): fields may be added, never renamed.
 #pragma once
 

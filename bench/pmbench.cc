@@ -1,6 +1,6 @@
 // pmbench: runs registered indexes on one generated workload and reports
 // throughput, sampled latency, per-operation persistence costs, space and
-// recovery time (DESIGN.md section 7, docs/benchmarking.md).
+// recovery time (docs/architecture.md section 7, docs/benchmarking.md).
 //
 // Exit status: 0 success; 1 some phase returned wrong results (a present
 // key not found, an insert of a fresh key refused, ...); 2 a usage or

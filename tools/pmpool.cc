@@ -1,5 +1,5 @@
 // pmpool: create, inspect, verify and dump pmindex pool files
-// (DESIGN.md section 7, docs/pool-format.md).
+// (docs/architecture.md section 7, docs/pool-format.md).
 //
 //   pmpool create PATH --kind K [--options S] [--size 64M] [--max-size 64G]
 //                      [--segment-size S] [--pool-id N]

@@ -1,6 +1,6 @@
 // Workloads: deterministic, seeded key generators and operation mixes,
-// written once and shared by pmbench, pmcrash, the tests and (later) the
-// server client (DESIGN.md section 7).
+// written once and shared by pmbench and the tests (pmcrash has its own,
+// crashsim/crash_workload.h; docs/architecture.md section 7).
 //
 // Model
 // -----

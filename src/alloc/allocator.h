@@ -1,4 +1,4 @@
-// The persistent allocator (DESIGN.md section 4).
+// The persistent allocator (docs/architecture.md section 4, docs/allocator.md).
 //
 // - The heap of a Pool is cut into 256 KiB pages. A page is either free,
 //   owned by one size class, or part of a multi-page span (large blocks).

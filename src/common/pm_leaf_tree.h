@@ -75,6 +75,7 @@
 #include "common/olc_btree.h"
 #include "common/small_sort.h"
 #include "pm/persist.h"
+#include "pm/pptr_decode.h"
 #include "pmindex/index.h"
 #include "pmindex/pool.h"
 #include "pmindex/registry.h"
@@ -429,9 +430,10 @@ class PmLeafTree final : public Index {
     return Status::OK();
   }
 
+  // Leaves are allocated in multiples of 256 bytes, so 256-byte aligned.
+  static constexpr uint64_t kLeafAlign = 256;
   bool ValidLeafPtr(PPtr p) const {
-    return !p.is_null() && p.pool_id() == pool_->id() && p.offset() % 256 == 0 &&
-           p.offset() >= pool_->heap_begin() && p.offset() + LeafT::kBytes <= pool_->size();
+    return pm::CheckPPtr(*pool_, p.raw(), LeafT::kBytes, kLeafAlign) == pm::PPtrFault::kOk;
   }
 
   struct LeafInfo {
@@ -467,21 +469,25 @@ class PmLeafTree final : public Index {
   }
 
   Status Recover() {
+    const std::string name(Policy::kName);
     PPtr head(*pool_->root_slot(kHeadSlot));
     PPtr hint(*pool_->root_slot(kHintSlot));
-    if (!ValidLeafPtr(head)) return Status::Corruption(std::string(Policy::kName) + ": bad head leaf pointer");
-    if (hint.is_null() || hint.offset() + sizeof(HintBlock) > pool_->size())
-      return Status::Corruption(std::string(Policy::kName) + ": bad hint block pointer");
+    {
+      auto d = pm::Decode<LeafT>(*pool_, head.raw(), LeafT::kBytes, kLeafAlign, name + ": head leaf (root slot 0)");
+      if (!d.ok()) return d.status();
+    }
+    auto hd = pm::Decode<HintBlock>(*pool_, hint.raw(), sizeof(HintBlock), 64, name + ": hint block (root slot 1)");
+    if (!hd.ok()) return hd.status();
     void* meta = nullptr;
     if constexpr (Policy::kMetaBytes > 0) {
-      PPtr mp(*pool_->root_slot(kMetaSlot));
-      if (mp.is_null() || mp.offset() + Policy::kMetaBytes > pool_->size())
-        return Status::Corruption(std::string(Policy::kName) + ": bad meta block pointer");
-      meta = pool_->to_ptr(mp);
+      auto md = pm::Decode(*pool_, *pool_->root_slot(kMetaSlot), Policy::kMetaBytes, 64,
+                           name + ": meta block (root slot 2)");
+      if (!md.ok()) return md.status();
+      meta = md.value();
       PMINDEX_RETURN_IF_ERROR(policy_.RecoverMeta(meta, pool_));
     }
     // Segments: [head, h0), [h0, h1), ..., [h_last, null).
-    HintBlock* h = pool_->to_ptr<HintBlock>(hint);
+    HintBlock* h = hd.value();
     std::vector<PPtr> starts{head};
     uint64_t hc = std::atomic_ref<uint64_t>(h->count).load();
     if (hc <= HintBlock::kMaxHints) {

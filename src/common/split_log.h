@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "pm/persist.h"
+#include "pm/pptr_decode.h"
 #include "pmindex/pool.h"
 #include "pmindex/status.h"
 
@@ -123,20 +124,24 @@ struct SplitLoggedPolicy {
   Status RecoverMeta(void* meta, Pool* pool) {
     Status st;
     SplitLogArea::ForEachActive(meta, [&](PPtr cur, PPtr fresh) {
-      if (!InPool(pool, cur) || !InPool(pool, fresh)) {
-        st = Status::Corruption(std::string(kName) + ": split log points outside the pool");
-        return;
-      }
-      LeafT* l = pool->to_ptr<LeafT>(cur);
-      if (l->next() == fresh) l->ReplaySplit(pool->to_ptr<LeafT>(fresh));
+      if (!st.ok()) return;
+      auto c = DecodeLeaf(pool, cur, "split log's leaf (cur)");
+      auto f = DecodeLeaf(pool, fresh, "split log's new leaf (fresh)");
+      if (!c.ok()) st = c.status();
+      else if (!f.ok()) st = f.status();
+      if (!st.ok()) return;
+      if (c.value()->next() == fresh) c.value()->ReplaySplit(f.value());
     });
     return st;
   }
   uint64_t Split(LeafT* l, PPtr self, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void* meta) {
     return l->SplitInsert(k, v, nl, self, nl_ptr, logs, meta);
   }
-  static bool InPool(Pool* pool, PPtr p) {
-    return !p.is_null() && p.offset() % 256 == 0 && p.offset() + LeafT::kBytes <= pool->size();
+  // A leaf pointer of a split log, through the one decoder (pool id, heap
+  // range, 256-byte alignment, size), so a damaged log is refused before
+  // anything is read or written through it.
+  static Result<LeafT*> DecodeLeaf(const Pool* pool, PPtr p, std::string_view what) {
+    return pm::Decode<LeafT>(*pool, p.raw(), LeafT::kBytes, 256, std::string(kName) + ": " + std::string(what));
   }
 };
 

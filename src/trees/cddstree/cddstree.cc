@@ -1,5 +1,7 @@
 #include "trees/cddstree/cddstree.h"
 
+#include "pm/pptr_decode.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -43,11 +45,9 @@ Result<std::unique_ptr<Index>> CddsTree::Create(const IndexEnv& env, uint32_t no
 }
 
 Status CddsTree::CheckNode(uint64_t raw) const {
-  PPtr p(raw);
-  if (p.pool_id() != env_.pool->id() || p.offset() % 64 != 0 ||
-      p.offset() < env_.pool->heap_begin() || p.offset() + bytes_ > env_.pool->size())
-    return Status::Corruption("cddstree: node pointer " + Hex(raw) + " outside the heap");
-  Node* x = N(raw);
+  auto d = pm::Decode<Node>(*env_.pool, raw, bytes_, 64, "cddstree: node");
+  if (!d.ok()) return d.status();
+  Node* x = d.value();
   if (x->leaf > 1 || x->n > cap_ || x->torn > x->n)
     return Status::Corruption("cddstree: node " + Hex(raw) + " has a bad header");
   return Status::OK();
@@ -93,9 +93,9 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
   Pool* pool = env.pool;
   uint64_t m = *pool->root_slot(0);
   PPtr mp(m);
-  if (m == 0 || mp.pool_id() != pool->id() || mp.offset() + sizeof(Meta) > pool->size())
-    return Status::Corruption("cddstree: no meta block");
-  t->meta_ = pool->to_ptr<Meta>(mp);
+  auto md = pm::Decode<Meta>(*pool, m, sizeof(Meta), alignof(Meta), "cddstree: meta block (root slot 0)");
+  if (!md.ok()) return md.status();
+  t->meta_ = md.value();
   if (t->meta_->tag != kTag || t->meta_->node_bytes != node_bytes)
     return Status::Corruption("cddstree: bad meta block");
   env.alloc->MarkReachable(mp);

@@ -1,5 +1,7 @@
 #include "trees/lcbtree/lcbtree.h"
 
+#include "pm/pptr_decode.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -49,11 +51,9 @@ Result<std::unique_ptr<Index>> LcbTree::Create(const IndexEnv& env, uint32_t nod
 }
 
 Status LcbTree::CheckNode(uint64_t raw) const {
-  PPtr p(raw);
-  if (p.pool_id() != env_.pool->id() || p.offset() % 64 != 0 ||
-      p.offset() < env_.pool->heap_begin() || p.offset() + bytes_ > env_.pool->size())
-    return Status::Corruption("lcbtree: node pointer " + Hex(raw) + " outside the heap");
-  Node* x = N(raw);
+  auto d = pm::Decode<Node>(*env_.pool, raw, bytes_, 64, "lcbtree: node");
+  if (!d.ok()) return d.status();
+  Node* x = d.value();
   if (x->leaf > 1 || x->n > cap_ || (!x->leaf && x->n == 0))
     return Status::Corruption("lcbtree: node " + Hex(raw) + " has a bad header");
   return Status::OK();
@@ -64,16 +64,17 @@ Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_
   Pool* pool = env.pool;
   uint64_t m = *pool->root_slot(0);
   PPtr mp(m);
-  if (m == 0 || mp.pool_id() != pool->id() || mp.offset() + sizeof(Meta) > pool->size())
-    return Status::Corruption("lcbtree: no meta block");
-  t->meta_ = pool->to_ptr<Meta>(mp);
+  auto md = pm::Decode<Meta>(*pool, m, sizeof(Meta), alignof(Meta), "lcbtree: meta block (root slot 0)");
+  if (!md.ok()) return md.status();
+  t->meta_ = md.value();
   if (t->meta_->tag != kTag || t->meta_->node_bytes != node_bytes)
     return Status::Corruption("lcbtree: bad meta block");
   PPtr lp(t->meta_->log);
-  if (lp.pool_id() != pool->id() ||
-      lp.offset() + sizeof(LogHeader) + (kMaxHeight + 1) * t->LogRecordBytes() > pool->size())
-    return Status::Corruption("lcbtree: bad log pointer");
-  t->log_ = pool->to_ptr<LogHeader>(lp);
+  auto ld = pm::Decode<LogHeader>(*pool, lp.raw(),
+                                  sizeof(LogHeader) + (kMaxHeight + 1) * uint64_t{t->LogRecordBytes()},
+                                  64, "lcbtree: undo log");
+  if (!ld.ok()) return ld.status();
+  t->log_ = ld.value();
   PMINDEX_RETURN_IF_ERROR(t->Undo());
   env.alloc->MarkReachable(mp);
   env.alloc->MarkReachable(lp);
@@ -95,11 +96,9 @@ Status LcbTree::Undo() {
     std::byte* rec = LogRecord(i);
     uint64_t target;
     std::memcpy(&target, rec, 8);
-    PPtr p(target);
-    if (p.pool_id() != env_.pool->id() || p.offset() % 64 != 0 ||
-        p.offset() < env_.pool->heap_begin() || p.offset() + bytes_ > env_.pool->size())
-      return Status::Corruption("lcbtree: undo record points outside the heap");
-    Node* x = N(target);
+    auto d = pm::Decode<Node>(*env_.pool, target, bytes_, 64, "lcbtree: undo record's node");
+    if (!d.ok()) return d.status();
+    Node* x = d.value();
     pm::copy(x, rec + 64, bytes_);
     pm::flush(x, bytes_);
   }

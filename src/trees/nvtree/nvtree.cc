@@ -8,6 +8,7 @@
 #include <new>
 #include <thread>
 
+#include "pm/pptr_decode.h"
 #include "pmindex/registry.h"
 
 namespace pmindex::nvtree {
@@ -619,12 +620,11 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
 
 Status NvTree::CheckLn(uint64_t raw, Ln** out) const {
   Pool* pool = env_.pool;
-  PPtr p(raw);
-  if (p.pool_id() != pool->id() || p.offset() % 64 != 0 || p.offset() < pool->heap_begin() ||
-      p.offset() + Ln::kMinBytes > pool->size())
-    return Status::Corruption("nvtree: LN pointer " + Hex(raw) + " outside the heap");
-  Ln* ln = ToLn(raw);
-  if (!ln->meta_ok() || p.offset() + ln->size_bytes() > pool->size())
+  auto d = pm::Decode<Ln>(*pool, raw, Ln::kMinBytes, 64, "nvtree: LN");
+  if (!d.ok()) return d.status();
+  Ln* ln = d.value();
+  if (!ln->meta_ok() ||
+      pm::CheckPPtr(*pool, raw, ln->size_bytes(), 64) != pm::PPtrFault::kOk)
     return Status::Corruption("nvtree: LN " + Hex(raw) + " has a bad header");
   if (Ln::Load(ln->n_element) > ln->capacity())
     return Status::Corruption("nvtree: LN " + Hex(raw) + " nElement exceeds its capacity");
@@ -656,13 +656,16 @@ Status NvTree::RebuildFromLn() {
 
 Status NvTree::LoadSnapshot(uint64_t raw) {
   Pool* pool = env_.pool;
-  PPtr p(raw);
-  if (p.pool_id() != pool->id() || p.offset() < pool->heap_begin() ||
-      p.offset() + sizeof(SnapshotHeader) > pool->size())
-    return Status::Corruption("nvtree: snapshot pointer outside the heap");
-  auto* h = pool->to_ptr<SnapshotHeader>(p);
+  auto d = pm::Decode<SnapshotHeader>(*pool, raw, sizeof(SnapshotHeader), 64,
+                                      "nvtree: snapshot (root slot 1)");
+  if (!d.ok()) return d.status();
+  auto* h = d.value();
+  // entries and plns are bounded by the pool's size before the product is
+  // formed, so the body's size cannot overflow.
   if (h->tag != kSnapshotTag || h->entries == 0 || h->plns == 0 || h->plns > h->entries ||
-      p.offset() + sizeof(SnapshotHeader) + h->entries * 16 + h->plns * 4 > pool->size())
+      h->entries > pool->size() / 16 ||
+      pm::CheckPPtr(*pool, raw, sizeof(SnapshotHeader) + h->entries * 16 + h->plns * 4, 64) !=
+          pm::PPtrFault::kOk)
     return Status::Corruption("nvtree: bad snapshot header");
   const uint64_t* rec = reinterpret_cast<const uint64_t*>(h + 1);
   const uint32_t* grp = reinterpret_cast<const uint32_t*>(rec + 2 * h->entries);

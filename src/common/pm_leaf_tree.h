@@ -37,6 +37,13 @@
 //   leaf keeps its range), so optimistic readers need no epochs. Open
 //   unlinks empty leaves (other than the head) with the policy's
 //   crash-safe Relink after invalidating the hints.
+// - Recovery validates, then repairs (issue 15): every pointer through
+//   pm::Decode, the meta block (CheckMeta), the whole leaf list and the key
+//   order across leaves (as the repairs will leave it), and the allocator's
+//   acceptance of every block it will keep are checked with reads only;
+//   only then are split logs replayed and cleared (RepairMeta), leaves
+//   repaired (RecoverLeaf), empty leaves unlinked and hints rewritten. A
+//   refused open writes nothing to the pool.
 // - Hints: the count word is set to 0 (NAW) before the entries change and
 //   rewritten last (NAW), so a crash leaves either valid hints or none.
 //   Every hinted leaf is on the list: hints are invalidated before any leaf
@@ -55,7 +62,12 @@
 //   static constexpr size_t kMetaBytes;   0 = no tree-specific block
 //   void InitMeta(void* meta);            format + flush (create_index's
 //                                         Format fence makes it durable)
-//   Status RecoverMeta(void* meta, Pool*); before the leaf walk (logs)
+//   Status CheckMeta(const void* meta, const Pool*, std::vector<MetaDrop>*) const;
+//                                         recovery, read-only: validates the
+//                                         block and reports the keys its
+//                                         repair will drop from leaves
+//   void RepairMeta(void* meta, Pool*);   recovery, after every check passed
+//                                         (replays and clears split logs)
 //   uint64_t Split(LeafT* l, PPtr l_ptr, k, v, LeafT* nl, PPtr nl_ptr, void* meta);
 //     inserts (k, v) too; returns the split key (nl's low fence).
 #pragma once
@@ -63,6 +75,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -73,6 +86,7 @@
 
 #include "alloc/allocator.h"
 #include "common/olc_btree.h"
+#include "common/split_log.h"
 #include "common/small_sort.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
@@ -442,22 +456,41 @@ class PmLeafTree final : public Index {
     uint64_t min = 0, max = 0;
   };
 
-  // Walks [from, until) (until null = to the end); false if the walk does
-  // not reach `until` or meets an invalid pointer.
-  bool WalkSegment(PPtr from, PPtr until, std::vector<LeafInfo>* out) const {
+  // The keys >= DropFrom(p) leave leaf p when the meta block is repaired
+  // (drops sorted by leaf); ~0 = none.
+  static uint64_t DropFrom(const std::vector<MetaDrop>& drops, PPtr p) {
+    uint64_t from = ~uint64_t{0};
+    auto it = std::lower_bound(drops.begin(), drops.end(), p,
+                               [](const MetaDrop& d, PPtr q) { return d.leaf < q; });
+    for (; it != drops.end() && it->leaf == p; ++it) from = std::min(from, it->from);
+    return from;
+  }
+
+  // Walks [from, until) (until null = to the end), reading only; false if
+  // the walk does not reach `until` or meets an invalid pointer. Each
+  // leaf's keys are taken as the meta repair will leave them (`drops`).
+  bool WalkSegment(PPtr from, PPtr until, const std::vector<MetaDrop>& drops,
+                   std::vector<LeafInfo>* out) const {
     KV buf[kSlots];
     const uint64_t limit = pool_->size() / LeafT::kBytes + 1;
     PPtr p = from;
     for (uint64_t steps = 0; p != until; ++steps) {
       if (p.is_null() || !ValidLeafPtr(p) || steps > limit) return false;
-      LeafT* l = pool_->to_ptr<LeafT>(p);
-      l->RecoverLeaf();
+      const LeafT* l = pool_->to_ptr<LeafT>(p);
       LeafInfo li;
       li.ptr = p;
-      li.count = l->Collect(buf);
-      if (li.count > 0) {
+      int n = l->Collect(buf);
+      if (!drops.empty()) {
+        const uint64_t cut = DropFrom(drops, p);
+        int m = 0;
+        for (int i = 0; i < n; ++i)
+          if (buf[i].key < cut) buf[m++] = buf[i];
+        n = m;
+      }
+      li.count = n;
+      if (n > 0) {
         li.min = li.max = buf[0].key;
-        for (int i = 1; i < li.count; ++i) {
+        for (int i = 1; i < n; ++i) {
           li.min = std::min(li.min, buf[i].key);
           li.max = std::max(li.max, buf[i].key);
         }
@@ -466,6 +499,22 @@ class PmLeafTree final : public Index {
       p = l->next();
     }
     return true;
+  }
+
+  // Runs fn(i) for i in [0, n) on up to rebuild_threads_ threads.
+  template <class Fn>
+  void ParallelFor(size_t n, Fn fn) const {
+    const int threads = static_cast<int>(std::min<size_t>(rebuild_threads_, n));
+    if (threads <= 1) {
+      for (size_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    std::vector<std::thread> th;
+    for (int t = 0; t < threads; ++t)
+      th.emplace_back([&, t] {
+        for (size_t i = t; i < n; i += threads) fn(i);
+      });
+    for (auto& x : th) x.join();
   }
 
   Status Recover() {
@@ -478,13 +527,17 @@ class PmLeafTree final : public Index {
     }
     auto hd = pm::Decode<HintBlock>(*pool_, hint.raw(), sizeof(HintBlock), 64, name + ": hint block (root slot 1)");
     if (!hd.ok()) return hd.status();
+    // ---- Validation: reads only. Nothing below writes to the pool until
+    // every check that can refuse the pool has passed.
     void* meta = nullptr;
+    std::vector<MetaDrop> drops;
     if constexpr (Policy::kMetaBytes > 0) {
       auto md = pm::Decode(*pool_, *pool_->root_slot(kMetaSlot), Policy::kMetaBytes, 64,
                            name + ": meta block (root slot 2)");
       if (!md.ok()) return md.status();
       meta = md.value();
-      PMINDEX_RETURN_IF_ERROR(policy_.RecoverMeta(meta, pool_));
+      PMINDEX_RETURN_IF_ERROR(policy_.CheckMeta(meta, pool_, &drops));
+      std::sort(drops.begin(), drops.end(), [](const MetaDrop& a, const MetaDrop& b) { return a.leaf < b.leaf; });
     }
     // Segments: [head, h0), [h0, h1), ..., [h_last, null).
     HintBlock* h = hd.value();
@@ -502,27 +555,17 @@ class PmLeafTree final : public Index {
     }
     std::vector<std::vector<LeafInfo>> seg(starts.size());
     std::vector<char> ok(starts.size(), 1);
-    const int threads = std::min<int>(rebuild_threads_, static_cast<int>(starts.size()));
-    auto work = [&](int t) {
-      for (size_t s = t; s < starts.size(); s += threads) {
-        PPtr until = s + 1 < starts.size() ? starts[s + 1] : PPtr();
-        ok[s] = WalkSegment(starts[s], until, &seg[s]);
-      }
-    };
-    if (threads <= 1) {
-      work(0);
-    } else {
-      std::vector<std::thread> th;
-      for (int t = 0; t < threads; ++t) th.emplace_back(work, t);
-      for (auto& x : th) x.join();
-    }
+    ParallelFor(starts.size(), [&](size_t s) {
+      PPtr until = s + 1 < starts.size() ? starts[s + 1] : PPtr();
+      ok[s] = WalkSegment(starts[s], until, drops, &seg[s]);
+    });
     std::vector<LeafInfo> all;
     bool all_ok = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
     if (all_ok) {
       for (auto& s : seg) all.insert(all.end(), s.begin(), s.end());
     } else {
       // Hints did not describe the list: walk it alone.
-      if (!WalkSegment(head, PPtr(), &all))
+      if (!WalkSegment(head, PPtr(), drops, &all))
         return Status::Corruption(std::string(Policy::kName) + ": leaf list is broken");
     }
     // Order across leaves.
@@ -536,23 +579,49 @@ class PmLeafTree final : public Index {
       prev_max = all[i].max;
       any = true;
     }
-    // Unlink empty leaves other than the head.
+    // The leaves the repair keeps: the head and every non-empty leaf.
     std::vector<LeafInfo> kept;
     kept.push_back(all[0]);
-    bool unlinked = false;
-    for (size_t i = 1; i < all.size(); ++i) {
-      if (all[i].count == 0) {
-        if (!unlinked) InvalidateHints();
-        unlinked = true;
-        PPtr nx = i + 1 < all.size() ? all[i + 1].ptr : PPtr();
-        pool_->to_ptr<LeafT>(kept.back().ptr)->Relink(nx);
-        continue;
-      }
-      kept.push_back(all[i]);
-    }
+    for (size_t i = 1; i < all.size(); ++i)
+      if (all[i].count != 0) kept.push_back(all[i]);
+    // Every kept block must be one the allocator accepts (else
+    // FinishRecovery refuses the pool after the repairs below): marked in
+    // DRAM, then checked.
     for (auto& li : kept) alloc_->MarkReachable(li.ptr);
     alloc_->MarkReachable(hint);
     if constexpr (Policy::kMetaBytes > 0) alloc_->MarkReachable(PPtr(*pool_->root_slot(kMetaSlot)));
+    auto not_block = [&](PPtr p, const char* what) {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(p.raw()));
+      return Status::Corruption(name + ": " + what + " " + hex + " is not an allocated block");
+    };
+    for (auto& li : kept)
+      if (!alloc_->IsLive(li.ptr)) return not_block(li.ptr, "leaf");
+    if (!alloc_->IsLive(hint)) return not_block(hint, "hint block");
+    if constexpr (Policy::kMetaBytes > 0) {
+      if (!alloc_->IsLive(PPtr(*pool_->root_slot(kMetaSlot)))) return not_block(PPtr(*pool_->root_slot(kMetaSlot)), "meta block");
+    }
+
+    // ---- Repairs: everything above passed.
+    if constexpr (Policy::kMetaBytes > 0) policy_.RepairMeta(meta, pool_);
+    // Stale lock bits, interrupted leaf operations (after the split
+    // replays, which may leave a leaf for RecoverLeaf to finish).
+    ParallelFor(all.size(), [&](size_t i) { pool_->to_ptr<LeafT>(all[i].ptr)->RecoverLeaf(); });
+    // Unlink empty leaves other than the head.
+    bool unlinked = false;
+    {
+      PPtr prev = all[0].ptr;
+      for (size_t i = 1; i < all.size(); ++i) {
+        if (all[i].count == 0) {
+          if (!unlinked) InvalidateHints();
+          unlinked = true;
+          PPtr nx = i + 1 < all.size() ? all[i + 1].ptr : PPtr();
+          pool_->to_ptr<LeafT>(prev)->Relink(nx);
+          continue;
+        }
+        prev = all[i].ptr;
+      }
+    }
     // DRAM layer.
     std::vector<KV> route(kept.size());
     for (size_t i = 0; i < kept.size(); ++i) {

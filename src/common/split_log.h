@@ -9,26 +9,38 @@
 //   unused PM) makes the log durable before the split touches any used PM;
 //   Clear() stores cur = 0 after the split's last persist point, without
 //   flush or fence (a stale active log replays harmlessly, see Clear).
-// - Recovery calls ForEachActive(fn) before walking the leaf list; fn
-//   replays (the new leaf is linked) or rolls back (it is not) the split,
-//   then the log is cleared.
+// - Recovery first validates every active log (ForEachActive, read-only:
+//   both pointers through pm::Decode) and reports what replaying it will
+//   drop, so the leaf walk can check key order as the repair will leave
+//   it; only when the whole pool passed does RepairEachActive replay (the
+//   new leaf is linked) or skip (it is not) each split and clear its log.
 // - Slots are claimed in DRAM (a bitmask with CAS), never persisted: after
 //   a restart every slot is free once recovery has cleared the active ones.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
+#include "pmindex/index.h"
 #include "pmindex/pool.h"
 #include "pmindex/status.h"
 
 namespace pmindex::common {
+
+// What a PmLeafTree meta block's repair (split-log replay) will remove at
+// recovery: every key >= from leaves the leaf `leaf`.
+struct MetaDrop {
+  PPtr leaf;
+  uint64_t from;
+};
 
 struct alignas(64) SplitLog {
   uint64_t cur;    // PPtr raw of the leaf being split; 0 = inactive
@@ -77,13 +89,22 @@ class SplitLogArea {
     busy_.fetch_and(~(uint64_t{1} << i), std::memory_order_release);
   }
 
-  // Recovery: fn(cur, fresh) for every active log, then clears it.
-  static void ForEachActive(void* area, const std::function<void(PPtr, PPtr)>& fn) {
+  // Recovery, reading only: fn(cur, fresh) for every active log.
+  static void ForEachActive(const void* area, const std::function<void(PPtr, PPtr)>& fn) {
+    const SplitLog* logs = static_cast<const SplitLog*>(area);
+    for (int i = 0; i < kLogs; ++i) {
+      if (logs[i].cur == 0) continue;
+      fn(PPtr(logs[i].cur), PPtr(logs[i].fresh));
+    }
+  }
+  // Recovery, after validation: fn(cur, fresh) (the repair) for every
+  // active log, then clears it (NAW: the repair durable before the log
+  // stops asking for it).
+  static void RepairEachActive(void* area, const std::function<void(PPtr, PPtr)>& fn) {
     SplitLog* logs = static_cast<SplitLog*>(area);
     for (int i = 0; i < kLogs; ++i) {
       if (logs[i].cur == 0) continue;
       fn(PPtr(logs[i].cur), PPtr(logs[i].fresh));
-      // Repair durable before the log stops asking for it.
       pm::naw(&logs[i].cur, 0);
     }
   }
@@ -121,7 +142,10 @@ struct SplitLoggedPolicy {
   SplitLogArea logs;
 
   void InitMeta(void* meta) { SplitLogArea::Format(meta); }
-  Status RecoverMeta(void* meta, Pool* pool) {
+  // Read-only: every active log's pointers decode; for each log that
+  // recovery will replay (cur links fresh), the keys >= fresh's smallest
+  // that the replay drops from cur.
+  Status CheckMeta(const void* meta, const Pool* pool, std::vector<MetaDrop>* drops) const {
     Status st;
     SplitLogArea::ForEachActive(meta, [&](PPtr cur, PPtr fresh) {
       if (!st.ok()) return;
@@ -129,10 +153,22 @@ struct SplitLoggedPolicy {
       auto f = DecodeLeaf(pool, fresh, "split log's new leaf (fresh)");
       if (!c.ok()) st = c.status();
       else if (!f.ok()) st = f.status();
-      if (!st.ok()) return;
-      if (c.value()->next() == fresh) c.value()->ReplaySplit(f.value());
+      if (!st.ok() || c.value()->next() != fresh) return;
+      KV buf[LeafT::kSlots];
+      const int n = f.value()->Collect(buf);
+      if (n == 0) return;  // ReplaySplit drops nothing
+      uint64_t lo = buf[0].key;
+      for (int i = 1; i < n; ++i) lo = std::min(lo, buf[i].key);
+      drops->push_back({cur, lo});
     });
     return st;
+  }
+  // After CheckMeta and every other check passed: replays and clears.
+  void RepairMeta(void* meta, Pool* pool) {
+    SplitLogArea::RepairEachActive(meta, [&](PPtr cur, PPtr fresh) {
+      LeafT* l = pool->to_ptr<LeafT>(cur);
+      if (l->next() == fresh) l->ReplaySplit(pool->to_ptr<LeafT>(fresh));
+    });
   }
   uint64_t Split(LeafT* l, PPtr self, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void* meta) {
     return l->SplitInsert(k, v, nl, self, nl_ptr, logs, meta);

@@ -31,7 +31,8 @@ struct Policy {
   using LeafT = Leaf<static_cast<int>(kNodeBytes / 256)>;
   static constexpr size_t kMetaBytes = 0;
   void InitMeta(void*) {}
-  Status RecoverMeta(void*, Pool*) { return Status::OK(); }
+  Status CheckMeta(const void*, const Pool*, std::vector<common::MetaDrop>*) const { return Status::OK(); }
+  void RepairMeta(void*, Pool*) {}
   uint64_t Split(LeafT* l, PPtr, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void*) {
     return l->SplitInsert(k, v, nl, nl_ptr);
   }

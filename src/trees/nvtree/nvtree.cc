@@ -600,9 +600,9 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
   if (*pool->root_slot(2) != kFormatTag || *pool->root_slot(0) == 0)
     return Status::Corruption("nvtree: pool holds no nvtree root (bad format tag or null head)");
   uint64_t snap = *pool->root_slot(1);
-  // Reset the clean flag first: from here on a crash must rebuild from the
-  // LNs, whatever the snapshot says.
-  if (snap != 0) pm::naw(pool->root_slot(1), 0);
+  // Validation only reads the pool (LoadSnapshot and RebuildFromLn check
+  // every pointer and mark blocks reachable in DRAM), so a refused open
+  // leaves the pool as it was.
   Status st;
   if ((snap & 1) != 0) {
     st = t->LoadSnapshot(snap & ~uint64_t{1});
@@ -615,6 +615,11 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
       return st;
     }
   }
+  // Validated: now reset the clean flag, before any operation can change
+  // the tree, so a crash from here on rebuilds from the LNs whatever the
+  // snapshot says (the snapshot block itself is unreachable and freed by
+  // the allocator's recovery).
+  if (snap != 0) pm::naw(pool->root_slot(1), 0);
   return std::unique_ptr<Index>(std::move(t));
 }
 

@@ -162,5 +162,101 @@ TEST(NvtreeRecovery, LateBrokenLinkRefusedWithoutWrites) {
   ExpectRefusedUnchanged(img.get(), "nvtree");
 }
 
+// Replaces every 8-byte word equal to `from` in the heap by `to`.
+int ReplaceWord(Pool* p, uint64_t from, uint64_t to) {
+  auto b = p->bytes();
+  int hits = 0;
+  for (size_t off = p->heap_begin(); off + 8 <= b.size(); off += 8) {
+    uint64_t w;
+    std::memcpy(&w, b.data() + off, 8);
+    if (w == from) {
+      std::memcpy(b.data() + off, &to, 8);
+      ++hits;
+    }
+  }
+  return hits;
+}
+
+// lcbtree (node=1024): an active undo log (one record: the root node's
+// current image, so the undo rewrites the root and the meta block's root
+// word without changing the tree) plus the largest key, in the last leaf,
+// made smaller than its neighbours.
+void ActivateLcbUndo(Pool* p) {
+  auto* meta = p->to_ptr<uint64_t>(PPtr(*p->root_slot(0)));  // tag, root, height, log, node_bytes
+  const uint64_t root = meta[1], bytes = meta[4];
+  auto* log = p->to_ptr<uint64_t>(PPtr(meta[3]));  // count, old_root, old_height
+  char* rec = reinterpret_cast<char*>(log) + 64;
+  std::memcpy(rec, &root, 8);
+  std::memcpy(rec + 64, p->to_ptr<char>(PPtr(root)), bytes);
+  log[1] = root;
+  log[2] = meta[2];
+  log[0] = 1;
+}
+
+TEST(LcbtreeRecovery, LateOrderDamageRefusedWithoutWrites) {
+  Built b = Build("lcbtree", false);
+  {
+    auto img = ImageOf(*b.src);
+    ActivateLcbUndo(img.get());
+    ExpectRepairedOpen(img.get(), "lcbtree", kKeys);
+  }
+  auto img = ImageOf(*b.src);
+  ActivateLcbUndo(img.get());
+  ASSERT_GE(ReplaceWord(img.get(), KeyOf(kKeys - 1), 2), 1);
+  ExpectRefusedUnchanged(img.get(), "lcbtree");
+  ExpectRefusedUnchanged(img.get(), "lcbtree");
+}
+
+// cddstree (node=1024): an uncommitted delete (end > gv, which recovery
+// makes live again: a write) of an early key, and a bad header (leaf = 7)
+// on the leaf holding the largest key.
+TEST(CddstreeRecovery, LateHeaderDamageRefusedWithoutWrites) {
+  Built b = Build("cddstree", false);
+  auto prepare = [&](Pool* p, bool damage) {
+    auto* meta = p->to_ptr<uint64_t>(PPtr(*p->root_slot(0)));  // tag, root, gv, node_bytes
+    const uint64_t gv = meta[2], bytes = meta[3];
+    auto b = p->bytes();
+    // Entries are {key, val, start, end} at 64 + 32i from a 64-aligned node.
+    int found = 0;
+    for (size_t off = p->heap_begin(); off + 32 <= b.size(); off += 32) {
+      uint64_t e[4];
+      std::memcpy(e, b.data() + off, 32);
+      if (e[0] == KeyOf(5) && e[1] == 5 + 1000 && e[3] == ~uint64_t{0}) {
+        e[3] = gv + 3;
+        std::memcpy(b.data() + off, e, 32);
+        ++found;
+      }
+      if (damage && e[0] == KeyOf(kKeys - 1) && e[1] == kKeys - 1 + 1000 && e[3] == ~uint64_t{0}) {
+        // The node's start: the 64-aligned header before this entry whose
+        // reserved words are zero and whose leaf word is 1.
+        for (size_t base = (off - 64) & ~size_t{63}; base + bytes > off; base -= 64) {
+          uint32_t hdr[2];
+          uint64_t pad[6];
+          std::memcpy(hdr, b.data() + base, 8);
+          std::memcpy(pad, b.data() + base + 16, 48);
+          bool zero = true;
+          for (uint64_t w : pad) zero = zero && w == 0;
+          if (hdr[1] == 1 && zero && 64 + 32 * uint64_t{hdr[0]} > off - base) {
+            const uint32_t bad = 7;
+            std::memcpy(b.data() + base + 4, &bad, 4);
+            ++found;
+            break;
+          }
+        }
+      }
+    }
+    ASSERT_EQ(found, damage ? 2 : 1);
+  };
+  {
+    auto img = ImageOf(*b.src);
+    prepare(img.get(), false);
+    ExpectRepairedOpen(img.get(), "cddstree", kKeys);
+  }
+  auto img = ImageOf(*b.src);
+  prepare(img.get(), true);
+  ExpectRefusedUnchanged(img.get(), "cddstree");
+  ExpectRefusedUnchanged(img.get(), "cddstree");
+}
+
 }  // namespace
 }  // namespace pmindex

@@ -20,6 +20,31 @@ std::string Hex(uint64_t v) {
 bool Same(const Entry& a, const Entry& b) {
   return a.key == b.key && a.val == b.val && a.start == b.start && a.end == b.end;
 }
+
+// The repairs recovery makes in one node, through set(word, value): PM
+// stores at repair time, plain stores into a DRAM copy when validation
+// computes what the repaired node will hold.
+template <class Set>
+void RepairEntries(Node* x, uint64_t v, Set set) {
+  if (x->torn != 0 && x->e[x->torn - 1].end != 0) {
+    // The slot a shift was overwriting: any prefix of its new words may
+    // have persisted; its old and new contents both survive in the
+    // neighbours. Done before the duplicate rule, which would otherwise
+    // drop the intact left neighbour when the copy happened to complete.
+    set(&x->e[x->torn - 1].end, uint64_t{0});
+  }
+  for (uint32_t i = 0; i < x->n; ++i) {
+    Entry& e = x->e[i];
+    if (e.start > v && e.end != 0) {
+      set(&e.end, uint64_t{0});  // uncommitted insert: never live
+    } else if (e.end != Entry::kInf && e.end > v && e.end != 0) {
+      set(&e.end, Entry::kInf);  // uncommitted delete: live again
+    }
+    if (i > 0 && Same(x->e[i - 1], e) && e.live(v)) {
+      set(&x->e[i - 1].end, uint64_t{0});  // copy left by an interrupted shift
+    }
+  }
+}
 }  // namespace
 
 CddsTree::CddsTree(const IndexEnv& env, uint32_t node_bytes)
@@ -53,34 +78,33 @@ Status CddsTree::CheckNode(uint64_t raw) const {
   return Status::OK();
 }
 
+Status CddsTree::Validate(uint64_t raw, uint32_t depth, std::vector<uint64_t>* nodes) const {
+  if (depth >= kMaxHeight) return Status::Corruption("cddstree: tree deeper than the limit");
+  PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
+  nodes->push_back(raw);
+  // A DRAM copy of the node with the repairs applied: the children that
+  // will be live after recovery are the ones validated.
+  std::vector<uint64_t> copy(bytes_ / 8);
+  std::memcpy(copy.data(), N(raw), bytes_);
+  Node* x = reinterpret_cast<Node*>(copy.data());
+  const uint64_t v = gv();
+  RepairEntries(x, v, [](uint64_t* w, uint64_t val) { *w = val; });
+  if (!x->leaf) {
+    for (uint32_t i = 0; i < x->n; ++i)
+      if (x->e[i].live(v)) PMINDEX_RETURN_IF_ERROR(Validate(x->e[i].val, depth + 1, nodes));
+  }
+  return Status::OK();
+}
+
 Status CddsTree::Recover(uint64_t raw, uint32_t depth) {
   if (depth >= kMaxHeight) return Status::Corruption("cddstree: tree deeper than the limit");
   PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
-  env_.alloc->MarkReachable(PPtr(raw));
   Node* x = N(raw);
   const uint64_t v = gv();
-  if (x->torn != 0 && x->e[x->torn - 1].end != 0) {
-    // The slot a shift was overwriting: any prefix of its new words may
-    // have persisted; its old and new contents both survive in the
-    // neighbours. Done before the duplicate rule, which would otherwise
-    // drop the intact left neighbour when the copy happened to complete.
-    pm::store(&x->e[x->torn - 1].end, uint64_t{0});
-    pm::flush(&x->e[x->torn - 1].end, 8);
-  }
-  for (uint32_t i = 0; i < x->n; ++i) {
-    Entry& e = x->e[i];
-    if (e.start > v && e.end != 0) {
-      pm::store(&e.end, uint64_t{0});  // uncommitted insert: never live
-      pm::flush(&e.end, 8);
-    } else if (e.end != Entry::kInf && e.end > v && e.end != 0) {
-      pm::store(&e.end, Entry::kInf);  // uncommitted delete: live again
-      pm::flush(&e.end, 8);
-    }
-    if (i > 0 && Same(x->e[i - 1], e) && e.live(v)) {
-      pm::store(&x->e[i - 1].end, uint64_t{0});  // copy left by an interrupted shift
-      pm::flush(&x->e[i - 1].end, 8);
-    }
-  }
+  RepairEntries(x, v, [](uint64_t* w, uint64_t val) {
+    pm::store(w, val);
+    pm::flush(w, 8);
+  });
   if (!x->leaf) {
     for (uint32_t i = 0; i < x->n; ++i)
       if (x->e[i].live(v)) PMINDEX_RETURN_IF_ERROR(Recover(x->e[i].val, depth + 1));
@@ -98,7 +122,15 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
   t->meta_ = md.value();
   if (t->meta_->tag != kTag || t->meta_->node_bytes != node_bytes)
     return Status::Corruption("cddstree: bad meta block");
-  env.alloc->MarkReachable(mp);
+  // Validation, reads only (issue 15): every node reachable through the
+  // entries that will be live after the repairs, and the allocator's
+  // acceptance of every block; then the repairs.
+  std::vector<uint64_t> nodes{mp.raw()};
+  PMINDEX_RETURN_IF_ERROR(t->Validate(t->meta_->root, 0, &nodes));
+  for (uint64_t n : nodes) env.alloc->MarkReachable(PPtr(n));
+  for (uint64_t n : nodes)
+    if (!env.alloc->IsLive(PPtr(n)))
+      return Status::Corruption("cddstree: block " + Hex(n) + " is not an allocated block");
   PMINDEX_RETURN_IF_ERROR(t->Recover(t->meta_->root, 0));
   pm::fence();  // repairs durable before new versions are written
   return std::unique_ptr<Index>(std::move(t));

@@ -129,6 +129,9 @@ class CddsTree final : public Index {
   // Inserts e into x at its sorted position by shifting (x has room).
   void ShiftInsert(Node* x, const Entry& e);
   void Commit(uint64_t nv);
+  // Open: Validate (reads only; collects every node) before Recover
+  // (repairs) so a refused open writes nothing.
+  Status Validate(uint64_t raw, uint32_t depth, std::vector<uint64_t>* nodes) const;
   Status Recover(uint64_t raw, uint32_t depth);
   Status CheckNode(uint64_t raw) const;
   Status VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,

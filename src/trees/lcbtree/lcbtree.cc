@@ -53,7 +53,7 @@ Result<std::unique_ptr<Index>> LcbTree::Create(const IndexEnv& env, uint32_t nod
 Status LcbTree::CheckNode(uint64_t raw) const {
   auto d = pm::Decode<Node>(*env_.pool, raw, bytes_, 64, "lcbtree: node");
   if (!d.ok()) return d.status();
-  Node* x = d.value();
+  const Node* x = View(raw, d.value());
   if (x->leaf > 1 || x->n > cap_ || (!x->leaf && x->n == 0))
     return Status::Corruption("lcbtree: node " + Hex(raw) + " has a bad header");
   return Status::OK();
@@ -75,17 +75,51 @@ Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_
                                   64, "lcbtree: undo log");
   if (!ld.ok()) return ld.status();
   t->log_ = ld.value();
-  PMINDEX_RETURN_IF_ERROR(t->Undo());
-  env.alloc->MarkReachable(mp);
-  env.alloc->MarkReachable(lp);
-  std::vector<uint64_t> leaves;
+  // Validation, reads only (issue 15): the undo records, then the whole
+  // tree as the undo will leave it (logged originals in place of their
+  // nodes, the logged root), then the allocator's acceptance of every
+  // block. Nothing is written before all of it passed.
+  PMINDEX_RETURN_IF_ERROR(t->CheckUndo());
+  const uint64_t root = t->log_->count != 0 ? t->log_->old_root : t->meta_->root;
+  std::vector<uint64_t> leaves, nodes;
   uint64_t entries = 0;
-  PMINDEX_RETURN_IF_ERROR(t->VerifyNode(t->meta_->root, 0, false, 0, false, 0, &leaves, &entries));
-  Status st = t->for_each_block([&](PPtr p) {
-    if (p != mp && p != lp) env.alloc->MarkReachable(p);
-  });
-  PMINDEX_RETURN_IF_ERROR(st);
+  Status vs = t->VerifyNode(root, 0, false, 0, false, 0, &leaves, &entries, &nodes);
+  t->undo_view_.clear();
+  PMINDEX_RETURN_IF_ERROR(vs);
+  nodes.push_back(mp.raw());
+  nodes.push_back(lp.raw());
+  for (uint64_t n : nodes) env.alloc->MarkReachable(PPtr(n));
+  for (uint64_t n : nodes)
+    if (!env.alloc->IsLive(PPtr(n)))
+      return Status::Corruption("lcbtree: block " + Hex(n) + " is not an allocated block");
+  // Repair: roll back the interrupted operation.
+  PMINDEX_RETURN_IF_ERROR(t->Undo());
   return std::unique_ptr<Index>(std::move(t));
+}
+
+Status LcbTree::CheckUndo() {
+  undo_view_.clear();
+  const uint64_t c = log_->count;
+  if (c == 0) return Status::OK();
+  if (c > kMaxHeight + 1) return Status::Corruption("lcbtree: undo log count out of range");
+  for (uint32_t i = 0; i < c; ++i) {
+    const std::byte* rec = LogRecord(i);
+    uint64_t target;
+    std::memcpy(&target, rec, 8);
+    auto d = pm::Decode<Node>(*env_.pool, target, bytes_, 64, "lcbtree: undo record's node");
+    if (!d.ok()) return d.status();
+    // Records are 64 + bytes_ long from a 64-aligned log: the copy is
+    // 64-aligned like a node.
+    undo_view_.emplace_back(target, reinterpret_cast<const Node*>(rec + 64));
+  }
+  return Status::OK();
+}
+
+const Node* LcbTree::View(uint64_t raw, const Node* pm) const {
+  // Undo copies records in order, so the last record of a node wins.
+  for (auto it = undo_view_.rbegin(); it != undo_view_.rend(); ++it)
+    if (it->first == raw) return it->second;
+  return pm;
 }
 
 Status LcbTree::Undo() {
@@ -449,10 +483,12 @@ Status LcbTree::bulk_load(std::span<const KV> sorted, double fill) {
 }
 
 Status LcbTree::VerifyNode(uint64_t raw, uint32_t depth, bool has_lo, Key lo, bool has_hi, Key hi,
-                           std::vector<uint64_t>* leaves, uint64_t* entries) {
+                           std::vector<uint64_t>* leaves, uint64_t* entries,
+                           std::vector<uint64_t>* nodes) {
   if (depth >= kMaxHeight) return Status::Corruption("lcbtree: tree deeper than the limit");
   PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
-  Node* x = N(raw);
+  if (nodes != nullptr) nodes->push_back(raw);
+  Node* x = const_cast<Node*>(View(raw, N(raw)));
   Key* ks = keys(x);
   for (uint32_t i = 0; i < x->n; ++i) {
     if (i > 0 && ks[i - 1] >= ks[i]) return Status::Corruption("lcbtree: keys not sorted in " + Hex(raw));
@@ -466,7 +502,8 @@ Status LcbTree::VerifyNode(uint64_t raw, uint32_t depth, bool has_lo, Key lo, bo
   }
   for (uint32_t i = 0; i <= x->n; ++i) {
     PMINDEX_RETURN_IF_ERROR(VerifyNode(vals(x)[i], depth + 1, i > 0 || has_lo, i > 0 ? ks[i - 1] : lo,
-                                       i < x->n || has_hi, i < x->n ? ks[i] : hi, leaves, entries));
+                                       i < x->n || has_hi, i < x->n ? ks[i] : hi, leaves, entries,
+                                       nodes));
   }
   return Status::OK();
 }

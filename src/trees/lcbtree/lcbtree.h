@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <shared_mutex>
+#include <utility>
 #include <vector>
 
 #include "alloc/allocator.h"
@@ -101,15 +102,25 @@ class LcbTree final : public Index {
   Status Undo();
   Status UpdateLocked(Key k, Value v);
   Status InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vector<uint32_t>& pos);
+  // Recovery, read-only: decodes the undo log's records into undo_view_
+  // (target node -> its logged original) so the tree can be validated as
+  // Undo will leave it before Undo writes anything.
+  Status CheckUndo();
+  // The node at raw as validation sees it: the logged original while
+  // undo_view_ is in use, else the PM node.
+  const Node* View(uint64_t raw, const Node* pm) const;
   Status CheckNode(uint64_t raw) const;
+  // Checks the subtree at raw; `nodes` (optional) collects every node.
   Status VerifyNode(uint64_t raw, uint32_t depth, bool has_lo, Key lo, bool has_hi, Key hi,
-                    std::vector<uint64_t>* leaves, uint64_t* entries);
+                    std::vector<uint64_t>* leaves, uint64_t* entries,
+                    std::vector<uint64_t>* nodes = nullptr);
 
   IndexEnv env_;
   uint32_t bytes_;
   uint32_t cap_;
   Meta* meta_ = nullptr;
   LogHeader* log_ = nullptr;
+  std::vector<std::pair<uint64_t, const Node*>> undo_view_;  // open only
   mutable std::shared_mutex mu_;
 };
 

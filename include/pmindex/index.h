@@ -1,4 +1,4 @@
-// The index interface every tree implements (DESIGN.md section 5).
+// The index interface every tree implements (docs/architecture.md section 5).
 //
 // Keys and values are 64-bit; every uint64_t is a valid key (0 and
 // UINT64_MAX included). Every operation is thread-safe and linearizable.

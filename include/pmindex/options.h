@@ -1,4 +1,4 @@
-// Index options: "key=value,key=value" strings (DESIGN.md section 5).
+// Index options: "key=value,key=value" strings (docs/architecture.md section 5).
 //
 // Parsing keeps the order and rejects empty keys and duplicates. Getters
 // validate and return InvalidArgument with a one-line message naming the

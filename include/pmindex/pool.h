@@ -1,4 +1,4 @@
-// Pools: the persistent memory an index lives in (DESIGN.md section 3,
+// Pools: the persistent memory an index lives in (docs/architecture.md section 3.2,
 // docs/pool-format.md).
 //
 // A pool is a file (plus, once it has grown, segment files PATH.1, PATH.2,

@@ -96,7 +96,8 @@ class Index {
   virtual Status for_each_block(const std::function<void(PPtr)>& fn);
 
   // Clean shutdown (persist what open would otherwise rebuild, set flags).
-  // Idempotent; the destructor calls it. No operation may follow.
+  // Idempotent; the destructor calls it. No operation may follow. An index
+  // whose open did not complete (abandoned()) writes nothing here.
   virtual Status close();
 
   // The allocator the index allocates from (null for volatile indexes).
@@ -106,6 +107,11 @@ class Index {
  protected:
   // Out of line: alloc::Allocator is incomplete here (index.cc defines it).
   Index();
+  // True when open_index built this index but then refused the pool (e.g.
+  // the allocator's FinishRecovery failed): the pool may be damaged and
+  // the allocator is still in recovery, so close() must return at once and
+  // the destructor must write nothing (issue 15).
+  bool abandoned() const { return abandoned_; }
 
  private:
   friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);
@@ -115,6 +121,7 @@ class Index {
   // Held while the index is alive: a second create_index / open_index on
   // the same pool is refused (Busy) until it is released.
   std::shared_ptr<void> pool_lease_;
+  bool abandoned_ = false;
 };
 
 // Creates an index. Volatile kinds: pool must be null. Persistent kinds:

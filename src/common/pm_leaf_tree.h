@@ -341,6 +341,7 @@ class PmLeafTree final : public Index {
   Status close() override {
     if (closed_) return Status::OK();
     closed_ = true;
+    if (abandoned()) return Status::OK();  // the open was refused: write nothing
     if (head_ != nullptr) WriteHints();
     return Status::OK();
   }

@@ -158,7 +158,13 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
     return failed(Status::Corruption("index kind \"" + info->name + "\": open returned null"));
   }
   s = a->FinishRecovery();
-  if (!s.ok()) return failed(s);
+  if (!s.ok()) {
+    // The index is destroyed on return, before its allocator: it must not
+    // write (nvtree's close would allocate a snapshot from an allocator
+    // still in recovery, which stops the process).
+    idx.value()->abandoned_ = true;
+    return failed(s);
+  }
   idx.value()->alloc_ = std::move(a);
   idx.value()->pool_ = pool;
   idx.value()->pool_lease_ = std::move(lease).value();

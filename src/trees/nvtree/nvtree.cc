@@ -652,6 +652,10 @@ Status NvTree::RebuildFromLn() {
     prev_low = low;
     entries.push_back({low, raw, 0, 0});
     env_.alloc->MarkReachable(PPtr(raw));
+    // The allocator must accept it, else FinishRecovery would refuse the
+    // pool after Open's write (slot 1).
+    if (!env_.alloc->IsLive(PPtr(raw)))
+      return Status::Corruption("nvtree: LN " + Hex(raw) + " is not an allocated block");
     raw = ln->next_raw();
   }
   n_leaves_.store(entries.size());
@@ -695,7 +699,11 @@ Status NvTree::LoadSnapshot(uint64_t raw) {
     expect = ln->next_raw();
   }
   if (expect != 0) return Status::Corruption("nvtree: snapshot misses LNs");
-  for (const PlnEntry& e : entries) env_.alloc->MarkReachable(PPtr(e.ln));
+  for (const PlnEntry& e : entries) {
+    env_.alloc->MarkReachable(PPtr(e.ln));
+    if (!env_.alloc->IsLive(PPtr(e.ln)))
+      return Status::Corruption("nvtree: LN " + Hex(e.ln) + " is not an allocated block");
+  }
   n_leaves_.store(entries.size());
   Publish(BuildLayout(entries, groups), 0);
   return Status::OK();
@@ -704,6 +712,7 @@ Status NvTree::LoadSnapshot(uint64_t raw) {
 Status NvTree::close() {
   if (closed_) return Status::OK();
   closed_ = true;
+  if (abandoned()) return Status::OK();  // the open was refused: write nothing
   if (layout_.load(std::memory_order_acquire) == nullptr) return Status::OK();
   std::lock_guard g(structure_mu_);
   // Drain retired LNs (no operation runs any more).

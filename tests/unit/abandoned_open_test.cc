@@ -1,0 +1,176 @@
+// An open that does not complete never writes (issue 15): with one page
+// word of the page table damaged so that the allocator refuses the blocks
+// the tree reaches, open_index returns Corruption, the process survives
+// (nvtree used to abort with "Alloc called before FinishRecovery()
+// succeeded": the half-open index was destroyed and its close() wrote a
+// snapshot) and the pool image is unchanged.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "gtest/gtest.h"
+#include "pm/persist.h"
+#include "pmindex/index.h"
+#include "pmindex/pool.h"
+#include "pmindex/registry.h"
+
+namespace pmindex {
+namespace {
+
+std::unique_ptr<Pool> CleanImage(const std::string& kind, int keys) {
+  PoolOptions po;
+  po.size = 16ull << 20;
+  po.max_size = 64ull << 20;
+  po.kind = kind;
+  auto pool = Pool::CreateInMemory(po);
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  auto idx = create_index(kind, "", pool.value().get());
+  EXPECT_TRUE(idx.ok()) << kind << ": " << idx.status().ToString();
+  for (int i = 0; i < keys; ++i) EXPECT_TRUE(idx.value()->insert(uint64_t(i) * 3 + 1, i).ok());
+  EXPECT_TRUE(idx.value()->close().ok());
+  idx.value().reset();
+  auto img = Pool::OpenImage(pool.value()->bytes());
+  EXPECT_TRUE(img.ok()) << img.status().ToString();
+  return std::move(img).value();
+}
+
+// Turns the class page holding the block of root slot 0 into a one-page
+// span (docs/allocator.md: tag 0xC2, length 1 in bits 32..63, node kept):
+// a well-formed word that Attach accepts, but every block the tree reaches
+// in that page past its first byte is no longer a block start, so
+// recovery's marks are refused.
+void DamagePageWordOfRoot(Pool* p) {
+  const uint64_t off = PPtr(*p->root_slot(0)).offset();
+  const size_t page = (off - p->heap_begin()) / PoolOptions::kPageSize;
+  uint64_t& w = p->page_table()[page];
+  ASSERT_EQ(w & 0xff, 0xC1u) << "root block not in a class page";
+  w = (w & 0xffff0000u) | 0xC2u | (uint64_t{1} << 32);
+}
+
+std::vector<std::byte> Bytes(const Pool& p) {
+  auto b = p.bytes();
+  return {b.begin(), b.end()};
+}
+
+class AbandonedOpen : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AbandonedOpen, DamagedPageTableIsCorruptionWithoutWrites) {
+  const std::string kind = GetParam();
+  auto img = CleanImage(kind, 3000);
+  DamagePageWordOfRoot(img.get());
+  const auto before = Bytes(*img);
+  {
+    auto idx = open_index(img.get());
+    ASSERT_FALSE(idx.ok()) << kind;
+    EXPECT_TRUE(idx.status().is_corruption()) << idx.status().ToString();
+  }
+  // Nothing changed but the clean flag, which open_index's MarkInUse
+  // clears before recovery runs (the image was cleanly closed).
+  const auto after = Bytes(*img);
+  ASSERT_EQ(before.size(), after.size());
+  size_t n = 0, first = 0;
+  for (size_t i = 4096; i < before.size(); ++i)
+    if (before[i] != after[i] && n++ == 0) first = i;
+  EXPECT_EQ(n, 0u) << kind << ": " << n << " bytes past the header changed, first at " << first;
+  EXPECT_EQ(*img->root_slot(1), *reinterpret_cast<const uint64_t*>(before.data() +
+                                   (reinterpret_cast<const char*>(img->root_slot(1)) - img->base())));
+  // And again: the refusal is repeatable.
+  auto again = open_index(img.get());
+  EXPECT_TRUE(again.status().is_corruption()) << again.status().ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(Trees, AbandonedOpen,
+                         ::testing::Values("nvtree", "lbtree", "fptree", "wbtree", "lcbtree",
+                                           "cddstree"));
+
+// The mechanism itself, with a test kind whose open succeeds but reports a
+// pointer the allocator refuses (so FinishRecovery fails after the index
+// object exists), and whose close() writes root slot 3 unless abandoned().
+constexpr uint64_t kClosedMark = 0xC105ED;
+
+class AbandonProbe : public Index {
+ public:
+  explicit AbandonProbe(Pool* pool) : pool_(pool) {}
+  ~AbandonProbe() override { (void)close(); }
+  std::string_view kind() const override { return "probe-abandon"; }
+  bool persistent() const override { return true; }
+  Status insert(Key, Value) override { return Status::OK(); }
+  Status update(Key, Value) override { return Status::NotFound(); }
+  Status upsert(Key, Value) override { return Status::OK(); }
+  std::optional<Value> lookup(Key) override { return std::nullopt; }
+  Status remove(Key) override { return Status::NotFound(); }
+  size_t scan(Key, size_t, KV*) override { return 0; }
+  Status bulk_load(std::span<const KV>, double) override { return Status::OK(); }
+  Status verify() override { return Status::OK(); }
+  IndexStats stats() override { return {}; }
+  Status close() override {
+    if (closed_) return Status::OK();
+    closed_ = true;
+    if (abandoned()) return Status::OK();
+    pm::naw(pool_->root_slot(3), kClosedMark);
+    return Status::OK();
+  }
+
+ private:
+  Pool* pool_;
+  bool closed_ = false;
+};
+
+Result<std::unique_ptr<Index>> CreateAbandonProbe(const IndexEnv& env, const Options&) {
+  auto b = env.alloc->Alloc(256);
+  if (!b.ok()) return b.status();
+  pm::naw(env.pool->root_slot(0), b.value().raw());
+  return std::unique_ptr<Index>(new AbandonProbe(env.pool));
+}
+
+Result<std::unique_ptr<Index>> OpenAbandonProbe(const IndexEnv& env, const Options&) {
+  PPtr root(*env.pool->root_slot(0));
+  env.alloc->MarkReachable(root);
+  // Not a block start: FinishRecovery refuses the pool.
+  if (*env.pool->root_slot(1) != 0) env.alloc->MarkReachable(PPtr(root.raw() + 64));
+  return std::unique_ptr<Index>(new AbandonProbe(env.pool));
+}
+
+PMINDEX_REGISTER_INDEX(probe_abandon, {.name = "probe-abandon",
+                                       .persistent = true,
+                                       .options_help = "",
+                                       .test_configs = {},
+                                       .validate = nullptr,
+                                       .create = CreateAbandonProbe,
+                                       .open = OpenAbandonProbe,
+                                       .test_only = true,
+                                       .stores_data = false});
+
+TEST(AbandonedOpenProbe, IndexRefusedByFinishRecoveryNeverWritesAtClose) {
+  PoolOptions po;
+  po.size = 4ull << 20;
+  po.max_size = 16ull << 20;
+  po.kind = "probe-abandon";
+  auto pool = Pool::CreateInMemory(po);
+  ASSERT_TRUE(pool.ok());
+  {
+    auto idx = create_index("probe-abandon", "", pool.value().get());
+    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    idx.value().reset();  // a completed index writes at close
+  }
+  ASSERT_EQ(*pool.value()->root_slot(3), kClosedMark);
+  auto img = Pool::OpenImage(pool.value()->bytes());
+  ASSERT_TRUE(img.ok());
+  *img.value()->root_slot(3) = 0;
+  {
+    auto ok = open_index(img.value().get());  // a good open: close writes
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  }
+  EXPECT_EQ(*img.value()->root_slot(3), kClosedMark);
+  *img.value()->root_slot(3) = 0;
+  *img.value()->root_slot(1) = 1;  // the open now reports a bad block
+  auto idx = open_index(img.value().get());
+  ASSERT_FALSE(idx.ok());
+  EXPECT_TRUE(idx.status().is_corruption()) << idx.status().ToString();
+  EXPECT_EQ(*img.value()->root_slot(3), 0u) << "the abandoned index wrote at destruction";
+}
+
+}  // namespace
+}  // namespace pmindex

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
 #   1. release build: every unit, scenario and crash-simulator test;
-#   2. ASan+UBSan build: unit, scenario and crash tests;
-#   3. TSan build: the concurrent tests (unit and scenario).
+#   2. ASan+UBSan build: unit, scenario, CLI and crash-simulator tests,
+#      pmcrash over every index included (recovery from crash images reads
+#      the most hostile bytes; a smaller image budget per crash point);
+#   3. TSan build: every unit and scenario test (not a name filter, so no
+#      threaded test is missed).
 # Builds go to build/<type>. Safe to run twice (incremental).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,16 +29,16 @@ step "release tests"
 (cd build/release && ctest -j "$jobs" --output-on-failure)
 
 step "ASan+UBSan build"
-configure build/asan Asan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF
-ninja -C build/asan -j "$jobs" unit_tests scenario_tests pmpool
+configure build/asan Asan -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=4
+ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"
-(cd build/asan && ctest -j "$jobs" --output-on-failure -LE slow)
+(cd build/asan && ctest -j "$jobs" --output-on-failure)
 
 step "TSan build"
 configure build/tsan Tsan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF -DPMINDEX_BUILD_TOOLS=OFF
 ninja -C build/tsan -j "$jobs" unit_tests scenario_tests
-step "TSan tests (concurrent)"
+step "TSan tests"
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-   ctest -j "$jobs" --output-on-failure -R 'Concurrent|Epoch|Thread|Parallel|Readers')
+   ctest -j "$jobs" --output-on-failure -L 'unit|scenario')
 
 step "all tests passed"

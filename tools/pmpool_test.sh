@@ -131,6 +131,12 @@ expect_refused "$DIR/crashed.pool" "page 10 has an invalid page word" "$PMPOOL" 
 cp "$P" "$DIR/damaged.pool" && patch "$DIR/damaged.pool" 4177 '\001'
 expect_refused "$DIR/damaged.pool" "invalid page word" "$PMPOOL" verify "$DIR/damaged.pool"
 "$PMPOOL" info "$DIR/damaged.pool" | grep -q "clean: *yes" || fail "a refused verify changed the clean flag"
+# Damage the index finds itself (root slot 0, the index's first pointer,
+# made misaligned) on a cleanly closed pool: refused before recovery writes
+# anything, the clean flag included (bytes and mtime unchanged).
+cp "$P" "$DIR/root.pool" && patch "$DIR/root.pool" 2048 '\377'
+expect_refused "$DIR/root.pool" "misaligned" "$PMPOOL" verify "$DIR/root.pool"
+"$PMPOOL" info "$DIR/root.pool" | grep -q "clean: *yes" || fail "a refused open_index cleared the clean flag"
 
 # A pool locked by another process (flock(1) takes the same lock).
 if command -v flock >/dev/null 2>&1; then

@@ -134,9 +134,12 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
 
 // Opens the index stored in pool (kind and options from the pool header)
 // and recovers it. Busy if an index created or opened on this pool is
-// still alive. The pool's clean flag is cleared (Pool::MarkInUse) only
-// after the allocator has validated the page table, just before recovery
-// writes; if recovery then fails, the pool is never marked clean by this
+// still alive. The pool's clean flag is cleared (Pool::MarkInUse) just
+// before recovery's first write: by the index kind itself once it has
+// validated what it read (IndexInfo::marks_in_use, every built-in
+// persistent tree), else after the allocator has validated the page table;
+// a refused open of a cleanly closed pool then leaves its files unchanged.
+// If recovery fails after that, the pool is never marked clean by this
 // Pool object's Close, so the next open recovers it again.
 Result<std::unique_ptr<Index>> open_index(Pool* pool);
 

@@ -44,6 +44,11 @@ struct IndexInfo {
   IndexFactory open;  // persistent only
   bool test_only = false;     // hidden from --list and scenarios (crash-sim fixtures)
   bool stores_data = true;    // false for `null`: excluded from oracle scenarios
+  // `open` writes nothing before it calls env.pool->MarkInUse(), which it
+  // does only once everything it reads has been validated; a refused open
+  // then leaves a cleanly closed pool byte for byte as it was. When false,
+  // open_index clears the clean flag before calling `open`.
+  bool marks_in_use = false;
 };
 
 class Registry {

@@ -603,7 +603,8 @@ class PmLeafTree final : public Index {
       if (!alloc_->IsLive(PPtr(*pool_->root_slot(kMetaSlot)))) return not_block(PPtr(*pool_->root_slot(kMetaSlot)), "meta block");
     }
 
-    // ---- Repairs: everything above passed.
+    // ---- Repairs: everything above passed. The clean flag goes first.
+    PMINDEX_RETURN_IF_ERROR(pool_->MarkInUse());
     if constexpr (Policy::kMetaBytes > 0) policy_.RepairMeta(meta, pool_);
     // Stale lock bits, interrupted leaf operations (after the split
     // replays, which may leave a leaf for RecoverLeaf to finish).
@@ -825,6 +826,7 @@ IndexInfo PmLeafTreeInfo(std::string name) {
       .open = [](const IndexEnv& e, const Options& o) { return MakePmLeafTree<P>(e, o, true); },
       .test_only = false,
       .stores_data = true,
+      .marks_in_use = true,
   };
 }
 

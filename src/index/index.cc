@@ -144,10 +144,15 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
   auto alloc = alloc::Allocator::Attach(pool, /*fresh=*/false);
   if (!alloc.ok()) return alloc.status();
   std::unique_ptr<alloc::Allocator> a = std::move(alloc).value();
-  // Recovery writes: clear the clean flag first, and keep the pool unclean
-  // if recovery fails (the next open must recover it again).
-  Status s = pool->MarkInUse();
-  if (!s.ok()) return s;
+  // Recovery writes: the clean flag is cleared before the first write (by
+  // the kind itself after its validation when it says so, else here), and
+  // the pool stays unclean if recovery fails (the next open must recover
+  // it again).
+  Status s;
+  if (!info->marks_in_use) {
+    s = pool->MarkInUse();
+    if (!s.ok()) return s;
+  }
   auto failed = [pool](Status st) {
     pool->IndexFailed();
     return st;
@@ -157,6 +162,9 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
   if (idx.value() == nullptr) {
     return failed(Status::Corruption("index kind \"" + info->name + "\": open returned null"));
   }
+  // FinishRecovery writes the page table (idempotent if open marked it).
+  s = pool->MarkInUse();
+  if (!s.ok()) return failed(s);
   s = a->FinishRecovery();
   if (!s.ok()) {
     // The index is destroyed on return, before its allocator: it must not

@@ -619,7 +619,14 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
   // the tree, so a crash from here on rebuilds from the LNs whatever the
   // snapshot says (the snapshot block itself is unreachable and freed by
   // the allocator's recovery).
-  if (snap != 0) pm::naw(pool->root_slot(1), 0);
+  if (snap != 0) {
+    Status m = pool->MarkInUse();
+    if (!m.ok()) {
+      t->closed_ = true;
+      return m;
+    }
+    pm::naw(pool->root_slot(1), 0);
+  }
   return std::unique_ptr<Index>(std::move(t));
 }
 
@@ -937,6 +944,7 @@ PMINDEX_REGISTER_INDEX(nvtree, {
       if (!c.ok()) return c.status();
       return NvTree::Open(env, c.value());
     },
+    .marks_in_use = true,
 });
 
 }  // namespace

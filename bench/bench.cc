@@ -16,7 +16,7 @@
 
 #include "alloc/allocator.h"
 #include "pm/persist.h"
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 
 namespace pmindex::bench {
 

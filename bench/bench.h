@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "pmindex/index.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "index/registry.h"
 #include "pmindex/status.h"
 #include "workload.h"
 

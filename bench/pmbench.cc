@@ -21,9 +21,9 @@
 
 #include "bench.h"
 #include "pm/persist.h"
-#include "pmindex/options.h"
-#include "pmindex/pool.h"
-#include "pmindex/registry.h"
+#include "index/options.h"
+#include "pm/pool.h"
+#include "index/registry.h"
 #include "pmindex/version.h"
 #include "workload.h"
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pmindex/index.h"
+#include "index/index.h"
 #include "pmindex/status.h"
 
 namespace pmindex::crash {

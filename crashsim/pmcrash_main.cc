@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "pmindex/registry.h"
+#include "index/registry.h"
 #include "simulator.h"
 #include "crash_workload.h"
 

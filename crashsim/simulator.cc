@@ -18,8 +18,8 @@
 
 #include "alloc/allocator.h"
 #include "check.h"
-#include "pmindex/index.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "index/registry.h"
 #include "crash_workload.h"
 
 namespace pmindex::crash {

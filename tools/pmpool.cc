@@ -31,8 +31,8 @@
 #include "alloc/page_word.h"
 #include "alloc/size_classes.h"
 #include "pm/pool_format.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
+#include "index/index.h"
+#include "pm/pool.h"
 #include "pmindex/version.h"
 
 namespace pmindex {

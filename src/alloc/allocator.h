@@ -30,7 +30,7 @@
 #include <span>
 #include <string>
 
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 #include "pmindex/status.h"
 
 namespace pmindex::alloc {

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 
 namespace pmindex::alloc {
 

@@ -52,7 +52,7 @@
 #include <utility>
 #include <vector>
 
-#include "pmindex/index.h"
+#include "index/index.h"
 #include "pmindex/status.h"
 #include "sync/version_lock.h"
 

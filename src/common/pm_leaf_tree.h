@@ -90,9 +90,9 @@
 #include "common/small_sort.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "pm/pool.h"
+#include "index/registry.h"
 #include "pmindex/status.h"
 #include "sync/version_lock.h"
 

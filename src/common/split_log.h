@@ -29,8 +29,8 @@
 
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
+#include "index/index.h"
+#include "pm/pool.h"
 #include "pmindex/status.h"
 
 namespace pmindex::common {

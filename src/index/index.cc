@@ -1,12 +1,12 @@
 // create_index / open_index / create_pool_for: the checks between a caller,
 // the registry and a pool, so that every factory receives validated options
 // and a pool of its own kind.
-#include "pmindex/index.h"
+#include "index/index.h"
 
 #include <string>
 
 #include "alloc/allocator.h"
-#include "pmindex/registry.h"
+#include "index/registry.h"
 
 namespace pmindex {
 

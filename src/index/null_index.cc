@@ -1,7 +1,7 @@
 // The `null` index: every operation does nothing. It measures the cost of
 // the benchmark harness itself (key generation, timing, dispatch).
-#include "pmindex/index.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "index/registry.h"
 
 namespace pmindex {
 namespace {

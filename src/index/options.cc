@@ -1,4 +1,4 @@
-#include "pmindex/options.h"
+#include "index/options.h"
 
 #include <charconv>
 #include <cmath>

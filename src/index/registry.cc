@@ -1,4 +1,4 @@
-#include "pmindex/registry.h"
+#include "index/registry.h"
 
 #include <algorithm>
 #include <cstdio>

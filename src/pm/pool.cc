@@ -12,7 +12,7 @@
 // leaves every file byte-for-byte unchanged. Paths are stat()ed before they
 // are opened, so a FIFO or a device is refused without blocking or side
 // effects.
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 #include "pmindex/status.h"
 
 namespace pmindex::pm {

@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "alloc/allocator.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "pm/pool.h"
+#include "index/registry.h"
 #include "pmindex/status.h"
 
 namespace pmindex::scenario {

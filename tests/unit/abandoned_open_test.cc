@@ -12,9 +12,9 @@
 #include "alloc/allocator.h"
 #include "gtest/gtest.h"
 #include "pm/persist.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "pm/pool.h"
+#include "index/registry.h"
 
 namespace pmindex {
 namespace {

@@ -22,7 +22,7 @@
 #include "alloc/size_classes.h"
 #include "gtest/gtest.h"
 #include "pm/persist.h"
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 
 namespace pmindex::alloc {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "common/split_log.h"
 #include "pm/persist.h"
-#include "pmindex/index.h"
+#include "index/index.h"
 #include "unit/pm_image_tracer.h"
 
 namespace pmindex::testing_util {

@@ -13,7 +13,7 @@
 #include "alloc/allocator.h"
 #include "alloc/epoch.h"
 #include "gtest/gtest.h"
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 
 namespace pmindex::alloc {
 namespace {

@@ -20,9 +20,9 @@
 #include "gtest/gtest.h"
 #include "pm/persist.h"
 #include "pm/pool_format.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "pm/pool.h"
+#include "index/registry.h"
 #include "unit/temp_files.h"
 
 namespace pmindex {

@@ -9,8 +9,8 @@
 #include <random>
 
 #include "pm/persist.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
+#include "index/index.h"
+#include "pm/pool.h"
 #include "trees/lcbtree/lcbtree.h"
 
 namespace pmindex::lcbtree {

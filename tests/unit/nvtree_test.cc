@@ -13,8 +13,8 @@
 
 #include "alloc/allocator.h"
 #include "pm/persist.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
+#include "index/index.h"
+#include "pm/pool.h"
 #include "trees/nvtree/adaptive.h"
 #include "trees/nvtree/leaf.h"
 #include "trees/nvtree/nvtree.h"

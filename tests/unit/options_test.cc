@@ -1,11 +1,11 @@
 // Options parsing and every error message; registry and create_index checks
 // that need no pool.
-#include "pmindex/options.h"
+#include "index/options.h"
 
 #include <gtest/gtest.h>
 
-#include "pmindex/index.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "index/registry.h"
 
 namespace pmindex {
 namespace {

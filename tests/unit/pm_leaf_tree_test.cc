@@ -15,7 +15,7 @@
 
 #include "alloc/allocator.h"
 #include "common/pm_leaf_tree.h"
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 #include "trees/lbtree/lbtree_leaf.h"
 
 namespace pmindex::common {

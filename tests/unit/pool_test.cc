@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 #include "pm/persist.h"
 #include "pm/pool_format.h"
-#include "pmindex/pool.h"
+#include "pm/pool.h"
 #include "unit/temp_files.h"
 
 namespace pmindex {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
+#include "index/index.h"
+#include "pm/pool.h"
 
 namespace pmindex {
 namespace {

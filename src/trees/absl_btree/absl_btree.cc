@@ -26,8 +26,8 @@
 #include <shared_mutex>
 #include <string>
 
-#include "pmindex/index.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "index/registry.h"
 
 namespace pmindex {
 namespace {

@@ -48,8 +48,8 @@
 
 #include "alloc/allocator.h"
 #include "pm/persist.h"
-#include "pmindex/index.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "index/registry.h"
 
 namespace pmindex::cddstree {
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "common/olc_btree.h"
-#include "pmindex/index.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "index/registry.h"
 
 namespace pmindex {
 namespace {

@@ -5,7 +5,7 @@
 // Options: node=256|512|768|1024, rebuild_threads=N.
 #include "common/pm_leaf_tree.h"
 #include "common/split_log.h"
-#include "pmindex/registry.h"
+#include "index/registry.h"
 #include "trees/fptree/fptree_leaf.h"
 
 namespace pmindex::fptree {

@@ -1,7 +1,7 @@
 // Registration of "lbtree": options node=256|512|768|1024, rebuild_threads=N.
 #include "trees/lbtree/lbtree.h"
 
-#include "pmindex/registry.h"
+#include "index/registry.h"
 
 namespace pmindex::lbtree {
 

@@ -39,8 +39,8 @@
 #include "common/fingerprint.h"
 #include "common/small_sort.h"
 #include "pm/persist.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
+#include "index/index.h"
+#include "pm/pool.h"
 #include "pmindex/status.h"
 
 namespace pmindex::lbtree {

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "pm/persist.h"
-#include "pmindex/index.h"
+#include "index/index.h"
 
 namespace pmindex::nvtree {
 

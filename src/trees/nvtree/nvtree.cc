@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "pm/pptr_decode.h"
-#include "pmindex/registry.h"
+#include "index/registry.h"
 
 namespace pmindex::nvtree {
 

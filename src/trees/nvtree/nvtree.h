@@ -48,8 +48,8 @@
 
 #include "alloc/allocator.h"
 #include "alloc/epoch.h"
-#include "pmindex/index.h"
-#include "pmindex/registry.h"
+#include "index/index.h"
+#include "index/registry.h"
 #include "sync/version_lock.h"
 #include "trees/nvtree/adaptive.h"
 #include "trees/nvtree/leaf.h"

@@ -35,8 +35,8 @@
 #include "common/small_sort.h"
 #include "common/split_log.h"
 #include "pm/persist.h"
-#include "pmindex/index.h"
-#include "pmindex/pool.h"
+#include "index/index.h"
+#include "pm/pool.h"
 #include "pmindex/status.h"
 
 namespace pmindex::wbtree {

@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "pmindex/index.h"
-#include "pmindex/options.h"
-#include "pmindex/pool.h"
+#include "index/index.h"
+#include "index/options.h"
+#include "pm/pool.h"
 #include "pmindex/status.h"
 
 namespace pmindex {

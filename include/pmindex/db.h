@@ -153,9 +153,18 @@ class Db {
 
  private:
   Db();
+  // Takes a pool (null for volatile kinds) and the index created or opened
+  // on it.
+  static std::unique_ptr<Db> Wrap(std::unique_ptr<Pool> pool, std::unique_ptr<Index> index);
+
   std::unique_ptr<Pool> pool_;    // null for volatile kinds
   std::unique_ptr<Index> index_;  // destroyed before pool_
+  // Copied at creation, so that the accessors below stay valid after Close.
+  std::string kind_;
   std::string options_;
+  std::string path_;
+  std::string_view durability_;
+  bool persistent_ = false;
   bool closed_ = false;
 };
 

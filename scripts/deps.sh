@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ libgtest-dev libnuma-dev libcli11-dev nlohmann-json3-dev
-      libabsl-dev python3 python3-venv)
+      libabsl-dev pkg-config python3 python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,7 @@
 #include "alloc/allocator.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "pmindex/db.h"
 
 namespace pmindex::bench {
 
@@ -120,9 +121,116 @@ struct OpResult {
   bool found;        // lookup, rmw
 };
 
+// The two ways the driver reaches an index (--api): the plug-in interface
+// itself (index: a Pool and an Index), or the user's handle pmindex::Db
+// (db), which owns both. The classes have the same members, and the phase
+// loop is compiled once for each.
+class IndexApi {
+ public:
+  // A new index; for a persistent kind in a new pool at `path`.
+  static Result<IndexApi> Create(const IndexInfo& info, const std::string& options,
+                                 const std::string& path, const PoolOptions& po) {
+    IndexApi a;
+    if (info.persistent) {
+      auto p = create_pool_for(info.name, options, path, po);
+      if (!p.ok()) return p.status();
+      a.pool_ = std::move(p).value();
+    }
+    auto idx = create_index(info.name, options, a.pool_.get());
+    if (!idx.ok()) return idx.status();
+    a.idx_ = std::move(idx).value();
+    return a;
+  }
+  // Opens the pool at `path` and its index; *recovery_s: open_index alone.
+  static Result<IndexApi> Open(const std::string& path, double* recovery_s) {
+    IndexApi a;
+    auto p = Pool::Open(path);
+    if (!p.ok()) return p.status();
+    a.pool_ = std::move(p).value();
+    Clock::time_point t0 = Clock::now();
+    auto idx = open_index(a.pool_.get());
+    *recovery_s = SecondsSince(t0);
+    if (!idx.ok()) return idx.status();
+    a.idx_ = std::move(idx).value();
+    return a;
+  }
+
+  Status insert(Key k, Value v) { return idx_->insert(k, v); }
+  std::optional<Value> lookup(Key k) { return idx_->lookup(k); }
+  Status update(Key k, Value v) { return idx_->update(k, v); }
+  Status remove(Key k) { return idx_->remove(k); }
+  // buf holds at least n pairs.
+  size_t scan(Key from, size_t n, std::vector<KV>& buf) { return idx_->scan(from, n, buf.data()); }
+  Status bulk_load(std::span<const KV> pairs, double fill) { return idx_->bulk_load(pairs, fill); }
+  Status verify() { return idx_->verify(); }
+  IndexStats stats() {
+    IndexStats st = idx_->stats();
+    if (st.pm_bytes == 0 && idx_->allocator() != nullptr)
+      st.pm_bytes = idx_->allocator()->stats().bytes_in_use;
+    return st;
+  }
+  // The index, then its pool.
+  Status close() {
+    Status s = idx_->close();
+    idx_.reset();
+    Status ps = pool_ != nullptr ? pool_->Close() : Status::OK();
+    pool_.reset();
+    return s.ok() ? ps : s;
+  }
+
+ private:
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Index> idx_;  // destroyed before pool_
+};
+
+class DbApi {
+ public:
+  // Db::Create for a persistent kind, Db::CreateInMemory for a volatile one.
+  static Result<DbApi> Create(const IndexInfo& info, const std::string& options,
+                              const std::string& path, const PoolOptions& po) {
+    DbOptions o;
+    o.size = po.size;
+    o.max_size = po.max_size;
+    o.segment_size = po.segment_size;
+    auto db = info.persistent ? Db::Create(path, info.name, options, o)
+                              : Db::CreateInMemory(info.name, options);
+    if (!db.ok()) return db.status();
+    return DbApi(std::move(db).value());
+  }
+  // *recovery_s: the whole Db::Open (pool file included).
+  static Result<DbApi> Open(const std::string& path, double* recovery_s) {
+    Clock::time_point t0 = Clock::now();
+    auto db = Db::Open(path);
+    *recovery_s = SecondsSince(t0);
+    if (!db.ok()) return db.status();
+    return DbApi(std::move(db).value());
+  }
+
+  Status insert(Key k, Value v) { return db_->Insert(k, v); }
+  std::optional<Value> lookup(Key k) {
+    Result<Value> v = db_->Get(k);
+    return v.ok() ? std::optional<Value>(v.value()) : std::nullopt;
+  }
+  Status update(Key k, Value v) { return db_->Update(k, v); }
+  Status remove(Key k) { return db_->Remove(k); }
+  size_t scan(Key from, size_t n, std::vector<KV>& buf) {
+    buf.clear();
+    return db_->Range(from, std::nullopt, n, &buf);
+  }
+  Status bulk_load(std::span<const KV> pairs, double fill) { return db_->BulkLoad(pairs, fill); }
+  Status verify() { return db_->Verify(); }
+  IndexStats stats() { return db_->Stats(); }
+  Status close() { return db_->Close(); }
+
+ private:
+  explicit DbApi(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+  std::unique_ptr<Db> db_;
+};
+
 // Runs one op and records its result. Returns false on a fatal error (out
 // of space during an insert).
-inline bool Run(Index& idx, const Op& op, KV* buf, OpResult& res, ThreadResult& r) {
+template <class Api>
+inline bool Run(Api& idx, const Op& op, std::vector<KV>& buf, OpResult& res, ThreadResult& r) {
   switch (op.type) {
     case OpType::kInsert: {
       Status s = idx.insert(op.key, op.value);
@@ -219,7 +327,8 @@ std::vector<std::pair<std::string, double>> ExtraDelta(
 }
 
 // Runs one planned phase with plan.threads threads.
-Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> w,
+template <class Api>
+Result<PhaseRun> RunPhase(Api& idx, std::shared_ptr<const workload::Workload> w,
                           const workload::PhasePlan& plan, const BenchConfig& cfg,
                           const Checker& checker, workload::State* state) {
   const unsigned T = plan.threads;
@@ -260,7 +369,7 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
         while (j < n) {
           if (untimed == 0) {
             const uint64_t t0 = __rdtsc();
-            const bool ok = Run(idx, block[j], buf.data(), outcome[j], r);
+            const bool ok = Run(idx, block[j], buf, outcome[j], r);
             r.lat_ticks.push_back(__rdtsc() - t0);
             ++j;
             untimed = every - 1;
@@ -273,7 +382,7 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
           const size_t end = j + std::min<uint64_t>(n - j, untimed);
           untimed -= end - j;
           for (; j < end; ++j) {
-            if (!Run(idx, block[j], buf.data(), outcome[j], r)) {
+            if (!Run(idx, block[j], buf, outcome[j], r)) {
               ++j;
               failed = true;
               break;
@@ -332,8 +441,6 @@ Result<PhaseRun> RunPhase(Index& idx, std::shared_ptr<const workload::Workload> 
     run.lat = LatencyNs{pct(0.50), pct(0.90), pct(0.99), pct(0.999)};
   }
   run.stats = idx.stats();
-  if (run.stats.pm_bytes == 0 && idx.allocator() != nullptr)
-    run.stats.pm_bytes = idx.allocator()->stats().bytes_in_use;
   return run;
 }
 
@@ -390,7 +497,8 @@ Status CopyPoolFiles(const std::string& from, const std::string& to) {
 }
 
 // Samples 1000 present keys; returns how many `idx` does not find.
-uint64_t MissingAfterReopen(Index& idx, const BenchConfig& cfg, const workload::Workload& w,
+template <class Api>
+uint64_t MissingAfterReopen(Api& idx, const BenchConfig& cfg, const workload::Workload& w,
                             const workload::State& state) {
   workload::Rng rng(cfg.seed ^ 0x7265636f76ull);
   uint64_t missing = 0;
@@ -409,15 +517,15 @@ void NoteMissing(PhaseRun& last, uint64_t missing, const char* when) {
     last.first_error = std::to_string(missing) + " of 1000 sampled present keys missing after " + when;
 }
 
-// Pool and index are locals: on every return the index is destroyed
-// before the pool.
+// One run through Api (IndexApi or DbApi), a local: on every return the
+// index is destroyed before its pool.
+template <class Api>
 Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
                                std::shared_ptr<const workload::Workload> w,
                                const std::vector<KV>& pairs, const std::string& path) {
   RepeatResult out;
-  std::unique_ptr<Pool> pool;
+  PoolOptions po;
   if (info.persistent) {
-    PoolOptions po;
     po.size = PoolSizeBytes(cfg);
     po.segment_size = po.size;
     if (cfg.pool_max_mb != 0) {
@@ -425,13 +533,10 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
       po.size = std::min(po.size, po.max_size);
       po.segment_size = std::min<uint64_t>(po.segment_size, std::max<uint64_t>(po.max_size / 4, PoolOptions::kMinSize));
     }
-    auto p = create_pool_for(info.name, OptionsOf(cfg, info.name), path, po);
-    if (!p.ok()) return Status(p.status());
-    pool = std::move(p.value());
   }
-  auto created = create_index(info.name, OptionsOf(cfg, info.name), pool.get());
+  auto created = Api::Create(info, OptionsOf(cfg, info.name), path, po);
   if (!created.ok()) return Status(created.status());
-  std::unique_ptr<Index> idx = std::move(created.value());
+  Api& idx = created.value();
 
   {
     char what[200];
@@ -439,7 +544,7 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
                   static_cast<unsigned long long>(pairs.size()), cfg.fill);
     LoadProgress progress(what);
     if (!pairs.empty()) {
-      Status s = idx->bulk_load(pairs, cfg.fill);
+      Status s = idx.bulk_load(pairs, cfg.fill);
       if (!s.ok()) return Status(s.code() == Status::Code::kOutOfSpace
                                      ? Status::OutOfSpace("bulk load: " + s.ToString())
                                      : Status::InvalidArgument("bulk load: " + s.ToString()));
@@ -451,7 +556,7 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
   Checker checker{cfg.check && info.stores_data, true};
   const size_t nphases = w->config().phases.size();
   // The index's own counters before the first phase (after the load).
-  std::vector<std::pair<std::string, double>> extra_before = idx->stats().extra;
+  std::vector<std::pair<std::string, double>> extra_before = idx.stats().extra;
   for (size_t p = 1; p <= nphases; ++p) {
     const workload::Mix& mix = w->config().phases[p - 1].mix;
     if (mix.has(OpType::kUpdate) || mix.has(OpType::kReadModifyWrite)) checker.values_pristine = false;
@@ -460,7 +565,7 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
     out.dists.push_back(plan.value().file_keys != nullptr ? std::string("file")
                         : plan.value().mix.reads()       ? plan.value().dist.ToString()
                                                          : "");
-    auto run = RunPhase(*idx, w, plan.value(), cfg, checker, &state);
+    auto run = RunPhase(idx, w, plan.value(), cfg, checker, &state);
     if (!run.ok()) return Status(run.status());
     out.extra_delta.push_back(ExtraDelta(run.value().stats.extra, extra_before));
     extra_before = run.value().stats.extra;
@@ -468,7 +573,7 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
   }
 
   if (cfg.verify) {
-    Status s = idx->verify();
+    Status s = idx.verify();
     if (!s.ok() && !s.is_not_supported())
       return Status::Corruption(info.name + ": verify() failed after the run: " + s.ToString());
   }
@@ -481,48 +586,30 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
     Status s = CopyPoolFiles(path, crash_path);
     if (!s.ok()) return s;
     {
-      auto cp = Pool::Open(crash_path);
-      if (!cp.ok()) return Status::IOError("crash image open: " + cp.status().ToString());
-      std::unique_ptr<Pool> crash_pool = std::move(cp.value());
-      if (crash_pool->was_clean())
+      auto image = Pool::Inspect(crash_path);
+      if (!image.ok()) return Status::IOError("crash image: " + image.status().ToString());
+      if (image.value().clean)
         return Status::Corruption("crash image: the clean flag is set in an open pool");
-      Clock::time_point t0 = Clock::now();
-      auto opened = open_index(crash_pool.get());
-      out.crash_recovery_s = SecondsSince(t0);
+      auto opened = Api::Open(crash_path, &out.crash_recovery_s);
       if (!opened.ok())
-        return Status::Corruption("open_index of a crash image: " + opened.status().ToString());
+        return Status::Corruption("open of a crash image: " + opened.status().ToString());
       if (checker.check && !state.present.empty())
-        NoteMissing(out.phases.back(), MissingAfterReopen(*opened.value(), cfg, *w, state),
+        NoteMissing(out.phases.back(), MissingAfterReopen(opened.value(), cfg, *w, state),
                     "a crash");
-      opened.value()->close();
-      opened.value().reset();
-      crash_pool->Close();
+      (void)opened.value().close();
     }
     RemovePoolFiles(crash_path);
   }
 
   if (info.persistent) {
-    Status s = idx->close();
+    Status s = idx.close();
     if (!s.ok()) return Status::IOError("close: " + s.ToString());
-    idx.reset();
-    s = pool->Close();
-    if (!s.ok()) return Status::IOError("pool close: " + s.ToString());
-    pool.reset();
-    auto p = Pool::Open(path);
-    if (!p.ok()) return Status::IOError("reopen: " + p.status().ToString());
-    pool = std::move(p.value());
-    Clock::time_point t0 = Clock::now();
-    auto opened = open_index(pool.get());
-    out.recovery_s = SecondsSince(t0);
-    if (!opened.ok()) return Status::Corruption("open_index after close: " + opened.status().ToString());
-    idx = std::move(opened.value());
+    auto opened = Api::Open(path, &out.recovery_s);
+    if (!opened.ok()) return Status::Corruption("open after close: " + opened.status().ToString());
     // The reopened index must hold the keys present at the end of the run.
     if (checker.check && !state.present.empty())
-      NoteMissing(out.phases.back(), MissingAfterReopen(*idx, cfg, *w, state), "reopen");
-    idx->close();
-    idx.reset();
-    pool->Close();
-    pool.reset();
+      NoteMissing(out.phases.back(), MissingAfterReopen(opened.value(), cfg, *w, state), "reopen");
+    (void)opened.value().close();
   }
   return out;
 }
@@ -535,7 +622,8 @@ Result<RepeatResult> RunOnce(const IndexInfo& info, const BenchConfig& cfg,
     path = (fs::path(cfg.pool_dir) / (info.name + "-r" + std::to_string(rep) + ".pool")).string();
     RemovePoolFiles(path);
   }
-  auto res = RunOnceIn(info, cfg, std::move(w), pairs, path);
+  auto res = cfg.api == "db" ? RunOnceIn<DbApi>(info, cfg, std::move(w), pairs, path)
+                             : RunOnceIn<IndexApi>(info, cfg, std::move(w), pairs, path);
   if (info.persistent) RemovePoolFiles(path);
   return res;
 }
@@ -672,12 +760,13 @@ std::string UtcNow() {
 }  // namespace
 
 void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg) {
-  std::printf("pmbench: %llu keys (fill %.2f, %s), dist %s, %u thread(s), median of %u, flush %s%s%s\n",
+  std::printf("pmbench: %llu keys (fill %.2f, %s), dist %s, %u thread(s), median of %u, flush %s%s%s%s\n",
               static_cast<unsigned long long>(cfg.keys), cfg.fill,
               cfg.keys_file.empty() ? cfg.keyspace.c_str() : ("from " + cfg.keys_file).c_str(),
               cfg.dist.c_str(), cfg.threads, cfg.repeat,
               pm::FlushKindName(pm::ActiveFlushKind()), cfg.eadr ? ", eADR" : "",
-              cfg.pm_write_ns ? (", +" + std::to_string(cfg.pm_write_ns) + " ns/line").c_str() : "");
+              cfg.pm_write_ns ? (", +" + std::to_string(cfg.pm_write_ns) + " ns/line").c_str() : "",
+              cfg.api == "db" ? ", api db" : "");
   std::printf("%-12s %-14s %2s %9s %9s %9s %8s %8s %8s %8s %7s %7s %7s %9s %9s %8s %6s\n", "index",
               "phase", "#", "ops", "ops/s", "ops/cpu-s", "p50ns", "p90ns", "p99ns", "p999ns", "lines", "fences",
               "naws", "PM MiB", "DRAM MiB", "recov s", "errors");
@@ -693,8 +782,9 @@ void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg)
   }
   for (const PhaseReport& r : reports) {
     if (r.crash_recovery_s > 0)
-      std::printf("%-12s phase %zu: recovery after a crash (open_index of a crash image) %.6f s\n",
-                  r.index.c_str(), r.phase_no, r.crash_recovery_s);
+      std::printf("%-12s phase %zu: recovery after a crash (%s of a crash image) %.6f s\n",
+                  r.index.c_str(), r.phase_no, cfg.api == "db" ? "Db::Open" : "open_index",
+                  r.crash_recovery_s);
     if (r.index_stats.empty()) continue;
     std::string line;
     char buf[96];
@@ -735,6 +825,7 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
       {"latency_every", cfg.latency_every}, {"check", cfg.check},
       {"verify", cfg.verify},   {"crash_reopen", cfg.crash_reopen},
       {"keys_file", cfg.keys_file}, {"op_keys", cfg.op_keys},
+      {"api", cfg.api},
   };
   json runs = json::array();
   for (const PhaseReport& r : reports) {

@@ -39,6 +39,11 @@ struct BenchConfig {
   std::vector<std::string> opt_args;               // raw --opt values
   std::map<std::string, std::string> index_options;  // effective, per index
   std::string json_path;
+  // --api: how the driver reaches each index. "index": the plug-in
+  // interface (create_pool_for, create_index, open_index); "db": the
+  // user's handle pmindex::Db (Db::Create, or CreateInMemory for a
+  // volatile kind; Db::Open).
+  std::string api = "index";
   uint64_t seed = 42;
   uint32_t scan_len = 100;
   uint32_t latency_every = 64;

@@ -327,6 +327,10 @@ int Main(int argc, char** argv) {
   app.add_option("--write-keys", write_keys,
                  "Write --keys distinct random keys in [1, 2^63) (seed --seed) to FILE in that raw "
                  "format and exit");
+  app.add_option("--api", cfg.api,
+                 "index (default): drive each index through the plug-in interface (create_pool_for, "
+                 "create_index, open_index); db: through the user's handle pmindex::Db (Db::Create, "
+                 "CreateInMemory for volatile kinds, Db::Open), to compare the two");
   app.add_flag("--crash-reopen", cfg.crash_reopen,
                "Persistent indexes: after the last phase, also open a copy of the still-open pool "
                "(as a killed process leaves it: no close, clean flag unset) and report the time "
@@ -375,6 +379,7 @@ int Main(int argc, char** argv) {
   if (cfg.scan_len < 1 || cfg.scan_len > 1000000) Fail("bad --scan-len: must be in [1, 1000000]");
   if (cfg.latency_every < 1) Fail("bad --latency-every: must be >= 1");
   if (cfg.pm_write_ns > 100000) Fail("bad --pm-write-ns: must be <= 100000");
+  if (cfg.api != "index" && cfg.api != "db") Fail("bad --api '" + cfg.api + "': must be index or db");
   if (cfg.keyspace != "random" && cfg.keyspace != "dense")
     Fail("bad --keyspace '" + cfg.keyspace + "': must be random or dense");
   if (cfg.keys > (uint64_t{1} << 34)) Fail("bad --keys: at most 2^34 keys");

@@ -36,6 +36,7 @@ if [ -n "${PMINDEX_VERSION:-}" ]; then
     echo "FAIL: pmbench --version -> rc=$rc: $out"; fail=1
   fi
 fi
+expect_error "bad --api 'foo': must be index or db" --api foo
 expect_error "bad --threads" --threads 0
 expect_error "phase distribution" --workload 'update@zipf:x'
 expect_error "bad --dist 'hotrange:0.1:1:2'" --dist hotrange:0.1:1:2
@@ -116,6 +117,25 @@ dr = [r for r in runs if r["index"] == "dram-btree"]
 assert all(r["index_stats"] == {} and r["crash_recovery_s"] == 0 for r in dr), dr
 PY
 fi
+
+# --api db: the same loop through the user's handle pmindex::Db, over every
+# index (persistent ones in a pool file, created, reopened and, with
+# --crash-reopen, opened from a crash image through Db), checked results.
+"$pmbench" --api db --index all --keys 5000 --ops 2000 --repeat 1 --threads 2 --crash-reopen \
+  --workload insert,lookup,update,delete,scan:200,rmw --pool "$tmp/pools" --json "$tmp/db.json" \
+  --verify >"$tmp/table" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 0 ]; then echo "FAIL: --api db run rc=$rc"; cat "$tmp/err" "$tmp/table"; fail=1; fi
+grep -q 'api db' "$tmp/table" || { echo "FAIL: --api db not in the table's header"; fail=1; }
+python3 - "$tmp/db.json" <<'PY' || fail=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["config"]["api"] == "db", doc["config"]
+runs = doc["runs"]
+assert runs and all(r["errors"] == 0 and r["throughput_ops_s"] > 0 for r in runs), runs
+last = [r for r in runs if r["persistent"] and r["phase_no"] == 6]
+assert last and all(r["recovery_s"] > 0 and r["crash_recovery_s"] > 0 for r in last), last
+PY
 
 # Key files (--write-keys, --keys-file, --op-keys): raw little-endian uint64.
 "$pmbench" --write-keys "$tmp/all.keys" --keys 12000 --seed 5 >/dev/null || { echo "FAIL: --write-keys"; fail=1; }

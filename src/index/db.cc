@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "alloc/allocator.h"
 #include "index/index.h"
 #include "index/options.h"
 #include "index/registry.h"
@@ -244,7 +245,14 @@ Status Db::BulkLoad(std::span<const KV> sorted, double fill) {
 }
 
 Status Db::Verify() const { return index_->verify(); }
-IndexStats Db::Stats() const { return index_->stats(); }
+IndexStats Db::Stats() const {
+  IndexStats st = index_->stats();
+  // Trees that do not count their PM blocks: the allocator's count.
+  if (st.pm_bytes == 0 && index_->allocator() != nullptr) {
+    st.pm_bytes = index_->allocator()->stats().bytes_in_use;
+  }
+  return st;
+}
 Status Db::Sync() { return pool_ != nullptr ? pool_->Sync() : Status::OK(); }
 
 std::string_view Db::kind() const { return kind_; }

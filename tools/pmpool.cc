@@ -1,31 +1,48 @@
-// pmpool: create, inspect, verify and dump pmindex pool files
-// (docs/architecture.md section 7, docs/pool-format.md).
+// pmpool: create, inspect, verify and dump pmindex pool files, and read and
+// fill the index in one (docs/architecture.md section 7,
+// docs/pool-format.md).
 //
 //   pmpool create PATH --kind K [--options S] [--size 64M] [--max-size 64G]
 //                      [--segment-size S] [--pool-id N]
 //   pmpool info PATH     header fields; never writes
 //   pmpool verify PATH   opens, recovers, runs the index's verify()
 //   pmpool dump PATH     header and page-table summary; never writes
+//   pmpool get PATH KEY... [--hex]         prints "KEY VALUE" per key
+//   pmpool put PATH KEY VALUE [--no-overwrite]
+//   pmpool del PATH KEY... [--ignore-missing]
+//   pmpool scan PATH [--from K] [--to K] [--limit N] [--hex]
+//   pmpool load PATH [FILE|-] [--no-overwrite]   "KEY VALUE" lines
 //
 // Every failure prints one line "pmpool: ..." on stderr and exits 1;
 // command-line errors (unknown command or option, missing argument, a bad
-// value: --size 12Q, --size 1M, an unknown --kind, bad --options) exit 2.
+// value: --size 12Q, --size 1M, an unknown --kind, bad --options, a key or
+// value that is not a number in 0..2^64-1, a malformed line of load input)
+// exit 2 before the pool is opened. get and del report each absent key on
+// its own line ("pmpool: PATH: key K: not found"), still do the other keys,
+// and then exit 1.
 // info and dump open the files read-only; no command opens a path that is
 // not a regular file (a FIFO or a device is refused at once). verify closes the pool properly on every path and leaves a pool
-// whose recovery failed marked unclean.
+// whose recovery failed marked unclean. get/put/del/scan/load go through
+// the user API (pmindex/db.h) and close the Db on every path after it
+// opened, so the pool is marked clean again even when they fail.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <cerrno>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "alloc/page_word.h"
@@ -33,6 +50,7 @@
 #include "pm/pool_format.h"
 #include "index/index.h"
 #include "pm/pool.h"
+#include "pmindex/db.h"
 #include "pmindex/version.h"
 
 namespace pmindex {
@@ -276,24 +294,363 @@ int Dump(const std::string& path) {
   return 0;
 }
 
+// ------------------------------------------------- get/put/del/scan/load
+
+// Keys and values: every uint64_t, written in decimal ("0",
+// "18446744073709551615") or in hex with a 0x prefix ("0xffffffffffffffff").
+// Nothing else: no sign, no spaces, no suffix, no overflow.
+std::optional<uint64_t> ParseNumber(std::string_view s) {
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    base = 16;
+    s.remove_prefix(2);
+  }
+  if (s.empty()) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    unsigned d;
+    if (c >= '0' && c <= '9') {
+      d = static_cast<unsigned>(c - '0');
+    } else if (base == 16 && c >= 'a' && c <= 'f') {
+      d = static_cast<unsigned>(c - 'a' + 10);
+    } else if (base == 16 && c >= 'A' && c <= 'F') {
+      d = static_cast<unsigned>(c - 'A' + 10);
+    } else {
+      return std::nullopt;
+    }
+    if (v > (UINT64_MAX - d) / static_cast<unsigned>(base)) return std::nullopt;
+    v = v * static_cast<unsigned>(base) + d;
+  }
+  return v;
+}
+
+constexpr const char* kNumberHint = "expected 0..18446744073709551615, decimal or 0x hex";
+
+// A token quoted for a one-line message: control bytes shown as '?', long
+// tokens cut.
+std::string Quoted(std::string_view t) {
+  std::string q = "'";
+  for (size_t i = 0; i < t.size() && i < 40; ++i) {
+    unsigned char c = static_cast<unsigned char>(t[i]);
+    q += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+  }
+  if (t.size() > 40) q += "...";
+  return q + "'";
+}
+
+uint64_t NumberArg(const std::string& what, const std::string& text) {
+  auto v = ParseNumber(text);
+  if (!v) UsageFail("bad " + what + " " + Quoted(text) + " (" + kNumberHint + ")");
+  return *v;
+}
+
+std::string Num(uint64_t v, bool hex) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), hex ? "0x%" PRIx64 : "%" PRIu64, v);
+  return buf;
+}
+
+std::unique_ptr<Db> OpenDb(const std::string& path) {
+  auto db = Db::Open(path);
+  if (!db.ok()) Fail(path, db.status());
+  return std::move(db).value();
+}
+
+// Closes the Db (so the pool is marked clean) and fails with one line that
+// also carries a failed close's Status.
+[[noreturn]] void FailClosing(std::unique_ptr<Db> db, const std::string& what) {
+  Status c = db->Close();
+  db.reset();
+  Fail(c.ok() ? what : what + " (and close: " + c.ToString() + ")");
+}
+
+// stdout failed (errno = err) while the Db is open. A reader that went
+// away (EPIPE: "pmpool scan P | head") ends the command quietly with the
+// status a SIGPIPE death would give (128 + 13), the pool closed cleanly;
+// any other error (a full disk) is a failure.
+[[noreturn]] void StdoutFailed(std::unique_ptr<Db> db, const std::string& path, int err) {
+  if (err == EPIPE) {
+    Status c = db->Close();
+    db.reset();
+    if (!c.ok()) Fail(path + ": close", c);
+    std::_Exit(128 + SIGPIPE);
+  }
+  FailClosing(std::move(db), std::string("cannot write to stdout: ") + std::strerror(err));
+}
+
+// The normal end of a command: stdout flushed, then the Db closed.
+void Finish(std::unique_ptr<Db> db, const std::string& path) {
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    StdoutFailed(std::move(db), path, errno != 0 ? errno : EIO);
+  }
+  Status c = db->Close();
+  db.reset();
+  if (!c.ok()) Fail(path + ": close", c);
+}
+
+// "KEY VALUE\n" on stdout.
+void PrintPair(std::unique_ptr<Db>& db, const std::string& path, Key k, Value v, bool hex) {
+  errno = 0;
+  if (std::printf("%s %s\n", Num(k, hex).c_str(), Num(v, hex).c_str()) < 0) {
+    StdoutFailed(std::move(db), path, errno != 0 ? errno : EIO);
+  }
+}
+
+struct KeyArgs {
+  std::string path;
+  std::vector<std::string> keys;
+  bool hex = false;
+  bool ignore_missing = false;
+};
+
+// get: every key is parsed before the pool is opened. Prints "KEY VALUE"
+// for each key found, in argument order; each absent key is one
+// "pmpool: PATH: key K: not found" line, and the status is then 1.
+int Get(const KeyArgs& a) {
+  std::vector<Key> keys;
+  for (const auto& t : a.keys) keys.push_back(NumberArg("key", t));
+  auto db = OpenDb(a.path);
+  int missing = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto v = db->Get(keys[i]);
+    if (v.ok()) {
+      PrintPair(db, a.path, keys[i], v.value(), a.hex);
+    } else if (v.status().is_not_found()) {
+      std::fprintf(stderr, "pmpool: %s: key %s: not found\n", a.path.c_str(), a.keys[i].c_str());
+      ++missing;
+    } else {
+      FailClosing(std::move(db), a.path + ": key " + a.keys[i] + ": " + v.status().ToString());
+    }
+  }
+  Finish(std::move(db), a.path);
+  return missing == 0 ? 0 : 1;
+}
+
+// del: removes each key; an absent key is reported like get's (unless
+// --ignore-missing) and the others are still removed.
+int Del(const KeyArgs& a) {
+  std::vector<Key> keys;
+  for (const auto& t : a.keys) keys.push_back(NumberArg("key", t));
+  auto db = OpenDb(a.path);
+  int missing = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Status s = db->Remove(keys[i]);
+    if (s.is_not_found()) {
+      if (a.ignore_missing) continue;
+      std::fprintf(stderr, "pmpool: %s: key %s: not found\n", a.path.c_str(), a.keys[i].c_str());
+      ++missing;
+    } else if (!s.ok()) {
+      FailClosing(std::move(db), a.path + ": key " + a.keys[i] + ": " + s.ToString());
+    }
+  }
+  Finish(std::move(db), a.path);
+  return missing == 0 ? 0 : 1;
+}
+
+struct PutArgs {
+  std::string path, key, value;
+  bool no_overwrite = false;
+};
+
+// put: an upsert; with --no-overwrite an insert, and a present key is a
+// failure ("already exists") that changes nothing.
+int Put(const PutArgs& a) {
+  Key k = NumberArg("key", a.key);
+  Value v = NumberArg("value", a.value);
+  auto db = OpenDb(a.path);
+  Status s = a.no_overwrite ? db->Insert(k, v) : db->Upsert(k, v);
+  if (!s.ok()) FailClosing(std::move(db), a.path + ": key " + a.key + ": " + s.ToString());
+  Finish(std::move(db), a.path);
+  return 0;
+}
+
+struct ScanArgs {
+  std::string path, from, to, limit;
+  CLI::Option* from_opt = nullptr;
+  CLI::Option* to_opt = nullptr;
+  CLI::Option* limit_opt = nullptr;
+  bool hex = false;
+};
+
+// scan: "KEY VALUE" lines in ascending key order for from <= KEY < to, at
+// most --limit of them. --from above --to is a command-line error; equal
+// bounds give an empty range.
+int Scan(const ScanArgs& a) {
+  Key from = a.from_opt->count() != 0 ? NumberArg("--from", a.from) : 0;
+  std::optional<Key> to;
+  if (a.to_opt->count() != 0) to = NumberArg("--to", a.to);
+  uint64_t limit = a.limit_opt->count() != 0 ? NumberArg("--limit", a.limit) : UINT64_MAX;
+  if (to && from > *to) UsageFail("--from " + a.from + " is above --to " + a.to);
+  auto db = OpenDb(a.path);
+  {
+    std::unique_ptr<Iterator> it = db->NewIterator();
+    uint64_t n = 0;
+    for (it->Seek(from); n < limit && it->Valid(); it->Next(), ++n) {
+      Key k = it->key();
+      if (to && k >= *to) break;
+      PrintPair(db, a.path, k, it->value(), a.hex);
+    }
+  }  // the iterator must not outlive the Db
+  Finish(std::move(db), a.path);
+  return 0;
+}
+
+struct LoadArgs {
+  std::string path, input = "-";
+  bool no_overwrite = false;
+};
+
+struct LoadPair {
+  Key key;
+  Value value;
+  uint64_t line;
+};
+
+// Reads every "KEY VALUE" line of the input. A '#' starts a comment that
+// runs to the end of its line; blank lines are skipped; fields are
+// separated by spaces or tabs (a CR before the newline is allowed). A
+// malformed line is a command-line error naming it (exit 2); an input that
+// cannot be read is a failure (exit 1). Either way nothing was opened yet.
+std::vector<LoadPair> ReadLoadInput(const std::string& input, const std::string& name) {
+  FILE* f = stdin;
+  if (input != "-") {
+    f = std::fopen(input.c_str(), "re");
+    if (f == nullptr) Fail(input + ": " + std::strerror(errno));
+  }
+  std::vector<LoadPair> pairs;
+  char* buf = nullptr;
+  size_t cap = 0;
+  uint64_t lineno = 0;
+  ssize_t len;
+  errno = 0;
+  while ((len = getline(&buf, &cap, f)) >= 0) {
+    ++lineno;
+    std::string_view line(buf, static_cast<size_t>(len));
+    if (size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    std::vector<std::string_view> fields;
+    size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+      size_t start = i;
+      while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+      if (i > start) fields.push_back(line.substr(start, i - start));
+    }
+    if (fields.empty()) continue;
+    std::optional<Key> k;
+    std::optional<Value> v;
+    if (fields.size() == 2) {
+      k = ParseNumber(fields[0]);
+      v = ParseNumber(fields[1]);
+    }
+    if (!k || !v) {
+      // The message is built while `fields` (views into buf) are valid.
+      std::string what = name + ":" + std::to_string(lineno) + ": ";
+      if (fields.size() != 2) {
+        what += (fields.size() == 1 ? std::string("a key without a value")
+                                    : std::to_string(fields.size()) + " fields") +
+                " (expected 'KEY VALUE')";
+      } else {
+        what += std::string("bad ") + (!k ? "key " : "value ") + Quoted(!k ? fields[0] : fields[1]) +
+                " (" + kNumberHint + ")";
+      }
+      std::free(buf);
+      if (f != stdin) std::fclose(f);
+      UsageFail(what + "; nothing was written");
+    }
+    pairs.push_back({*k, *v, lineno});
+    errno = 0;
+  }
+  int err = errno;
+  bool failed = std::ferror(f) != 0;
+  std::free(buf);
+  if (f != stdin) std::fclose(f);
+  if (failed) Fail(name + ": cannot read: " + std::strerror(err != 0 ? err : EIO));
+  return pairs;
+}
+
+// load: the whole input is read and checked first (nothing is opened
+// before it parsed); then each pair is upserted in input order (a key
+// given twice ends with its last value). With --no-overwrite every key
+// must be new: a key given twice is a command-line error, and a key already
+// in the pool fails before anything is written.
+int Load(const LoadArgs& a) {
+  std::string name = a.input == "-" ? "stdin" : a.input;
+  std::vector<LoadPair> pairs = ReadLoadInput(a.input, name);
+  if (a.no_overwrite) {
+    std::unordered_map<Key, uint64_t> first_line;
+    first_line.reserve(pairs.size());
+    for (const auto& p : pairs) {
+      auto [at, fresh] = first_line.emplace(p.key, p.line);
+      if (!fresh) {
+        UsageFail(name + ":" + std::to_string(p.line) + ": key " + Num(p.key, false) +
+                  " repeats line " + std::to_string(at->second) +
+                  " (--no-overwrite); nothing was written");
+      }
+    }
+  }
+  auto db = OpenDb(a.path);
+  if (a.no_overwrite) {
+    for (const auto& p : pairs) {
+      if (db->Exists(p.key)) {
+        FailClosing(std::move(db), a.path + ": key " + Num(p.key, false) + " (" + name + ":" +
+                                       std::to_string(p.line) +
+                                       ") already exists (--no-overwrite); nothing was written");
+      }
+    }
+  }
+  uint64_t inserted = 0, replaced = 0;
+  for (const auto& p : pairs) {
+    Status s = db->Insert(p.key, p.value);
+    if (s.is_already_exists() && !a.no_overwrite) {
+      s = db->Upsert(p.key, p.value);
+      if (s.ok()) ++replaced;
+    } else if (s.ok()) {
+      ++inserted;
+    }
+    if (!s.ok()) {
+      FailClosing(std::move(db), a.path + ": key " + Num(p.key, false) + " (" + name + ":" +
+                                     std::to_string(p.line) + "): " + s.ToString() + "; " +
+                                     std::to_string(inserted + replaced) + " of " +
+                                     std::to_string(pairs.size()) + " pairs written");
+    }
+  }
+  Finish(std::move(db), a.path);
+  std::printf("%s: loaded %zu pair%s (%" PRIu64 " inserted, %" PRIu64 " replaced)\n",
+              a.path.c_str(), pairs.size(), pairs.size() == 1 ? "" : "s", inserted, replaced);
+  if (std::fflush(stdout) != 0) Fail(std::string("cannot write to stdout: ") + std::strerror(errno));
+  return 0;
+}
+
 }  // namespace
 }  // namespace pmindex
 
 int main(int argc, char** argv) {
   using namespace pmindex;
-  CLI::App app{"pmpool: create, inspect, verify and dump pmindex pools"};
+  CLI::App app{"pmpool: create, inspect, verify and dump pmindex pools; read and fill their index"};
   app.set_version_flag("--version", std::string("pmpool (pmindex) ") + version(),
                        "Print the pmindex version and exit");
   app.require_subcommand(1);
   app.footer(
-      "Exit status: 0 success; 1 the pool cannot be created, read or verified (one line\n"
-      "\"pmpool: ...\" on stderr); 2 a command-line error: unknown command or option, missing\n"
-      "argument, bad value (--size 12Q, a size below 4M, an unknown --kind, bad --options).\n"
-      "info and dump never write; a path that is not a regular file (FIFO, device, socket,\n"
-      "directory) is refused without being opened.");
+      "Keys and values are numbers in 0..18446744073709551615, decimal or 0x hex; output is\n"
+      "decimal (--hex: hex). load reads lines \"KEY VALUE\" (spaces or tabs between, blank\n"
+      "lines and # comments allowed) from FILE or stdin (no FILE, or -).\n"
+      "Exit status: 0 success; 1 the pool cannot be created, opened, read or written, or\n"
+      "verified, or (get, del) a key is absent, or (put, load --no-overwrite) present (one\n"
+      "line \"pmpool: ...\" on stderr, one per absent key); 2 a command-line error: unknown\n"
+      "command or option, missing argument, bad value (--size 12Q, a size below 4M, an\n"
+      "unknown --kind, bad --options, a key that is not a number), a malformed line of load\n"
+      "input (named by its number); the pool is not opened then.\n"
+      "info and dump never write; get and scan open the pool like any writer (recovery runs\n"
+      "if it was not closed cleanly) and, like put, del and load, close it cleanly on every\n"
+      "path. A path that is not a regular file (FIFO, device, socket, directory) is refused\n"
+      "without being opened.");
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("pmpool: ") + e.what() + " (see --help)\n";
   });
+  // A reader of stdout that goes away ("pmpool scan P | head") must not
+  // kill pmpool with the pool open: writes then fail with EPIPE instead.
+  std::signal(SIGPIPE, SIG_IGN);
 
   CreateArgs ca;
   auto* create = app.add_subcommand("create", "create a pool holding an empty index");
@@ -317,6 +674,41 @@ int main(int argc, char** argv) {
   auto* dump = app.add_subcommand("dump", "header and page-table summary (read-only)");
   dump->add_option("PATH", path, "pool file")->required();
 
+  KeyArgs ga;
+  auto* get = app.add_subcommand("get", "print \"KEY VALUE\" for each KEY (1 if one is absent)");
+  get->add_option("PATH", ga.path, "pool file")->required();
+  get->add_option("KEY", ga.keys, "keys to look up")->required();
+  get->add_flag("--hex", ga.hex, "print keys and values in hex");
+
+  PutArgs pa;
+  auto* put = app.add_subcommand("put", "store VALUE under KEY (replacing an existing value)");
+  put->add_option("PATH", pa.path, "pool file")->required();
+  put->add_option("KEY", pa.key, "key")->required();
+  put->add_option("VALUE", pa.value, "value")->required();
+  put->add_flag("--no-overwrite", pa.no_overwrite, "fail if KEY is present (nothing changes)");
+
+  KeyArgs da;
+  auto* del = app.add_subcommand("del", "remove each KEY (1 if one was absent; the rest go)");
+  del->add_option("PATH", da.path, "pool file")->required();
+  del->add_option("KEY", da.keys, "keys to remove")->required();
+  del->add_flag("--ignore-missing", da.ignore_missing, "an absent key is not an error");
+
+  ScanArgs sa;
+  auto* scan = app.add_subcommand("scan", "print \"KEY VALUE\" lines, ascending, from <= KEY < to");
+  scan->add_option("PATH", sa.path, "pool file")->required();
+  sa.from_opt = scan->add_option("--from", sa.from, "first key (default 0)");
+  sa.to_opt = scan->add_option("--to", sa.to, "end key, not included (default: no end)");
+  sa.limit_opt = scan->add_option("--limit", sa.limit, "print at most N pairs (default: all)");
+  scan->add_flag("--hex", sa.hex, "print keys and values in hex");
+
+  LoadArgs la;
+  auto* load = app.add_subcommand(
+      "load", "upsert \"KEY VALUE\" lines of FILE or stdin (all checked before any write)");
+  load->add_option("PATH", la.path, "pool file")->required();
+  load->add_option("FILE", la.input, "input file; - or none: stdin");
+  load->add_flag("--no-overwrite", la.no_overwrite,
+                 "insert only: a key present in the pool or given twice fails before any write");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -326,5 +718,10 @@ int main(int argc, char** argv) {
   if (info->parsed()) return Info(path);
   if (verify->parsed()) return Verify(path);
   if (dump->parsed()) return Dump(path);
+  if (get->parsed()) return Get(ga);
+  if (put->parsed()) return Put(pa);
+  if (del->parsed()) return Del(da);
+  if (scan->parsed()) return Scan(sa);
+  if (load->parsed()) return Load(la);
   return 2;
 }

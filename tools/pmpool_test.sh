@@ -2,7 +2,10 @@
 # CLI test of pmpool (run by ctest as pmpool_cli): good pools work, and every
 # bad-pool case prints exactly one "pmpool: ..." line on stderr, exits 1
 # and leaves the file's bytes and mtime unchanged; command-line errors exit
-# 2; a FIFO or a device is refused at once.
+# 2; a FIFO or a device is refused at once. get/put/del/scan/load: round
+# trips across reopens, full-range keys, scan bounds, load from a file or
+# stdin, and bad numbers or malformed load input refused before the pool is
+# opened.
 #   usage: pmpool_test.sh PATH/TO/pmpool [KIND]
 set -u
 PMPOOL=$1
@@ -143,6 +146,224 @@ if command -v flock >/dev/null 2>&1; then
   flock "$P" sleep 3 &
   sleep 0.5
   expect_refused "$P" "open in another process" "$PMPOOL" verify "$P"
+  kill $! 2>/dev/null
+  wait 2>/dev/null
+fi
+
+# ---------------------------------------------------------------------------
+# get / put / del / scan / load: the index through the user API (Db). These
+# open the pool, so their failures are checked against an absent file
+# ($NOFILE) and the pool's clean flag instead of its mtime; refusals before
+# the open (bad numbers, malformed load input) leave it wholly unchanged.
+NOFILE="$DIR/no-such-file"
+MAX=18446744073709551615
+is_clean() { "$PMPOOL" info "$1" | grep -q "clean: *yes" || fail "$2: $1 was left unclean"; }
+# expect_out TEXT WHAT : the last command's stdout is exactly TEXT.
+expect_out() {
+  [ "$(cat "$DIR/out")" = "$1" ] || fail "$2: printed '$(cat "$DIR/out")', expected '$1'"
+}
+
+K="$DIR/kv.pool"
+expect_ok "$PMPOOL" create "$K" --kind "$KIND" --size 8M --max-size 1G
+expect_ok "$PMPOOL" put "$K" 5 50
+expect_ok "$PMPOOL" put "$K" 0 0
+expect_ok "$PMPOOL" put "$K" "$MAX" "$MAX"
+expect_ok "$PMPOOL" put "$K" 0x10 0XfF
+expect_out "" "put"
+is_clean "$K" put
+# Every value across a reopen (each command is a process of its own).
+expect_ok "$PMPOOL" get "$K" 5 0 "$MAX" 16
+expect_out "5 50
+0 0
+$MAX $MAX
+16 255" "get"
+expect_ok "$PMPOOL" get --hex "$K" 16 "$MAX" 0
+expect_out "0x10 0xff
+0xffffffffffffffff 0xffffffffffffffff
+0x0 0x0" "get --hex"
+# put replaces; --no-overwrite refuses a present key and changes nothing.
+expect_ok "$PMPOOL" put "$K" 5 51
+expect_refused "$NOFILE" "key 5: already exists" "$PMPOOL" put "$K" 5 52 --no-overwrite
+is_clean "$K" "put --no-overwrite"
+expect_ok "$PMPOOL" put "$K" 6 60 --no-overwrite
+expect_ok "$PMPOOL" get "$K" 5 6
+expect_out "5 51
+6 60" "put over a present key"
+# get: an absent key is one line and exit 1; the others still print.
+expect_refused "$NOFILE" "key 7: not found" "$PMPOOL" get "$K" 5 7
+expect_out "5 51" "get with an absent key"
+is_clean "$K" "get of an absent key"
+# del: an absent key is one line and exit 1, the others are still removed;
+# --ignore-missing accepts it.
+expect_ok "$PMPOOL" del "$K" 6
+expect_refused "$NOFILE" "key 6: not found" "$PMPOOL" get "$K" 6
+expect_refused "$NOFILE" "key 6: not found" "$PMPOOL" del "$K" 6
+expect_ok "$PMPOOL" del --ignore-missing "$K" 6
+expect_refused "$NOFILE" "key 77: not found" "$PMPOOL" del "$K" 77 0
+expect_refused "$NOFILE" "key 0: not found" "$PMPOOL" get "$K" 0
+is_clean "$K" "del of an absent key"
+expect_ok "$PMPOOL" scan "$K"
+expect_out "5 51
+16 255
+$MAX $MAX" "scan after put and del"
+expect_ok "$PMPOOL" verify "$K"
+grep -q " 3 entries" "$DIR/out" || fail "verify after put/del: $(cat "$DIR/out")"
+
+# Bad numbers: exit 2 before the pool is opened (bytes and mtime unchanged).
+for bad in 18446744073709551616 0x10000000000000000 99999999999999999999 12x 0x 0xg +5 \
+  1e3 0b1 " 5" "5 " "" 1.5; do
+  expect_usage "$K" "bad key" "$PMPOOL" get "$K" "$bad"
+  expect_usage "$K" "bad key" "$PMPOOL" del "$K" 1 "$bad"
+  expect_usage "$K" "bad key" "$PMPOOL" put "$K" "$bad" 1
+  expect_usage "$K" "bad value" "$PMPOOL" put "$K" 1 "$bad"
+  expect_usage "$K" "bad --from" "$PMPOOL" scan "$K" --from "$bad"
+  expect_usage "$K" "bad --limit" "$PMPOOL" scan "$K" --limit "$bad"
+done
+expect_usage "$K" "" "$PMPOOL" get "$K" -1
+expect_usage "$K" "" "$PMPOOL" put "$K" 1 -1
+expect_usage "$K" "KEY" "$PMPOOL" get "$K"
+expect_usage "$K" "VALUE" "$PMPOOL" put "$K" 1
+expect_usage "$K" "above --to" "$PMPOOL" scan "$K" --from 10 --to 9
+
+# scan: ascending, [from, to), --limit; load from a file.
+S="$DIR/scan.pool"
+expect_ok "$PMPOOL" create "$S" --kind "$KIND" --size 8M --max-size 1G
+{ echo "# keys 0, 3, ..., 300 and the largest key"; seq 300 -3 0 | awk '{ print $1, 2 * $1 }'
+  echo "$MAX 7"; } >"$DIR/scan.txt"
+expect_ok "$PMPOOL" load "$S" "$DIR/scan.txt"
+expect_out "$S: loaded 102 pairs (102 inserted, 0 replaced)" "load"
+is_clean "$S" load
+{ seq 0 3 300 | awk '{ print $1, 2 * $1 }'; echo "$MAX 7"; } >"$DIR/scan.want"
+expect_ok "$PMPOOL" scan "$S"
+cmp -s "$DIR/out" "$DIR/scan.want" || fail "scan of the loaded pool differs from its input"
+expect_ok "$PMPOOL" scan "$S" --from 10 --to 31
+expect_out "12 24
+15 30
+18 36
+21 42
+24 48
+27 54
+30 60" "scan --from 10 --to 31"
+expect_ok "$PMPOOL" scan "$S" --from 9 --to 12
+expect_out "9 18" "scan [9, 12)"
+expect_ok "$PMPOOL" scan "$S" --limit 3
+expect_out "0 0
+3 6
+6 12" "scan --limit 3"
+expect_ok "$PMPOOL" scan "$S" --from 299 --limit 5
+expect_out "300 600
+$MAX 7" "scan --from 299 --limit 5"
+for empty in "--limit 0" "--from 10 --to 10" "--to 0" "--from 301 --to $MAX"; do
+  expect_ok "$PMPOOL" scan "$S" $empty
+  expect_out "" "scan $empty"
+done
+expect_ok "$PMPOOL" scan "$S" --from "$MAX"
+expect_out "$MAX 7" "scan --from MAX"
+expect_ok "$PMPOOL" scan "$S" --hex --from 0xfffffffffffffffe
+expect_out "0xffffffffffffffff 0x7" "scan --hex"
+# A reader that stops early, and a stdout that fails: the pool is closed
+# cleanly either way (a closed pipe ends the scan quietly; /dev/full is
+# one line and exit 1).
+seq 1 40000 | awk '{ print $1, $1 }' | "$PMPOOL" load "$S" >/dev/null 2>&1 || fail "load of 40000 pairs"
+"$PMPOOL" scan "$S" 2>"$DIR/err" | head -n 1 >/dev/null
+[ -s "$DIR/err" ] && fail "scan into a closed pipe printed: $(cat "$DIR/err")"
+is_clean "$S" "scan into a closed pipe"
+if [ -w /dev/full ]; then
+  expect_refused "$NOFILE" "cannot write to stdout" sh -c '"$1" scan "$2" >/dev/full' sh "$PMPOOL" "$S"
+  is_clean "$S" "scan to /dev/full"
+fi
+
+# load from stdin: blank lines, comments, tabs, CRLF, hex; a key given twice
+# ends with its last value.
+L="$DIR/load.pool"
+expect_ok "$PMPOOL" create "$L" --kind "$KIND" --size 8M --max-size 1G
+printf '# a header\n\n  1 10\n2\t20   # trailing comment\n0x3 0x1E\r\n1 11\n   \n#\n' >"$DIR/in.txt"
+expect_ok sh -c '"$1" load "$2" <"$3"' sh "$PMPOOL" "$L" "$DIR/in.txt"
+expect_out "$L: loaded 4 pairs (3 inserted, 1 replaced)" "load from stdin"
+printf '4 40\n1 12\n' | "$PMPOOL" load "$L" - >"$DIR/out" 2>"$DIR/err" || fail "load - : $(cat "$DIR/err")"
+expect_out "$L: loaded 2 pairs (1 inserted, 1 replaced)" "load -"
+expect_ok "$PMPOOL" scan "$L"
+expect_out "1 12
+2 20
+3 30
+4 40" "scan after load"
+# An input FIFO is fine (only the pool must be a regular file).
+mkfifo "$DIR/in.fifo"
+printf '5 50\n' >"$DIR/in.fifo" &
+expect_ok timeout 20 "$PMPOOL" load "$L" "$DIR/in.fifo"
+wait
+expect_out "$L: loaded 1 pair (1 inserted, 0 replaced)" "load from a FIFO"
+# Empty input: nothing to do, but the pool is still checked.
+expect_ok "$PMPOOL" load "$L" /dev/null
+expect_out "$L: loaded 0 pairs (0 inserted, 0 replaced)" "load of nothing"
+# --no-overwrite: a present key fails before anything is written; a key
+# given twice in the input is refused before the pool is opened.
+"$PMPOOL" scan "$L" >"$DIR/before.txt"
+printf '100 1\n2 21\n' >"$DIR/dup.txt"
+expect_refused "$NOFILE" "key 2 (.*dup.txt:2) already exists" "$PMPOOL" load --no-overwrite "$L" "$DIR/dup.txt"
+"$PMPOOL" scan "$L" | cmp -s - "$DIR/before.txt" || fail "a refused load --no-overwrite wrote"
+is_clean "$L" "load --no-overwrite"
+printf '100 1\n101 1\n100 2\n' >"$DIR/dup.txt"
+expect_usage "$L" "dup.txt:3: key 100 repeats line 1" "$PMPOOL" load --no-overwrite "$L" "$DIR/dup.txt"
+printf '100 1\n101 1\n' >"$DIR/new.txt"
+expect_ok "$PMPOOL" load --no-overwrite "$L" "$DIR/new.txt"
+expect_out "$L: loaded 2 pairs (2 inserted, 0 replaced)" "load --no-overwrite"
+
+# Malformed load input: exit 2 naming the line, before the pool is opened:
+# the pool stays byte-identical (and its mtime too).
+cp "$L" "$DIR/load.copy"
+check_malformed() { # PATTERN CONTENT
+  printf "$2" >"$DIR/bad.txt"
+  expect_usage "$L" "$1" "$PMPOOL" load "$L" "$DIR/bad.txt"
+  printf "$2" >"$DIR/bad.txt"
+  expect_usage "$L" "stdin:" sh -c '"$1" load "$2" <"$3"' sh "$PMPOOL" "$L" "$DIR/bad.txt"
+}
+check_malformed "bad.txt:3: a key without a value" '1 1\n2 2\n3\n4 4\n'
+check_malformed "bad.txt:2: 3 fields" '1 1\n1 2 3\n'
+check_malformed "bad.txt:4: bad value '-2'" '1 1\n\n# x\n1 -2\n'
+check_malformed "bad.txt:1: bad key 'x'" 'x 1\n'
+check_malformed "bad.txt:2: bad key '18446744073709551616'" '1 1\n18446744073709551616 1\n'
+check_malformed "bad.txt:1: bad value '2x'" '1 2x\n'
+check_malformed "bad.txt:1: bad value '0x'" '1 0x\n'
+check_malformed "bad.txt:2: bad key '1,'" '1 1\n1, 2\n'
+cmp -s "$L" "$DIR/load.copy" || fail "a malformed load changed the pool"
+expect_refused "$L" "No such file" "$PMPOOL" load "$L" "$DIR/no-such-input"
+expect_refused "$L" "directory" "$PMPOOL" load "$L" "$DIR"
+cmp -s "$L" "$DIR/load.copy" || fail "a load of an unreadable input changed the pool"
+expect_ok "$PMPOOL" verify "$L"
+grep -q " 7 entries" "$DIR/out" || fail "verify after load: $(cat "$DIR/out")"
+
+# A pool too small for the input: out of space, one line naming how much
+# was written; the pool is closed cleanly and still verifies.
+T="$DIR/tiny.pool"
+expect_ok "$PMPOOL" create "$T" --kind "$KIND" --size 4M --max-size 4M
+seq 1 400000 | awk '{ print $1 * 7, $1 }' >"$DIR/big.txt"
+expect_refused "$NOFILE" "out of space.* of 400000 pairs written" "$PMPOOL" load "$T" "$DIR/big.txt"
+is_clean "$T" "load out of space"
+expect_ok "$PMPOOL" verify "$T"
+
+# Bad pools: refused by get/put/del/scan/load with one line, exit 1, no
+# byte changed (the refusals come before any write).
+printf '1 1\n' >"$DIR/one.txt"
+for f in missing text empty random trunc.pool sum.pool ver.pool flag.pool fifo dir.pool root.pool; do
+  F="$DIR/$f"
+  case $f in
+    missing) pat="not found" ;; fifo) pat="a FIFO" ;; dir.pool) pat="a directory" ;;
+    root.pool) pat="misaligned" ;; *) pat="" ;;
+  esac
+  expect_refused "$F" "$pat" "$PMPOOL" get "$F" 1
+  expect_refused "$F" "$pat" "$PMPOOL" put "$F" 1 1
+  expect_refused "$F" "$pat" "$PMPOOL" del "$F" 1
+  expect_refused "$F" "$pat" "$PMPOOL" scan "$F"
+  expect_refused "$F" "$pat" "$PMPOOL" load "$F" "$DIR/one.txt"
+done
+expect_refused /dev/null "a character device" "$PMPOOL" put /dev/null 1 1
+[ ! -e "$DIR/missing" ] || fail "a command on a missing pool created it"
+if command -v flock >/dev/null 2>&1; then
+  flock "$K" sleep 3 &
+  sleep 0.5
+  expect_refused "$K" "open in another process" "$PMPOOL" put "$K" 1 1
+  expect_refused "$K" "open in another process" "$PMPOOL" scan "$K"
   kill $! 2>/dev/null
   wait 2>/dev/null
 fi

@@ -118,6 +118,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
   std::mutex recovery_mu;
   uint64_t bad_marks = 0;
   std::string first_bad;
+  RecoveryReport report;
 
   std::mutex caches_mu;
   std::vector<std::unique_ptr<ThreadCache>> caches;
@@ -125,7 +126,18 @@ struct Allocator::Impl final : ThreadSlotOwner {
   std::unique_ptr<EpochDomain> epochs;
 
   ~Impl() override {
+    // After a successful create/open, give back what the caches and the
+    // epoch lists hold, so that a cleanly closed pool has no owned page
+    // without an allocated block (FinishRecovery's bound after a clean
+    // close counts on it). An allocator still in recovery writes nothing.
+    // (epochs is null when Attach failed: nothing was handed out then.)
+    const bool give_back = epochs != nullptr && !recovering.load(std::memory_order_acquire);
+    if (give_back) epochs->Reclaim();
     Unregister();  // no ThreadExited from here on; caches die with *this
+    if (give_back) {
+      std::lock_guard<std::mutex> lock(caches_mu);
+      for (auto& c : caches) FlushAll(*c);
+    }
     epochs.reset();
   }
 
@@ -683,6 +695,72 @@ struct Allocator::Impl final : ThreadSlotOwner {
     }
   }
 
+  // Counts what FinishRecovery would give back although it was allocated
+  // and compares it with the bound. Writes nothing (pool or DRAM state other
+  // than the report).
+  Status CheckBound() {
+    const size_t m = mapped.load(std::memory_order_acquire);
+    // Count first, write nothing: what would be given back although it was
+    // allocated. A crash explains a few such units (blocks allocated but
+    // not yet linked, blocks in threads' caches or awaiting their epoch);
+    // more than the bound means damage cut off reachable data.
+    RecoveryReport rep;
+    rep.bound = report.bound;
+    for (size_t i = 0; i < m; ++i) {
+      PageInfo& p = Page(static_cast<uint32_t>(i));
+      switch (p.kind.load(std::memory_order_relaxed)) {
+        case PageKind::kClass: {
+          ++rep.pages_owned;
+          ++rep.class_pages;
+          uint64_t live = 0;
+          for (uint32_t w = 0; w < kBitmapWords; ++w)
+            live += std::popcount(p.live[w].load(std::memory_order_relaxed));
+          rep.reachable_blocks += live;
+          if (live == 0) ++rep.unreachable_pages;
+          break;
+        }
+        case PageKind::kSpanHead:
+          ++rep.pages_owned;
+          if (p.span_live.load(std::memory_order_relaxed)) {
+            ++rep.reachable_spans;
+          } else {
+            ++rep.unreachable_spans;
+          }
+          break;
+        case PageKind::kSpanTail:
+          ++rep.pages_owned;
+          if (p.orphan_tail) {
+            // One run per head position the tails point back to.
+            const uint32_t d = p.span.load(std::memory_order_relaxed);
+            const bool first_of_run =
+                i == 0 || !Page(static_cast<uint32_t>(i - 1)).orphan_tail ||
+                (i - 1) - Page(static_cast<uint32_t>(i - 1)).span.load(std::memory_order_relaxed) !=
+                    i - d;
+            if (first_of_run) ++rep.orphan_runs;
+          }
+          break;
+        case PageKind::kFree:
+          break;
+      }
+    }
+    rep.done = true;
+    if (rep.units() > rep.bound) {
+      rep.refused = true;
+      report = rep;
+      return Status::Corruption(
+          "allocator: recovery would reclaim " + std::to_string(rep.units()) +
+          " allocated unit(s) that nothing reachable uses (" +
+          std::to_string(rep.unreachable_pages) + " of " + std::to_string(rep.class_pages) +
+          " class pages without a reachable block, " + std::to_string(rep.unreachable_spans) +
+          " unreachable large block(s), " + std::to_string(rep.orphan_runs) +
+          " orphan span run(s)); at most " + std::to_string(rep.bound) +
+          " can be explained by operations in flight, so reachable data was probably cut "
+          "off by damage; nothing was changed");
+    }
+    report = rep;
+    return Status::OK();
+  }
+
   Status Finish() {
     if (!recovering.load(std::memory_order_acquire)) {
       return Status::InvalidArgument("allocator: FinishRecovery() outside recovery");
@@ -696,6 +774,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
       }
     }
     const size_t m = mapped.load(std::memory_order_acquire);
+    PMINDEX_RETURN_IF_ERROR(CheckBound());
     for (size_t i = 0; i < m; ++i) {
       const uint32_t idx = static_cast<uint32_t>(i);
       PageInfo& p = Page(idx);
@@ -847,6 +926,15 @@ void Allocator::Reclaim() { impl_->epochs->Reclaim(); }
 void Allocator::MarkReachable(PPtr p) { impl_->Mark(p); }
 
 Status Allocator::FinishRecovery() { return impl_->Finish(); }
+
+void Allocator::SetRecoveryBound(uint64_t units) { impl_->report.bound = units; }
+
+Status Allocator::CheckRecoveryBound() {
+  if (!in_recovery()) return Status::InvalidArgument("allocator: CheckRecoveryBound() outside recovery");
+  return impl_->CheckBound();
+}
+
+const RecoveryReport& Allocator::recovery_report() const { return impl_->report; }
 
 bool Allocator::in_recovery() const { return impl_->recovering.load(std::memory_order_acquire); }
 

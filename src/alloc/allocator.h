@@ -57,6 +57,26 @@ struct AllocOptions {
   size_t thread_cache_blocks = 64;  // per size class per thread
 };
 
+// What recovery found (FinishRecovery), for `pmpool verify` and tests.
+// "Units" are what recovery would give back although they were allocated:
+// class pages none of whose blocks was reported reachable, large blocks
+// (spans) not reported reachable, and runs of orphan span tails. Blocks of
+// a page that also holds a reachable block cannot be told apart from free
+// ones (only page ownership is persisted), so they are not counted.
+struct RecoveryReport {
+  bool done = false;                 // FinishRecovery ran (refused or not)
+  bool refused = false;              // it returned Corruption for the bound
+  uint64_t pages_owned = 0;          // pages with a nonzero page word
+  uint64_t class_pages = 0;          // of which class pages
+  uint64_t reachable_blocks = 0;     // blocks reported reachable (MarkReachable)
+  uint64_t reachable_spans = 0;      // large blocks reported reachable
+  uint64_t unreachable_pages = 0;    // class pages without a reachable block
+  uint64_t unreachable_spans = 0;    // large blocks not reachable
+  uint64_t orphan_runs = 0;          // orphan span tails, counted per head
+  uint64_t bound = UINT64_MAX;       // units the caller said a crash explains
+  uint64_t units() const { return unreachable_pages + unreachable_spans + orphan_runs; }
+};
+
 struct AllocStats {
   uint64_t pages_owned = 0;
   uint64_t bytes_in_use = 0;   // sum of live block sizes
@@ -94,7 +114,20 @@ class Allocator {
   // page is not a crash: FinishRecovery then returns Corruption (naming the
   // first such pointer), frees nothing and the allocator stays in recovery.
   void MarkReachable(PPtr p);  // p = the address Alloc returned
-  Status FinishRecovery();     // frees unmarked blocks, releases empty pages
+  // Frees unmarked blocks, releases empty pages. Before it writes anything
+  // it counts the allocated units nothing reachable uses (RecoveryReport);
+  // more than the bound set with SetRecoveryBound is Corruption naming the
+  // counts, nothing is changed and the allocator stays in recovery
+  // (issue 15: a damaged pointer must not turn into silent loss).
+  Status FinishRecovery();
+  // The most unreachable units FinishRecovery may reclaim (default: no
+  // bound). open_index sets it from the kind's IndexInfo and the clean flag.
+  void SetRecoveryBound(uint64_t units);
+  // The bound check of FinishRecovery alone, writing nothing: an index's
+  // open may call it after marking every reachable block and before its
+  // first write (Pool::MarkInUse), so that a refusal changes no byte.
+  Status CheckRecoveryBound();
+  const RecoveryReport& recovery_report() const;
 
   // Leak / double-use checks for tests and the crash simulator: calls fn for
   // every block currently handed out.

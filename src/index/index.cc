@@ -3,7 +3,9 @@
 // and a pool of its own kind.
 #include "index/index.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "alloc/allocator.h"
 #include "index/registry.h"
@@ -51,7 +53,18 @@ Result<Options> ParseAndValidate(const IndexInfo& info, std::string_view text) {
   return opts;
 }
 
+// Threads assumed to have been writing when the pool crashed: nothing
+// persistent records it, so the machine's hardware threads, at least 16.
+uint64_t AssumedWriters() {
+  return std::max<uint64_t>(16, std::thread::hardware_concurrency());
+}
+
 }  // namespace
+
+uint64_t RecoveryBound(const IndexInfo& info, bool was_clean) {
+  if (was_clean) return info.unreachable_after_clean;
+  return info.unreachable_after_clean + uint64_t{info.unreachable_per_writer} * AssumedWriters();
+}
 
 Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_view options,
                                             Pool* pool) {
@@ -165,6 +178,9 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
   // FinishRecovery writes the page table (idempotent if open marked it).
   s = pool->MarkInUse();
   if (!s.ok()) return failed(s);
+  // The allocator gives back whatever recovery did not reach; more than a
+  // crash can explain means damage cut reachable data off (issue 15).
+  a->SetRecoveryBound(RecoveryBound(*info, pool->was_clean()));
   s = a->FinishRecovery();
   if (!s.ok()) {
     // The index is destroyed on return, before its allocator: it must not

@@ -49,6 +49,16 @@ struct IndexInfo {
   // then leaves a cleanly closed pool byte for byte as it was. When false,
   // open_index clears the clean flag before calling `open`.
   bool marks_in_use = false;
+  // Recovery's bound on reclaiming allocated-but-unreachable units (class
+  // pages without a reachable block, large blocks, orphan span runs; see
+  // alloc::RecoveryReport), issue 15. After a clean close the index may
+  // leave `unreachable_after_clean` of them (nvtree: its snapshot block);
+  // after a crash, each thread that may have been writing adds
+  // `unreachable_per_writer` (blocks allocated but not linked yet, pages
+  // whose blocks sat in its allocator cache or awaited their epoch).
+  // open_index refuses (Corruption, nothing written) beyond that.
+  uint32_t unreachable_after_clean = 0;
+  uint32_t unreachable_per_writer = 4;
 };
 
 class Registry {
@@ -62,6 +72,11 @@ class Registry {
  private:
   std::vector<std::unique_ptr<IndexInfo>> infos_;
 };
+
+// The most allocated-but-unreachable units open_index lets recovery reclaim
+// for a pool of this kind (IndexInfo::unreachable_after_clean and
+// unreachable_per_writer; was_clean: the pool's clean flag at open).
+uint64_t RecoveryBound(const IndexInfo& info, bool was_clean);
 
 struct IndexRegistrar {
   explicit IndexRegistrar(IndexInfo info) { Registry::Get().Add(std::move(info)); }

@@ -945,6 +945,7 @@ PMINDEX_REGISTER_INDEX(nvtree, {
       return NvTree::Open(env, c.value());
     },
     .marks_in_use = true,
+    .unreachable_after_clean = 1,  // the snapshot block, freed by recovery
 });
 
 }  // namespace

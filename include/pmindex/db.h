@@ -69,9 +69,11 @@ class Db {
  public:
   // Creates PATH (which must not exist) holding an empty index of `kind`
   // configured by `options` ("key=value,key=value"; "" = the kind's
-  // defaults). Options are validated before any file is written.
-  // Errors: InvalidArgument (unknown or volatile kind, bad option, bad
-  // DbOptions), AlreadyExists, OutOfSpace, IOError.
+  // defaults). Kind, options and DbOptions are validated before any file
+  // is written, and a pool whose index could not be created in it is
+  // removed again. Errors: InvalidArgument (unknown or volatile kind, bad
+  // option, bad DbOptions), AlreadyExists (PATH exists: left unchanged),
+  // OutOfSpace, IOError.
   [[nodiscard]] static Result<std::unique_ptr<Db>> Create(const std::string& path, std::string_view kind,
                                                           std::string_view options = {},
                                                           const DbOptions& db_options = {});
@@ -84,7 +86,10 @@ class Db {
                                                         std::string_view expected_kind = {});
 
   // An index that lives and dies with the process: a volatile kind
-  // (dram-btree, absl-btree), or a persistent kind in anonymous memory.
+  // (dram-btree, absl-btree), or a persistent kind in an anonymous-memory
+  // pool sized by `db_options` (volatile kinds have no pool and ignore it).
+  // Errors: InvalidArgument (unknown kind, bad option, bad DbOptions),
+  // OutOfSpace.
   [[nodiscard]] static Result<std::unique_ptr<Db>> CreateInMemory(std::string_view kind,
                                                                   std::string_view options = {},
                                                                   const DbOptions& db_options = {});
@@ -98,8 +103,9 @@ class Db {
   Db& operator=(const Db&) = delete;
 
   // Persists what Open would otherwise rebuild, closes the index and marks
-  // the pool cleanly closed. Idempotent. Nothing but the destructor may
-  // follow.
+  // the pool cleanly closed; returns the first error of the two. Idempotent
+  // (a second call returns OK). Nothing but the destructor and the
+  // accessors kind() .. durability() may follow.
   [[nodiscard]] Status Close();
 
   // insert: AlreadyExists if k is present (nothing changes).
@@ -127,7 +133,7 @@ class Db {
   // never fails and never goes backwards, and every pair it yields was in
   // the index at some instant after the iterator was last positioned; a
   // key inserted or removed while it runs may or may not be seen. It must
-  // not outlive the Db.
+  // not outlive the Db nor be used after Close.
   [[nodiscard]] std::unique_ptr<Iterator> NewIterator() const;
 
   // Loads strictly ascending pairs into an EMPTY index, nodes filled to
@@ -137,6 +143,8 @@ class Db {
   // Walks the whole structure and checks every invariant: Corruption
   // naming the first violation. REQUIRES: no concurrent writer.
   [[nodiscard]] Status Verify() const;
+  // Shape and size; pm_bytes falls back to the allocator's bytes in use
+  // for kinds that do not count their own PM blocks. Walks the index.
   [[nodiscard]] IndexStats Stats() const;
 
   // On a pool that is not on DAX memory, makes every completed write

@@ -604,6 +604,9 @@ class PmLeafTree final : public Index {
     }
 
     // ---- Repairs: everything above passed. The clean flag goes first.
+    // The allocator's bound on blocks recovery would give back (issue 15),
+    // checked before the first write so that a refusal changes nothing.
+    PMINDEX_RETURN_IF_ERROR(alloc_->CheckRecoveryBound());
     PMINDEX_RETURN_IF_ERROR(pool_->MarkInUse());
     if constexpr (Policy::kMetaBytes > 0) policy_.RepairMeta(meta, pool_);
     // Stale lock bits, interrupted leaf operations (after the split

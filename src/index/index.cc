@@ -170,6 +170,11 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
     pool->IndexFailed();
     return st;
   };
+  // The allocator gives back whatever recovery did not reach; more than a
+  // crash can explain means damage cut reachable data off (issue 15). Set
+  // before the kind's open, which checks it (CheckRecoveryBound) before its
+  // first write; FinishRecovery checks it again.
+  a->SetRecoveryBound(RecoveryBound(*info, pool->was_clean()));
   auto idx = info->open(IndexEnv{pool, a.get()}, opts_r.value());
   if (!idx.ok()) return failed(idx.status());
   if (idx.value() == nullptr) {
@@ -178,9 +183,6 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
   // FinishRecovery writes the page table (idempotent if open marked it).
   s = pool->MarkInUse();
   if (!s.ok()) return failed(s);
-  // The allocator gives back whatever recovery did not reach; more than a
-  // crash can explain means damage cut reachable data off (issue 15).
-  a->SetRecoveryBound(RecoveryBound(*info, pool->was_clean()));
   s = a->FinishRecovery();
   if (!s.ok()) {
     // The index is destroyed on return, before its allocator: it must not

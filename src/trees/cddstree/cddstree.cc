@@ -131,6 +131,7 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
   for (uint64_t n : nodes)
     if (!env.alloc->IsLive(PPtr(n)))
       return Status::Corruption("cddstree: block " + Hex(n) + " is not an allocated block");
+  PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());  // before any write
   PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
   PMINDEX_RETURN_IF_ERROR(t->Recover(t->meta_->root, 0));
   pm::fence();  // repairs durable before new versions are written

@@ -93,6 +93,7 @@ Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_
     if (!env.alloc->IsLive(PPtr(n)))
       return Status::Corruption("lcbtree: block " + Hex(n) + " is not an allocated block");
   // Repair: roll back the interrupted operation.
+  PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());  // before any write
   PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
   PMINDEX_RETURN_IF_ERROR(t->Undo());
   return std::unique_ptr<Index>(std::move(t));

@@ -4,6 +4,7 @@
 // found only late in the walk must be refused with Corruption and left
 // byte-for-byte unchanged; the same image without the damage opens and is
 // repaired (so the repairs the refusal skipped were real).
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "index/index.h"
 #include "pm/pool.h"
+#include "pm/pool_format.h"
 
 namespace pmindex {
 namespace {
@@ -160,6 +162,44 @@ TEST(NvtreeRecovery, LateBrokenLinkRefusedWithoutWrites) {
   ASSERT_GE(lns.size(), 10u);
   *reinterpret_cast<uint64_t*>(img->to_ptr<char>(PPtr(lns[lns.size() - 2])) + 8) += 8;
   ExpectRefusedUnchanged(img.get(), "nvtree");
+}
+
+// nvtree, a cleanly closed pool whose head LN's next pointer is zeroed: the
+// list then ends after one LN, which is valid on its own, and only the
+// allocator's bound sees that the other LNs' pages were cut off. nvtree
+// checks the bound before its first write (the clean flag and slot 1), so
+// the refusal changes no byte (issue 15).
+TEST(NvtreeRecovery, CutListRefusedByTheBoundWithoutWrites) {
+  PoolOptions po;
+  po.size = 16ull << 20;
+  po.max_size = 64ull << 20;
+  po.kind = "nvtree";
+  auto pool = Pool::CreateInMemory(po);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  {
+    auto idx = create_index("nvtree", "", pool.value().get());
+    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    // Enough LNs (1 KiB each) for several 256 KiB allocator pages.
+    for (int i = 0; i < 60000; ++i) ASSERT_TRUE(idx.value()->insert(KeyOf(i), i + 1000).ok());
+    ASSERT_TRUE(idx.value()->close().ok());
+  }
+  // The image of the pool as Pool::Close would leave it: clean flag set.
+  std::vector<std::byte> closed = Bytes(*pool.value());
+  const uint64_t one = 1;
+  std::memcpy(closed.data() + offsetof(pm::PoolHeader, clean), &one, 8);
+  auto opened = Pool::OpenImage(closed);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Pool> img = std::move(opened).value();
+  ASSERT_EQ(*img->root_slot(1) & 1, 1u);
+  ASSERT_TRUE(img->was_clean());
+  *reinterpret_cast<uint64_t*>(img->to_ptr<char>(PPtr(*img->root_slot(0))) + 8) = 0;
+  const auto before = Bytes(*img);
+  auto idx = open_index(img.get());
+  ASSERT_FALSE(idx.ok());
+  EXPECT_TRUE(idx.status().is_corruption()) << idx.status().ToString();
+  EXPECT_NE(idx.status().ToString().find("would reclaim"), std::string::npos)
+      << idx.status().ToString();
+  EXPECT_TRUE(before == Bytes(*img)) << "a refusal by the bound changed the pool";
 }
 
 // Replaces every 8-byte word equal to `from` in the heap by `to`.

@@ -615,6 +615,15 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
       return st;
     }
   }
+  // Every LN is marked reachable: the allocator's bound on what recovery
+  // would give back is checked before the first write (issue 15), so a
+  // refusal by the bound leaves the pool, its clean flag included, as it
+  // was. Checked whatever slot 1 holds: open_index's own MarkInUse follows.
+  Status b = env.alloc->CheckRecoveryBound();
+  if (!b.ok()) {
+    t->closed_ = true;  // the allocator is still recovering: close must not write
+    return b;
+  }
   // Validated: now reset the clean flag, before any operation can change
   // the tree, so a crash from here on rebuilds from the LNs whatever the
   // snapshot says (the snapshot block itself is unreachable and freed by

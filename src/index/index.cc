@@ -134,6 +134,10 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
 }
 
 Result<std::unique_ptr<Index>> open_index(Pool* pool) {
+  return open_index(pool, ReclaimBound::kByCleanFlag);
+}
+
+Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound) {
   if (pool == nullptr) return Status::InvalidArgument("open_index: no pool given");
   const IndexInfo* info = Registry::Get().Find(pool->kind());
   if (info == nullptr) {
@@ -174,7 +178,17 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
   // crash can explain means damage cut reachable data off (issue 15). Set
   // before the kind's open, which checks it (CheckRecoveryBound) before its
   // first write; FinishRecovery checks it again.
-  a->SetRecoveryBound(RecoveryBound(*info, pool->was_clean()));
+  switch (bound) {
+    case ReclaimBound::kByCleanFlag:
+      a->SetRecoveryBound(RecoveryBound(*info, pool->was_clean()));
+      break;
+    case ReclaimBound::kAsIfClean:
+      a->SetRecoveryBound(RecoveryBound(*info, /*was_clean=*/true));
+      break;
+    case ReclaimBound::kNone:
+      a->SetRecoveryBound(UINT64_MAX);
+      break;
+  }
   auto idx = info->open(IndexEnv{pool, a.get()}, opts_r.value());
   if (!idx.ok()) return failed(idx.status());
   if (idx.value() == nullptr) {

@@ -45,6 +45,8 @@ namespace alloc {
 class Allocator;
 }
 
+enum class ReclaimBound;
+
 class Index {
  public:
   virtual ~Index();
@@ -93,7 +95,7 @@ class Index {
 
  private:
   friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);
-  friend Result<std::unique_ptr<Index>> open_index(Pool*);
+  friend Result<std::unique_ptr<Index>> open_index(Pool*, ReclaimBound);
   std::unique_ptr<alloc::Allocator> alloc_;
   Pool* pool_ = nullptr;
   // Held while the index is alive: a second create_index / open_index on
@@ -120,6 +122,22 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
 // If recovery fails after that, the pool is never marked clean by this
 // Pool object's Close, so the next open recovers it again.
 Result<std::unique_ptr<Index>> open_index(Pool* pool);
+
+// How many allocated-but-unreachable units (alloc::RecoveryReport) recovery
+// may give back before open_index refuses the pool (issue 15).
+enum class ReclaimBound {
+  // What the clean flag says (open_index(pool)): IndexInfo's
+  // unreachable_after_clean, plus unreachable_per_writer per assumed
+  // writer thread after a crash.
+  kByCleanFlag,
+  // unreachable_after_clean even after a crash: what a clean close leaves
+  // (`pmpool verify`). A crashed pool with more is refused unchanged.
+  kAsIfClean,
+  // No bound: recovery gives back whatever it does not reach. Only for a
+  // copy of a damaged pool (`pmpool salvage` opens an in-memory image).
+  kNone,
+};
+Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound);
 
 // Creates a pool file for `kind` with `options` after validating them:
 // bad options fail before any file is written.

@@ -41,6 +41,7 @@
 namespace pmindex {
 
 class Index;
+enum class ReclaimBound;  // index/index.h
 
 // An 8-byte persistent pointer: pool id in the top 16 bits, byte offset
 // from the pool base below. 0 is null.
@@ -204,7 +205,7 @@ class Pool {
   // or open failed after MarkInUse (the pool then stays unclean at Close),
   // IndexReady that one succeeded.
   friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);
-  friend Result<std::unique_ptr<Index>> open_index(Pool*);
+  friend Result<std::unique_ptr<Index>> open_index(Pool*, ReclaimBound);
   Result<std::shared_ptr<void>> AttachIndex(std::string_view op);
   void IndexFailed();
   void IndexReady();

@@ -5,8 +5,11 @@
 //   pmpool create PATH --kind K [--options S] [--size 64M] [--max-size 64G]
 //                      [--segment-size S] [--pool-id N]
 //   pmpool info PATH     header fields; never writes
-//   pmpool verify PATH   opens, recovers, runs the index's verify()
+//   pmpool verify PATH   opens, recovers, runs the index's verify(), checks
+//                        reachable against allocated blocks
 //   pmpool dump PATH     header and page-table summary; never writes
+//   pmpool salvage SRC DST [--fill F]   copies what is reachable in SRC into
+//                        a new pool DST; never writes SRC
 //   pmpool get PATH KEY... [--hex]         prints "KEY VALUE" per key
 //   pmpool put PATH KEY VALUE [--no-overwrite]
 //   pmpool del PATH KEY... [--ignore-missing]
@@ -21,15 +24,19 @@
 // its own line ("pmpool: PATH: key K: not found"), still do the other keys,
 // and then exit 1.
 // info and dump open the files read-only; no command opens a path that is
-// not a regular file (a FIFO or a device is refused at once). verify closes the pool properly on every path and leaves a pool
-// whose recovery failed marked unclean. get/put/del/scan/load go through
+// not a regular file (a FIFO or a device is refused at once). verify closes
+// the pool properly on every path and leaves a pool whose recovery failed
+// marked unclean. salvage maps SRC read-only and recovers a copy in memory. get/put/del/scan/load go through
 // the user API (pmindex/db.h) and close the Db on every path after it
 // opened, so the pool is marked clean again even when they fail.
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cinttypes>
@@ -40,11 +47,13 @@
 #include <ctime>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "alloc/allocator.h"
 #include "alloc/page_word.h"
 #include "alloc/size_classes.h"
 #include "pm/pool_format.h"
@@ -191,25 +200,92 @@ int Info(const std::string& path) {
 
 // ------------------------------------------------------------------ verify
 
+// What verify checked besides the index's own verify(): the blocks
+// reachable from the index's roots (Index::for_each_block) against the
+// blocks the allocator holds after recovery, and what recovery found
+// allocated but unreachable (alloc::RecoveryReport).
+struct BlockCheck {
+  uint64_t walked = 0, walked_bytes = 0;  // reachable, as the index walks them
+  uint64_t not_blocks = 0;                // walked pointers that are no allocated block
+  Status walk;                            // the walk's own Status
+  alloc::AllocStats alloc;                // the allocator's blocks in use
+};
+
+BlockCheck CheckBlocks(Index* index) {
+  BlockCheck c;
+  alloc::Allocator* a = index->allocator();
+  c.walk = index->for_each_block([&](PPtr p) {
+    ++c.walked;
+    if (a->IsLive(p)) {
+      c.walked_bytes += a->BlockSize(p);
+    } else {
+      ++c.not_blocks;
+    }
+  });
+  c.alloc = a->stats();
+  return c;
+}
+
+// The units recovery gave back, as one phrase.
+std::string Units(const alloc::RecoveryReport& r) {
+  return std::to_string(r.units()) + " allocated unit(s) unreachable (" +
+         std::to_string(r.unreachable_pages) + " of " + std::to_string(r.class_pages) +
+         " class pages without a reachable block, " + std::to_string(r.unreachable_spans) +
+         " large block(s), " + std::to_string(r.orphan_runs) + " orphan span run(s))";
+}
+
 // Every path closes what it opened before exiting: the index (if it
 // opened) and then the pool. The pool marks itself clean only after an
 // index opened successfully and was closed; after a failed open_index it
 // stays unclean (and, if nothing was written yet, unchanged).
+//
+// Recovery may give back only what a clean close leaves (IndexInfo::
+// unreachable_after_clean: none, nvtree its snapshot block), even after a
+// crash (ReclaimBound::kAsIfClean): more is refused before any write, so a
+// pool whose reachable data was cut off fails instead of passing with the
+// rest. After the open, every block reachable from the index must be an
+// allocated block and every allocated block reachable.
 int Verify(const std::string& path) {
   auto pool = Pool::Open(path);
   if (!pool.ok()) Fail(path, pool.status());
   std::unique_ptr<Pool> p = std::move(pool).value();
   bool was_clean = p->was_clean();
-  auto idx = open_index(p.get());
+  auto idx = open_index(p.get(), ReclaimBound::kAsIfClean);
   if (!idx.ok()) {
     Status c = p->Close();
     if (!c.ok()) std::fprintf(stderr, "pmpool: %s: close: %s\n", path.c_str(), c.ToString().c_str());
-    Fail(path + ": open_index", idx.status());
+    std::string hint;
+    if (!was_clean && idx.status().message().find("would reclaim") != std::string_view::npos) {
+      hint = " (verify allows only what a clean close leaves, also after a crash; this pool"
+             " was not closed cleanly, so some may be allocations a crash left in flight, which"
+             " any other open gives back; pmpool salvage copies what is reachable without"
+             " writing the pool)";
+    }
+    Fail(path + ": open_index: " + idx.status().ToString() + hint);
   }
   std::unique_ptr<Index> index = std::move(idx).value();
+  const alloc::RecoveryReport rep = index->allocator()->recovery_report();
   Status v = index->verify();
   IndexStats st;
-  if (v.ok()) st = index->stats();
+  BlockCheck blocks;
+  if (v.ok()) {
+    st = index->stats();
+    blocks = CheckBlocks(index.get());
+    if (!blocks.walk.ok()) {
+      v = blocks.walk;
+    } else if (blocks.not_blocks != 0) {
+      v = Status::Corruption(std::to_string(blocks.not_blocks) + " of " +
+                             std::to_string(blocks.walked) +
+                             " blocks reachable from the index are not allocated blocks");
+    } else if (blocks.walked != blocks.alloc.blocks_in_use ||
+               blocks.walked_bytes != blocks.alloc.bytes_in_use) {
+      v = Status::Corruption(
+          std::to_string(blocks.walked) + " blocks (" + std::to_string(blocks.walked_bytes) +
+          " bytes) reachable from the index, but the allocator holds " +
+          std::to_string(blocks.alloc.blocks_in_use) + " (" +
+          std::to_string(blocks.alloc.bytes_in_use) + " bytes)");
+    }
+  }
   Status s = index->close();
   index.reset();
   Status c = p->Close();
@@ -220,6 +296,202 @@ int Verify(const std::string& path) {
               " inner nodes%s\n",
               path.c_str(), std::string(p->kind()).c_str(), st.entries, st.height,
               st.leaves, st.inner_nodes, was_clean ? "" : " (recovered after an unclean shutdown)");
+  std::printf("  reachable:   %" PRIu64 " blocks, %s (walked from the index's roots)\n",
+              blocks.walked, Human(blocks.walked_bytes).c_str());
+  std::printf("  allocated:   %" PRIu64 " blocks, %s in %" PRIu64 " pages (after recovery)\n",
+              blocks.alloc.blocks_in_use, Human(blocks.alloc.bytes_in_use).c_str(),
+              blocks.alloc.pages_owned);
+  std::printf("  recovery:    %" PRIu64 " pages owned; gave back %s, at most %" PRIu64
+              " allowed\n",
+              rep.pages_owned, Units(rep).c_str(), rep.bound);
+  return 0;
+}
+
+// ----------------------------------------------------------------- salvage
+
+// SRC's segment files mapped read-only (PROT_READ, MAP_PRIVATE: nothing
+// can reach the files) one after the other, as the contiguous image
+// Pool::OpenImage takes. A shared flock on SRC keeps a writer (Pool::Open
+// takes it exclusively) out while the image is read; flock writes nothing.
+class ReadOnlyImage {
+ public:
+  ~ReadOnlyImage() {
+    if (base_ != nullptr) munmap(base_, len_);
+    if (lock_fd_ >= 0) close(lock_fd_);  // releases the flock
+  }
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(base_), len_};
+  }
+
+  Status Map(const std::string& path, const pm::PoolHeader& h) {
+    lock_fd_ = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (lock_fd_ < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+    if (flock(lock_fd_, LOCK_SH | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) return Status::Busy(path + " is open in another process");
+      return Status::IOError("cannot lock " + path + ": " + std::strerror(errno));
+    }
+    len_ = pm::SegmentEnd(h, h.segments);
+    void* r = mmap(nullptr, len_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) {
+      len_ = 0;
+      return Status::IOError(std::string("cannot reserve address space: ") + std::strerror(errno));
+    }
+    base_ = r;
+    for (uint64_t i = 0; i < h.segments; ++i) {
+      const uint64_t from = i == 0 ? 0 : pm::SegmentEnd(h, i);
+      const uint64_t to = pm::SegmentEnd(h, i + 1);
+      const std::string sp = i == 0 ? path : path + "." + std::to_string(i);
+      int fd = open(sp.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      if (fd < 0) return Status::IOError("cannot open " + sp + ": " + std::strerror(errno));
+      struct stat st;
+      bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+      if (!regular || static_cast<uint64_t>(st.st_size) != to - from) {
+        close(fd);
+        return Status::Corruption(sp + (regular ? " changed size" : " is not a regular file"));
+      }
+      void* m = mmap(static_cast<char*>(base_) + from, to - from, PROT_READ,
+                     MAP_PRIVATE | MAP_FIXED, fd, 0);
+      int err = errno;
+      close(fd);
+      if (m == MAP_FAILED) return Status::IOError("cannot map " + sp + ": " + std::strerror(err));
+    }
+    return Status::OK();
+  }
+
+ private:
+  int lock_fd_ = -1;
+  void* base_ = nullptr;
+  size_t len_ = 0;
+};
+
+struct SalvageArgs {
+  std::string src, dst;
+  std::string fill = "1";
+};
+
+// Removes DST and its segment files (a salvage that failed after creating
+// it leaves nothing behind).
+void RemovePool(const std::string& path) {
+  for (uint64_t i = 1;; ++i) {
+    std::string sp = path + "." + std::to_string(i);
+    if (unlink(sp.c_str()) != 0) break;
+  }
+  unlink(path.c_str());
+}
+
+// salvage: copies every entry reachable in SRC into a new pool DST of the
+// same kind, options and sizes. SRC is never written: its files are mapped
+// read-only and copied into an in-memory image (Pool::OpenImage), and the
+// index is opened and recovered on that copy without the recovery bound
+// (ReclaimBound::kNone), so damage that cut data off loses only what it cut
+// off. What the kind's own validation refuses (a bad node header, a bad
+// root) cannot be opened and nothing is copied.
+int Salvage(const SalvageArgs& a) {
+  char* end = nullptr;
+  errno = 0;
+  const double fill = std::strtod(a.fill.c_str(), &end);
+  if (errno != 0 || end == a.fill.c_str() || *end != '\0' || !(fill > 0 && fill <= 1)) {
+    UsageFail("bad value '" + a.fill + "' for --fill (expected a number in (0, 1])");
+  }
+  struct stat dst_st;
+  if (lstat(a.dst.c_str(), &dst_st) == 0) Fail(a.dst + ": already exists (salvage writes a new pool)");
+  auto info = Pool::Inspect(a.src);  // header, checksum, segment files; no lock, no write
+  if (!info.ok()) Fail(a.src, info.status());
+  pm::PoolHeader h;
+  {
+    int fd = open(a.src.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) Fail("cannot open " + a.src + ": " + std::strerror(errno));
+    ssize_t n = pread(fd, &h, sizeof(h), 0);
+    close(fd);
+    if (n != static_cast<ssize_t>(sizeof(h))) Fail("cannot read the header of " + a.src);
+  }
+  std::unique_ptr<Pool> copy;
+  {
+    ReadOnlyImage src;  // unmapped and unlocked at the end of this block
+    if (Status s = src.Map(a.src, h); !s.ok()) Fail(a.src, s);
+    auto img = Pool::OpenImage(src.bytes());  // copies and validates it like Open
+    if (!img.ok()) Fail(a.src, img.status());
+    copy = std::move(img).value();
+  }
+
+  auto idx = open_index(copy.get(), ReclaimBound::kNone);
+  if (!idx.ok()) {
+    Fail(a.src + ": the index cannot be opened even without the recovery bound, nothing was "
+                 "copied: " + idx.status().ToString());
+  }
+  std::unique_ptr<Index> index = std::move(idx).value();
+  const alloc::RecoveryReport rep = index->allocator()->recovery_report();
+  const Status src_verify = index->verify();
+  // Every entry the index reaches, by scans in batches.
+  std::vector<KV> kv;
+  {
+    std::vector<KV> batch(4096);
+    Key from = 0;
+    for (;;) {
+      size_t n = index->scan(from, batch.size(), batch.data());
+      kv.insert(kv.end(), batch.begin(), batch.begin() + static_cast<ptrdiff_t>(n));
+      if (n < batch.size() || kv.back().key == UINT64_MAX) break;
+      from = kv.back().key + 1;
+    }
+  }
+  const uint64_t src_entries = index->stats().entries;
+  (void)index->close();  // the in-memory copy is dropped: its close has nothing to keep
+  index.reset();
+  copy.reset();
+  // A damaged index may scan out of order or repeat a key: bulk_load takes
+  // strictly ascending keys, so they are sorted and the first of each key
+  // kept, and the drops reported.
+  uint64_t dropped = 0;
+  if (!std::is_sorted(kv.begin(), kv.end(), [](const KV& x, const KV& y) { return x.key < y.key; })) {
+    std::stable_sort(kv.begin(), kv.end(), [](const KV& x, const KV& y) { return x.key < y.key; });
+  }
+  {
+    auto last = std::unique(kv.begin(), kv.end(), [](const KV& x, const KV& y) { return x.key == y.key; });
+    dropped = static_cast<uint64_t>(kv.end() - last);
+    kv.erase(last, kv.end());
+  }
+
+  PoolOptions po;
+  po.size = h.first_size;
+  po.max_size = h.max_size;
+  po.segment_size = h.segment_size;
+  po.pool_id = h.pool_id;
+  auto dst = create_pool_for(info->kind, info->index_options, a.dst, po);
+  if (!dst.ok()) Fail("create " + a.dst, dst.status());
+  auto failed = [&](const std::string& what, const Status& s) {
+    dst.value().reset();
+    RemovePool(a.dst);
+    Fail(a.dst + ": " + what + ": " + s.ToString() + "; " + a.dst + " was removed");
+  };
+  auto out = create_index(info->kind, info->index_options, dst.value().get());
+  if (!out.ok()) failed("create_index", out.status());
+  Status s = out.value()->bulk_load(kv, fill);
+  if (s.ok()) s = out.value()->verify();
+  if (s.ok() && out.value()->stats().entries != kv.size()) {
+    s = Status::Corruption("holds " + std::to_string(out.value()->stats().entries) +
+                           " entries after loading " + std::to_string(kv.size()));
+  }
+  if (!s.ok()) failed("load", s);
+  s = out.value()->close();
+  out.value().reset();
+  if (!s.ok()) failed("close", s);
+  if (s = dst.value()->Close(); !s.ok()) failed("close", s);
+
+  std::printf("%s -> %s: copied %zu entries (kind %s, options '%s')\n", a.src.c_str(),
+              a.dst.c_str(), kv.size(), info->kind.c_str(), info->index_options.c_str());
+  std::printf("  source:      read-only; the index was opened and recovered on a copy in memory "
+              "(clean flag: %s)\n",
+              info->clean ? "yes" : "no");
+  if (dropped != 0) {
+    std::printf("  repeated:    %" PRIu64 " keys scanned more than once (the first value kept)\n",
+                dropped);
+  }
+  std::printf("  reached:     %" PRIu64 " entries scanned; the index counted %" PRIu64 "\n",
+              static_cast<uint64_t>(kv.size() + dropped), src_entries);
+  std::printf("  unreachable: %s; blocks in pages that also hold reachable ones are not "
+              "counted\n",
+              Units(rep).c_str());
+  std::printf("  source verify: %s\n", src_verify.ok() ? "ok" : src_verify.ToString().c_str());
   return 0;
 }
 
@@ -627,7 +899,8 @@ int Load(const LoadArgs& a) {
 
 int main(int argc, char** argv) {
   using namespace pmindex;
-  CLI::App app{"pmpool: create, inspect, verify and dump pmindex pools; read and fill their index"};
+  CLI::App app{
+      "pmpool: create, inspect, verify, dump and salvage pmindex pools; read and fill their index"};
   app.set_version_flag("--version", std::string("pmpool (pmindex) ") + version(),
                        "Print the pmindex version and exit");
   app.require_subcommand(1);
@@ -635,15 +908,22 @@ int main(int argc, char** argv) {
       "Keys and values are numbers in 0..18446744073709551615, decimal or 0x hex; output is\n"
       "decimal (--hex: hex). load reads lines \"KEY VALUE\" (spaces or tabs between, blank\n"
       "lines and # comments allowed) from FILE or stdin (no FILE, or -).\n"
+      "verify fails (1) if the index's verify() does, if a block reachable from the index is\n"
+      "not an allocated block or an allocated block is not reachable, or if recovery would\n"
+      "give back more allocated-but-unreachable pages than a clean close leaves (none; nvtree\n"
+      "1), also after a crash (refused before anything is written); it prints what it\n"
+      "checked. salvage SRC DST maps SRC read-only, opens and recovers its index on a copy in\n"
+      "memory without that bound, and bulk-loads every entry it reaches into a new pool DST of\n"
+      "the same kind, options and sizes (DST must not exist; removed again if the load fails).\n"
       "Exit status: 0 success; 1 the pool cannot be created, opened, read or written, or\n"
       "verified, or (get, del) a key is absent, or (put, load --no-overwrite) present (one\n"
       "line \"pmpool: ...\" on stderr, one per absent key); 2 a command-line error: unknown\n"
       "command or option, missing argument, bad value (--size 12Q, a size below 4M, an\n"
       "unknown --kind, bad --options, a key that is not a number), a malformed line of load\n"
       "input (named by its number); the pool is not opened then.\n"
-      "info and dump never write; get and scan open the pool like any writer (recovery runs\n"
-      "if it was not closed cleanly) and, like put, del and load, close it cleanly on every\n"
-      "path. A path that is not a regular file (FIFO, device, socket, directory) is refused\n"
+      "info and dump never write, nor does salvage to SRC; get and scan open the pool like\n"
+      "any writer (recovery runs if it was not closed cleanly) and, like put, del and load,\n"
+      "close it cleanly on every path. A path that is not a regular file (FIFO, device, socket, directory) is refused\n"
       "without being opened.");
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("pmpool: ") + e.what() + " (see --help)\n";
@@ -673,6 +953,13 @@ int main(int argc, char** argv) {
   verify->add_option("PATH", path, "pool file")->required();
   auto* dump = app.add_subcommand("dump", "header and page-table summary (read-only)");
   dump->add_option("PATH", path, "pool file")->required();
+  SalvageArgs va;
+  auto* salvage = app.add_subcommand(
+      "salvage", "copy every entry reachable in SRC into a new pool DST (SRC is never written)");
+  salvage->add_option("SRC", va.src, "damaged pool file (read only)")->required();
+  salvage->add_option("DST", va.dst, "new pool file (must not exist)")->required();
+  salvage->add_option("--fill", va.fill, "node fill of DST's bulk load, in (0, 1]")
+      ->capture_default_str();
 
   KeyArgs ga;
   auto* get = app.add_subcommand("get", "print \"KEY VALUE\" for each KEY (1 if one is absent)");
@@ -718,6 +1005,7 @@ int main(int argc, char** argv) {
   if (info->parsed()) return Info(path);
   if (verify->parsed()) return Verify(path);
   if (dump->parsed()) return Dump(path);
+  if (salvage->parsed()) return Salvage(va);
   if (get->parsed()) return Get(ga);
   if (put->parsed()) return Put(pa);
   if (del->parsed()) return Del(da);

@@ -156,7 +156,7 @@ int Create(const CreateArgs& a) {
   auto idx = create_index(a.kind, a.options, pool.value().get());
   if (!idx.ok()) {
     // The file is ours and holds no index: do not leave it behind.
-    (void)pool.value()->Close();
+    IgnoreError(pool.value()->Close(), "the create error is reported; the file is removed next");
     unlink(a.path.c_str());
     Fail("create " + a.path, idx.status());
   }
@@ -435,7 +435,7 @@ int Salvage(const SalvageArgs& a) {
     }
   }
   const uint64_t src_entries = index->stats().entries;
-  (void)index->close();  // the in-memory copy is dropped: its close has nothing to keep
+  IgnoreError(index->close(), "the in-memory copy is dropped: its close has nothing to keep");
   index.reset();
   copy.reset();
   // A damaged index may scan out of order or repeat a key: bulk_load takes
@@ -923,8 +923,8 @@ int main(int argc, char** argv) {
       "input (named by its number); the pool is not opened then.\n"
       "info and dump never write, nor does salvage to SRC; get and scan open the pool like\n"
       "any writer (recovery runs if it was not closed cleanly) and, like put, del and load,\n"
-      "close it cleanly on every path. A path that is not a regular file (FIFO, device, socket, directory) is refused\n"
-      "without being opened.");
+      "close it cleanly on every path. A path that is not a regular file (FIFO, device,\n"
+      "socket, directory) is refused without being opened.");
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("pmpool: ") + e.what() + " (see --help)\n";
   });
@@ -949,7 +949,8 @@ int main(int argc, char** argv) {
   std::string path;
   auto* info = app.add_subcommand("info", "print the header (read-only)");
   info->add_option("PATH", path, "pool file")->required();
-  auto* verify = app.add_subcommand("verify", "open, recover and verify the index");
+  auto* verify = app.add_subcommand(
+      "verify", "open, recover and verify the index; check reachable against allocated blocks");
   verify->add_option("PATH", path, "pool file")->required();
   auto* dump = app.add_subcommand("dump", "header and page-table summary (read-only)");
   dump->add_option("PATH", path, "pool file")->required();

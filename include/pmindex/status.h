@@ -15,7 +15,9 @@
 
 namespace pmindex {
 
-class Status {
+// [[nodiscard]]: a Status or Result returned by any function must be
+// looked at; see IgnoreError below for the rare call that may drop one.
+class [[nodiscard]] Status {
  public:
   enum class Code : uint8_t {
     kOk = 0,
@@ -69,7 +71,7 @@ class Status {
 
 // Either a value or a non-OK Status.
 template <class T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}                   // NOLINT(implicit)
   Result(Status s) : v_(std::move(s)) {}                      // NOLINT(implicit)
@@ -87,6 +89,13 @@ class Result {
  private:
   std::variant<T, Status> v_;
 };
+
+// Drops a Status or Result on purpose. Use it only where no caller could
+// act on the error (a destructor, cleanup after a first error that is the
+// one reported); `why` says so at the call and is not used at run time.
+inline void IgnoreError(const Status& /*s*/, const char* /*why*/) {}
+template <class T>
+inline void IgnoreError(const Result<T>& /*r*/, const char* /*why*/) {}
 
 }  // namespace pmindex
 

@@ -123,7 +123,7 @@ class PmLeafTree final : public Index {
   PmLeafTree(const IndexEnv& env, int rebuild_threads)
       : pool_(env.pool), alloc_(env.alloc), rebuild_threads_(std::max(1, rebuild_threads)) {}
   ~PmLeafTree() override {
-    (void)close();
+    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
   }
 
   // ---------------------------------------------------------- factories

@@ -447,7 +447,7 @@ struct Pool::Impl {
 
 Pool::Pool() : impl_(std::make_unique<Impl>()) {}
 
-Pool::~Pool() { (void)Close(); }
+Pool::~Pool() { IgnoreError(Close(), "a destructor has no caller to report to; Close() returns it"); }
 
 namespace {
 

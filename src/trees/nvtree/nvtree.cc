@@ -88,7 +88,7 @@ NvTree::NvTree(const IndexEnv& env, const Config& cfg)
 }
 
 NvTree::~NvTree() {
-  (void)close();
+  IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
 }
 
 void NvTree::Reclaim(uint64_t item) {

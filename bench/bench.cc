@@ -596,7 +596,8 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
       if (checker.check && !state.present.empty())
         NoteMissing(out.phases.back(), MissingAfterReopen(opened.value(), cfg, *w, state),
                     "a crash");
-      (void)opened.value().close();
+      if (Status cs = opened.value().close(); !cs.ok())
+        return Status::IOError("close of a crash image: " + cs.ToString());
     }
     RemovePoolFiles(crash_path);
   }
@@ -609,7 +610,8 @@ Result<RepeatResult> RunOnceIn(const IndexInfo& info, const BenchConfig& cfg,
     // The reopened index must hold the keys present at the end of the run.
     if (checker.check && !state.present.empty())
       NoteMissing(out.phases.back(), MissingAfterReopen(opened.value(), cfg, *w, state), "reopen");
-    (void)opened.value().close();
+    if (Status cs = opened.value().close(); !cs.ok())
+      return Status::IOError("close after reopen: " + cs.ToString());
   }
   return out;
 }

@@ -104,7 +104,7 @@ std::string_view DurabilityOf(const Pool* pool) {
 
 Db::Db() = default;
 
-Db::~Db() { (void)Close(); }
+Db::~Db() { IgnoreError(Close(), "a destructor has no caller to report to; Close() returns it"); }
 
 std::unique_ptr<Db> Db::Wrap(std::unique_ptr<Pool> pool, std::unique_ptr<Index> index) {
   std::unique_ptr<Db> db(new Db());
@@ -136,7 +136,7 @@ Result<std::unique_ptr<Db>> Db::Create(const std::string& path, std::string_view
     // A pool without its index is of no use to anyone: remove what this
     // call created (the file, and any segment the failed create added).
     uint32_t segments = p->info().segments;
-    (void)p->Close();
+    IgnoreError(p->Close(), "the create error is the one reported; the pool is removed next");
     for (uint32_t i = segments; i-- > 1;) unlink((path + "." + std::to_string(i)).c_str());
     unlink(path.c_str());
     return index.status();

@@ -205,7 +205,7 @@ void DisjointScenario(const IndexParam& p, uint64_t seed, bool bulk_preload) {
     // What the threads left is recoverable, without leaks.
     PMINDEX_ASSERT_OK(t->close());
     std::vector<std::byte> image(t.pool->bytes().begin(), t.pool->bytes().end());
-    t.Reset();
+    PMINDEX_ASSERT_OK(t.Close());
     PMINDEX_ASSERT_OK_AND_ASSIGN(TestIndex c, OpenImageCopy(image));
     o.set_index(c.idx.get());
     ASSERT_TRUE(o.Verify());

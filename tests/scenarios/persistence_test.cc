@@ -170,7 +170,7 @@ TEST_P(Reopen, FromImage) {
   ASSERT_TRUE(Churn(o, rng, n / 4, 0, UINT64_MAX));
   PMINDEX_ASSERT_OK(t->close());
   std::vector<std::byte> closed(t.pool->bytes().begin(), t.pool->bytes().end());
-  t.Reset();
+  PMINDEX_ASSERT_OK(t.Close());
   {
     SCOPED_TRACE("image of a closed index");
     PMINDEX_ASSERT_OK_AND_ASSIGN(TestIndex c, OpenImageCopy(closed));
@@ -228,7 +228,7 @@ TEST_P(OutOfSpace, IndexStaysUsable) {
   // it fails, the image below still has to recover).
   PMINDEX_EXPECT_OK(t->close());
   std::vector<std::byte> image(t.pool->bytes().begin(), t.pool->bytes().end());
-  t.Reset();
+  PMINDEX_ASSERT_OK(t.Close());
   PMINDEX_ASSERT_OK_AND_ASSIGN(TestIndex c, OpenImageCopy(image));
   ASSERT_TRUE(CheckOpened(o, *c));
   for (int j = 0; j < 1000; ++j) ASSERT_TRUE(o.Insert(rng.next(), j));

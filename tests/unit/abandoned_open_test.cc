@@ -93,7 +93,7 @@ constexpr uint64_t kClosedMark = 0xC105ED;
 class AbandonProbe : public Index {
  public:
   explicit AbandonProbe(Pool* pool) : pool_(pool) {}
-  ~AbandonProbe() override { (void)close(); }
+  ~AbandonProbe() override { IgnoreError(close(), "a destructor has no caller to report to"); }
   std::string_view kind() const override { return "probe-abandon"; }
   bool persistent() const override { return true; }
   Status insert(Key, Value) override { return Status::OK(); }

@@ -472,14 +472,15 @@ TEST(DbTest, IteratorWithAConcurrentWriter) {
 
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> writes{0};
+    std::atomic<uint64_t> write_errors{0};  // one writer: every call must succeed
     std::thread writer([&] {
       std::mt19937_64 rng(5);
       while (!stop.load(std::memory_order_relaxed)) {
         Key i = rng() % kStable;
         Key churn = 4 * i + 2;
-        (void)db->Upsert(churn, churn);
-        (void)db->Update(4 * i, 4 * i + (rng() & 1));
-        (void)db->Remove(churn);
+        if (!db->Upsert(churn, churn).ok()) write_errors.fetch_add(1);
+        if (!db->Update(4 * i, 4 * i + (rng() & 1)).ok()) write_errors.fetch_add(1);
+        if (!db->Remove(churn).ok()) write_errors.fetch_add(1);
         writes.fetch_add(1, std::memory_order_relaxed);
       }
     });
@@ -515,6 +516,7 @@ TEST(DbTest, IteratorWithAConcurrentWriter) {
     }
     stop = true;
     writer.join();
+    EXPECT_EQ(write_errors.load(), 0u) << "failed Upsert/Update/Remove calls of the writer";
     EXPECT_TRUE(db->Verify().ok());
   }
 }

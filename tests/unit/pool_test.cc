@@ -929,7 +929,7 @@ TEST(PoolFile, Durability) {
     auto s = Pool::Create(shm, SmallOptions());
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     EXPECT_EQ(s.value()->durability(), Durability::kProcessCrash);
-    s.value()->Close();
+    EXPECT_TRUE(s.value()->Close().ok());
     fs::remove(shm);
   }
 }

@@ -1,6 +1,6 @@
 // pmcrash: the crash simulator's command line (docs/crash-testing.md).
 //
-//   pmcrash --index NAME|all [--ops N] [--seed S] [--mode prefix|line|eadr|tear]
+//   pmcrash --index NAME|all [--ops N] [--seed S|--seeds S,S...] [--mode prefix|line|eadr|tear]
 //           [--budget K] [--mutate] [--json FILE]
 //           [--workload W[,W...]] [--opt k=v,...] [--replay POINT:IMAGE]
 //           [--mutant KIND@SITE] [--mutate-alloc] [--pool-mb N]
@@ -28,7 +28,8 @@ namespace {
 using pmindex::crash::Config;
 
 const char kUsage[] =
-    "usage: pmcrash --index NAME|all [--ops N] [--seed S] [--mode prefix|line|eadr|tear]\n"
+    "usage: pmcrash --index NAME|all [--ops N] [--seed S|--seeds S,S...]\n"
+    "               [--mode prefix|line|eadr|tear]\n"
     "               [--budget K] [--mutate] [--json FILE] [--workload W[,W...]]\n"
     "               [--opt k=v,...] [--replay POINT:IMAGE] [--mutant KIND@SITE]\n"
     "               [--mutate-alloc] [--pool-mb N] [--further-ops N] [--timeout S]\n"
@@ -37,6 +38,9 @@ const char kUsage[] =
     "               (every registered persistent index, each of its test configs,\n"
     "               or only the first with --configs first)\n"
     "  --ops        operations per workload (default 100)\n"
+    "  --seed       workload and sampling seed (default 1); --seeds a,b,c runs\n"
+    "               each seed (with --mutate: one kill matrix, a mutant is\n"
+    "               killed if any seed's run kills it)\n"
     "  --mode       prefix (default): each line shows a prefix of its stores;\n"
     "               line: each line old or new; eadr: prefix of the global store\n"
     "               order; tear: stores wider than 8 bytes split into 8-byte pieces\n"
@@ -99,6 +103,7 @@ struct Job {
   Config cfg;
   pmindex::crash::RunStats stats;
   bool mutated = false;
+  std::vector<uint64_t> seeds;  // --mutate over several seeds: all of them
   pmindex::crash::MutationReport mut;
 };
 
@@ -156,6 +161,9 @@ void WriteJson(const std::string& path, const std::vector<Job>& jobs, bool all_o
     }
     out << "]";
     if (j.mutated) {
+      out << ", \"seeds\": [";
+      for (size_t k = 0; k < j.seeds.size(); ++k) out << (k ? ", " : "") << j.seeds[k];
+      out << "]";
       out << ", \"mutation\": {\"killed\": " << j.mut.killed << ", \"redundant\": "
           << j.mut.redundant << ", \"unexplained\": " << j.mut.unexplained
           << ", \"stale\": " << j.mut.stale << ", \"mutants\": [";
@@ -190,6 +198,7 @@ int main(int argc, char** argv) {
   Config base;
   std::string index, json, workloads = "mixed";
   bool mutate = false, mutate_alloc = false, list = false, opt_given = false, first_config = false;
+  std::vector<uint64_t> seeds = {base.seed};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -198,7 +207,12 @@ int main(int argc, char** argv) {
     };
     if (a == "--index") index = val();
     else if (a == "--ops") base.ops = ParseU64(a, val(), 1, 1000000);
-    else if (a == "--seed") base.seed = ParseU64(a, val(), 0, UINT64_MAX);
+    else if (a == "--seed") seeds = {ParseU64(a, val(), 0, UINT64_MAX)};
+    else if (a == "--seeds") {
+      seeds.clear();
+      for (const auto& s : Split(val(), ',')) seeds.push_back(ParseU64(a, s, 0, UINT64_MAX));
+      if (seeds.empty()) Usage("--seeds expects a comma list of integers");
+    }
     else if (a == "--mode") {
       std::string m = val();
       if (!pmindex::crash::ParseMode(m, &base.mode)) Usage("unknown --mode '" + m + "'");
@@ -263,8 +277,14 @@ int main(int argc, char** argv) {
   if (mutate && base.mode == pmindex::crash::Mode::kEadr) {
     Usage("--mutate needs a mode with flushes (prefix, line or tear), not eadr");
   }
-  if (base.replay && (index == "all" || wl.size() != 1)) {
-    Usage("--replay needs one --index and one --workload");
+  if (base.replay && (index == "all" || wl.size() != 1 || seeds.size() != 1)) {
+    Usage("--replay needs one --index, one --workload and one --seed");
+  }
+  base.seed = seeds[0];
+  std::string seed_flag = "--seed " + std::to_string(seeds[0]);
+  if (seeds.size() > 1) {
+    seed_flag = "--seeds ";
+    for (size_t i = 0; i < seeds.size(); ++i) seed_flag += (i ? "," : "") + std::to_string(seeds[i]);
   }
 
   // (index, options) pairs.
@@ -308,15 +328,16 @@ int main(int argc, char** argv) {
       j.cfg.index = name;
       j.cfg.options = opt;
       j.cfg.workload = wl.size() == 1 ? wl[0] : workloads;
-      std::printf("pmcrash --index %s%s%s --workload %s --ops %llu --seed %llu --mode %s --budget %llu --mutate\n",
+      std::printf("pmcrash --index %s%s%s --workload %s --ops %llu %s --mode %s --budget %llu --mutate\n",
                   name.c_str(), opt.empty() ? "" : " --opt ", opt.c_str(), j.cfg.workload.c_str(),
-                  (unsigned long long)j.cfg.ops, (unsigned long long)j.cfg.seed,
+                  (unsigned long long)j.cfg.ops, seed_flag.c_str(),
                   pmindex::crash::ModeName(j.cfg.mode), (unsigned long long)j.cfg.budget);
       std::fflush(stdout);
       j.mutated = true;
+      j.seeds = seeds;
       Config c = j.cfg;
       c.workload = wl[0];
-      j.mut = pmindex::crash::RunMutation(c, mutate_alloc, &std::cout, wl);
+      j.mut = pmindex::crash::RunMutation(c, mutate_alloc, &std::cout, wl, seeds);
       j.stats = j.mut.baseline;
       PrintStats(j);
       PrintMutants(j.mut);
@@ -325,12 +346,18 @@ int main(int argc, char** argv) {
       jobs.push_back(std::move(j));
       continue;
     }
-    for (const auto& w : wl) {
+    // Without --mutate: one run per (seed, workload).
+    std::vector<std::pair<uint64_t, std::string>> runs;
+    for (uint64_t seed : seeds) {
+      for (const auto& w : wl) runs.emplace_back(seed, w);
+    }
+    for (const auto& [seed, w] : runs) {
       Job j;
       j.cfg = base;
       j.cfg.index = name;
       j.cfg.options = opt;
       j.cfg.workload = w;
+      j.cfg.seed = seed;
       std::printf("pmcrash --index %s%s%s --workload %s --ops %llu --seed %llu --mode %s --budget %llu%s%s\n",
                   name.c_str(), opt.empty() ? "" : " --opt ", opt.c_str(), w.c_str(),
                   (unsigned long long)j.cfg.ops, (unsigned long long)j.cfg.seed,
@@ -338,18 +365,9 @@ int main(int argc, char** argv) {
                   j.cfg.mutation.kind == pmindex::crash::MutKind::kNone ? "" : " --mutant ",
                   j.cfg.mutation.ToString().c_str());
       std::fflush(stdout);
-      if (mutate) {
-        j.mutated = true;
-        j.mut = pmindex::crash::RunMutation(j.cfg, mutate_alloc, &std::cout);
-        j.stats = j.mut.baseline;
-        PrintStats(j);
-        PrintMutants(j.mut);
-        if (!j.mut.ok()) all_ok = false;
-      } else {
-        j.stats = pmindex::crash::Run(j.cfg);
-        PrintStats(j);
-        if (!j.stats.ok()) all_ok = false;
-      }
+      j.stats = pmindex::crash::Run(j.cfg);
+      PrintStats(j);
+      if (!j.stats.ok()) all_ok = false;
       std::fflush(stdout);
       jobs.push_back(std::move(j));
     }

@@ -182,6 +182,14 @@ class Session : public CrashTracer::Listener {
   std::vector<std::byte> img_;
   std::atomic<uint64_t>* progress_ = nullptr;  // shared with children
   bool stopped_ = false;
+  // A mutant run: whether the mutated site has been called yet, by this
+  // tracer or one before a restart (until then the images are the
+  // baseline's, which passed, so they are not checked again).
+  bool mutant_live_ = false;
+  bool MutantLive() {
+    if (!mutant_live_ && tracer_) mutant_live_ = tracer_->mutation_reached();
+    return mutant_live_;
+  }
   // The last crash point whose images were checked (to skip repeats).
   std::tuple<uint64_t, uint64_t, bool, uint64_t> last_checked_{~0ull, 0, false, 0};
 };
@@ -253,6 +261,13 @@ void Session::CrashPoint(const std::string& where, bool op_end) {
   const uint64_t point = ++stats_.crash_points;
   if (stopped_) return;
   if (cfg_.replay && cfg_.replay->first != point) return;
+  // A mutant's model equals the unmutated one until its site is first
+  // called, and the baseline run (same workload, seed and point numbers)
+  // checked those images already. Replays check what they are asked.
+  if (cfg_.mutation.kind != MutKind::kNone && !cfg_.replay && !MutantLive()) {
+    ++stats_.unmutated_points;
+    return;
+  }
   const Op& op = ops_[cur_];
   Expect e;
   e.before = &oracle_;
@@ -568,6 +583,7 @@ bool Session::LiveOp(const Op& op) {
 
 void Session::MergeSites() {
   if (!tracer_) return;
+  MutantLive();  // remembered across the restart that replaces the tracer
   for (auto& [k, s] : tracer_->Sites()) {
     auto it = stats_.sites.find(k);
     if (it == stats_.sites.end()) {
@@ -811,15 +827,28 @@ std::optional<RedundantDecl> FindRedundantDecl(const SiteInfo& s) {
 }
 
 MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress,
-                           const std::vector<std::string>& workloads) {
+                           const std::vector<std::string>& workloads,
+                           const std::vector<uint64_t>& seeds) {
   MutationReport rep;
-  std::vector<std::string> wl = workloads;
-  if (wl.empty()) wl.push_back(cfg.workload);
-  // Baseline: every workload clean; sites summed over them.
-  for (const auto& w : wl) {
+  std::vector<std::string> wls = workloads;
+  if (wls.empty()) wls.push_back(cfg.workload);
+  std::vector<uint64_t> sds = seeds;
+  if (sds.empty()) sds.push_back(cfg.seed);
+  // Every (seed, workload) pair, seed-major: the first seed's workloads
+  // come first, as a single-seed run would order them.
+  std::vector<std::pair<uint64_t, std::string>> wl;
+  for (uint64_t s : sds) {
+    for (const auto& w : wls) wl.emplace_back(s, w);
+  }
+  auto label = [&](const std::pair<uint64_t, std::string>& sw) {
+    return sds.size() > 1 ? sw.second + " (seed " + std::to_string(sw.first) + ")" : sw.second;
+  };
+  // Baseline: every pair clean; sites summed over them.
+  for (const auto& sw : wl) {
     Config base = cfg;
     base.mutation = {};
-    base.workload = w;
+    base.seed = sw.first;
+    base.workload = sw.second;
     RunStats st = Run(base);
     rep.baseline.ops += st.ops;
     rep.baseline.crash_points += st.crash_points;
@@ -830,7 +859,7 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
     rep.baseline.seconds += st.seconds;
     rep.baseline.max_lines_in_play = std::max(rep.baseline.max_lines_in_play, st.max_lines_in_play);
     if (rep.baseline.setup_error.empty() && !st.setup_error.empty()) {
-      rep.baseline.setup_error = w + ": " + st.setup_error;
+      rep.baseline.setup_error = label(sw) + ": " + st.setup_error;
     }
     for (auto& f : st.failures) rep.baseline.failures.push_back(std::move(f));
     for (auto& b : st.bypasses) rep.baseline.bypasses.push_back(std::move(b));
@@ -866,9 +895,10 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
       r.mutation.site = s.key();
       r.site = s.Pretty();
       uint64_t sampled = 0, points = 0, images = 0;
-      for (const auto& w : wl) {
+      for (const auto& sw : wl) {
         Config mc = cfg;
-        mc.workload = w;
+        mc.seed = sw.first;
+        mc.workload = sw.second;
         mc.mutation = r.mutation;
         mc.stop_after = 1;
         mc.keep_failures = 1;
@@ -880,7 +910,7 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
           r.killed = true;
           r.reason = !st.failures.empty()
                          ? st.failures[0].message + " | " + st.failures[0].replay
-                         : w + ": " + st.setup_error;
+                         : label(sw) + ": " + st.setup_error;
           break;
         }
       }
@@ -924,9 +954,10 @@ MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* pro
                      " on these workloads: a performance bug, or it guards a path they miss)";
         } else {
           r.reason = "UNEXPLAINED survivor: it made lines durable " + std::to_string(s.effective) +
-                     " times and no checked image failed without it, but " +
-                     std::to_string(sampled) +
-                     " crash points were only sampled (raise --budget to decide)";
+                     " times and no checked image failed without it; " +
+                     std::to_string(sampled) + " of " + std::to_string(points) +
+                     " crash points were only sampled (raise --budget), or the workloads " +
+                     "miss the path it protects (try more --seeds or --workload)";
           ++rep.unexplained;
         }
         if (r.redundant) ++rep.redundant;

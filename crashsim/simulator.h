@@ -60,6 +60,9 @@ struct RunStats {
   uint64_t crash_points = 0;
   uint64_t checked_points = 0;  // crash points whose images were checked
   uint64_t sampled_points = 0;  // ... with a sampled (not exhaustive) image set
+  // Mutant runs: crash points before the mutated site was first called,
+  // not checked (their images are the baseline's).
+  uint64_t unmutated_points = 0;
   uint64_t images = 0;
   uint64_t failing_images = 0;
   uint64_t max_lines_in_play = 0;
@@ -111,10 +114,14 @@ std::optional<RedundantDecl> FindRedundantDecl(const SiteInfo& s);
 // (crashsim/fixtures/, tests/crash/), and src/alloc/ when `with_alloc`.
 bool MutableSite(const SiteInfo& s, bool with_alloc);
 
-// Runs `workloads` (cfg.workload when empty) unmodified, then each mutant
-// of the sites they reached, workload after workload until one kills it.
-// `progress` (may be null) gets one line per mutant.
+// Runs every (seed, workload) pair of `seeds` x `workloads` (cfg.seed and
+// cfg.workload when empty) unmodified, then each mutant of the sites they
+// reached, pair after pair until one kills it. One seed's workload may miss
+// the path a persist point protects (e.g. a split whose new key goes to the
+// new leaf), so a survivor is judged over all of them. `progress` (may be
+// null) gets one line per mutant.
 MutationReport RunMutation(const Config& cfg, bool with_alloc, std::ostream* progress,
-                           const std::vector<std::string>& workloads = {});
+                           const std::vector<std::string>& workloads = {},
+                           const std::vector<uint64_t>& seeds = {});
 
 }  // namespace pmindex::crash

@@ -226,6 +226,7 @@ void CrashTracer::OnFlush(const void* addr, size_t n, const pm::Site& site) {
   if (mode_ == Mode::kEadr) return;
   if (mutation_.kind != MutKind::kNone && mutation_.kind != MutKind::kDropFence &&
       mutation_.site == s->key()) {
+    mutation_reached_ = true;
     switch (mutation_.kind) {
       case MutKind::kDropFlush:
         return;
@@ -281,7 +282,10 @@ void CrashTracer::OnFence(const pm::Site& site) {
     SiteInfo* s = Site(site, true);
     ++s->calls;
     if (mode_ == Mode::kEadr) return;
-    if (mutation_.kind == MutKind::kDropFence && mutation_.site == s->key()) return;
+    if (mutation_.kind == MutKind::kDropFence && mutation_.site == s->key()) {
+      mutation_reached_ = true;
+      return;
+    }
     listener = listener_;
   }
   // The crash point sees the state before the fence takes effect.

@@ -153,6 +153,13 @@ class CrashTracer final : public pm::Tracer {
   void set_listener(Listener* l) { listener_ = l; }
   Mode mode() const { return mode_; }
   const Mutation& mutation() const { return mutation_; }
+  // True once the mutated site has been called (its mutation changed the
+  // model). Before that the model is the unmutated one, so a mutant run's
+  // crash points up to there show exactly the baseline's images.
+  bool mutation_reached() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return mutation_reached_;
+  }
 
   // pm::Tracer
   void OnStore(const void* addr, size_t n) override;
@@ -209,6 +216,7 @@ class CrashTracer final : public pm::Tracer {
   char* base_;
   Mode mode_;
   Mutation mutation_;
+  bool mutation_reached_ = false;
   Listener* listener_ = nullptr;
   std::vector<uint8_t> persisted_;
   std::vector<uint8_t> expected_;

@@ -29,7 +29,7 @@ step "release tests"
 (cd build/release && ctest -j "$jobs" --output-on-failure)
 
 step "ASan+UBSan build"
-configure build/asan Asan -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=4
+configure build/asan Asan -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=4 -DPMCRASH_CTEST_MUTATE=OFF
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"
 (cd build/asan && ctest -j "$jobs" --output-on-failure)

@@ -17,9 +17,9 @@
 #include <sstream>
 
 #include "alloc/allocator.h"
-#include "check.h"
 #include "index/index.h"
 #include "index/registry.h"
+#include "util/check.h"
 #include "crash_workload.h"
 
 namespace pmindex::crash {
@@ -327,12 +327,12 @@ void Session::CheckSet(const ImageSet& set, uint64_t point, const Expect& e,
   size_t start = 0;
   while (start < set.size() && !stopped_) {
     int fds[2];
-    PMCRASH_CHECK(pipe(fds) == 0);
+    PMINDEX_CHECK(pipe(fds) == 0, "pmcrash: pipe: %s", std::strerror(errno));
     progress_->store(start);
     std::cout.flush();
     std::fflush(nullptr);
     pid_t pid = fork();
-    PMCRASH_CHECK(pid >= 0);
+    PMINDEX_CHECK(pid >= 0, "pmcrash: fork: %s", std::strerror(errno));
     if (pid == 0) {
       close(fds[0]);
       pm::InstallTracer(nullptr);
@@ -623,7 +623,7 @@ RunStats Session::Go() {
   }
   ops_ = std::move(w.value());
   void* shared = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  PMCRASH_CHECK(shared != MAP_FAILED);
+  PMINDEX_CHECK(shared != MAP_FAILED, "pmcrash: mmap of the progress page: %s", std::strerror(errno));
   progress_ = new (shared) std::atomic<uint64_t>(0);
 
   PoolOptions po;

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "check.h"
+#include "util/check.h"
 
 namespace pmindex::crash {
 
@@ -107,7 +107,7 @@ uint64_t ImageSet::NextId() {
 thread_local ImageSet::LastBuilt ImageSet::last_built_;
 
 void ImageSet::Build(size_t i, std::vector<std::byte>* out) const {
-  PMCRASH_CHECK(i < size());
+  PMINDEX_CHECK(i < size(), "pmcrash: image %zu of %zu", i, size());
   const bool patch = last_built_.out == out && last_built_.set_id == id_ &&
                      out->size() == base_->size();
   if (!patch) {
@@ -163,8 +163,8 @@ size_t CrashTracer::SiteKeyHash::operator()(
 
 CrashTracer::CrashTracer(void* base, size_t size, Mode mode, Mutation mutation)
     : base_(static_cast<char*>(base)), mode_(mode), mutation_(std::move(mutation)) {
-  PMCRASH_CHECK(reinterpret_cast<uintptr_t>(base) % kLine == 0);
-  PMCRASH_CHECK(size % kLine == 0);
+  PMINDEX_CHECK(reinterpret_cast<uintptr_t>(base) % kLine == 0, "pmcrash: traced range not line-aligned");
+  PMINDEX_CHECK(size % kLine == 0, "pmcrash: traced size %zu not a multiple of a line", size);
   persisted_.assign(base_, base_ + size);
   expected_ = persisted_;
 }

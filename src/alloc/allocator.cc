@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <bit>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -37,23 +36,13 @@
 #include "alloc/size_classes.h"
 #include "alloc/thread_slots.h"
 #include "pm/persist.h"
+#include "util/check.h"
 
 namespace pmindex::alloc {
 namespace {
 
 constexpr uint32_t kNoPage = UINT32_MAX;
 constexpr size_t kChunkPages = 256;  // 64 MiB of heap per PageInfo chunk
-
-[[noreturn]] [[gnu::format(printf, 1, 2)]] void Die(const char* fmt, ...) {
-  std::fprintf(stderr, "pmindex: allocator: ");
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  std::fprintf(stderr, "\n");
-  std::fflush(stderr);
-  std::abort();
-}
 
 struct PageInfo {
   std::atomic<PageKind> kind{PageKind::kFree};
@@ -339,7 +328,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
     const int c = p.cls.load(std::memory_order_relaxed);
     const uint32_t b = static_cast<uint32_t>((off - PageOffset(idx)) / ClassSize(c));
     const uint64_t m = uint64_t{1} << (b % 64);
-    if ((p.avail[b / 64] & m) != 0) Die("block %#" PRIx64 " returned twice to its page", off);
+    PMINDEX_CHECK((p.avail[b / 64] & m) == 0, "allocator: block %#" PRIx64 " returned twice to its page",
+                  off);
     p.avail[b / 64] |= m;
     if (p.free_count++ == 0) PushPartial(ns, c, idx);
     if (p.free_count == ClassBlocks(c)) ReleaseClassPage(ns, idx);
@@ -437,10 +427,11 @@ struct Allocator::Impl final : ThreadSlotOwner {
     return false;
   }
 
-  BlockRef LocateOrDie(PPtr p, const char* op) const {
+  BlockRef LocateOrCheck(PPtr p, const char* op) const {
     BlockRef r;
     std::string why;
-    if (!Locate(p, &r, &why)) Die("%s(%#" PRIx64 "): bad pointer: %s", op, p.raw(), why.c_str());
+    PMINDEX_CHECK(Locate(p, &r, &why), "allocator: %s(%#" PRIx64 "): bad pointer: %s", op, p.raw(),
+                  why.c_str());
     return r;
   }
 
@@ -451,9 +442,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
 
   void CheckReady(const char* op) const {
-    if (recovering.load(std::memory_order_acquire)) {
-      Die("%s called before FinishRecovery() succeeded", op);
-    }
+    PMINDEX_CHECK(!recovering.load(std::memory_order_acquire),
+                  "allocator: %s called before FinishRecovery() succeeded", op);
   }
 
   // ---------------------------------------------------------- alloc/free
@@ -471,7 +461,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
     const uint32_t b = static_cast<uint32_t>((off - PageOffset(idx)) / ClassSize(c));
     const uint64_t m = uint64_t{1} << (b % 64);
     uint64_t old = Page(idx).live[b / 64].fetch_or(m, std::memory_order_acq_rel);
-    if ((old & m) != 0) Die("block %#" PRIx64 " handed out twice (internal error)", off);
+    PMINDEX_CHECK((old & m) == 0, "allocator: block %#" PRIx64 " handed out twice", off);
     pm::CountAllocated(static_cast<int64_t>(ClassSize(c)));
     return Ptr(off);
   }
@@ -568,12 +558,11 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
 
   void FreeBlock(PPtr p, const char* op) {
-    const BlockRef r = LocateOrDie(p, op);
+    const BlockRef r = LocateOrCheck(p, op);
     PageInfo& pg = Page(r.page);
     if (r.cls < 0) {
-      if (!pg.span_live.exchange(false, std::memory_order_acq_rel)) {
-        Die("%s(%#" PRIx64 "): double free (block is not allocated)", op, p.raw());
-      }
+      PMINDEX_CHECK(pg.span_live.exchange(false, std::memory_order_acq_rel),
+                    "allocator: %s(%#" PRIx64 "): double free (block is not allocated)", op, p.raw());
       const uint32_t len = pg.span.load(std::memory_order_relaxed);
       NodeState& ns = *node_state[pg.node.load(std::memory_order_relaxed)];
       {
@@ -585,9 +574,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
     }
     const uint64_t m = uint64_t{1} << (r.block % 64);
     uint64_t old = pg.live[r.block / 64].fetch_and(~m, std::memory_order_acq_rel);
-    if ((old & m) == 0) {
-      Die("%s(%#" PRIx64 "): double free (block is not allocated)", op, p.raw());
-    }
+    PMINDEX_CHECK((old & m) != 0, "allocator: %s(%#" PRIx64 "): double free (block is not allocated)",
+                  op, p.raw());
     pm::CountAllocated(-static_cast<int64_t>(ClassSize(r.cls)));
     ThreadCache& tc = Cache();
     auto& v = tc.blocks[r.cls];
@@ -823,9 +811,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
 
   void Mark(PPtr p) {
-    if (!recovering.load(std::memory_order_acquire)) {
-      Die("MarkReachable(%#" PRIx64 ") called outside recovery", p.raw());
-    }
+    PMINDEX_CHECK(recovering.load(std::memory_order_acquire),
+                  "allocator: MarkReachable(%#" PRIx64 ") called outside recovery", p.raw());
     BlockRef r;
     std::string why;
     if (!Locate(p, &r, &why)) {
@@ -916,8 +903,8 @@ void Allocator::Free(PPtr p) {
 
 void Allocator::Retire(PPtr p) {
   impl_->CheckReady("Retire");
-  BlockRef r = impl_->LocateOrDie(p, "Retire");
-  if (!impl_->IsLive(r)) Die("Retire(%#" PRIx64 "): block is not allocated", p.raw());
+  BlockRef r = impl_->LocateOrCheck(p, "Retire");
+  PMINDEX_CHECK(impl_->IsLive(r), "allocator: Retire(%#" PRIx64 "): block is not allocated", p.raw());
   impl_->epochs->Retire(p.raw());
 }
 
@@ -970,13 +957,13 @@ void Allocator::ForEachLiveBlock(const std::function<void(PPtr, size_t)>& fn) co
 }
 
 size_t Allocator::BlockSize(PPtr p) const {
-  BlockRef r = impl_->LocateOrDie(p, "BlockSize");
+  BlockRef r = impl_->LocateOrCheck(p, "BlockSize");
   if (r.cls >= 0) return ClassSize(r.cls);
   return uint64_t{impl_->Page(r.page).span.load(std::memory_order_relaxed)} * kPageBytes;
 }
 
 int Allocator::NodeOf(PPtr p) const {
-  BlockRef r = impl_->LocateOrDie(p, "NodeOf");
+  BlockRef r = impl_->LocateOrCheck(p, "NodeOf");
   return impl_->Page(r.page).node.load(std::memory_order_relaxed);
 }
 

@@ -1,8 +1,8 @@
 #include "alloc/epoch.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
+
+#include "util/check.h"
 
 namespace pmindex::alloc {
 
@@ -42,10 +42,7 @@ void EpochDomain::Enter() {
 
 void EpochDomain::Exit() {
   Record& r = Mine();
-  if (r.depth == 0) {
-    std::fprintf(stderr, "pmindex: EpochDomain::Exit without Enter\n");
-    std::abort();
-  }
+  PMINDEX_CHECK(r.depth != 0, "EpochDomain::Exit without Enter");
   if (--r.depth == 0) r.announce.store(0, std::memory_order_seq_cst);
 }
 

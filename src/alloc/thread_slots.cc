@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pm/persist.h"
+#include "util/check.h"
 
 namespace pmindex::alloc {
 namespace {
@@ -69,10 +70,7 @@ ThreadSlotOwner::ThreadSlotOwner() {
 }
 
 ThreadSlotOwner::~ThreadSlotOwner() {
-  if (registered_) {
-    std::fprintf(stderr, "pmindex: ThreadSlotOwner destroyed without Unregister()\n");
-    std::abort();
-  }
+  PMINDEX_CHECK(!registered_, "ThreadSlotOwner destroyed without Unregister()");
 }
 
 void ThreadSlotOwner::Unregister() {

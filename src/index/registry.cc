@@ -1,8 +1,8 @@
 #include "index/registry.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
+
+#include "util/check.h"
 
 namespace pmindex {
 
@@ -16,19 +16,12 @@ Registry& Registry::Get() {
 void Registry::Add(IndexInfo info) {
   // Registrations run before main(); a bad one is a programming error that
   // must stop the process with a message, not a Status nobody can receive.
-  if (info.name.empty()) {
-    std::fprintf(stderr, "pmindex: PMINDEX_REGISTER_INDEX with an empty name\n");
-    std::abort();
-  }
-  if (Find(info.name) != nullptr) {
-    std::fprintf(stderr, "pmindex: index kind \"%s\" is registered twice\n", info.name.c_str());
-    std::abort();
-  }
-  if (!info.create || (info.persistent && !info.open)) {
-    std::fprintf(stderr, "pmindex: index kind \"%s\" registered without %s factory\n",
-                 info.name.c_str(), info.create ? "an open" : "a create");
-    std::abort();
-  }
+  PMINDEX_CHECK(!info.name.empty(), "PMINDEX_REGISTER_INDEX with an empty name");
+  PMINDEX_CHECK(Find(info.name) == nullptr, "index kind \"%s\" is registered twice",
+                info.name.c_str());
+  PMINDEX_CHECK(info.create && (!info.persistent || info.open),
+                "index kind \"%s\" registered without %s factory", info.name.c_str(),
+                info.create ? "an open" : "a create");
   infos_.push_back(std::make_unique<IndexInfo>(std::move(info)));
 }
 

@@ -1,13 +1,13 @@
 #include "trees/cddstree/cddstree.h"
 
-#include "pm/pptr_decode.h"
-
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+
+#include "pm/pptr_decode.h"
+#include "util/check.h"
 
 namespace pmindex::cddstree {
 
@@ -332,10 +332,7 @@ Status CddsTree::Restructure(uint64_t parent, int pidx, uint64_t x_raw) {
   // moved it, and it is the one live at v that points to x.
   uint32_t old = 0;
   while (old < p->n && !(p->e[old].val == x_raw && p->e[old].live(v))) ++old;
-  if (old == p->n) {
-    std::fprintf(stderr, "cddstree: parent lost its entry for a restructured node\n");
-    std::abort();
-  }
+  PMINDEX_CHECK(old < p->n, "cddstree: parent lost its entry for a restructured node");
   pm::store(&p->e[old].end, nv);
   pm::flush(&p->e[old].end, 8);  // durable with the commit's fence
   Commit(nv);
@@ -455,7 +452,7 @@ Status CddsTree::bulk_load(std::span<const KV> sorted, double fill) {
     es.clear();
     for (size_t i = b; i < std::min(sorted.size(), b + per); ++i)
       es.push_back({sorted[i].key, sorted[i].value, 0, Entry::kInf});
-    uint64_t raw;
+    uint64_t raw = 0;
     PMINDEX_RETURN_IF_ERROR(make(true, es, &raw));
     level.push_back({b == 0 ? 0 : sorted[b].key, raw});
   }
@@ -465,7 +462,7 @@ Status CddsTree::bulk_load(std::span<const KV> sorted, double fill) {
       es.clear();
       for (size_t i = b; i < std::min(level.size(), b + per); ++i)
         es.push_back({level[i].first, level[i].second, 0, Entry::kInf});
-      uint64_t raw;
+      uint64_t raw = 0;
       PMINDEX_RETURN_IF_ERROR(make(false, es, &raw));
       up.push_back({level[b].first, raw});
     }

@@ -16,7 +16,7 @@ char* MapChunk(size_t size) {
   bool huge = size % kHugePage == 0;
   size_t span = huge ? size + kHugePage : size;
   void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) Die("out of memory for tree nodes");
+  PMINDEX_CHECK(p != MAP_FAILED, "OlcBTree: out of memory for tree nodes (%zu bytes)", span);
   char* base = static_cast<char*>(p);
   if (huge) {
     uintptr_t addr = reinterpret_cast<uintptr_t>(base);

@@ -55,16 +55,11 @@
 #include "index/index.h"
 #include "pmindex/status.h"
 #include "sync/version_lock.h"
+#include "util/check.h"
 
 namespace pmindex {
 
 namespace olc_detail {
-// A broken invariant or a violated REQUIRES: stop, in every build type.
-[[noreturn]] inline void Die(const char* what) {
-  std::fprintf(stderr, "pmindex: OlcBTree: %s\n", what);
-  std::abort();
-}
-
 // Bump allocator for the nodes of one tree. Memory comes in chunks that
 // grow to 2 MiB; 2 MiB chunks are 2 MiB aligned and advised as huge pages,
 // because a lookup in a large tree is dominated by TLB misses. Nothing is
@@ -409,10 +404,11 @@ class OlcBTree {
   // operation, keys strictly ascending, 0 < fill <= 1 (checked; a violation
   // aborts — the Index wrapper validates and returns a Status first).
   void bulk_load(std::span<const KV> sorted, double fill) {
-    if (size() != 0) olc_detail::Die("bulk_load on a non-empty tree");
-    if (!(fill > 0.0 && fill <= 1.0)) olc_detail::Die("bulk_load fill outside (0, 1]");
+    PMINDEX_CHECK(size() == 0, "OlcBTree: bulk_load on a non-empty tree");
+    PMINDEX_CHECK(fill > 0.0 && fill <= 1.0, "OlcBTree: bulk_load fill %g outside (0, 1]", fill);
     for (size_t i = 1; i < sorted.size(); ++i) {
-      if (sorted[i - 1].key >= sorted[i].key) olc_detail::Die("bulk_load keys not strictly ascending");
+      PMINDEX_CHECK(sorted[i - 1].key < sorted[i].key,
+                    "OlcBTree: bulk_load keys not strictly ascending at %zu", i);
     }
     if (sorted.empty()) return;
     arena_.Release();
@@ -795,7 +791,7 @@ class OlcBTree {
       return;
     }
     uint32_t cnt = parent->h.count;
-    if (cnt >= static_cast<uint32_t>(kInner)) olc_detail::Die("split into a full parent");
+    PMINDEX_CHECK(cnt < static_cast<uint32_t>(kInner), "OlcBTree: split into a full parent");
     uint32_t pos = olc_detail::UpperBound(parent->keys, cnt, sep);
     for (uint32_t i = cnt; i > pos; --i) {
       sync::OlcStore(parent->keys[i], parent->keys[i - 1]);

@@ -95,6 +95,7 @@
 #include "index/registry.h"
 #include "pmindex/status.h"
 #include "sync/version_lock.h"
+#include "util/check.h"
 
 namespace pmindex::common {
 
@@ -364,7 +365,7 @@ class PmLeafTree final : public Index {
   bool SeekLeaf(uint64_t k, typename Routing::Cursor* c) const {
     auto r = kScan ? routing_.Seek(k, c) : routing_.SeekPoint(k, c);
     if (r == Routing::SeekResult::kRetry) return false;
-    if (r == Routing::SeekResult::kNone) olc_detail::Die("PmLeafTree: routing map has no entry for key 0");
+    PMINDEX_CHECK(r != Routing::SeekResult::kNone, "PmLeafTree: routing map has no entry for key 0");
     LeafAt(*c)->Prefetch();
     return true;
   }
@@ -716,7 +717,7 @@ class PmLeafTree final : public Index {
   static void Unlock(LeafT* l) {
     // Every leaf operation keeps the bit set in the words it stores (the
     // policy contract); a lost bit would let readers see a half-done change.
-    if (!l->IsLocked()) olc_detail::Die("PmLeafTree: a leaf operation cleared the lock bit");
+    PMINDEX_CHECK(l->IsLocked(), "PmLeafTree: a leaf operation cleared the lock bit");
     l->SetLockBit(false);
   }
 

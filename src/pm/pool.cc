@@ -33,6 +33,7 @@
 
 #include "pm/persist.h"
 #include "pm/pool_format.h"
+#include "util/check.h"
 
 #ifndef MAP_SHARED_VALIDATE
 #define MAP_SHARED_VALIDATE 0x03
@@ -67,15 +68,6 @@ static_assert(kPage == pm::kPoolPageSize);
 // Base addresses are aligned to 2 MiB so that DAX mappings can use huge
 // pages.
 constexpr uint64_t kBaseAlign = 2ull << 20;
-
-#define POOL_CHECK(cond, msg)                                                       \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "pmindex: pool invariant failed: %s (%s:%d)\n", msg,   \
-                   __FILE__, __LINE__);                                             \
-      std::abort();                                                                 \
-    }                                                                               \
-  } while (0)
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
@@ -847,8 +839,8 @@ Pool::Info Pool::info() const {
 }
 
 uint64_t* Pool::root_slot(unsigned i) {
-  POOL_CHECK(i < kRootSlots, "root slot index out of range");
-  POOL_CHECK(impl_->ready, "root_slot on a closed pool");
+  PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
+  PMINDEX_CHECK(impl_->ready, "root_slot on a closed pool");
   return &impl_->header(base_)->root[i];
 }
 
@@ -887,7 +879,7 @@ Status Pool::Grow(size_t min_pages) {
     uint64_t n = h->segments;
     uint64_t start = pm::SegmentEnd(*h, n);
     uint64_t end = pm::SegmentEnd(*h, n + 1);
-    POOL_CHECK(start == size() && end > start, "segment geometry");
+    PMINDEX_CHECK(start == size() && end > start, "segment geometry");
     char* addr = base_ + start;
     size_t len = end - start;
     if (im.path.empty()) {

@@ -10,6 +10,7 @@
 
 #include "pm/pptr_decode.h"
 #include "index/registry.h"
+#include "util/check.h"
 
 namespace pmindex::nvtree {
 
@@ -23,16 +24,6 @@ uint64_t NowNs() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-
-// Checks that stay on in release builds.
-[[noreturn]] void Die(const char* what) {
-  std::fprintf(stderr, "nvtree: invariant broken: %s\n", what);
-  std::abort();
-}
-#define NV_CHECK(c)              \
-  do {                           \
-    if (!(c)) Die(#c);           \
-  } while (0)
 
 std::string Hex(uint64_t v) {
   char b[32];
@@ -306,7 +297,7 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
                              [](const KV& a, Key b) { return a.key < b; });
   bool present = it != live.end() && it->key == k;
   if (op == Op::kRemove) {
-    NV_CHECK(present);
+    PMINDEX_CHECK(present, "nvtree: remove of a key its locked leaf does not hold");
     live.erase(it);
   } else if (present) {
     it->value = v;
@@ -357,7 +348,7 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
     }
     const uint64_t half = c / 2;
     while (Ln::CapacityFor(sz) < c - half + 1 && sz + 64 <= Ln::kMaxBytes) sz += 64;
-    NV_CHECK(Ln::CapacityFor(sz) >= c - half);
+    PMINDEX_CHECK(Ln::CapacityFor(sz) >= c - half, "nvtree: split leaf of %u bytes too small", sz);
     Ln *a, *b;
     Result<PPtr> rb = AllocLn(sz, &b);
     if (!rb.ok()) return undo(rb.status());
@@ -387,7 +378,7 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
     LnLive(r, Ln::Load(r->n_element), &rl);
     live.insert(live.end(), rl.begin(), rl.end());
     uint32_t sz = std::max(size_x, r->size_bytes());
-    NV_CHECK(Ln::CapacityFor(sz) >= live.size());
+    PMINDEX_CHECK(Ln::CapacityFor(sz) >= live.size(), "nvtree: merged leaf of %u bytes too small", sz);
     Ln* a;
     Result<PPtr> ra = AllocLn(sz, &a);
     if (!ra.ok()) {
@@ -441,7 +432,7 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
     std::vector<PlnEntry> all = CollectEntries(*lay);
     auto pos = std::find_if(all.begin(), all.end(),
                             [&](const PlnEntry& e2) { return e2.ln == w.ln_raw; });
-    NV_CHECK(pos != all.end());
+    PMINDEX_CHECK(pos != all.end(), "nvtree: the split leaf is in no PLN");
     pos = all.erase(pos, pos + removed);
     all.insert(pos, repl.begin(), repl.end());
     Publish(BuildLayout(all, {}), w.pln);
@@ -486,7 +477,7 @@ std::vector<PlnEntry> NvTree::CollectEntries(const Layout& l) const {
 
 std::unique_ptr<Layout> NvTree::BuildLayout(const std::vector<PlnEntry>& entries,
                                             const std::vector<uint32_t>& groups) const {
-  NV_CHECK(!entries.empty());
+  PMINDEX_CHECK(!entries.empty(), "nvtree: layout of no leaves");
   auto l = std::make_unique<Layout>();
   const uint32_t F = cfg_.in_fanout;
   l->fanout = F;
@@ -512,11 +503,11 @@ std::unique_ptr<Layout> NvTree::BuildLayout(const std::vector<PlnEntry>& entries
     l->pln_off[o] = arena;
     arena += uint64_t{units[o]} * cfg_.pln_unit;
   }
-  NV_CHECK(idx == entries.size());
+  PMINDEX_CHECK(idx == entries.size(), "nvtree: layout placed %zu of %zu leaves", static_cast<size_t>(idx), entries.size());
   l->arena_bytes = arena;
   l->arena = std::unique_ptr<std::byte[], void (*)(std::byte*)>(
       static_cast<std::byte*>(std::aligned_alloc(64, arena)), [](std::byte* b) { std::free(b); });
-  NV_CHECK(l->arena != nullptr);
+  PMINDEX_CHECK(l->arena != nullptr, "nvtree: out of memory for a layout of %llu bytes", static_cast<unsigned long long>(arena));
   idx = 0;
   for (uint64_t o = 0; o < P; ++o) {
     Pln* p = new (l->arena.get() + l->pln_off[o]) Pln;

@@ -167,6 +167,7 @@ class Db {
 
   std::unique_ptr<Pool> pool_;    // null for volatile kinds
   std::unique_ptr<Index> index_;  // destroyed before pool_
+  detail::PointLookup* lookup_ = nullptr;  // index_, for the inline Get/Exists
   // Copied at creation, so that the accessors below stay valid after Close.
   std::string kind_;
   std::string options_;
@@ -175,6 +176,14 @@ class Db {
   bool persistent_ = false;
   bool closed_ = false;
 };
+
+inline Result<Value> Db::Get(Key k) const {
+  std::optional<Value> v = lookup_->lookup(k);
+  if (!v) return Status::NotFound();
+  return *v;
+}
+
+inline bool Db::Exists(Key k) const { return lookup_->lookup(k).has_value(); }
 
 // Ascending iteration; see Db::NewIterator.
 class Iterator {

@@ -1,17 +1,24 @@
 // Status and Result<T>: the error vocabulary at every API and pool boundary.
 //
-// A Status is a code plus, for errors, one human-readable line. The OK
-// status and the codes-without-message used on hot paths (AlreadyExists,
-// NotFound) carry no heap allocation, so index operations can return a
-// Status per call.
+// A Status is a code plus, for errors, one human-readable line. It is one
+// machine word: 0 for OK, the code itself for an error without a message,
+// or a pointer to a heap block holding code and message. So the OK status
+// and the codes-without-message used on hot paths (AlreadyExists,
+// NotFound) cost no allocation and destroy with one compare, and index
+// operations can return a Status per call. Copying a Status with a message
+// copies the message.
+//
+// Result<T> is a Status and, when that is OK, a T next to it (not a
+// std::variant): ok() is the Status's one compare, and Result<Value> is two
+// words.
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <new>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
-#include <variant>
 
 namespace pmindex {
 
@@ -33,6 +40,27 @@ class [[nodiscard]] Status {
   };
 
   Status() = default;
+  Status(const Status& o) : rep_(o.has_message() ? CopyRep(o.rep_) : o.rep_) {}
+  // The moved-from Status keeps its code and loses its message.
+  Status(Status&& o) noexcept : rep_(o.rep_) { o.rep_ = CodeOnly(o.rep_); }
+  Status& operator=(const Status& o) {
+    if (this != &o) {
+      uintptr_t r = o.has_message() ? CopyRep(o.rep_) : o.rep_;
+      Release();
+      rep_ = r;
+    }
+    return *this;
+  }
+  Status& operator=(Status&& o) noexcept {
+    if (this != &o) {
+      Release();
+      rep_ = o.rep_;
+      o.rep_ = CodeOnly(o.rep_);
+    }
+    return *this;
+  }
+  ~Status() { Release(); }
+
   static Status OK() { return Status(); }
   static Status NotFound(std::string_view m = {}) { return Status(Code::kNotFound, m); }
   static Status AlreadyExists(std::string_view m = {}) { return Status(Code::kAlreadyExists, m); }
@@ -44,50 +72,136 @@ class [[nodiscard]] Status {
   static Status Busy(std::string_view m) { return Status(Code::kBusy, m); }
   static Status WrongKind(std::string_view m) { return Status(Code::kWrongKind, m); }
 
-  bool ok() const { return code_ == Code::kOk; }
-  Code code() const { return code_; }
-  bool is_not_found() const { return code_ == Code::kNotFound; }
-  bool is_already_exists() const { return code_ == Code::kAlreadyExists; }
-  bool is_out_of_space() const { return code_ == Code::kOutOfSpace; }
-  bool is_invalid_argument() const { return code_ == Code::kInvalidArgument; }
-  bool is_corruption() const { return code_ == Code::kCorruption; }
-  bool is_not_supported() const { return code_ == Code::kNotSupported; }
+  bool ok() const { return rep_ == 0; }
+  Code code() const {
+    return has_message() ? reinterpret_cast<const Rep*>(rep_)->code : static_cast<Code>(rep_);
+  }
+  bool is_not_found() const { return code() == Code::kNotFound; }
+  bool is_already_exists() const { return code() == Code::kAlreadyExists; }
+  bool is_out_of_space() const { return code() == Code::kOutOfSpace; }
+  bool is_invalid_argument() const { return code() == Code::kInvalidArgument; }
+  bool is_corruption() const { return code() == Code::kCorruption; }
+  bool is_not_supported() const { return code() == Code::kNotSupported; }
 
   // The message alone (may be empty).
   std::string_view message() const {
-    return msg_ ? std::string_view(*msg_) : std::string_view();
+    return has_message() ? std::string_view(reinterpret_cast<const Rep*>(rep_)->message)
+                         : std::string_view();
   }
   // "<code name>: <message>", one line.
   std::string ToString() const;
   static const char* CodeName(Code c);
 
  private:
-  Status(Code c, std::string_view m)
-      : code_(c), msg_(m.empty() ? nullptr : std::make_shared<const std::string>(m)) {}
+  // The heap block of a Status with a message.
+  struct Rep {
+    Code code;
+    std::string message;
+  };
+  // rep_ values up to kMaxCode are codes; anything above is a Rep*.
+  static constexpr uintptr_t kMaxCode = 0xff;
 
-  Code code_ = Code::kOk;
-  std::shared_ptr<const std::string> msg_;
+  Status(Code c, std::string_view m)
+      : rep_(m.empty() ? static_cast<uintptr_t>(c) : NewRep(c, m)) {}
+  bool has_message() const { return rep_ > kMaxCode; }
+  // What a moved-from Status keeps: its code, without the message.
+  static uintptr_t CodeOnly(uintptr_t r) {
+    if (r <= kMaxCode) return r;
+    const auto c = static_cast<uintptr_t>(reinterpret_cast<const Rep*>(r)->code);
+    // A Rep always holds an error code; saying so lets the compiler see
+    // that a moved-from error Result is still an error.
+    if (c == 0) __builtin_unreachable();
+    return c;
+  }
+  void Release() {
+    if (has_message()) DeleteRep(rep_);
+  }
+  // Out of line (status.cc): only errors with a message get here.
+  static uintptr_t NewRep(Code c, std::string_view m);
+  static uintptr_t CopyRep(uintptr_t r);
+  static void DeleteRep(uintptr_t r);
+
+  uintptr_t rep_ = 0;
 };
 
-// Either a value or a non-OK Status.
+namespace detail {
+// Stop the process with a message (status.cc): a Result used against its
+// contract, a bug in the calling program.
+[[noreturn]] void ResultValueOfError(const Status& s);
+[[noreturn]] void ResultOfOkStatus();
+}  // namespace detail
+
+// Either a value (ok()) or a non-OK Status. value() on an error stops the
+// process with the status's text; so does making a Result from an OK Status
+// (a Result holds a value or an error, never neither).
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                   // NOLINT(implicit)
-  Result(Status s) : v_(std::move(s)) {}                      // NOLINT(implicit)
-  bool ok() const { return std::holds_alternative<T>(v_); }
-  const Status& status() const {
-    static const Status kOk;
-    return ok() ? kOk : std::get<Status>(v_);
+  Result(T value) : value_(std::move(value)) {}  // NOLINT(implicit)
+  Result(Status s) : status_(std::move(s)) {     // NOLINT(implicit)
+    if (status_.ok()) detail::ResultOfOkStatus();
   }
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  Result(const Result& o)
+    requires std::is_copy_constructible_v<T>
+      : status_(o.status_) {
+    if (ok()) new (&value_) T(o.value_);
+  }
+  // The moved-from Result keeps its ok() (a moved-from T, or the code).
+  Result(Result&& o) noexcept(std::is_nothrow_move_constructible_v<T>)
+      : status_(std::move(o.status_)) {
+    if (ok()) new (&value_) T(std::move(o.value_));
+  }
+  Result& operator=(const Result& o)
+    requires std::is_copy_constructible_v<T>
+  {
+    if (this != &o) {
+      Result copy(o);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
+  Result& operator=(Result&& o) noexcept(std::is_nothrow_move_constructible_v<T>) {
+    if (this != &o) {
+      Destroy();
+      status_ = std::move(o.status_);
+      if (ok()) new (&value_) T(std::move(o.value_));
+    }
+    return *this;
+  }
+  ~Result() { Destroy(); }
+
+  bool ok() const { return status_.ok(); }
+  // OK if ok().
+  const Status& status() const { return status_; }
+  T& value() & {
+    Check();
+    return value_;
+  }
+  const T& value() const& {
+    Check();
+    return value_;
+  }
+  T&& value() && {
+    Check();
+    return std::move(value_);
+  }
   T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
 
  private:
-  std::variant<T, Status> v_;
+  void Check() const {
+    if (!ok()) [[unlikely]] detail::ResultValueOfError(status_);
+  }
+  void Destroy() {
+    if (ok()) value_.~T();
+  }
+
+  Status status_;  // OK: value_ holds a T
+  union {
+    T value_;
+  };
 };
 
 // Drops a Status or Result on purpose. Use it only where no caller could

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,22 @@ struct KV {
   Value value = 0;
   friend bool operator==(const KV&, const KV&) = default;
 };
+
+namespace detail {
+// The one index call that Db::Get and Db::Exists (pmindex/db.h) make,
+// declared here so that they can be inline: a lookup through the handle
+// then costs what a lookup through the index costs. The index interface
+// inside the library (src/index/index.h) derives from it; it is not part
+// of the user API.
+class PointLookup {
+ public:
+  // The value of k, or nullopt.
+  virtual std::optional<Value> lookup(Key k) = 0;
+
+ protected:
+  ~PointLookup() = default;
+};
+}  // namespace detail
 
 struct IndexStats {
   uint32_t height = 0;       // levels, leaves included (0 = empty)

@@ -117,6 +117,7 @@ std::unique_ptr<Db> Db::Wrap(std::unique_ptr<Pool> pool, std::unique_ptr<Index> 
   }
   db->pool_ = std::move(pool);
   db->index_ = std::move(index);
+  db->lookup_ = db->index_.get();
   return db;
 }
 
@@ -190,6 +191,7 @@ Status Db::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
   Status s = index_->close();
+  lookup_ = nullptr;
   index_.reset();  // before its pool
   if (pool_ != nullptr) {
     Status ps = pool_->Close();
@@ -203,14 +205,6 @@ Status Db::Insert(Key k, Value v) { return index_->insert(k, v); }
 Status Db::Upsert(Key k, Value v) { return index_->upsert(k, v); }
 Status Db::Update(Key k, Value v) { return index_->update(k, v); }
 Status Db::Remove(Key k) { return index_->remove(k); }
-
-Result<Value> Db::Get(Key k) const {
-  std::optional<Value> v = index_->lookup(k);
-  if (!v) return Status::NotFound();
-  return *v;
-}
-
-bool Db::Exists(Key k) const { return index_->lookup(k).has_value(); }
 
 uint64_t Db::Count() const { return index_->stats().entries; }
 

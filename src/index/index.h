@@ -47,7 +47,9 @@ class Allocator;
 
 enum class ReclaimBound;
 
-class Index {
+// detail::PointLookup (pmindex/types.h) declares lookup, so that Db::Get
+// can be inline in the public header without this interface.
+class Index : public detail::PointLookup {
  public:
   virtual ~Index();
 
@@ -57,7 +59,7 @@ class Index {
   virtual Status insert(Key k, Value v) = 0;
   virtual Status update(Key k, Value v) = 0;
   virtual Status upsert(Key k, Value v) = 0;
-  virtual std::optional<Value> lookup(Key k) = 0;
+  std::optional<Value> lookup(Key k) override = 0;
   virtual Status remove(Key k) = 0;
   virtual size_t scan(Key from, size_t n, KV* out) = 0;
 

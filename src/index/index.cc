@@ -189,7 +189,7 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound) {
       a->SetRecoveryBound(UINT64_MAX);
       break;
   }
-  auto idx = info->open(IndexEnv{pool, a.get()}, opts_r.value());
+  auto idx = info->open(IndexEnv{pool, a.get(), bound == ReclaimBound::kNone}, opts_r.value());
   if (!idx.ok()) return failed(idx.status());
   if (idx.value() == nullptr) {
     return failed(Status::Corruption("index kind \"" + info->name + "\": open returned null"));

@@ -29,6 +29,11 @@ namespace pmindex {
 struct IndexEnv {
   Pool* pool = nullptr;
   alloc::Allocator* alloc = nullptr;
+  // Set by open_index(pool, ReclaimBound::kNone), which `pmpool salvage`
+  // calls on an in-memory copy of a damaged pool: a kind may then cut off
+  // what it cannot validate (writing the cut into the copy) instead of
+  // refusing the whole pool.
+  bool salvage = false;
 };
 
 using IndexFactory =

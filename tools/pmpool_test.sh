@@ -205,15 +205,16 @@ expect_refused "$DIR/new.pool" "checksum" "$PMPOOL" salvage "$DIR/sum.pool" "$DI
 expect_usage "$DIR/new.pool" "--fill" "$PMPOOL" salvage "$V" "$DIR/new.pool" --fill 0
 expect_usage "$DIR/new.pool" "DST" "$PMPOOL" salvage "$V"
 # Leaf-list trees: a zeroed 4 KiB page in the middle of the leaves cuts the
-# list; verify refuses (before this, a crashed pool passed with the rest),
-# salvage copies the part still reachable and leaves the source unchanged.
+# list; verify refuses (before this, a crashed lbtree/fptree/wbtree pool
+# passed with the rest; nvtree refuses the zeroed LN itself), salvage
+# copies the part still reachable and leaves the source unchanged.
 case $KIND in
-  lbtree | fptree | wbtree)
+  lbtree | fptree | wbtree | nvtree)
     cp "$V" "$DIR/cut.pool"
     dd if=/dev/zero of="$DIR/cut.pool" bs=4096 seek=$(((262144 + 3 * 262144) / 4096 + 10)) \
       count=1 conv=notrunc status=none
     patch "$DIR/cut.pool" 2112 '\000'
-    expect_refused "$DIR/cut.pool" "would reclaim" "$PMPOOL" verify "$DIR/cut.pool"
+    expect_refused "$DIR/cut.pool" "would reclaim\|bad header" "$PMPOOL" verify "$DIR/cut.pool"
     before=$(state "$DIR/cut.pool")
     expect_ok "$PMPOOL" salvage "$DIR/cut.pool" "$DIR/cut.salvaged"
     [ "$(state "$DIR/cut.pool")" = "$before" ] || fail "salvage changed the cut pool"

@@ -593,7 +593,8 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
   uint64_t snap = *pool->root_slot(1);
   // Validation only reads the pool (LoadSnapshot and RebuildFromLn check
   // every pointer and mark blocks reachable in DRAM), so a refused open
-  // leaves the pool as it was.
+  // leaves the pool as it was. (Only a salvage copy, IndexEnv::salvage, gets
+  // a write earlier: RebuildFromLn's cut of the list at a bad LN.)
   Status st;
   if ((snap & 1) != 0) {
     st = t->LoadSnapshot(snap & ~uint64_t{1});
@@ -651,11 +652,22 @@ Status NvTree::RebuildFromLn() {
   uint64_t raw = *env_.pool->root_slot(0);
   Key prev_low = 0;
   while (raw != 0) {
-    Ln* ln;
-    PMINDEX_RETURN_IF_ERROR(CheckLn(raw, &ln));
+    Ln* ln = nullptr;
+    Status st = CheckLn(raw, &ln);
+    if (st.ok()) {
+      Key low = Ln::Load(ln->low);
+      if (entries.empty() ? low != 0 : low <= prev_low)
+        st = Status::Corruption("nvtree: LN list out of order at " + Hex(raw));
+    }
+    if (!st.ok()) {
+      if (!env_.salvage || entries.empty()) return st;
+      // A copy opened for salvage (IndexEnv::salvage): the list ends at the
+      // last LN that passed, and the cut is written into the copy so that
+      // scans stop there too. What lay beyond is not reached.
+      pm::naw(&ToLn(entries.back().ln)->next, uint64_t{0});
+      break;
+    }
     Key low = Ln::Load(ln->low);
-    if (entries.empty() ? low != 0 : low <= prev_low)
-      return Status::Corruption("nvtree: LN list out of order at " + Hex(raw));
     prev_low = low;
     entries.push_back({low, raw, 0, 0});
     env_.alloc->MarkReachable(PPtr(raw));

@@ -11,6 +11,12 @@
 #include "pmindex/types.h"
 #include "util/check.h"
 
+// GCC 12 at -O1 (the Asan build) cannot see that moving an error
+// Result<std::unique_ptr<int>> (OwnsAMoveOnlyValue) leaves the value alone,
+// and warns that it may be read uninitialized; -O2/-O3 see it. A false
+// positive of this test's shape, silenced here only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace pmindex {
 namespace {
 

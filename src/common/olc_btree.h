@@ -34,7 +34,7 @@
 // Speed (issue 14): a node is a 16-byte header followed by its arrays, in
 // whole cache lines; a descent prefetches every line of the next node as
 // soon as its address is known, so each level costs about one memory
-// latency (see LowerBound for why the search in a node branches).
+// latency (see BoundSteps for why the search in a node branches).
 #pragma once
 
 #include <algorithm>
@@ -124,38 +124,48 @@ class StripedCounter {
   Slot slots_[kSlots];
 };
 
-// Binary searches over a sorted key array read with relaxed loads (an
+// Key slots a node does not use hold kPadKey. Writers keep that true (a
+// new node starts padded; a remove or a split pads the slots it vacates),
+// so that a node's key array is sorted over its whole capacity and a search
+// can run over the capacity: a fixed sequence of probes at constant offsets
+// with no loop, no count in the address arithmetic and no early exit. The
+// result is clamped to the count, which only matters for k == UINT64_MAX (a
+// valid key: padding compares equal to it) and for torn views.
+inline constexpr uint64_t kPadKey = UINT64_MAX;
+
+// Binary search over a node's key array read with relaxed loads (an
 // optimistic reader may see a torn array; the result is then some position
-// in [0, cnt], validated by the caller's version check). GCC compiles the
-// step to a conditional jump. That is deliberate: a branch-free step (a
-// mask or cmov) makes every probe wait for the previous probe's line,
-// while a predicted branch lets the next probe's load start before the
-// line arrives. Measured on 10M keys, the branch-free form made lbtree
-// lookups 35% slower (docs/RESULTS.md, issue 14).
-//
-// First position whose key is >= k (cnt if none).
-inline uint32_t LowerBound(const uint64_t* keys, uint32_t cnt, uint64_t k) {
-  if (cnt == 0) return 0;
-  const uint64_t* base = keys;
-  uint32_t n = cnt;
-  while (n > 1) {
-    const uint32_t half = n / 2;
-    base = sync::OlcLoad(base[half - 1]) < k ? base + half : base;
-    n -= half;
+// in [0, cnt], validated by the caller's version check). Each step is a
+// conditional jump, not a conditional move. That is deliberate: a
+// branch-free step makes every probe wait for the previous probe's line,
+// while a predicted branch lets the next probe's load start before the line
+// arrives. Measured on 10M keys, the branch-free form made lbtree lookups
+// 35% slower (docs/RESULTS.md, issue 14).
+template <uint32_t kN, bool kUpper>
+inline const uint64_t* BoundSteps(const uint64_t* base, uint64_t k) {
+  if constexpr (kN <= 1) {
+    return base;
+  } else {
+    constexpr uint32_t kHalf = kN / 2;
+    const uint64_t probe = sync::OlcLoad(base[kHalf - 1]);
+    if (kUpper ? probe <= k : probe < k) {
+      base += kHalf;
+      // An empty asm the compiler may not move: it keeps the step a jump
+      // (GCC turns a plain `if` here into a conditional move).
+      asm volatile("" : "+r"(base));
+    }
+    return BoundSteps<kN - kHalf, kUpper>(base, k);
   }
-  return static_cast<uint32_t>(base - keys) + (sync::OlcLoad(*base) < k ? 1u : 0u);
 }
-// First position whose key is > k, i.e. the number of keys <= k.
-inline uint32_t UpperBound(const uint64_t* keys, uint32_t cnt, uint64_t k) {
-  if (cnt == 0) return 0;
-  const uint64_t* base = keys;
-  uint32_t n = cnt;
-  while (n > 1) {
-    const uint32_t half = n / 2;
-    base = sync::OlcLoad(base[half - 1]) <= k ? base + half : base;
-    n -= half;
-  }
-  return static_cast<uint32_t>(base - keys) + (sync::OlcLoad(*base) <= k ? 1u : 0u);
+// kUpper = false: the first position whose key is >= k; true: the first
+// whose key is > k (the number of keys <= k). cnt if none. keys has kCap
+// slots, padded past cnt.
+template <uint32_t kCap, bool kUpper>
+inline uint32_t PaddedBound(const uint64_t* keys, uint32_t cnt, uint64_t k) {
+  const uint64_t* base = BoundSteps<kCap, kUpper>(keys, k);
+  const uint64_t last = sync::OlcLoad(*base);
+  const uint32_t pos = static_cast<uint32_t>(base - keys) + ((kUpper ? last <= k : last < k) ? 1u : 0u);
+  return pos < cnt ? pos : cnt;
 }
 
 // Starts loading `bytes` from p, one prefetch per cache line.
@@ -198,7 +208,7 @@ class OlcBTree {
       Leaf* l = FindLeaf(k, v, restart, nullptr);
       if (restart) continue;
       uint32_t cnt = Count(l);
-      uint32_t pos = olc_detail::LowerBound(l->keys, cnt, k);
+      uint32_t pos = LeafLower(l, cnt, k);
       if (pos == cnt || sync::OlcLoad(l->keys[pos]) != k) {
         l->h.lock.ReadUnlockOrRestart(v, restart);
         if (restart) continue;
@@ -210,6 +220,7 @@ class OlcBTree {
         sync::OlcStore(l->keys[i], l->keys[i + 1]);
         sync::OlcStore(l->values[i], l->values[i + 1]);
       }
+      PadKeys(l->keys, cnt - 1, cnt);
       sync::OlcStore(l->h.count, cnt - 1);
       l->h.lock.WriteUnlock();
       size_.Add(-1);
@@ -224,7 +235,7 @@ class OlcBTree {
       const Leaf* l = FindLeaf(k, v, restart, nullptr);
       if (restart) continue;
       uint32_t cnt = Count(l);
-      uint32_t pos = olc_detail::LowerBound(l->keys, cnt, k);
+      uint32_t pos = LeafLower(l, cnt, k);
       bool found = pos < cnt && sync::OlcLoad(l->keys[pos]) == k;
       uint64_t value = found ? sync::OlcLoad(l->values[pos]) : 0;
       l->h.lock.ReadUnlockOrRestart(v, restart);
@@ -265,7 +276,7 @@ class OlcBTree {
       if (restart) continue;
       for (;;) {
         uint32_t cnt = Count(l);
-        uint32_t pos = olc_detail::LowerBound(l->keys, cnt, from);
+        uint32_t pos = LeafLower(l, cnt, from);
         size_t take = std::min<size_t>(cnt - pos, n - got);
         for (size_t i = 0; i < take; ++i) {
           out[got + i].key = sync::OlcLoad(l->keys[pos + i]);
@@ -326,7 +337,7 @@ class OlcBTree {
       const Leaf* l = FindLeaf(k, v, restart, &f);
       if (restart) return SeekResult::kRetry;
       const uint32_t cnt = Count(l);
-      const uint32_t pos = olc_detail::UpperBound(l->keys, cnt, k);  // first key > k
+      const uint32_t pos = LeafUpper(l, cnt, k);  // first key > k
       if (pos == 0) {
         // Every key of this leaf is > k (or it is empty): the floor is the
         // greatest key below the leaf's low fence.
@@ -361,7 +372,7 @@ class OlcBTree {
     uint64_t v = 0;
     const Leaf* l = FindLeaf(k, v, restart, nullptr);
     if (restart) return SeekResult::kRetry;
-    const uint32_t pos = olc_detail::UpperBound(l->keys, Count(l), k);
+    const uint32_t pos = LeafUpper(l, Count(l), k);
     // pos == 0: the floor is in a leaf to the left (never in routing use,
     // where every leaf holds its low fence); the full Seek handles it.
     if (pos == 0) return Seek(k, c);
@@ -447,7 +458,7 @@ class OlcBTree {
       up_lows.reserve(groups);
       for (size_t g = 0; g < groups; ++g) {
         size_t b = g * m / groups, e = (g + 1) * m / groups;
-        Inner* in = NewInner();
+        Inner* in = NewInner(static_cast<uint8_t>(height));
         for (size_t j = b; j < e; ++j) {
           in->children[j - b] = level[j];
           if (j > b) in->keys[j - b - 1] = lows[j];
@@ -534,28 +545,38 @@ class OlcBTree {
   //   [0, 8)    VersionLock  lock bit, obsolete bit, version
   //   [8, 12)   count        keys in use (inner: children = count + 1)
   //   [12]      is_leaf      fixed at construction
+  //   [13]      level        height above the leaves (0: a leaf), fixed
   struct NodeHeader {
     sync::VersionLock lock;
     uint32_t count = 0;
     bool is_leaf = false;
+    uint8_t level = 0;
   };
   static_assert(sizeof(NodeHeader) == 16);
 
   // Inner node: header, keys[kInner], children[kInner + 1]; with kInner =
   // 30 exactly 8 lines: [0,16) header, [16,256) keys, [256,504) children.
+  // Key slots past the count hold olc_detail::kPadKey (in leaves too).
   struct alignas(64) Inner {
-    Inner() { h.is_leaf = false; }
+    explicit Inner(uint8_t level) {
+      h.is_leaf = false;
+      h.level = level;
+      std::fill(std::begin(keys), std::end(keys), olc_detail::kPadKey);
+    }
     NodeHeader h;
-    uint64_t keys[kInner] = {};
+    uint64_t keys[kInner];  // padded by the constructor
     NodeHeader* children[kInner + 1] = {};
   };
   // Leaf: header, next (right sibling), keys[kLeaf] (sorted), values[kLeaf].
   // Keys and values are separate arrays so that a search touches only keys.
   struct alignas(64) Leaf {
-    Leaf() { h.is_leaf = true; }
+    Leaf() {
+      h.is_leaf = true;
+      std::fill(std::begin(keys), std::end(keys), olc_detail::kPadKey);
+    }
     NodeHeader h;
     Leaf* next = nullptr;
-    uint64_t keys[kLeaf] = {};
+    uint64_t keys[kLeaf];  // padded by the constructor
     uint64_t values[kLeaf] = {};
   };
   static_assert(offsetof(Inner, h) == 0 && offsetof(Leaf, h) == 0);
@@ -575,6 +596,21 @@ class OlcBTree {
     bool has_low = false, has_high = false;
   };
 
+  // Searches in a node (olc_detail::PaddedBound): cnt is the node's count.
+  static uint32_t LeafLower(const Leaf* l, uint32_t cnt, uint64_t k) {
+    return olc_detail::PaddedBound<kLeaf, false>(l->keys, cnt, k);
+  }
+  static uint32_t LeafUpper(const Leaf* l, uint32_t cnt, uint64_t k) {
+    return olc_detail::PaddedBound<kLeaf, true>(l->keys, cnt, k);
+  }
+  static uint32_t InnerUpper(const Inner* in, uint32_t cnt, uint64_t k) {
+    return olc_detail::PaddedBound<kInner, true>(in->keys, cnt, k);
+  }
+  // Stores the padding into the key slots [from, to) of a locked node.
+  static void PadKeys(uint64_t* keys, uint32_t from, uint32_t to) {
+    for (uint32_t i = from; i < to; ++i) sync::OlcStore(keys[i], olc_detail::kPadKey);
+  }
+
   static uint32_t Count(const Inner* n) { return Clamp(sync::OlcLoad(n->h.count), kInner); }
   static uint32_t Count(const Leaf* n) { return Clamp(sync::OlcLoad(n->h.count), kLeaf); }
   // A torn view cannot exceed capacity (writers only store valid counts),
@@ -592,10 +628,13 @@ class OlcBTree {
   }
 
   // Every line of a node reached during a descent, started at once so that
-  // the search does not wait for one cache miss per probe.
-  static void PrefetchNode(const NodeHeader* n) {
+  // the search does not wait for one cache miss per probe. Only the two
+  // lowest levels: each level above holds at most 1/kInner of the nodes of
+  // the level below, so those stay in the cache and prefetching them only
+  // adds instructions to every descent (issue 14).
+  static void PrefetchChild(const Inner* parent, const NodeHeader* child) {
     constexpr size_t kBytes = sizeof(Inner) > sizeof(Leaf) ? sizeof(Inner) : sizeof(Leaf);
-    olc_detail::PrefetchLines(n, kBytes);
+    if (parent->h.level <= 2) olc_detail::PrefetchLines(child, kBytes);
   }
 
   // Optimistic descent to the leaf covering k. On return with restart ==
@@ -612,7 +651,7 @@ class OlcBTree {
     while (!node->is_leaf) {
       const Inner* in = AsInner(node);
       uint32_t cnt = Count(in);
-      uint32_t pos = olc_detail::UpperBound(in->keys, cnt, k);
+      uint32_t pos = InnerUpper(in, cnt, k);
       if (f != nullptr) {
         if (pos > 0) {
           f->low = sync::OlcLoad(in->keys[pos - 1]);
@@ -628,7 +667,7 @@ class OlcBTree {
         restart = true;
         return nullptr;
       }
-      PrefetchNode(child);
+      PrefetchChild(in, child);
       uint64_t cv = child->lock.ReadLockOrRestart(restart);
       if (restart) return nullptr;
       // Validating the parent after reading the child's version proves that
@@ -661,14 +700,14 @@ class OlcBTree {
           restart = true;
           break;
         }
-        uint32_t pos = olc_detail::UpperBound(in->keys, cnt, k);
+        uint32_t pos = InnerUpper(in, cnt, k);
         rightmost = rightmost && pos == cnt;
         NodeHeader* child = sync::OlcLoadPtr(in->children[pos]);
         if (child == nullptr) {
           restart = true;
           break;
         }
-        PrefetchNode(child);
+        PrefetchChild(in, child);
         uint64_t cv = child->lock.ReadLockOrRestart(restart);
         if (restart) break;
         in->h.lock.ReadUnlockOrRestart(v, restart);
@@ -682,7 +721,7 @@ class OlcBTree {
 
       Leaf* l = AsLeaf(node);
       uint32_t cnt = Count(l);
-      uint32_t pos = olc_detail::LowerBound(l->keys, cnt, k);
+      uint32_t pos = LeafLower(l, cnt, k);
       bool found = pos < cnt && sync::OlcLoad(l->keys[pos]) == k;
       if (found ? mode == Mode::kInsert : mode == Mode::kUpdate) {
         l->h.lock.ReadUnlockOrRestart(v, restart);
@@ -756,6 +795,7 @@ class OlcBTree {
     r->h.count = cnt - keep;
     r->next = l->next;
     uint64_t sep = append ? append_key : r->keys[0];
+    PadKeys(l->keys, keep, cnt);
     sync::OlcStore(l->h.count, keep);
     sync::OlcPublishPtr(l->next, r);
     leaves_.fetch_add(1, std::memory_order_relaxed);
@@ -767,10 +807,11 @@ class OlcBTree {
     uint32_t cnt = in->h.count;
     uint32_t mid = cnt / 2;
     uint64_t sep = in->keys[mid];
-    Inner* r = NewInner();
+    Inner* r = NewInner(in->h.level);
     for (uint32_t i = mid + 1; i < cnt; ++i) r->keys[i - mid - 1] = in->keys[i];
     for (uint32_t i = mid + 1; i <= cnt; ++i) r->children[i - mid - 1] = in->children[i];
     r->h.count = cnt - mid - 1;
+    PadKeys(in->keys, mid, cnt);
     sync::OlcStore(in->h.count, mid);
     inner_nodes_.fetch_add(1, std::memory_order_relaxed);
     Link(&in->h, parent, sep, &r->h);
@@ -780,7 +821,7 @@ class OlcBTree {
   // or a new root above left and right.
   void Link(NodeHeader* left, Inner* parent, uint64_t sep, NodeHeader* right) {
     if (parent == nullptr) {
-      Inner* root = NewInner();
+      Inner* root = NewInner(static_cast<uint8_t>(left->level + 1));
       root->keys[0] = sep;
       root->children[0] = left;
       root->children[1] = right;
@@ -792,7 +833,7 @@ class OlcBTree {
     }
     uint32_t cnt = parent->h.count;
     PMINDEX_CHECK(cnt < static_cast<uint32_t>(kInner), "OlcBTree: split into a full parent");
-    uint32_t pos = olc_detail::UpperBound(parent->keys, cnt, sep);
+    uint32_t pos = InnerUpper(parent, cnt, sep);
     for (uint32_t i = cnt; i > pos; --i) {
       sync::OlcStore(parent->keys[i], parent->keys[i - 1]);
       sync::OlcPublishPtr(parent->children[i + 1], parent->children[i]);
@@ -811,7 +852,7 @@ class OlcBTree {
   }
 
   Leaf* NewLeaf() { return new (arena_.Allocate(sizeof(Leaf))) Leaf(); }
-  Inner* NewInner() { return new (arena_.Allocate(sizeof(Inner))) Inner(); }
+  Inner* NewInner(uint8_t level) { return new (arena_.Allocate(sizeof(Inner))) Inner(level); }
 
   struct VerifyState {
     std::vector<const Leaf*> leaves;
@@ -853,6 +894,13 @@ class OlcBTree {
         return Status::Corruption("keys out of order at depth " + std::to_string(depth) + ": " +
                                   std::to_string(sync::OlcLoad(keys[i - 1])) + " before " +
                                   std::to_string(key));
+      }
+    }
+    for (uint32_t i = cnt; i < cap; ++i) {
+      if (sync::OlcLoad(keys[i]) != olc_detail::kPadKey) {
+        return Status::Corruption("unused key slot " + std::to_string(i) + " at depth " +
+                                  std::to_string(depth) + " is not padded (the searches run "
+                                  "over the whole node)");
       }
     }
     if (n->is_leaf) {

@@ -56,6 +56,7 @@
 #include "pmindex/status.h"
 #include "sync/version_lock.h"
 #include "util/check.h"
+#include "util/prefetch.h"
 
 namespace pmindex {
 
@@ -168,11 +169,6 @@ inline uint32_t PaddedBound(const uint64_t* keys, uint32_t cnt, uint64_t k) {
   return pos < cnt ? pos : cnt;
 }
 
-// Starts loading `bytes` from p, one prefetch per cache line.
-inline void PrefetchLines(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
-}
 }  // namespace olc_detail
 
 // kInner: separator keys per inner node; kLeaf: entries per leaf. The
@@ -294,7 +290,7 @@ class OlcBTree {
         }
         if (nx == nullptr) return got;
         l = nx;
-        olc_detail::PrefetchLines(l, sizeof(Leaf));
+        PrefetchLines(l, sizeof(Leaf));
         v = l->h.lock.ReadLockOrRestart(restart);
         if (restart) break;
       }
@@ -366,8 +362,12 @@ class OlcBTree {
   }
   // Seek for point operations: sets only c->node, c->version and c->value
   // (no key range, so NextInLeaf must not follow), with fewer loads and
-  // stores on the hot path than Seek.
-  SeekResult SeekPoint(uint64_t k, Cursor* c) const {
+  // stores on the hot path than Seek. Always inlined, and *c never passed
+  // on, so that the caller's cursor can live in registers: every store of
+  // an operation that follows a persist fence waits in the store queue
+  // until the fence's write-backs complete, and once the queue is full the
+  // next operation stalls (docs/RESULTS.md, issue 14).
+  [[gnu::always_inline]] SeekResult SeekPoint(uint64_t k, Cursor* c) const {
     bool restart = false;
     uint64_t v = 0;
     const Leaf* l = FindLeaf(k, v, restart, nullptr);
@@ -375,13 +375,21 @@ class OlcBTree {
     const uint32_t pos = LeafUpper(l, Count(l), k);
     // pos == 0: the floor is in a leaf to the left (never in routing use,
     // where every leaf holds its low fence); the full Seek handles it.
-    if (pos == 0) return Seek(k, c);
+    if (pos == 0) {
+      Cursor full;
+      const SeekResult r = SeekOutOfLine(k, &full);
+      c->node = full.node;
+      c->version = full.version;
+      c->value = full.value;
+      return r;
+    }
     c->node = l;
     c->version = v;
     c->value = sync::OlcLoad(l->values[pos - 1]);
     if (c->value == 0 && !Valid(*c)) return SeekResult::kRetry;
     return SeekResult::kFound;
   }
+  [[gnu::noinline]] SeekResult SeekOutOfLine(uint64_t k, Cursor* c) const { return Seek(k, c); }
   // True iff the cursor's leaf is unchanged since the Seek that made it.
   bool Valid(const Cursor& c) const {
     bool restart = false;
@@ -634,13 +642,14 @@ class OlcBTree {
   // adds instructions to every descent (issue 14).
   static void PrefetchChild(const Inner* parent, const NodeHeader* child) {
     constexpr size_t kBytes = sizeof(Inner) > sizeof(Leaf) ? sizeof(Inner) : sizeof(Leaf);
-    if (parent->h.level <= 2) olc_detail::PrefetchLines(child, kBytes);
+    if (parent->h.level <= 2) PrefetchLines(child, kBytes);
   }
 
   // Optimistic descent to the leaf covering k. On return with restart ==
   // false, `v` is the leaf's read version (validated against its parent) and
   // *f, if given, holds the leaf's fences.
-  Leaf* FindLeaf(uint64_t k, uint64_t& v, bool& restart, Fences* f) const {
+  [[gnu::always_inline]] Leaf* FindLeaf(uint64_t k, uint64_t& v, bool& restart,
+                                        Fences* f) const {
     NodeHeader* node = root_.load(std::memory_order_acquire);
     v = node->lock.ReadLockOrRestart(restart);
     // A root split publishes the new root before unlocking the old one.

@@ -58,7 +58,11 @@
 //                 RemoveSlot, Relink, RecoverLeaf, Check, next). Every store
 //                 to the lock bit's word while the bit is set keeps it set,
 //                 except the commit of Insert/UpdateSlot/RemoveSlot called
-//                 with release = true, which clears it.
+//                 with release = true, which clears it. The operations
+//                 on the point paths (Locate, Find, SetLockBit, Insert,
+//                 InsertIfAbsent, UpdateSlot, RemoveSlot) are
+//                 [[gnu::always_inline]]: a call frame's stores after a
+//                 persist fence stall the next operation (issue 14).
 //   static constexpr size_t kMetaBytes;   0 = no tree-specific block
 //   void InitMeta(void* meta);            format + flush (create_index's
 //                                         Format fence makes it durable)
@@ -362,7 +366,7 @@ class PmLeafTree final : public Index {
   // loading that leaf. False: retry (a concurrent routing change). Point
   // operations need no key range (kScan = false: a cheaper seek).
   template <bool kScan = false>
-  bool SeekLeaf(uint64_t k, typename Routing::Cursor* c) const {
+  [[gnu::always_inline]] bool SeekLeaf(uint64_t k, typename Routing::Cursor* c) const {
     auto r = kScan ? routing_.Seek(k, c) : routing_.SeekPoint(k, c);
     if (r == Routing::SeekResult::kRetry) return false;
     PMINDEX_CHECK(r != Routing::SeekResult::kNone, "PmLeafTree: routing map has no entry for key 0");
@@ -692,7 +696,7 @@ class PmLeafTree final : public Index {
   // bit is set under the routing leaf's write lock (see the contract), so
   // every optimistic reader that could have read the leaf before the bit
   // was set fails its validation.
-  LeafT* LockFor(uint64_t k) {
+  [[gnu::always_inline]] LeafT* LockFor(uint64_t k) {
     typename Routing::Cursor c;
     for (;;) {
       if (!SeekLeaf(k, &c)) continue;
@@ -721,7 +725,10 @@ class PmLeafTree final : public Index {
     l->SetLockBit(false);
   }
 
-  Status Write(Key k, Value v, Mode mode) {
+  // The common case (an insert into a leaf with room) inline in insert() and
+  // upsert(), everything else out of line, so that the hot path keeps its
+  // values in registers (no spills: see SeekPoint in olc_btree.h).
+  [[gnu::always_inline]] Status Write(Key k, Value v, Mode mode) {
     LeafT* l = LockFor(k);
     int id;
     if constexpr (requires { l->InsertIfAbsent(k, v, true); }) {
@@ -735,6 +742,11 @@ class PmLeafTree final : public Index {
         return Status::OK();
       }
     }
+    return WriteRest(l, k, v, mode, id);
+  }
+  // Write's other cases, with l locked and id its search result: k present
+  // (id >= 0), or l full.
+  [[gnu::noinline]] Status WriteRest(LeafT* l, Key k, Value v, Mode mode, int id) {
     if (id >= 0) {
       if (mode == Mode::kUpsert) {
         l->UpdateSlot(id, v, /*release=*/true);

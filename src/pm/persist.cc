@@ -77,7 +77,11 @@ namespace {
 const bool g_plain_flush_init = (UpdatePlainFlush(), true);
 }  // namespace
 
-void FlushSlow(const void* p, size_t n, const Site& site) {
+void TraceFence(Site site) {
+  if (g_tracer != nullptr) g_tracer->OnFence(site);
+}
+
+void FlushSlow(const void* p, size_t n, Site site) {
   if (g_tracer != nullptr) g_tracer->OnFlush(p, n, site);
   if (g_eadr || n == 0) return;
   uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(uintptr_t)(kCacheLine - 1);

@@ -18,7 +18,12 @@
 //   stay.
 //
 // Every flush/fence call carries its call site (std::source_location), the
-// identity the crash simulator's mutation mode uses to remove one site.
+// identity the crash simulator's mutation mode uses to remove one site. The
+// inline helpers take it by value (one pointer, kept in a register) and are
+// always inlined: on a write path every store issued after a fence waits in
+// the store queue for the fence's write-backs, and a full queue stalls the
+// next operation (docs/RESULTS.md, issue 14), so no stack spill or call
+// frame belongs here.
 #pragma once
 
 #include <atomic>
@@ -89,12 +94,12 @@ struct alignas(64) ThreadCounterBlock {
 extern constinit thread_local ThreadCounterBlock tl_counters;
 void RegisterThread();  // slow path: adds tl_counters to the global list
 
-inline ThreadCounterBlock& Mine() {
+[[gnu::always_inline]] inline ThreadCounterBlock& Mine() {
   ThreadCounterBlock& b = tl_counters;
   if (__builtin_expect(!b.registered, 0)) RegisterThread();
   return b;
 }
-inline void Bump(std::atomic<uint64_t>& c, uint64_t by) {
+[[gnu::always_inline]] inline void Bump(std::atomic<uint64_t>& c, uint64_t by) {
   // Only the owning thread writes; readers sum with relaxed loads.
   c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
@@ -111,9 +116,12 @@ void UpdatePlainFlush();
 void EmulateWriteLatency(uint64_t lines);
 // flush() when g_plain_flush is false (tracer, eADR, emulation, or an
 // instruction other than clwb).
-void FlushSlow(const void* p, size_t n, const Site& site);
+void FlushSlow(const void* p, size_t n, Site site);
+// fence()'s report to the installed tracer (out of line: the hot path
+// passes the site in a register and stores nothing for it).
+void TraceFence(Site site);
 
-inline void FlushLine(const void* p) {
+[[gnu::always_inline]] inline void FlushLine(const void* p) {
   switch (g_flush_kind) {
     case FlushKind::kClwb:
       asm volatile("clwb %0" : "+m"(*(volatile char*)p));
@@ -127,7 +135,7 @@ inline void FlushLine(const void* p) {
   }
 }
 
-inline void TraceStore(const void* p, size_t n) {
+[[gnu::always_inline]] inline void TraceStore(const void* p, size_t n) {
 #ifdef PMINDEX_TRACED
   if (g_tracer != nullptr) g_tracer->OnStore(p, n);
 #else
@@ -141,7 +149,7 @@ inline void TraceStore(const void* p, size_t n) {
 // The common case (clwb, nothing installed) is inline and short: flushes
 // sit on every write path, and a call plus four configuration checks per
 // flush were a measurable part of an insert (docs/RESULTS.md, issue 14).
-inline void flush(const void* p, size_t n, const Site& site = Site::current()) {
+[[gnu::always_inline]] inline void flush(const void* p, size_t n, Site site = Site::current()) {
   if (__builtin_expect(!detail::g_plain_flush, 0)) {
     detail::FlushSlow(p, n, site);
     return;
@@ -160,13 +168,13 @@ inline void flush(const void* p, size_t n, const Site& site = Site::current()) {
   detail::Bump(detail::Mine().lines_flushed, lines);
 }
 
-inline void fence(const Site& site = Site::current()) {
-  if (__builtin_expect(detail::g_tracer != nullptr, 0)) detail::g_tracer->OnFence(site);
+[[gnu::always_inline]] inline void fence(Site site = Site::current()) {
+  if (__builtin_expect(detail::g_tracer != nullptr, 0)) detail::TraceFence(site);
   asm volatile("sfence" ::: "memory");
   detail::Bump(detail::Mine().fences, 1);
 }
 
-inline void persist(const void* p, size_t n, const Site& site = Site::current()) {
+[[gnu::always_inline]] inline void persist(const void* p, size_t n, Site site = Site::current()) {
   flush(p, n, site);
   fence(site);
 }
@@ -176,7 +184,7 @@ inline void persist(const void* p, size_t n, const Site& site = Site::current())
 // aligned, is a single atomic store (readers may load it concurrently);
 // memory order as given.
 template <class T>
-inline void store(T* dst, T v, std::memory_order mo = std::memory_order_relaxed) {
+[[gnu::always_inline]] inline void store(T* dst, T v, std::memory_order mo = std::memory_order_relaxed) {
   static_assert(std::is_trivially_copyable_v<T>);
   if constexpr (sizeof(T) <= 8 && (sizeof(T) & (sizeof(T) - 1)) == 0) {
     std::atomic_ref<T>(*dst).store(v, mo);
@@ -201,7 +209,7 @@ inline void fill(void* dst, int byte, size_t n) {
 }
 
 // NVM atomic write: aligned 8-byte store (release), flush, fence.
-inline void naw(uint64_t* p, uint64_t v, const Site& site = Site::current()) {
+[[gnu::always_inline]] inline void naw(uint64_t* p, uint64_t v, Site site = Site::current()) {
   store(p, v, std::memory_order_release);
   flush(p, sizeof(uint64_t), site);
   fence(site);
@@ -214,8 +222,8 @@ inline void naw(uint64_t* p, uint64_t v, const Site& site = Site::current()) {
 // flight waits for the write-back to finish (tens of ns on the machines we
 // measured, docs/RESULTS.md issue 14), so the release must not follow the
 // flush.
-inline void naw(uint64_t* p, uint64_t v, uint64_t* also, uint64_t also_v,
-                const Site& site = Site::current()) {
+[[gnu::always_inline]] inline void naw(uint64_t* p, uint64_t v, uint64_t* also, uint64_t also_v,
+                Site site = Site::current()) {
   store(p, v, std::memory_order_release);
   if (also != nullptr) store(also, also_v, std::memory_order_release);
   flush(p, sizeof(uint64_t), site);

@@ -36,6 +36,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pmindex/status.h"
+#include "util/prefetch.h"
 
 namespace pmindex::fptree {
 
@@ -90,13 +91,12 @@ class Leaf {
   // whole leaf.
   void Prefetch() const {
     constexpr size_t kBytesToLoad = kBytes <= 256 ? kBytes : kEntryOff;
-    const char* c = reinterpret_cast<const char*>(this);
-    for (size_t off = 0; off < kBytesToLoad; off += 64) __builtin_prefetch(c + off);
+    PrefetchLines(this, kBytesToLoad);
   }
   uint64_t Bitmap() const { return LoadRelaxed(&bits) & kAllSlots; }
   uint8_t Fp(int s) const { return static_cast<uint8_t>(LoadRelaxed(&fpw[s / 8]) >> (8 * (s % 8))); }
 
-  int Locate(uint64_t k) const {
+  [[gnu::always_inline]] int Locate(uint64_t k) const {
     uint64_t bm = Bitmap();
     uint64_t words[kFpBytes / 8];
     for (int i = 0; i < kFpBytes / 8; ++i) words[i] = LoadRelaxed(&fpw[i]);
@@ -111,7 +111,7 @@ class Leaf {
     return -1;
   }
   uint64_t ValueAt(int s) const { return LoadRelaxed(&e[s].value); }
-  bool Find(uint64_t k, uint64_t* v) const {
+  [[gnu::always_inline]] bool Find(uint64_t k, uint64_t* v) const {
     int s = Locate(k);
     if (s < 0) return false;
     *v = ValueAt(s);
@@ -144,7 +144,7 @@ class Leaf {
     pm::store(&l->next_, next.raw());
     pm::persist(l, 64);  // durable before anything links it
   }
-  void SetLockBit(bool on) {
+  [[gnu::always_inline]] void SetLockBit(bool on) {
     pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
   }
 
@@ -153,7 +153,7 @@ class Leaf {
   // the line after its write-back has started).
 
   // REQUIRES: lock held, k absent, !Full().
-  void Insert(uint64_t k, uint64_t v, bool release = false) {
+  [[gnu::always_inline]] void Insert(uint64_t k, uint64_t v, bool release = false) {
     const int s = __builtin_ctzll(~Bitmap() & kAllSlots);
     pm::store(&e[s].key, k);
     pm::store(&e[s].value, v);
@@ -176,10 +176,10 @@ class Leaf {
     pm::naw(&bits, (bits | (uint64_t{1} << s)) & ~(release ? kLockBit : 0));
   }
 
-  void UpdateSlot(int s, uint64_t v, bool release = false) {
+  [[gnu::always_inline]] void UpdateSlot(int s, uint64_t v, bool release = false) {
     pm::naw(&e[s].value, v, release ? &bits : nullptr, bits & ~kLockBit);
   }
-  void RemoveSlot(int s, bool release = false) {
+  [[gnu::always_inline]] void RemoveSlot(int s, bool release = false) {
     pm::naw(&bits, bits & ~(uint64_t{1} << s) & ~(release ? kLockBit : 0));
   }
 

@@ -42,6 +42,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pmindex/status.h"
+#include "util/prefetch.h"
 
 namespace pmindex::lbtree {
 
@@ -61,15 +62,23 @@ struct Header {
   uint32_t bitmap() const { return static_cast<uint32_t>(w[0] & kBitmapMask); }
   void set_bit(int s) { w[0] |= uint64_t{1} << s; }
   void clear_bit(int s) { w[0] &= ~(uint64_t{1} << s); }
+  // Fingerprint of slot s: byte s + 2 of the two words. Written without
+  // indexing w by a computed position, which would keep a header copy in
+  // memory instead of registers (stores on the insert path, issue 14).
   uint8_t fp(int s) const {
-    int byte = s + 2;
-    return static_cast<uint8_t>(w[byte / 8] >> (8 * (byte % 8)));
+    const int byte = s + 2;
+    const uint64_t word = byte < 8 ? w[0] : w[1];
+    return static_cast<uint8_t>(word >> (8 * (byte % 8)));
   }
   void set_fp(int s, uint8_t f) {
-    int byte = s + 2;
-    uint64_t& word = w[byte / 8];
-    int sh = 8 * (byte % 8);
-    word = (word & ~(uint64_t{0xff} << sh)) | (uint64_t{f} << sh);
+    const int byte = s + 2;
+    const int sh = 8 * (byte % 8);
+    const uint64_t keep = ~(uint64_t{0xff} << sh), bits = uint64_t{f} << sh;
+    if (byte < 8) {
+      w[0] = (w[0] & keep) | bits;
+    } else {
+      w[1] = (w[1] & keep) | bits;
+    }
   }
   bool alt() const { return (w[0] & kAltBit) != 0; }
   bool locked() const { return (w[0] & kLockBit) != 0; }
@@ -138,18 +147,18 @@ class Leaf {
   // line before its back header) and last line.
   void Prefetch() const {
     for (int b = 0; b < kBlocks; ++b) {
-      __builtin_prefetch(&blk[b].hdr[0]);
+      PrefetchLine(&blk[b].hdr[0]);
       if (kBlocks == 1) {
-        __builtin_prefetch(&blk[b].slot[3]);
-        __builtin_prefetch(&blk[b].slot[7]);
+        PrefetchLine(&blk[b].slot[3]);
+        PrefetchLine(&blk[b].slot[7]);
       }
-      __builtin_prefetch(&blk[b].slot[11]);
+      PrefetchLine(&blk[b].slot[11]);
     }
   }
 
   // Slot id = b * 14 + s. Returns -1 if k is absent. Safe without the lock
   // (result validated by the caller's version check).
-  int Locate(uint64_t k) const {
+  [[gnu::always_inline]] int Locate(uint64_t k) const {
     const uint8_t fp = common::Fingerprint(k);
     const bool a = alt();
     for (int b = 0; b < kBlocks; ++b) {
@@ -173,7 +182,7 @@ class Leaf {
   uint64_t ValueAt(int id) const {
     return LoadRelaxed(&blk[id / kSlotsPerBlock].slot[id % kSlotsPerBlock].value);
   }
-  bool Find(uint64_t k, uint64_t* v) const {
+  [[gnu::always_inline]] bool Find(uint64_t k, uint64_t* v) const {
     int id = Locate(k);
     if (id < 0) return false;
     *v = ValueAt(id);
@@ -218,7 +227,7 @@ class Leaf {
   // The paper's lock bit (block 0, word 0). Written without flush: it only
   // reaches PM together with a later NAW of the same word or by eviction,
   // and recovery clears it either way.
-  void SetLockBit(bool on) {
+  [[gnu::always_inline]] void SetLockBit(bool on) {
     uint64_t w = blk[0].hdr[0];
     w = on ? (w | Header::kLockBit) : (w & ~Header::kLockBit);
     pm::store(&blk[0].hdr[0], w, std::memory_order_release);
@@ -236,7 +245,7 @@ class Leaf {
   // written), kInserted after inserting (k, v), or kFull (nothing written).
   // REQUIRES: lock held.
   static constexpr int kInserted = -1, kFull = -2;
-  int InsertIfAbsent(uint64_t k, uint64_t v, bool release) {
+  [[gnu::always_inline]] int InsertIfAbsent(uint64_t k, uint64_t v, bool release) {
     const uint8_t fp = common::Fingerprint(k);
     const bool a = alt();
     int free_b = -1;
@@ -256,7 +265,7 @@ class Leaf {
   }
 
   // Algorithm 2. REQUIRES: lock held, k absent, !Full().
-  void Insert(uint64_t k, uint64_t v, bool release = false) {
+  [[gnu::always_inline]] void Insert(uint64_t k, uint64_t v, bool release = false) {
     const bool a = alt();
     int b = 0;
     Header d;
@@ -268,13 +277,13 @@ class Leaf {
   }
 
   // In-place value update: one NAW of the 8-byte value word.
-  void UpdateSlot(int id, uint64_t v, bool release = false) {
+  [[gnu::always_inline]] void UpdateSlot(int id, uint64_t v, bool release = false) {
     pm::naw(&blk[id / kSlotsPerBlock].slot[id % kSlotsPerBlock].value, v,
             release ? &blk[0].hdr[0] : nullptr, blk[0].hdr[0] & ~Header::kLockBit);
   }
 
   // Delete: one NAW of word 0 of the active header clearing the bit.
-  void RemoveSlot(int id, bool release = false) {
+  [[gnu::always_inline]] void RemoveSlot(int id, bool release = false) {
     const int b = id / kSlotsPerBlock, s = id % kSlotsPerBlock;
     uint64_t* h = active_hdr(b, alt());
     const uint64_t w = h[0] & ~(uint64_t{1} << s);
@@ -453,7 +462,8 @@ class Leaf {
 
  private:
   // Algorithm 2 in block b with header copy d (the paper's dword).
-  void InsertInBlock(int b, bool a, Header d, uint64_t k, uint64_t v, bool release) {
+  [[gnu::always_inline]] void InsertInBlock(int b, bool a, Header d, uint64_t k, uint64_t v,
+                                            bool release) {
     const bool back = UsesBack(b, a);
     const int hline = back ? 3 : 0;  // the line holding the active header
     const uint32_t free = ~d.bitmap() & kFullBlock;

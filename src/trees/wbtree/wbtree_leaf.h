@@ -38,6 +38,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pmindex/status.h"
+#include "util/prefetch.h"
 
 namespace pmindex::wbtree {
 
@@ -86,8 +87,7 @@ class Leaf {
   // whole leaf.
   void Prefetch() const {
     constexpr size_t kBytesToLoad = kBytes <= 256 ? kBytes : kEntryOff;
-    const char* c = reinterpret_cast<const char*>(this);
-    for (size_t off = 0; off < kBytesToLoad; off += 64) __builtin_prefetch(c + off);
+    PrefetchLines(this, kBytesToLoad);
   }
   uint64_t Bitmap() const { return LoadRelaxed(&bits) & kAllSlots; }
   void LoadOrder(uint8_t* ord) const {
@@ -98,7 +98,7 @@ class Leaf {
 
   // Binary search over the indirection array (linear scan if it is not
   // valid, which only a crash leaves behind until recovery).
-  int Locate(uint64_t k) const {
+  [[gnu::always_inline]] int Locate(uint64_t k) const {
     const uint64_t b = LoadRelaxed(&bits);
     if ((b & kOrderValid) == 0) {
       uint64_t m = b & kAllSlots;
@@ -123,7 +123,7 @@ class Leaf {
     return -1;
   }
   uint64_t ValueAt(int s) const { return LoadRelaxed(&e[s].value); }
-  bool Find(uint64_t k, uint64_t* v) const {
+  [[gnu::always_inline]] bool Find(uint64_t k, uint64_t* v) const {
     int s = Locate(k);
     if (s < 0) return false;
     *v = ValueAt(s);
@@ -157,7 +157,7 @@ class Leaf {
     pm::store(&l->next_, next.raw());
     pm::persist(l, 64);  // durable before anything links it
   }
-  void SetLockBit(bool on) {
+  [[gnu::always_inline]] void SetLockBit(bool on) {
     pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
   }
 
@@ -166,7 +166,7 @@ class Leaf {
   // the line after its write-back has started).
 
   // REQUIRES: lock held, k absent, !Full().
-  void Insert(uint64_t k, uint64_t v, bool release = false) {
+  [[gnu::always_inline]] void Insert(uint64_t k, uint64_t v, bool release = false) {
     const int s = __builtin_ctzll(~Bitmap() & kAllSlots);
     pm::store(&e[s].key, k);
     pm::store(&e[s].value, v);
@@ -179,10 +179,10 @@ class Leaf {
     RewriteOrder(release);
   }
 
-  void UpdateSlot(int s, uint64_t v, bool release = false) {
+  [[gnu::always_inline]] void UpdateSlot(int s, uint64_t v, bool release = false) {
     pm::naw(&e[s].value, v, release ? &bits : nullptr, bits & ~kLockBit);
   }
-  void RemoveSlot(int s, bool release = false) {
+  [[gnu::always_inline]] void RemoveSlot(int s, bool release = false) {
     Section1(bits & ~(uint64_t{1} << s) & ~kOrderValid);
     RewriteOrder(release);
   }

@@ -98,9 +98,24 @@ class NodeArena {
 // A counter split over cache lines, so that writers on different cores do
 // not all bounce one line on every insert and remove. Reads sum the slots
 // (relaxed: a racing read sees some recent value).
+//
+// A thread that owns a slot (the first kSlots live threads each own one;
+// an exiting thread gives its slot back) adds with a plain load and store,
+// not a locked read-modify-write: a locked instruction waits until every
+// earlier store and cache-line write-back has completed, which after a
+// persist fence costs hundreds of ns (docs/RESULTS.md, issue 14). Threads
+// beyond kSlots share slots and add atomically.
 class StripedCounter {
  public:
-  void Add(int64_t d) { slots_[ThisThreadSlot()].v.fetch_add(d, std::memory_order_relaxed); }
+  void Add(int64_t d) {
+    const ThreadSlot& t = ThisThreadSlot();
+    std::atomic<int64_t>& v = slots_[t.index].v;
+    if (t.owned) {
+      v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+    } else {
+      v.fetch_add(d, std::memory_order_relaxed);
+    }
+  }
   uint64_t Sum() const {
     int64_t sum = 0;
     for (const Slot& s : slots_) sum += s.v.load(std::memory_order_relaxed);
@@ -117,9 +132,39 @@ class StripedCounter {
   struct alignas(64) Slot {
     std::atomic<int64_t> v{0};
   };
-  static unsigned ThisThreadSlot() {
-    static std::atomic<unsigned> next{0};
-    thread_local unsigned slot = next.fetch_add(1, std::memory_order_relaxed) % kSlots;
+  // The calling thread's slot in every StripedCounter. Ownership is claimed
+  // in a process-wide mask (acquire) and released at thread exit (release),
+  // so a slot's next owner sees the previous owner's last store.
+  struct ThreadSlot {
+    unsigned index = 0;
+    bool owned = false;
+    ThreadSlot() {
+      static std::atomic<unsigned> spread{0};
+      uint32_t m = OwnedMask().load(std::memory_order_relaxed);
+      while (m != kAllOwned) {
+        const unsigned i = static_cast<unsigned>(__builtin_ctz(~m));
+        if (OwnedMask().compare_exchange_weak(m, m | (1u << i), std::memory_order_acquire,
+                                              std::memory_order_relaxed)) {
+          index = i;
+          owned = true;
+          return;
+        }
+      }
+      index = spread.fetch_add(1, std::memory_order_relaxed) % kSlots;
+    }
+    ~ThreadSlot() {
+      if (owned) OwnedMask().fetch_and(~(1u << index), std::memory_order_release);
+    }
+    ThreadSlot(const ThreadSlot&) = delete;
+    ThreadSlot& operator=(const ThreadSlot&) = delete;
+  };
+  static constexpr uint32_t kAllOwned = (uint64_t{1} << kSlots) - 1;
+  static std::atomic<uint32_t>& OwnedMask() {
+    static std::atomic<uint32_t> mask{0};
+    return mask;
+  }
+  static const ThreadSlot& ThisThreadSlot() {
+    thread_local ThreadSlot slot;
     return slot;
   }
   Slot slots_[kSlots];
@@ -416,7 +461,43 @@ class OlcBTree {
     const_cast<Leaf*>(AsLeaf(c))->h.lock.UpgradeToWriteLockOrRestart(c.version, restart);
     return !restart;
   }
-  void UnlockLeaf(const Cursor& c) const { const_cast<Leaf*>(AsLeaf(c))->h.lock.WriteUnlock(); }
+  // Unlocks the leaf LockLeaf locked; c.version becomes the leaf's new
+  // version, so that InsertNextTo can tell whether anyone changed it since.
+  void UnlockLeaf(Cursor& c) const {
+    const_cast<Leaf*>(AsLeaf(c))->h.lock.WriteUnlock();
+    c.version += sync::VersionLock::kLockedBit;
+  }
+  // Inserts (k, v) into the cursor's leaf without a descent, iff the leaf
+  // is unchanged since c.version, has room, and k is above the cursor's
+  // entry and absent. For a caller that knows k belongs next to the entry
+  // the cursor names (PmLeafTree's leaf split: the new PM leaf's low fence
+  // lies inside the range of the entry's PM leaf). The unchanged version
+  // is what makes that knowledge still true. False: nothing was changed;
+  // use insert().
+  bool InsertNextTo(const Cursor& c, uint64_t k, uint64_t v) {
+    Leaf* l = const_cast<Leaf*>(AsLeaf(c));
+    uint64_t ver = c.version;
+    bool restart = false;
+    l->h.lock.UpgradeToWriteLockOrRestart(ver, restart);
+    if (restart) return false;
+    const uint32_t cnt = l->h.count;
+    const uint32_t pos = LeafUpper(l, cnt, k);  // first key > k
+    if (cnt == static_cast<uint32_t>(kLeaf) || pos == 0 || l->keys[pos - 1] == k ||
+        l->values[pos - 1] != c.value) {
+      l->h.lock.WriteUnlock();
+      return false;
+    }
+    for (uint32_t i = cnt; i > pos; --i) {
+      sync::OlcStore(l->keys[i], l->keys[i - 1]);
+      sync::OlcStore(l->values[i], l->values[i - 1]);
+    }
+    sync::OlcStore(l->keys[pos], k);
+    sync::OlcStore(l->values[pos], v);
+    sync::OlcStore(l->h.count, cnt + 1);
+    l->h.lock.WriteUnlock();
+    size_.Add(1);
+    return true;
+  }
 
   // Builds the tree from strictly ascending pairs, filling leaves and inner
   // nodes to `fill` of their capacity. REQUIRES: size() == 0, no concurrent

@@ -150,7 +150,8 @@ class PmLeafTree final : public Index {
   Status insert(Key k, Value v) override { return Write(k, v, Mode::kInsert); }
   Status upsert(Key k, Value v) override { return Write(k, v, Mode::kUpsert); }
   Status update(Key k, Value v) override {
-    LeafT* l = LockFor(k);
+    typename Routing::Cursor c;
+    LeafT* l = LockFor(k, c);
     int id = l->Locate(k);
     if (id < 0) {
       Unlock(l);
@@ -160,7 +161,8 @@ class PmLeafTree final : public Index {
     return Status::OK();
   }
   Status remove(Key k) override {
-    LeafT* l = LockFor(k);
+    typename Routing::Cursor c;
+    LeafT* l = LockFor(k, c);
     int id = l->Locate(k);
     if (id < 0) {
       Unlock(l);
@@ -696,8 +698,9 @@ class PmLeafTree final : public Index {
   // bit is set under the routing leaf's write lock (see the contract), so
   // every optimistic reader that could have read the leaf before the bit
   // was set fails its validation.
-  [[gnu::always_inline]] LeafT* LockFor(uint64_t k) {
-    typename Routing::Cursor c;
+  // *c is left naming the leaf's routing entry, its version the routing
+  // leaf's version after this lock (for Routing::InsertNextTo).
+  [[gnu::always_inline]] LeafT* LockFor(uint64_t k, typename Routing::Cursor& c) {
     for (;;) {
       if (!SeekLeaf(k, &c)) continue;
       LeafT* l = const_cast<LeafT*>(LeafAt(c));
@@ -729,7 +732,8 @@ class PmLeafTree final : public Index {
   // upsert(), everything else out of line, so that the hot path keeps its
   // values in registers (no spills: see SeekPoint in olc_btree.h).
   [[gnu::always_inline]] Status Write(Key k, Value v, Mode mode) {
-    LeafT* l = LockFor(k);
+    typename Routing::Cursor c;
+    LeafT* l = LockFor(k, c);
     int id;
     if constexpr (requires { l->InsertIfAbsent(k, v, true); }) {
       // The leaf's one-pass search-and-insert.
@@ -742,11 +746,12 @@ class PmLeafTree final : public Index {
         return Status::OK();
       }
     }
-    return WriteRest(l, k, v, mode, id);
+    return WriteRest(l, k, v, mode, id, c.node, c.version, c.value);
   }
   // Write's other cases, with l locked and id its search result: k present
-  // (id >= 0), or l full.
-  [[gnu::noinline]] Status WriteRest(LeafT* l, Key k, Value v, Mode mode, int id) {
+  // (id >= 0), or l full. (node, version, value): LockFor's cursor.
+  [[gnu::noinline]] Status WriteRest(LeafT* l, Key k, Value v, Mode mode, int id,
+                                     const void* node, uint64_t version, uint64_t value) {
     if (id >= 0) {
       if (mode == Mode::kUpsert) {
         l->UpdateSlot(id, v, /*release=*/true);
@@ -775,7 +780,14 @@ class PmLeafTree final : public Index {
     split_fences_.Add(static_cast<int64_t>(spent.fences));
     // Routed before the bit is cleared: a reader that waited on the bit
     // then fails its validation (the routing leaf changed) and re-seeks.
-    routing_.insert(split_key, reinterpret_cast<uint64_t>(nl));
+    // Next to l's entry in the routing leaf LockFor found, if no one changed
+    // that leaf since (no second descent), else by a full insert.
+    typename Routing::Cursor c;
+    c.node = node;
+    c.version = version;
+    c.value = value;
+    if (!routing_.InsertNextTo(c, split_key, reinterpret_cast<uint64_t>(nl)))
+      routing_.insert(split_key, reinterpret_cast<uint64_t>(nl));
     Unlock(l);
     leaves_.Add(1);
     const uint64_t nleaves = leaves_.Sum();

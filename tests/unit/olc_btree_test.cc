@@ -450,5 +450,29 @@ TEST(VersionLockTest, ProtocolBits) {
   EXPECT_TRUE(obs);
 }
 
+// More threads than slots, in two waves so that slots are given back and
+// claimed again: every Add lands (owned slots add with a plain load and
+// store, shared ones atomically), and the sum is exact once all are joined.
+TEST(StripedCounterTest, SumIsExactWithMoreThreadsThanSlotsAndSlotReuse) {
+  olc_detail::StripedCounter c;
+  constexpr int kThreads = 24, kAdds = 20000;
+  for (int wave = 0; wave < 2; ++wave) {
+    std::vector<std::thread> ts;
+    std::atomic<bool> go{false};
+    for (int t = 0; t < kThreads; ++t) {
+      ts.emplace_back([&, t] {
+        while (!go.load()) std::this_thread::yield();
+        for (int i = 0; i < kAdds; ++i) c.Add(t % 3 == 0 ? -1 : 2);
+      });
+    }
+    go.store(true);
+    for (auto& th : ts) th.join();
+  }
+  const int64_t per_wave = (8 * -1 + 16 * 2) * int64_t{kAdds};
+  EXPECT_EQ(c.Sum(), static_cast<uint64_t>(2 * per_wave));
+  c.Set(7);
+  EXPECT_EQ(c.Sum(), 7u);
+}
+
 }  // namespace
 }  // namespace pmindex

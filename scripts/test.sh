@@ -6,6 +6,7 @@
 #      the most hostile bytes; a smaller image budget per crash point);
 #   3. TSan build: every unit and scenario test (not a name filter, so no
 #      threaded test is missed).
+# Every build compiles with -Werror (CMake option PMINDEX_WERROR).
 # Builds go to build/<type>. Safe to run twice (incremental).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,10 +14,10 @@ jobs=${PMINDEX_JOBS:-$(nproc)}
 
 scripts/deps.sh build
 
-configure() {  # dir, build type, extra cmake args...
+configure() {  # dir, build type, extra cmake args... (warnings are errors here)
   local dir=$1 type=$2
   shift 2
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" "$@" >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DPMINDEX_WERROR=ON "$@" >/dev/null
 }
 
 start=$(date +%s)

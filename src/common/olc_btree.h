@@ -32,9 +32,11 @@
 //   removed every leaf but the leftmost holds its own low fence.
 //
 // Speed (issue 14): a node is a 16-byte header followed by its arrays, in
-// whole cache lines; a descent prefetches every line of the next node as
-// soon as its address is known, so each level costs about one memory
-// latency (see BoundSteps for why the search in a node branches).
+// whole cache lines, its unused key slots padded so that a search is a
+// fixed sequence of probes (PaddedBound; see BoundSteps for why each probe
+// branches); at the two lowest levels a descent prefetches every line of
+// the next node as soon as its address is known, so each of those levels
+// costs about one memory latency (the levels above stay cached).
 #pragma once
 
 #include <algorithm>

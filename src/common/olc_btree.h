@@ -489,13 +489,7 @@ class OlcBTree {
       l->h.lock.WriteUnlock();
       return false;
     }
-    for (uint32_t i = cnt; i > pos; --i) {
-      sync::OlcStore(l->keys[i], l->keys[i - 1]);
-      sync::OlcStore(l->values[i], l->values[i - 1]);
-    }
-    sync::OlcStore(l->keys[pos], k);
-    sync::OlcStore(l->values[pos], v);
-    sync::OlcStore(l->h.count, cnt + 1);
+    InsertAt(l, cnt, pos, k, v);
     l->h.lock.WriteUnlock();
     size_.Add(1);
     return true;
@@ -697,6 +691,17 @@ class OlcBTree {
   static uint32_t InnerUpper(const Inner* in, uint32_t cnt, uint64_t k) {
     return olc_detail::PaddedBound<kInner, true>(in->keys, cnt, k);
   }
+  // Inserts (k, v) at pos of a write-locked leaf holding cnt < kLeaf
+  // entries, shifting the entries from pos one slot right.
+  static void InsertAt(Leaf* l, uint32_t cnt, uint32_t pos, uint64_t k, uint64_t v) {
+    for (uint32_t i = cnt; i > pos; --i) {
+      sync::OlcStore(l->keys[i], l->keys[i - 1]);
+      sync::OlcStore(l->values[i], l->values[i - 1]);
+    }
+    sync::OlcStore(l->keys[pos], k);
+    sync::OlcStore(l->values[pos], v);
+    sync::OlcStore(l->h.count, cnt + 1);
+  }
   // Stores the padding into the key slots [from, to) of a locked node.
   static void PadKeys(uint64_t* keys, uint32_t from, uint32_t to) {
     for (uint32_t i = from; i < to; ++i) sync::OlcStore(keys[i], olc_detail::kPadKey);
@@ -836,13 +841,7 @@ class OlcBTree {
       if (found) {
         sync::OlcStore(l->values[pos], val);
       } else {
-        for (uint32_t i = cnt; i > pos; --i) {
-          sync::OlcStore(l->keys[i], l->keys[i - 1]);
-          sync::OlcStore(l->values[i], l->values[i - 1]);
-        }
-        sync::OlcStore(l->keys[pos], k);
-        sync::OlcStore(l->values[pos], val);
-        sync::OlcStore(l->h.count, cnt + 1);
+        InsertAt(l, cnt, pos, k, val);
       }
       l->h.lock.WriteUnlock();
       if (!found) size_.Add(1);

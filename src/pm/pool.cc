@@ -474,11 +474,14 @@ Status CommitAnonymous(char* addr, size_t len, int poison, bool populate = false
 // Maps a segment file at addr (MAP_FIXED). Tries MAP_SYNC first; on a file
 // system without DAX falls back to a plain shared mapping and lowers
 // *durability.
-Status MapFile(int fd, char* addr, size_t len, const std::string& path, Durability* durability) {
-  void* p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED,
-                 fd, 0);
+// `populate` fills in the page tables now (OpenOptions::prefault).
+Status MapFile(int fd, char* addr, size_t len, const std::string& path, Durability* durability,
+               bool populate) {
+  const int extra = populate ? MAP_POPULATE : 0;
+  void* p = mmap(addr, len, PROT_READ | PROT_WRITE,
+                 MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED | extra, fd, 0);
   if (p == MAP_FAILED && (errno == EOPNOTSUPP || errno == EINVAL)) {
-    p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | extra, fd, 0);
     if (p != MAP_FAILED) *durability = Durability::kProcessCrash;
   }
   if (p == MAP_FAILED) return Status::IOError(SysError("cannot map", path, errno));
@@ -536,7 +539,9 @@ Result<std::unique_ptr<Pool>> Pool::Create(const std::string& path, const PoolOp
     }
   }
   PMINDEX_RETURN_IF_ERROR(SyncDirectoryOf(path));
-  return Open(path);
+  OpenOptions oo;
+  oo.prefault = true;
+  return Open(path, oo);
 }
 
 // ------------------------------------------------------------------ open
@@ -595,7 +600,8 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
       s = Status::Corruption("pool file " + sp + " was resized while being opened");
     } else {
       s = ReserveHoles(sfd, end - start, sp);
-      if (s.ok()) s = MapFile(sfd, pool->base_ + start, end - start, sp, &im.durability);
+      if (s.ok())
+        s = MapFile(sfd, pool->base_ + start, end - start, sp, &im.durability, opt.prefault);
     }
     if (i > 0) close(sfd);
     if (!s.ok()) return s;
@@ -894,7 +900,7 @@ Status Pool::Grow(size_t min_pages) {
       // The file must exist durably before the segment count names it.
       if (s.ok() && fsync(fd) != 0) s = Status::IOError(SysError("cannot fsync", sp, errno));
       if (s.ok()) s = SyncDirectoryOf(sp);
-      if (s.ok()) s = MapFile(fd, addr, len, sp, &im.durability);
+      if (s.ok()) s = MapFile(fd, addr, len, sp, &im.durability, /*populate=*/true);
       close(fd);
       if (!s.ok()) {
         unlink(sp.c_str());

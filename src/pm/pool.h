@@ -91,6 +91,13 @@ struct PoolOptions {
 
 struct OpenOptions {
   std::string expected_kind;  // empty = any kind; else WrongKind if it differs
+  // Map the segments with their page tables filled in (MAP_POPULATE), so
+  // that no later access takes a page fault; the open then takes time in
+  // proportion to the pool's size. Create and Grow always do it: their
+  // memory is new and about to be written, and a page fault in the middle
+  // of a write path costs microseconds (as the original trees' drivers do,
+  // which touch every page of their pools before timing).
+  bool prefault = false;
 };
 
 class Pool {

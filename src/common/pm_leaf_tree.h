@@ -31,7 +31,9 @@
 //   bumped the routing leaf's version after the reader took v; a reader
 //   that sees the bit set waits and restarts. Splits insert the new leaf
 //   into the routing tree before clearing the bit, so a reader routed by a
-//   stale routing view fails its validation. Only the lock word is written
+//   stale routing view fails its validation. (lbtree routes the new leaf
+//   before the split's first flush, with the new leaf's own bit set until
+//   the split's NAW is durable, so that no writer changes it earlier.) Only the lock word is written
 //   by more than one thread, so no counter is shared on the hot path.
 // - Leaves are never freed during normal operation (no merges; an empty
 //   leaf keeps its range), so optimistic readers need no epochs. Open
@@ -73,7 +75,14 @@
 //   void RepairMeta(void* meta, Pool*);   recovery, after every check passed
 //                                         (replays and clears split logs)
 //   uint64_t Split(LeafT* l, PPtr l_ptr, k, v, LeafT* nl, PPtr nl_ptr, void* meta);
-//     inserts (k, v) too; returns the split key (nl's low fence).
+//     inserts (k, v) too; returns the split key (nl's low fence). l stays
+//     locked; the caller then routes nl and unlocks l.
+//   or, instead of Split (lbtree):
+//   uint64_t SplitRouted(l, l_ptr, k, v, nl, nl_ptr, meta, route);
+//     the same split, calling route(split_key) once while nl is locked (its
+//     lock bit set) and before its first flush, so that the routing
+//     insert's DRAM stores are not issued after the split's fences (where
+//     they would wait for its write-backs); returns with l and nl unlocked.
 #pragma once
 
 #include <algorithm>
@@ -769,26 +778,32 @@ class PmLeafTree final : public Index {
     LeafT* nl = pool_->to_ptr<LeafT>(*np);
     void* meta = nullptr;
     if constexpr (Policy::kMetaBytes > 0) meta = pool_->to_ptr(PPtr(*pool_->root_slot(kMetaSlot)));
-    // The split's own PM cost (the insert that caused it included), so a
-    // benchmark can tell split line writes from plain inserts (Theorem 3.5
-    // of the LB+-Tree paper counts the latter).
-    const pm::Counters before = pm::ThreadCounters();
-    uint64_t split_key = policy_.Split(l, pool_->to_pptr(l), k, v, nl, *np, meta);
-    const pm::Counters spent = pm::ThreadCounters() - before;
-    splits_.Add(1);
-    split_lines_.Add(static_cast<int64_t>(spent.lines_flushed));
-    split_fences_.Add(static_cast<int64_t>(spent.fences));
-    // Routed before the bit is cleared: a reader that waited on the bit
-    // then fails its validation (the routing leaf changed) and re-seeks.
+    // nl is routed before l's bit is cleared: a reader that waited on the
+    // bit then fails its validation (the routing leaf changed) and re-seeks.
     // Next to l's entry in the routing leaf LockFor found, if no one changed
     // that leaf since (no second descent), else by a full insert.
-    typename Routing::Cursor c;
-    c.node = node;
-    c.version = version;
-    c.value = value;
-    if (!routing_.InsertNextTo(c, split_key, reinterpret_cast<uint64_t>(nl)))
-      routing_.insert(split_key, reinterpret_cast<uint64_t>(nl));
-    Unlock(l);
+    auto route = [&](uint64_t split_key) {
+      typename Routing::Cursor c;
+      c.node = node;
+      c.version = version;
+      c.value = value;
+      if (!routing_.InsertNextTo(c, split_key, reinterpret_cast<uint64_t>(nl)))
+        routing_.insert(split_key, reinterpret_cast<uint64_t>(nl));
+    };
+    // The split's own PM cost (the insert that caused it included), so a
+    // benchmark can tell split line writes from plain inserts (Theorem 3.5
+    // of the LB+-Tree paper counts the latter). Read field by field (see
+    // pm::ThreadLinesFlushed).
+    const uint64_t lines0 = pm::ThreadLinesFlushed(), fences0 = pm::ThreadFences();
+    if constexpr (requires { policy_.SplitRouted(l, PPtr(), k, v, nl, *np, meta, route); }) {
+      policy_.SplitRouted(l, pool_->to_pptr(l), k, v, nl, *np, meta, route);
+    } else {
+      route(policy_.Split(l, pool_->to_pptr(l), k, v, nl, *np, meta));
+      Unlock(l);
+    }
+    splits_.Add(1);
+    split_lines_.Add(static_cast<int64_t>(pm::ThreadLinesFlushed() - lines0));
+    split_fences_.Add(static_cast<int64_t>(pm::ThreadFences() - fences0));
     leaves_.Add(1);
     const uint64_t nleaves = leaves_.Sum();
     if (nleaves >= 2 * hinted_leaves_.load(std::memory_order_relaxed) && hint_mu_.try_lock()) {

@@ -108,6 +108,23 @@ extern Tracer* g_tracer;
 extern FlushKind g_flush_kind;
 extern bool g_eadr;
 extern uint64_t g_write_ticks_per_line;  // 0 = no emulation
+}  // namespace detail
+
+// Two of the calling thread's counters, each read with one inline 8-byte
+// load, for code that measures its own cost on a write path (the split
+// counters of pm_leaf_tree.h). ThreadCounters() returns the block by value
+// and its difference reads it back 16 bytes at a time: such a load cannot
+// be served from the 8-byte counter stores still in the store queue, so it
+// waits until they leave it, i.e. behind every store that waits for a
+// write-back (about 400 ns after a split, docs/RESULTS.md issue 14).
+[[gnu::always_inline]] inline uint64_t ThreadLinesFlushed() {
+  return detail::Mine().lines_flushed.load(std::memory_order_relaxed);
+}
+[[gnu::always_inline]] inline uint64_t ThreadFences() {
+  return detail::Mine().fences.load(std::memory_order_relaxed);
+}
+
+namespace detail {
 // True iff flush() can take its inline fast path: clwb, no tracer, no eADR,
 // no latency emulation. Recomputed by every setter of those four.
 extern bool g_plain_flush;

@@ -33,8 +33,10 @@ struct Policy {
   void InitMeta(void*) {}
   Status CheckMeta(const void*, const Pool*, std::vector<common::MetaDrop>*) const { return Status::OK(); }
   void RepairMeta(void*, Pool*) {}
-  uint64_t Split(LeafT* l, PPtr, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void*) {
-    return l->SplitInsert(k, v, nl, nl_ptr);
+  template <typename Route>
+  uint64_t SplitRouted(LeafT* l, PPtr, uint64_t k, uint64_t v, LeafT* nl, PPtr nl_ptr, void*,
+                       Route&& route) {
+    return l->SplitInsert(k, v, nl, nl_ptr, route);
   }
 };
 

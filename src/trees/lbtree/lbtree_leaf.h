@@ -301,13 +301,23 @@ class Leaf {
   // nl_ptr. Returns the split key: the smallest key of nl; keys below it
   // stay here. REQUIRES: lock held, Full(), k absent.
   //
+  // route(split_key) is called once, when nl holds its entries and its
+  // lock bit is set and before anything is flushed: the caller makes nl
+  // reachable in DRAM there (readers and writers routed to nl wait on its
+  // bit), so that its stores are not issued after this split's fences, when
+  // they would wait for the write-backs (docs/architecture.md section 3.1).
+  // Returns with both leaves unlocked: l's bit is cleared by the last NAW
+  // on l, nl's by a store after that NAW (nl's header persists with the bit
+  // set; recovery clears it).
+  //
   // Deviation from the paper's Algorithm 3 (lines 20-23): there the new
   // entry for the old leaf is written inside the split's NAW section, into
   // a slot the split frees. In the state before the NAW that slot still
   // holds a live entry (the moved one, whose new copy is not linked yet),
   // so a crash could lose it. Here the split's NAW completes first and the
   // entry is then inserted by Algorithm 2 (one more NAW section).
-  uint64_t SplitInsert(uint64_t k, uint64_t v, Leaf* nl, PPtr nl_ptr) {
+  template <typename Route>
+  uint64_t SplitInsert(uint64_t k, uint64_t v, Leaf* nl, PPtr nl_ptr, Route&& route) {
     const bool a = alt();
     struct Item {
       uint64_t key;
@@ -341,6 +351,7 @@ class Leaf {
       nh[0].set_bit(6);
       nh[0].set_fp(6, common::Fingerprint(k));
     }
+    nh[0].w[0] |= Header::kLockBit;  // nl stays locked until l's NAW is durable
     for (int b = 0; b < kBlocks; ++b) {
       pm::store(&nl->blk[b].hdr[1], nh[b].w[1]);
       pm::store(&nl->blk[b].hdr[0], nh[b].w[0]);
@@ -351,6 +362,7 @@ class Leaf {
     }
     pm::store(&nl->blk[0].tail[0], blk[0].tail[a ? 1 : 0]);
     pm::store(&nl->blk[0].tail[1], uint64_t{0});
+    route(split_key);
     // New leaf durable before the NAW links it: only the lines written,
     // i.e. line 0 (header) and lines 2-3 (slots 7..13, tail) of every
     // block, and line 1 of block 0 if the new key took slot 6. Line 1 of
@@ -381,10 +393,20 @@ class Leaf {
     pm::flush(&blk[0].tail[0], 16);  // unused sibling -> nl, durable before the NAW
     pm::fence();
     // The NAW: flips alt (sibling + headers of blocks 1..) and clears the
-    // moved bits of block 0. Its fingerprints (word 1) are unchanged.
-    pm::naw(&blk[0].hdr[0], oh[0].w[0] ^ Header::kAltBit);
-    if (!to_new) Insert(k, v);
+    // moved bits of block 0. Its fingerprints (word 1) are unchanged. It
+    // releases l if k went to nl; else the insert's commit does.
+    const uint64_t w0 = oh[0].w[0] ^ Header::kAltBit;
+    pm::naw(&blk[0].hdr[0], to_new ? w0 & ~Header::kLockBit : w0);
+    if (!to_new) Insert(k, v, /*release=*/true);
+    // nl is linked durably: release it (the word's value is known; a load
+    // of the line would wait for its write-back).
+    pm::store(&nl->blk[0].hdr[0], nh[0].w[0] & ~Header::kLockBit, std::memory_order_release);
     return split_key;
+  }
+
+  // A split with nothing to route (unit tests of the leaf alone).
+  uint64_t SplitInsert(uint64_t k, uint64_t v, Leaf* nl, PPtr nl_ptr) {
+    return SplitInsert(k, v, nl, nl_ptr, [](uint64_t) {});
   }
 
   // Crash-safe change of the sibling pointer (recovery unlinking empty

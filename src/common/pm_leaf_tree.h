@@ -106,6 +106,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "index/registry.h"
+#include "util/prefetch.h"
 #include "pmindex/status.h"
 #include "sync/version_lock.h"
 #include "util/check.h"
@@ -776,6 +777,10 @@ class PmLeafTree final : public Index {
       return np.status();
     }
     LeafT* nl = pool_->to_ptr<LeafT>(*np);
+    // The split writes all of nl: fetch its lines for writing now, while it
+    // sorts and copies, so that its stores (and the fence after them) do
+    // not wait for one miss per line (fill-1.0 inserts 5% faster, issue 14).
+    PrefetchLinesForWrite(nl, LeafT::kBytes);
     void* meta = nullptr;
     if constexpr (Policy::kMetaBytes > 0) meta = pool_->to_ptr(PPtr(*pool_->root_slot(kMetaSlot)));
     // nl is routed before l's bit is cleared: a reader that waited on the

@@ -17,10 +17,25 @@ inline void PrefetchLine(const void* p) {
 #endif
 }
 
+// Prefetch for writing: the line is fetched in a state that lets a store
+// complete without another request.
+inline void PrefetchLineForWrite(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 // One prefetch per 64-byte line of [p, p + bytes), p's line first.
 inline void PrefetchLines(const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (size_t off = 0; off < bytes; off += 64) PrefetchLine(c + off);
+}
+
+inline void PrefetchLinesForWrite(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) PrefetchLineForWrite(c + off);
 }
 
 }  // namespace pmindex

@@ -19,6 +19,8 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -471,20 +473,35 @@ Status CommitAnonymous(char* addr, size_t len, int poison, bool populate = false
   return Status::OK();
 }
 
+// True iff fd's file system keeps the file in memory with no copy to write
+// back (tmpfs, ramfs, hugetlbfs), or the mapping is DAX (MAP_SYNC worked):
+// the media where filling in page tables ahead of time costs no I/O.
+bool MemoryBacked(int fd, Durability durability) {
+  if (durability == Durability::kPowerFailure) return true;
+  struct statfs sfs;
+  if (fstatfs(fd, &sfs) != 0) return false;
+  const auto type = static_cast<unsigned long>(sfs.f_type);
+  return type == TMPFS_MAGIC || type == RAMFS_MAGIC || type == HUGETLBFS_MAGIC;
+}
+
 // Maps a segment file at addr (MAP_FIXED). Tries MAP_SYNC first; on a file
 // system without DAX falls back to a plain shared mapping and lowers
-// *durability.
-// `populate` fills in the page tables now (OpenOptions::prefault).
+// *durability. `populate` (OpenOptions::prefault) fills in the page tables
+// for writing now, on memory-backed files only: on a disk-backed file it
+// would dirty every page of the page cache. Best effort: a kernel without
+// MADV_POPULATE_WRITE (before 5.14) maps lazily as before.
 Status MapFile(int fd, char* addr, size_t len, const std::string& path, Durability* durability,
                bool populate) {
-  const int extra = populate ? MAP_POPULATE : 0;
-  void* p = mmap(addr, len, PROT_READ | PROT_WRITE,
-                 MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED | extra, fd, 0);
+  void* p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED,
+                 fd, 0);
   if (p == MAP_FAILED && (errno == EOPNOTSUPP || errno == EINVAL)) {
-    p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | extra, fd, 0);
+    p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
     if (p != MAP_FAILED) *durability = Durability::kProcessCrash;
   }
   if (p == MAP_FAILED) return Status::IOError(SysError("cannot map", path, errno));
+#ifdef MADV_POPULATE_WRITE
+  if (populate && MemoryBacked(fd, *durability)) (void)madvise(addr, len, MADV_POPULATE_WRITE);
+#endif
   return Status::OK();
 }
 

@@ -91,12 +91,14 @@ struct PoolOptions {
 
 struct OpenOptions {
   std::string expected_kind;  // empty = any kind; else WrongKind if it differs
-  // Map the segments with their page tables filled in (MAP_POPULATE), so
-  // that no later access takes a page fault; the open then takes time in
-  // proportion to the pool's size. Create and Grow always do it: their
+  // Fill in the page tables of every segment for writing now
+  // (MADV_POPULATE_WRITE), so that no later access takes a page fault; the
+  // open then takes time in proportion to the pool's size. Only for files
+  // in memory (tmpfs, ramfs, hugetlbfs) or on DAX; ignored elsewhere (it
+  // would dirty the whole page cache). Create and Grow always do it: their
   // memory is new and about to be written, and a page fault in the middle
-  // of a write path costs microseconds (as the original trees' drivers do,
-  // which touch every page of their pools before timing).
+  // of a write path costs microseconds (the original trees' drivers touch
+  // every page of their pools before timing).
   bool prefault = false;
 };
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
-#   1. release build: every unit, scenario and crash-simulator test;
+#   1. release build: every unit, scenario and crash-simulator test, the
+#      pmcrash mutation runs of PMCRASH_MUTATE_CI_INDEXES included;
 #   2. ASan+UBSan build: unit, scenario, CLI and crash-simulator tests,
 #      pmcrash over every index included (recovery from crash images reads
 #      the most hostile bytes; a smaller image budget per crash point);
@@ -30,7 +31,8 @@ step "release tests"
 (cd build/release && ctest -j "$jobs" --output-on-failure)
 
 step "ASan+UBSan build"
-configure build/asan Asan -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=4 -DPMCRASH_CTEST_MUTATE=OFF
+configure build/asan Asan -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=4 -DPMCRASH_CTEST_MUTATE=OFF \
+  "-DPMCRASH_MUTATE_CI_INDEXES="
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"
 (cd build/asan && ctest -j "$jobs" --output-on-failure)

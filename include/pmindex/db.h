@@ -24,7 +24,8 @@
 // option), NotFound, AlreadyExists, WrongKind, Busy (the pool is open in
 // another process), Corruption (a damaged pool: refused, no byte changed),
 // NotSupported (a pool of a newer format), OutOfSpace (pool or disk full:
-// the operation did not happen and the index stays usable), IOError.
+// the operation did not happen and the index stays usable), IOError; and
+// InvalidArgument "the Db is closed" from every data call after Close().
 #pragma once
 
 #include <cstddef>
@@ -54,6 +55,10 @@ struct DbOptions {
   uint64_t max_size = 64ull << 30;
   // Bytes of each added segment file; 0 = the same as `size`.
   uint64_t segment_size = 0;
+  // Stored in the top 16 bits of every persistent pointer into the pool, so
+  // that a pointer names its pool. Any value works while an index lives in
+  // one pool, as every index does today.
+  uint16_t pool_id = 1;
 };
 
 // One registered index kind, as Db::Kinds() lists them.
@@ -104,8 +109,14 @@ class Db {
 
   // Persists what Open would otherwise rebuild, closes the index and marks
   // the pool cleanly closed; returns the first error of the two. Idempotent
-  // (a second call returns OK). Nothing but the destructor and the
-  // accessors kind() .. durability() may follow.
+  // (a second call returns OK). The accessors kind() .. durability() keep
+  // their values. Every data call after it fails without touching the pool:
+  // Insert, Upsert, Update, Remove, BulkLoad, Verify and Sync return
+  // InvalidArgument ("the Db is closed"), Get returns that status, Exists
+  // is false, Count and Range are 0 (Range appends nothing), Stats is all
+  // zero, and NewIterator gives an iterator that is !Valid() with that
+  // status(); an iterator made before Close ends the same way at its next
+  // Seek, SeekToFirst or Next.
   [[nodiscard]] Status Close();
 
   // insert: AlreadyExists if k is present (nothing changes).
@@ -133,7 +144,7 @@ class Db {
   // never fails and never goes backwards, and every pair it yields was in
   // the index at some instant after the iterator was last positioned; a
   // key inserted or removed while it runs may or may not be seen. It must
-  // not outlive the Db nor be used after Close.
+  // not outlive the Db (after Close it ends: see Close).
   [[nodiscard]] std::unique_ptr<Iterator> NewIterator() const;
 
   // Loads strictly ascending pairs into an EMPTY index, nodes filled to
@@ -164,10 +175,14 @@ class Db {
   // Takes a pool (null for volatile kinds) and the index created or opened
   // on it.
   static std::unique_ptr<Db> Wrap(std::unique_ptr<Pool> pool, std::unique_ptr<Index> index);
+  // Get's answer after Close (db.cc): out of line and cold, so that the
+  // inline Get costs one compare of lookup_ more than the index's lookup.
+  [[gnu::cold]] static Result<Value> GetAfterClose();
 
   std::unique_ptr<Pool> pool_;    // null for volatile kinds
   std::unique_ptr<Index> index_;  // destroyed before pool_
-  detail::PointLookup* lookup_ = nullptr;  // index_, for the inline Get/Exists
+  // index_, for the inline Get/Exists; null once closed (their one check).
+  detail::PointLookup* lookup_ = nullptr;
   // Copied at creation, so that the accessors below stay valid after Close.
   std::string kind_;
   std::string options_;
@@ -178,12 +193,15 @@ class Db {
 };
 
 inline Result<Value> Db::Get(Key k) const {
+  if (lookup_ == nullptr) [[unlikely]] return GetAfterClose();
   std::optional<Value> v = lookup_->lookup(k);
   if (!v) return Status::NotFound();
   return *v;
 }
 
-inline bool Db::Exists(Key k) const { return lookup_->lookup(k).has_value(); }
+inline bool Db::Exists(Key k) const {
+  return lookup_ != nullptr && lookup_->lookup(k).has_value();
+}
 
 // Ascending iteration; see Db::NewIterator.
 class Iterator {
@@ -197,6 +215,9 @@ class Iterator {
   virtual void Next() = 0;
   [[nodiscard]] virtual Key key() const = 0;
   [[nodiscard]] virtual Value value() const = 0;
+  // Why the iterator is !Valid(): OK at the end of the index (and while
+  // Valid()); InvalidArgument "the Db is closed" once its Db was closed.
+  [[nodiscard]] virtual Status status() const = 0;
 };
 
 }  // namespace pmindex

@@ -131,9 +131,12 @@ namespace detail {
 [[noreturn]] void ResultOfOkStatus();
 }  // namespace detail
 
-// Either a value (ok()) or a non-OK Status. value() on an error stops the
-// process with the status's text; so does making a Result from an OK Status
-// (a Result holds a value or an error, never neither).
+// Either a value (ok()) or a non-OK Status. Check ok() before value():
+// value() (and * and ->) on an error is a bug in the caller and aborts the
+// process, in every build type, after printing one line on stderr that
+// ends "Result::value() called on an error: <status().ToString()>". Making
+// a Result from an OK Status aborts the same way (a Result holds a value or
+// an error, never neither). tests/unit/status_test.cc checks both.
 template <class T>
 class [[nodiscard]] Result {
  public:

@@ -21,6 +21,10 @@ namespace {
 // Pairs read from the index per Index::scan call (ranges and iterators).
 constexpr size_t kBatch = 256;
 
+// Every data call's answer once the Db is closed (include/pmindex/db.h,
+// Close). InvalidArgument: the call sequence is wrong, the pool is fine.
+Status Closed() { return Status::InvalidArgument("the Db is closed"); }
+
 // Reads at most n pairs with key >= *from into out, keeps them only while
 // their keys strictly ascend (a scan racing a writer must still never make
 // a caller go backwards), and moves *from past the last pair kept. *more
@@ -45,10 +49,14 @@ size_t ScanBatch(Index& index, Key* from, bool* more, size_t n, KV* out) {
 }
 
 // Db::NewIterator's iterator: a buffer of one batch, refilled from the key
-// after the last one it held.
+// after the last one it held. It reaches the index through the Db's own
+// pointer, which Close resets, so that it ends cleanly after Close instead
+// of reading a destroyed index (the iterator must not outlive the Db).
 class BatchIterator final : public Iterator {
  public:
-  explicit BatchIterator(Index* index) : index_(index) {}
+  explicit BatchIterator(const std::unique_ptr<Index>* index) : index_(index) {
+    if (*index_ == nullptr) End(Closed());
+  }
 
   void Seek(Key k) override {
     next_ = k;
@@ -58,25 +66,40 @@ class BatchIterator final : public Iterator {
   void SeekToFirst() override { Seek(0); }
   bool Valid() const override { return pos_ < buf_.size(); }
   void Next() override {
-    if (++pos_ == buf_.size()) Fill();
+    if (*index_ == nullptr) {
+      End(Closed());
+    } else if (++pos_ == buf_.size()) {
+      Fill();
+    }
   }
   Key key() const override { return buf_[pos_].key; }
   Value value() const override { return buf_[pos_].value; }
+  Status status() const override { return status_; }
 
  private:
   // Replaces the buffer with the next batch; empty at the end.
   void Fill() {
+    Index* index = index_->get();
+    if (index == nullptr) return End(Closed());
     pos_ = 0;
     buf_.resize(kBatch);
-    size_t n = more_ ? ScanBatch(*index_, &next_, &more_, kBatch, buf_.data()) : 0;
+    size_t n = more_ ? ScanBatch(*index, &next_, &more_, kBatch, buf_.data()) : 0;
     buf_.resize(n);
   }
+  // Not Valid() from now on, for reason s.
+  void End(Status s) {
+    buf_.clear();
+    pos_ = 0;
+    more_ = false;
+    status_ = std::move(s);
+  }
 
-  Index* index_;
+  const std::unique_ptr<Index>* index_;  // the Db's index_: null once closed
   std::vector<KV> buf_;
   size_t pos_ = 0;
   Key next_ = 0;      // where the next batch starts
   bool more_ = false;  // false: the index has nothing at or after next_
+  Status status_;
 };
 
 PoolOptions ToPoolOptions(const DbOptions& o) {
@@ -84,6 +107,7 @@ PoolOptions ToPoolOptions(const DbOptions& o) {
   p.size = o.size;
   p.max_size = o.max_size;
   p.segment_size = o.segment_size;
+  p.pool_id = o.pool_id;
   return p;
 }
 
@@ -201,14 +225,20 @@ Status Db::Close() {
   return s;
 }
 
-Status Db::Insert(Key k, Value v) { return index_->insert(k, v); }
-Status Db::Upsert(Key k, Value v) { return index_->upsert(k, v); }
-Status Db::Update(Key k, Value v) { return index_->update(k, v); }
-Status Db::Remove(Key k) { return index_->remove(k); }
+// After Close, index_ and lookup_ are null; each data call checks index_
+// first (include/pmindex/db.h, Close).
 
-uint64_t Db::Count() const { return index_->stats().entries; }
+Result<Value> Db::GetAfterClose() { return Closed(); }
+
+Status Db::Insert(Key k, Value v) { return index_ != nullptr ? index_->insert(k, v) : Closed(); }
+Status Db::Upsert(Key k, Value v) { return index_ != nullptr ? index_->upsert(k, v) : Closed(); }
+Status Db::Update(Key k, Value v) { return index_ != nullptr ? index_->update(k, v) : Closed(); }
+Status Db::Remove(Key k) { return index_ != nullptr ? index_->remove(k) : Closed(); }
+
+uint64_t Db::Count() const { return index_ != nullptr ? index_->stats().entries : 0; }
 
 size_t Db::Range(Key from, std::optional<Key> to, size_t limit, std::vector<KV>* out) const {
+  if (index_ == nullptr) return 0;
   size_t added = 0;
   bool more = !to || from < *to;
   while (more && added < limit) {
@@ -231,15 +261,16 @@ size_t Db::Range(Key from, std::optional<Key> to, size_t limit, std::vector<KV>*
 }
 
 std::unique_ptr<Iterator> Db::NewIterator() const {
-  return std::make_unique<BatchIterator>(index_.get());
+  return std::make_unique<BatchIterator>(&index_);
 }
 
 Status Db::BulkLoad(std::span<const KV> sorted, double fill) {
-  return index_->bulk_load(sorted, fill);
+  return index_ != nullptr ? index_->bulk_load(sorted, fill) : Closed();
 }
 
-Status Db::Verify() const { return index_->verify(); }
+Status Db::Verify() const { return index_ != nullptr ? index_->verify() : Closed(); }
 IndexStats Db::Stats() const {
+  if (index_ == nullptr) return IndexStats{};
   IndexStats st = index_->stats();
   // Trees that do not count their PM blocks: the allocator's count.
   if (st.pm_bytes == 0 && index_->allocator() != nullptr) {
@@ -247,7 +278,10 @@ IndexStats Db::Stats() const {
   }
   return st;
 }
-Status Db::Sync() { return pool_ != nullptr ? pool_->Sync() : Status::OK(); }
+Status Db::Sync() {
+  if (index_ == nullptr) return Closed();
+  return pool_ != nullptr ? pool_->Sync() : Status::OK();
+}
 
 std::string_view Db::kind() const { return kind_; }
 std::string Db::options() const { return options_; }

@@ -1,7 +1,7 @@
 // The user's handle, pmindex::Db (include/pmindex/db.h): create/open round
 // trips for every persistent kind, refusals that write nothing, the data
 // calls against a std::map oracle, Range bounds, the iterator (alone and
-// with a concurrent writer) and Close.
+// with a concurrent writer), Close and every call after it.
 #include "pmindex/db.h"
 
 #include <algorithm>
@@ -157,6 +157,26 @@ TEST(DbTest, OptionsAreStoredAndReadBack) {
   auto db = Db::Open(path, "lbtree");
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   EXPECT_EQ(db.value()->options(), "node=512");
+}
+
+TEST(DbTest, DbOptionsPoolIdIsStoredAndTheIndexWorksWithIt) {
+  TempDir dir;
+  const std::string path = dir.path("id");
+  DbOptions o;
+  o.pool_id = 4242;
+  {
+    auto db = Db::Create(path, "fptree", "", o);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Fill(*db.value(), SpreadKeys(2000, 5));
+    ASSERT_TRUE(db.value()->Close().ok());
+  }
+  auto info = Pool::Inspect(path);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info.value().pool_id, 4242);
+  auto db = Db::Open(path);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ(db.value()->Count(), 2000u);
+  EXPECT_TRUE(db.value()->Verify().ok());
 }
 
 TEST(DbTest, PoolGrowsIntoSegmentsAndReopens) {
@@ -540,6 +560,110 @@ TEST(DbTest, CloseTwiceIsOkAndAccessorsStayValid) {
   ASSERT_NE(mem, nullptr);
   EXPECT_TRUE(mem->Close().ok());
   EXPECT_TRUE(mem->Close().ok());
+}
+
+// After Close every data call answers InvalidArgument ("the Db is closed")
+// or its empty counterpart, and never reaches the destroyed index: a file
+// pool, an in-memory pool and a volatile kind.
+void ExpectClosedAnswers(Db& db, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto closed = [](const Status& s) {
+    return s.code() == Code::kInvalidArgument && s.message() == "the Db is closed";
+  };
+  const KV sorted[] = {{1, 1}, {2, 2}};
+  EXPECT_TRUE(closed(db.Insert(100, 1)));
+  EXPECT_TRUE(closed(db.Upsert(1, 1)));
+  EXPECT_TRUE(closed(db.Update(1, 1)));
+  EXPECT_TRUE(closed(db.Remove(1)));
+  EXPECT_TRUE(closed(db.BulkLoad(sorted)));
+  EXPECT_TRUE(closed(db.Verify()));
+  EXPECT_TRUE(closed(db.Sync()));
+  Result<Value> v = db.Get(1);
+  ASSERT_FALSE(v.ok());
+  EXPECT_TRUE(closed(v.status())) << v.status().ToString();
+  EXPECT_FALSE(db.Exists(1));
+  EXPECT_EQ(db.Count(), 0u);
+  std::vector<KV> out{{5, 5}};
+  EXPECT_EQ(db.Range(0, std::nullopt, 10, &out), 0u);
+  EXPECT_EQ(out, (std::vector<KV>{{5, 5}}));  // nothing appended
+  IndexStats st = db.Stats();
+  EXPECT_EQ(st.entries, 0u);
+  EXPECT_EQ(st.height, 0u);
+  EXPECT_EQ(st.leaves, 0u);
+  EXPECT_EQ(st.pm_bytes, 0u);
+  EXPECT_EQ(st.dram_bytes, 0u);
+  EXPECT_TRUE(st.extra.empty());
+  auto it = db.NewIterator();
+  ASSERT_NE(it, nullptr);
+  EXPECT_FALSE(it->Valid());
+  EXPECT_TRUE(closed(it->status())) << it->status().ToString();
+  it->SeekToFirst();
+  EXPECT_FALSE(it->Valid());
+  it->Seek(1);
+  EXPECT_FALSE(it->Valid());
+  EXPECT_TRUE(closed(it->status()));
+  EXPECT_TRUE(db.Close().ok());  // still idempotent
+}
+
+TEST(DbTest, EveryDataCallAfterCloseFailsCleanly) {
+  TempDir dir;
+  const std::string path = dir.path("closed");
+  {
+    auto db = Db::Create(path, "lbtree");
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Fill(*db.value(), {{1, 10}, {2, 20}});
+    ASSERT_TRUE(db.value()->Close().ok());
+    ExpectClosedAnswers(*db.value(), "file pool");
+  }
+  // Nothing the calls after Close did reached the pool.
+  auto again = Db::Open(path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again.value()->Count(), 2u);
+  EXPECT_EQ(again.value()->Get(1).value(), 10u);
+  EXPECT_FALSE(again.value()->Exists(100));
+  ASSERT_TRUE(again.value()->Close().ok());
+
+  for (const char* kind : {"fptree", "dram-btree"}) {
+    auto mem = MustCreateInMemory(kind);
+    ASSERT_NE(mem, nullptr);
+    Fill(*mem, {{1, 10}});
+    ASSERT_TRUE(mem->Close().ok());
+    ExpectClosedAnswers(*mem, std::string("in memory, ") + kind);
+  }
+}
+
+TEST(DbTest, AnIteratorMadeBeforeCloseEndsAfterIt) {
+  auto db = MustCreateInMemory("lbtree");
+  ASSERT_NE(db, nullptr);
+  std::map<Key, Value> m = SpreadKeys(1000, 3);
+  Fill(*db, m);
+  auto it = db->NewIterator();
+  it->SeekToFirst();
+  ASSERT_TRUE(it->Valid());
+  EXPECT_TRUE(it->status().ok());
+  it->Next();
+  ASSERT_TRUE(it->Valid());
+  ASSERT_TRUE(db->Close().ok());
+  it->Next();  // the index is gone: it ends instead of reading it
+  EXPECT_FALSE(it->Valid());
+  EXPECT_EQ(it->status().code(), Code::kInvalidArgument) << it->status().ToString();
+  it->SeekToFirst();
+  EXPECT_FALSE(it->Valid());
+  EXPECT_EQ(it->status().code(), Code::kInvalidArgument);
+}
+
+TEST(DbTest, AnIteratorAtTheEndHasAnOkStatus) {
+  auto db = MustCreateInMemory("lbtree");
+  ASSERT_NE(db, nullptr);
+  Fill(*db, {{1, 10}, {2, 20}});
+  auto it = db->NewIterator();
+  EXPECT_TRUE(it->status().ok());
+  it->Seek(2);
+  ASSERT_TRUE(it->Valid());
+  it->Next();
+  EXPECT_FALSE(it->Valid());
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  ASSERT_TRUE(db->Close().ok());
 }
 
 TEST(DbTest, TheOpenPoolIsBusyForASecondOpen) {

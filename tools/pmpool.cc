@@ -26,9 +26,13 @@
 // info and dump open the files read-only; no command opens a path that is
 // not a regular file (a FIFO or a device is refused at once). verify closes
 // the pool properly on every path and leaves a pool whose recovery failed
-// marked unclean. salvage maps SRC read-only and recovers a copy in memory. get/put/del/scan/load go through
-// the user API (pmindex/db.h) and close the Db on every path after it
-// opened, so the pool is marked clean again even when they fail.
+// marked unclean. salvage maps SRC read-only and recovers a copy in memory.
+// create, get/put/del/scan/load and salvage's new pool go through the user
+// API (pmindex/db.h; verify and salvage's source need the internals, see
+// Verify), and get/put/del/scan/load close the Db on every path after it
+// opened, so the pool is marked clean again even when they fail. SIGINT or
+// SIGTERM stops load after the pair it is writing, with the Db closed:
+// exit 128 + the signal (130, 143), the count of pairs written on stderr.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -140,30 +144,32 @@ struct CreateArgs {
   uint16_t pool_id = 1;
 };
 
+// create: through the user API, Db::Create, which validates kind, options
+// and sizes before it writes a file and removes the pool again if the index
+// cannot be created in it. Its InvalidArgument (a bad --kind, --options or
+// size) is a command-line error like the ones CLI11 finds (exit 2). A
+// volatile kind is refused the same way before Db::Create, whose message
+// for it names a C++ call. The printed line reads the new header back, as
+// `info` does.
 int Create(const CreateArgs& a) {
-  PoolOptions po;
-  po.size = BytesOption("size", a.size);
-  po.max_size = BytesOption("max-size", a.max_size);
-  po.segment_size = BytesOption("segment-size", a.segment_size);
-  po.pool_id = a.pool_id;
-  auto pool = create_pool_for(a.kind, a.options, a.path, po);
-  // InvalidArgument: a bad --kind, --options or size, found before any file
-  // is written; a command-line error like the ones CLI11 finds.
-  if (pool.status().is_invalid_argument()) {
-    UsageFail("create " + a.path + ": " + pool.status().ToString());
+  DbOptions o;
+  o.size = BytesOption("size", a.size);
+  o.max_size = BytesOption("max-size", a.max_size);
+  o.segment_size = BytesOption("segment-size", a.segment_size);
+  o.pool_id = a.pool_id;
+  for (const KindInfo& k : Db::Kinds()) {
+    if (k.name == a.kind && !k.persistent) {
+      UsageFail("create " + a.path + ": " +
+                Status::InvalidArgument("index kind \"" + k.name + "\" is volatile and has no pool")
+                    .ToString());
+    }
   }
-  if (!pool.ok()) Fail("create " + a.path, pool.status());
-  auto idx = create_index(a.kind, a.options, pool.value().get());
-  if (!idx.ok()) {
-    // The file is ours and holds no index: do not leave it behind.
-    IgnoreError(pool.value()->Close(), "the create error is reported; the file is removed next");
-    unlink(a.path.c_str());
-    Fail("create " + a.path, idx.status());
+  auto db = Db::Create(a.path, a.kind, a.options, o);
+  if (db.status().is_invalid_argument()) {
+    UsageFail("create " + a.path + ": " + db.status().ToString());
   }
-  Status s = idx.value()->close();
-  idx.value().reset();
-  if (s.ok()) s = pool.value()->Close();
-  if (!s.ok()) Fail("create " + a.path, s);
+  if (!db.ok()) Fail("create " + a.path, db.status());
+  if (Status s = db.value()->Close(); !s.ok()) Fail("create " + a.path, s);
   auto info = Pool::Inspect(a.path);
   if (!info.ok()) Fail("create " + a.path, info.status());
   std::printf("created %s: kind %s, options '%s', size %s, max size %s, %s\n", a.path.c_str(),
@@ -234,6 +240,12 @@ std::string Units(const alloc::RecoveryReport& r) {
          " large block(s), " + std::to_string(r.orphan_runs) + " orphan span run(s))";
 }
 
+// verify stays on the library's internal API (Pool, open_index, Index, the
+// allocator) instead of Db: it opens with a recovery bound
+// (ReclaimBound::kAsIfClean) and compares the blocks the index reaches
+// (Index::for_each_block) with the allocator's blocks in use and its
+// recovery report, none of which a user of Db has or needs.
+//
 // Every path closes what it opened before exiting: the index (if it
 // opened) and then the pool. The pool marks itself clean only after an
 // index opened successfully and was closed; after a failed open_index it
@@ -379,6 +391,12 @@ void RemovePool(const std::string& path) {
   unlink(path.c_str());
 }
 
+// salvage reads SRC through the internal API like verify: it opens the
+// index on a read-only image copy (Pool::OpenImage) without the recovery
+// bound (ReclaimBound::kNone) and reports what recovery gave back (the
+// allocator's report), which Db::Open cannot do. DST is an ordinary new
+// pool, written through Db (Create, BulkLoad, Verify, Count, Close).
+//
 // salvage: copies every entry reachable in SRC into a new pool DST of the
 // same kind, options and sizes. SRC is never written: its files are mapped
 // read-only and copied into an in-memory image (Pool::OpenImage), and the
@@ -451,31 +469,30 @@ int Salvage(const SalvageArgs& a) {
     kv.erase(last, kv.end());
   }
 
-  PoolOptions po;
-  po.size = h.first_size;
-  po.max_size = h.max_size;
-  po.segment_size = h.segment_size;
-  po.pool_id = h.pool_id;
-  auto dst = create_pool_for(info->kind, info->index_options, a.dst, po);
+  DbOptions o;
+  o.size = h.first_size;
+  o.max_size = h.max_size;
+  o.segment_size = h.segment_size;
+  o.pool_id = h.pool_id;
+  // Db::Create removes what it made if it fails.
+  auto dst = Db::Create(a.dst, info->kind, info->index_options, o);
   if (!dst.ok()) Fail("create " + a.dst, dst.status());
+  Db& out = *dst.value();
   auto failed = [&](const std::string& what, const Status& s) {
     dst.value().reset();
     RemovePool(a.dst);
     Fail(a.dst + ": " + what + ": " + s.ToString() + "; " + a.dst + " was removed");
   };
-  auto out = create_index(info->kind, info->index_options, dst.value().get());
-  if (!out.ok()) failed("create_index", out.status());
-  Status s = out.value()->bulk_load(kv, fill);
-  if (s.ok()) s = out.value()->verify();
-  if (s.ok() && out.value()->stats().entries != kv.size()) {
-    s = Status::Corruption("holds " + std::to_string(out.value()->stats().entries) +
-                           " entries after loading " + std::to_string(kv.size()));
+  Status s = out.BulkLoad(kv, fill);
+  if (s.ok()) s = out.Verify();
+  if (s.ok()) {
+    if (uint64_t n = out.Count(); n != kv.size()) {
+      s = Status::Corruption("holds " + std::to_string(n) + " entries after loading " +
+                             std::to_string(kv.size()));
+    }
   }
   if (!s.ok()) failed("load", s);
-  s = out.value()->close();
-  out.value().reset();
-  if (!s.ok()) failed("close", s);
-  if (s = dst.value()->Close(); !s.ok()) failed("close", s);
+  if (s = out.Close(); !s.ok()) failed("close", s);
 
   std::printf("%s -> %s: copied %zu entries (kind %s, options '%s')\n", a.src.c_str(),
               a.dst.c_str(), kv.size(), info->kind.c_str(), info->index_options.c_str());
@@ -773,10 +790,13 @@ struct LoadArgs {
   bool no_overwrite = false;
 };
 
-struct LoadPair {
-  Key key;
-  Value value;
-  uint64_t line;
+// The parsed input of load: the pairs in input order, each pair's line
+// number (for messages), and whether the keys strictly ascend. The pairs
+// are a vector of KV so that a bulk load takes them as they are.
+struct LoadInput {
+  std::vector<KV> pairs;
+  std::vector<uint64_t> lines;
+  bool ascending = true;
 };
 
 // Reads every "KEY VALUE" line of the input. A '#' starts a comment that
@@ -784,13 +804,13 @@ struct LoadPair {
 // separated by spaces or tabs (a CR before the newline is allowed). A
 // malformed line is a command-line error naming it (exit 2); an input that
 // cannot be read is a failure (exit 1). Either way nothing was opened yet.
-std::vector<LoadPair> ReadLoadInput(const std::string& input, const std::string& name) {
+LoadInput ReadLoadInput(const std::string& input, const std::string& name) {
   FILE* f = stdin;
   if (input != "-") {
     f = std::fopen(input.c_str(), "re");
     if (f == nullptr) Fail(input + ": " + std::strerror(errno));
   }
-  std::vector<LoadPair> pairs;
+  LoadInput in;
   char* buf = nullptr;
   size_t cap = 0;
   uint64_t lineno = 0;
@@ -830,7 +850,9 @@ std::vector<LoadPair> ReadLoadInput(const std::string& input, const std::string&
       if (f != stdin) std::fclose(f);
       UsageFail(what + "; nothing was written");
     }
-    pairs.push_back({*k, *v, lineno});
+    if (!in.pairs.empty() && in.pairs.back().key >= *k) in.ascending = false;
+    in.pairs.push_back({*k, *v});
+    in.lines.push_back(lineno);
     errno = 0;
   }
   int err = errno;
@@ -838,58 +860,123 @@ std::vector<LoadPair> ReadLoadInput(const std::string& input, const std::string&
   std::free(buf);
   if (f != stdin) std::fclose(f);
   if (failed) Fail(name + ": cannot read: " + std::strerror(err != 0 ? err : EIO));
-  return pairs;
+  return in;
 }
+
+// The signal that asked load to stop (SIGINT or SIGTERM), 0 if none. The
+// handler only stores it: nothing else is async-signal-safe here.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void OnStopSignal(int sig) { g_stop_signal = sig; }
+
+// From now on SIGINT and SIGTERM only ask load to stop (g_stop_signal),
+// once: the handler is reset after it ran (SA_RESETHAND), so a second
+// signal ends the process at once, as it would without the handler.
+// SA_RESTART: a system call under the pool (growing it) is not cut short.
+void CatchStopSignals() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND | SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM}) {
+    if (sigaction(sig, &sa, nullptr) != 0) Fail(std::string("sigaction: ") + std::strerror(errno));
+  }
+}
+
+bool StopRequested() { return g_stop_signal != 0; }
 
 // load: the whole input is read and checked first (nothing is opened
 // before it parsed); then each pair is upserted in input order (a key
 // given twice ends with its last value). With --no-overwrite every key
 // must be new: a key given twice is a command-line error, and a key already
 // in the pool fails before anything is written.
+//
+// When the index is empty and the keys strictly ascend (a sorted dump, a
+// generated key range) the pairs go in with one Db::BulkLoad instead
+// (nodes full, fill 1): far fewer flushes and no splits, and all or
+// nothing (an index's bulk load takes all its space before it links
+// anything, so out of space writes no pair). It reads no more memory than
+// the upserts: both use the pairs already read, which load holds in
+// memory anyway so that a malformed line is found before any write.
+//
+// SIGINT or SIGTERM (from the open on) stops it after the pair being
+// written (a bulk load completes first): the Db is closed as on every
+// other path, one line on stderr says how many pairs were written (durable:
+// each completed upsert is, and the close syncs), and the exit status is
+// 128 + the signal (130, 143), as a death by that signal would give.
 int Load(const LoadArgs& a) {
   std::string name = a.input == "-" ? "stdin" : a.input;
-  std::vector<LoadPair> pairs = ReadLoadInput(a.input, name);
-  if (a.no_overwrite) {
-    std::unordered_map<Key, uint64_t> first_line;
-    first_line.reserve(pairs.size());
-    for (const auto& p : pairs) {
-      auto [at, fresh] = first_line.emplace(p.key, p.line);
+  LoadInput in = ReadLoadInput(a.input, name);
+  const std::vector<KV>& pairs = in.pairs;
+  auto at = [&](size_t i) { return name + ":" + std::to_string(in.lines[i]); };
+  if (a.no_overwrite && !in.ascending) {
+    std::unordered_map<Key, size_t> first;
+    first.reserve(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      auto [it, fresh] = first.emplace(pairs[i].key, i);
       if (!fresh) {
-        UsageFail(name + ":" + std::to_string(p.line) + ": key " + Num(p.key, false) +
-                  " repeats line " + std::to_string(at->second) +
-                  " (--no-overwrite); nothing was written");
+        UsageFail(at(i) + ": key " + Num(pairs[i].key, false) + " repeats line " +
+                  std::to_string(in.lines[it->second]) + " (--no-overwrite); nothing was written");
       }
     }
   }
+  CatchStopSignals();
   auto db = OpenDb(a.path);
-  if (a.no_overwrite) {
-    for (const auto& p : pairs) {
-      if (db->Exists(p.key)) {
-        FailClosing(std::move(db), a.path + ": key " + Num(p.key, false) + " (" + name + ":" +
-                                       std::to_string(p.line) +
+  std::vector<KV> probe;
+  const bool bulk = !pairs.empty() && in.ascending && !StopRequested() &&
+                    db->Range(0, std::nullopt, 1, &probe) == 0;
+  if (a.no_overwrite && !bulk) {
+    for (size_t i = 0; i < pairs.size() && !StopRequested(); ++i) {
+      if (db->Exists(pairs[i].key)) {
+        FailClosing(std::move(db), a.path + ": key " + Num(pairs[i].key, false) + " (" + at(i) +
                                        ") already exists (--no-overwrite); nothing was written");
       }
     }
   }
   uint64_t inserted = 0, replaced = 0;
-  for (const auto& p : pairs) {
-    Status s = db->Insert(p.key, p.value);
-    if (s.is_already_exists() && !a.no_overwrite) {
-      s = db->Upsert(p.key, p.value);
-      if (s.ok()) ++replaced;
-    } else if (s.ok()) {
-      ++inserted;
-    }
+  if (bulk) {
+    Status s = db->BulkLoad(pairs);
     if (!s.ok()) {
-      FailClosing(std::move(db), a.path + ": key " + Num(p.key, false) + " (" + name + ":" +
-                                     std::to_string(p.line) + "): " + s.ToString() + "; " +
-                                     std::to_string(inserted + replaced) + " of " +
-                                     std::to_string(pairs.size()) + " pairs written");
+      FailClosing(std::move(db), a.path + ": bulk load into the empty index: " + s.ToString() +
+                                     "; 0 of " + std::to_string(pairs.size()) + " pairs written");
+    }
+    inserted = pairs.size();
+  } else {
+    for (size_t i = 0; i < pairs.size() && !StopRequested(); ++i) {
+      const KV& p = pairs[i];
+      Status s = db->Insert(p.key, p.value);
+      if (s.is_already_exists() && !a.no_overwrite) {
+        s = db->Upsert(p.key, p.value);
+        if (s.ok()) ++replaced;
+      } else if (s.ok()) {
+        ++inserted;
+      }
+      if (!s.ok()) {
+        FailClosing(std::move(db), a.path + ": key " + Num(p.key, false) + " (" + at(i) + "): " +
+                                       s.ToString() + "; " + std::to_string(inserted + replaced) +
+                                       " of " + std::to_string(pairs.size()) + " pairs written");
+      }
     }
   }
+  if (const int sig = g_stop_signal; sig != 0) {
+    char what[160];
+    std::snprintf(what, sizeof(what),
+                  "interrupted by %s after %" PRIu64 " of %zu pairs (%" PRIu64 " inserted, %" PRIu64
+                  " replaced)",
+                  sig == SIGINT ? "SIGINT" : "SIGTERM", inserted + replaced, pairs.size(), inserted,
+                  replaced);
+    Status c = db->Close();
+    db.reset();
+    if (!c.ok()) Fail(a.path + ": " + what + "; close: " + c.ToString());
+    std::fprintf(stderr, "pmpool: %s: %s; they are durable and the pool was closed cleanly\n",
+                 a.path.c_str(), what);
+    std::exit(128 + sig);
+  }
   Finish(std::move(db), a.path);
-  std::printf("%s: loaded %zu pair%s (%" PRIu64 " inserted, %" PRIu64 " replaced)\n",
-              a.path.c_str(), pairs.size(), pairs.size() == 1 ? "" : "s", inserted, replaced);
+  std::printf("%s: loaded %zu pair%s (%" PRIu64 " inserted, %" PRIu64 " replaced%s)\n",
+              a.path.c_str(), pairs.size(), pairs.size() == 1 ? "" : "s", inserted, replaced,
+              bulk ? "; one bulk load" : "");
   if (std::fflush(stdout) != 0) Fail(std::string("cannot write to stdout: ") + std::strerror(errno));
   return 0;
 }
@@ -919,8 +1006,14 @@ int main(int argc, char** argv) {
       "verified, or (get, del) a key is absent, or (put, load --no-overwrite) present (one\n"
       "line \"pmpool: ...\" on stderr, one per absent key); 2 a command-line error: unknown\n"
       "command or option, missing argument, bad value (--size 12Q, a size below 4M, an\n"
-      "unknown --kind, bad --options, a key that is not a number), a malformed line of load\n"
-      "input (named by its number); the pool is not opened then.\n"
+      "unknown or volatile --kind, bad --options, a key that is not a number), a malformed\n"
+      "line of load input (named by its number); the pool is not opened then; 130 or 143\n"
+      "load stopped by SIGINT (Ctrl-C) or SIGTERM.\n"
+      "load writes the pairs in input order, each as an upsert; into an empty index a\n"
+      "strictly ascending input goes in as one bulk load instead (nodes full; all or\n"
+      "nothing). SIGINT or SIGTERM stops load after the pair it is writing: it closes the\n"
+      "pool cleanly, says on stderr how many pairs it wrote (all durable) and exits 130\n"
+      "(SIGINT) or 143 (SIGTERM); a second signal ends it at once (the next open recovers).\n"
       "info and dump never write, nor does salvage to SRC; get and scan open the pool like\n"
       "any writer (recovery runs if it was not closed cleanly) and, like put, del and load,\n"
       "close it cleanly on every path. A path that is not a regular file (FIFO, device,\n"
@@ -991,9 +1084,18 @@ int main(int argc, char** argv) {
 
   LoadArgs la;
   auto* load = app.add_subcommand(
-      "load", "upsert \"KEY VALUE\" lines of FILE or stdin (all checked before any write)");
+      "load",
+      "upsert \"KEY VALUE\" lines of FILE or stdin, or bulk-load them (all checked before any write)");
   load->add_option("PATH", la.path, "pool file")->required();
   load->add_option("FILE", la.input, "input file; - or none: stdin");
+  load->footer(
+      "The whole input is read and checked before the pool is opened (a malformed line: exit\n"
+      "2, nothing written). The pairs are then written in input order, each as an upsert; into\n"
+      "an empty index a strictly ascending input goes in as one bulk load (nodes full; all or\n"
+      "nothing). SIGINT (Ctrl-C) or SIGTERM stops load after the pair it is writing: it closes\n"
+      "the pool cleanly, prints on stderr how many pairs it wrote (all of them durable) and\n"
+      "exits 130 (SIGINT) or 143 (SIGTERM); a second signal ends it at once, as after a crash\n"
+      "(the next open recovers the pairs written).");
   load->add_flag("--no-overwrite", la.no_overwrite,
                  "insert only: a key present in the pool or given twice fails before any write");
 

@@ -4,8 +4,10 @@
 # and leaves the file's bytes and mtime unchanged; command-line errors exit
 # 2; a FIFO or a device is refused at once. get/put/del/scan/load: round
 # trips across reopens, full-range keys, scan bounds, load from a file or
-# stdin, and bad numbers or malformed load input refused before the pool is
-# opened. verify fails on allocated pages nothing reaches (also after a
+# stdin, a sorted load into an empty index as one bulk load, out of space
+# either way, SIGINT/SIGTERM in the middle of a load (clean stop, exit
+# 130/143), and bad numbers or malformed load input refused before the pool
+# is opened. verify fails on allocated pages nothing reaches (also after a
 # crash); salvage copies every reachable entry into a new pool and leaves
 # its source byte for byte unchanged.
 #   usage: pmpool_test.sh PATH/TO/pmpool [KIND]
@@ -62,6 +64,11 @@ expect_readonly() {
   [ "$(state "$file")" = "$before" ] || fail "$*: changed $file"
 }
 
+# expect_out TEXT WHAT : the last command's stdout is exactly TEXT.
+expect_out() {
+  [ "$(cat "$DIR/out")" = "$1" ] || fail "$2: printed '$(cat "$DIR/out")', expected '$1'"
+}
+
 # patch FILE OFFSET BYTE-ESCAPE : overwrite one byte in place.
 patch() { printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
 
@@ -87,6 +94,8 @@ expect_refused "$P" "already exists" "$PMPOOL" create "$P" --kind "$KIND"
 # Command-line errors: exit 2.
 expect_usage "$DIR/small.pool" "minimum" "$PMPOOL" create "$DIR/small.pool" --kind "$KIND" --size 1M
 expect_usage "$DIR/x.pool" "unknown index kind" "$PMPOOL" create "$DIR/x.pool" --kind no-such-kind
+expect_usage "$DIR/x.pool" "dram-btree\" is volatile and has no pool" "$PMPOOL" create "$DIR/x.pool" --kind dram-btree
+expect_usage "$DIR/x.pool" "no-such-option" "$PMPOOL" create "$DIR/x.pool" --kind "$KIND" --options no-such-option=1
 expect_usage "$DIR/x.pool" "--size" "$PMPOOL" create "$DIR/x.pool" --kind "$KIND" --size 12Q
 expect_usage "$DIR/x.pool" "--max-size" "$PMPOOL" create "$DIR/x.pool" --kind "$KIND" --max-size -1
 expect_usage "$DIR/x.pool" "--kind" "$PMPOOL" create "$DIR/x.pool"
@@ -94,6 +103,11 @@ expect_usage "$DIR/x.pool" "no-such-flag" "$PMPOOL" info "$DIR/x.pool" --no-such
 expect_usage "$DIR/x.pool" "subcommand" "$PMPOOL"
 expect_usage "$DIR/x.pool" "PATH" "$PMPOOL" verify
 [ ! -e "$DIR/x.pool" ] && [ ! -e "$DIR/small.pool" ] || fail "a refused create left a file"
+# --pool-id goes into the header; the printed line reads the header back.
+expect_ok "$PMPOOL" create "$DIR/id.pool" --kind "$KIND" --size 8M --max-size 1G --pool-id 77
+grep -q "^created $DIR/id.pool: kind $KIND, options '.*', size 8 MiB (8388608 bytes), max size 1 GiB" "$DIR/out" ||
+  fail "create printed: $(cat "$DIR/out")"
+"$PMPOOL" info "$DIR/id.pool" | grep -q "pool id: *77$" || fail "create --pool-id 77: $("$PMPOOL" info "$DIR/id.pool")"
 "$PMPOOL" --help | grep -q "Exit status" || fail "--help lacks the exit status"
 
 # Bad pools, for every subcommand.
@@ -150,7 +164,9 @@ V="$DIR/v.pool"
 NKEYS=60000
 seq 1 $NKEYS | awk '{ print $1 * 7, $1 }' >"$DIR/v.txt"
 expect_ok "$PMPOOL" create "$V" --kind "$KIND" --size 8M --max-size 1G
+# Ascending keys into an empty index: one bulk load.
 expect_ok "$PMPOOL" load "$V" "$DIR/v.txt"
+expect_out "$V: loaded $NKEYS pairs ($NKEYS inserted, 0 replaced; one bulk load)" "load of sorted keys"
 expect_ok "$PMPOOL" verify "$V"
 grep -q " $NKEYS entries" "$DIR/out" || fail "verify of $NKEYS keys: $(cat "$DIR/out")"
 reach=$(awk '/^  reachable:/ { print $2 }' "$DIR/out")
@@ -246,10 +262,6 @@ fi
 NOFILE="$DIR/no-such-file"
 MAX=18446744073709551615
 is_clean() { "$PMPOOL" info "$1" | grep -q "clean: *yes" || fail "$2: $1 was left unclean"; }
-# expect_out TEXT WHAT : the last command's stdout is exactly TEXT.
-expect_out() {
-  [ "$(cat "$DIR/out")" = "$1" ] || fail "$2: printed '$(cat "$DIR/out")', expected '$1'"
-}
 
 K="$DIR/kv.pool"
 expect_ok "$PMPOOL" create "$K" --kind "$KIND" --size 8M --max-size 1G
@@ -422,13 +434,63 @@ expect_ok "$PMPOOL" verify "$L"
 grep -q " 7 entries" "$DIR/out" || fail "verify after load: $(cat "$DIR/out")"
 
 # A pool too small for the input: out of space, one line naming how much
-# was written; the pool is closed cleanly and still verifies.
+# was written; the pool is closed cleanly and still verifies. Upserts
+# (descending keys) write a part; a bulk load (ascending keys into the empty
+# index) writes nothing.
 T="$DIR/tiny.pool"
 expect_ok "$PMPOOL" create "$T" --kind "$KIND" --size 4M --max-size 4M
-seq 1 400000 | awk '{ print $1 * 7, $1 }' >"$DIR/big.txt"
-expect_refused "$NOFILE" "out of space.* of 400000 pairs written" "$PMPOOL" load "$T" "$DIR/big.txt"
+seq 400000 -1 1 | awk '{ print $1 * 7, $1 }' >"$DIR/big.txt"
+expect_refused "$NOFILE" "key .*: out of space.* [1-9][0-9]* of 400000 pairs written" "$PMPOOL" load "$T" "$DIR/big.txt"
 is_clean "$T" "load out of space"
 expect_ok "$PMPOOL" verify "$T"
+T2="$DIR/tiny2.pool"
+expect_ok "$PMPOOL" create "$T2" --kind "$KIND" --size 4M --max-size 4M
+seq 1 400000 | awk '{ print $1 * 7, $1 }' >"$DIR/big-sorted.txt"
+expect_refused "$NOFILE" "bulk load into the empty index: out of space.*; 0 of 400000 pairs written" \
+  "$PMPOOL" load "$T2" "$DIR/big-sorted.txt"
+is_clean "$T2" "bulk load out of space"
+expect_ok "$PMPOOL" verify "$T2"
+grep -q " 0 entries" "$DIR/out" || fail "a failed bulk load left entries: $(cat "$DIR/out")"
+
+# SIGINT (Ctrl-C) or SIGTERM in the middle of a long load: it stops after
+# the pair it is writing, closes the pool cleanly, names how many pairs it
+# wrote and exits 128 + the signal; those pairs are exactly the input's
+# first N (descending keys: upserts in input order).
+NINT=600000
+seq $NINT -1 1 | awk '{ print $1 * 3, $1 }' >"$DIR/int.txt"
+for sig in INT TERM; do
+  I="$DIR/int-$sig.pool"
+  expect_ok "$PMPOOL" create "$I" --kind "$KIND" --size 4M --max-size 1G
+  "$PMPOOL" load "$I" "$DIR/int.txt" >"$DIR/out" 2>"$DIR/err" &
+  pid=$!
+  # Signal it once the pool has grown into its first added segment: pairs
+  # have been written then, and most of the input (which needs several
+  # times 4 MiB) is still to come.
+  tries=0
+  while [ ! -e "$I.1" ] && [ $tries -lt 6000 ] && kill -0 $pid 2>/dev/null; do
+    sleep 0.01
+    tries=$((tries + 1))
+  done
+  kill -$sig $pid
+  wait $pid
+  rc=$?
+  want=130
+  [ $sig = TERM ] && want=143
+  [ "$rc" -eq $want ] || fail "load stopped by SIG$sig: exit status $rc, expected $want ($(cat "$DIR/err"))"
+  [ "$(wc -l <"$DIR/err")" -eq 1 ] || fail "load stopped by SIG$sig: stderr: $(cat "$DIR/err")"
+  grep -q "^pmpool: $I: interrupted by SIG$sig after [0-9]* of $NINT pairs .*closed cleanly$" "$DIR/err" ||
+    fail "load stopped by SIG$sig: stderr: $(cat "$DIR/err")"
+  [ -s "$DIR/out" ] && fail "load stopped by SIG$sig printed on stdout: $(cat "$DIR/out")"
+  n=$(sed -n 's/.* after \([0-9]*\) of .*/\1/p' "$DIR/err")
+  [ -n "$n" ] && [ "$n" -gt 0 ] && [ "$n" -lt $NINT ] ||
+    fail "load stopped by SIG$sig not in the middle: $(cat "$DIR/err")"
+  is_clean "$I" "load stopped by SIG$sig"
+  "$PMPOOL" scan "$I" >"$DIR/int.scan" || fail "scan after SIG$sig"
+  head -n "${n:-0}" "$DIR/int.txt" | sort -n | cmp -s - "$DIR/int.scan" ||
+    fail "after SIG$sig the pool does not hold exactly the first $n pairs"
+  expect_ok "$PMPOOL" verify "$I"
+  grep -q " $n entries" "$DIR/out" || fail "verify after SIG$sig: $(cat "$DIR/out")"
+done
 
 # Bad pools: refused by get/put/del/scan/load with one line, exit 1, no
 # byte changed (the refusals come before any write).

@@ -415,7 +415,7 @@ std::string Session::CheckImage(const ImageSet& set, size_t i, uint64_t point, c
       // but only until the index publishes root slot 0 (by convention the
       // last store of create_index: a non-zero slot 0 means the index
       // exists, so everything it reaches must be durable by then).
-      if (*(*pool)->root_slot(0) != 0) {
+      if ((*pool)->root(0) != 0) {
         return "crash inside create_index: root slot 0 is already set, yet open_index fails: " +
                idx.status().ToString();
       }

@@ -272,7 +272,7 @@ class PmLeafTree final : public Index {
     pm::fence();
     InvalidateHints();
     PPtr old_head = pool_->to_pptr(head_);
-    pm::naw(pool_->root_slot(kHeadSlot), ptrs[0].raw());
+    pool_->WriteRoot(kHeadSlot, ptrs[0].raw());
     alloc_->Free(old_head);
     // DRAM layer.
     std::vector<KV> route(nleaves);
@@ -295,7 +295,7 @@ class PmLeafTree final : public Index {
     route.reserve(routing_.size());
     routing_.ForEach([&](uint64_t low, uint64_t leaf) { route.push_back({low, leaf}); });
     if (route.empty() || route[0].key != 0) return Status::Corruption("routing map has no entry for key 0");
-    PPtr p(*pool_->root_slot(kHeadSlot));
+    PPtr p(pool_->root(kHeadSlot));
     uint64_t prev_max = 0;
     bool any = false;
     KV buf[kSlots];
@@ -349,9 +349,9 @@ class PmLeafTree final : public Index {
   }
 
   Status for_each_block(const std::function<void(PPtr)>& fn) override {
-    for (PPtr p(*pool_->root_slot(kHeadSlot)); !p.is_null(); p = pool_->to_ptr<LeafT>(p)->next()) fn(p);
-    fn(PPtr(*pool_->root_slot(kHintSlot)));
-    if constexpr (Policy::kMetaBytes > 0) fn(PPtr(*pool_->root_slot(kMetaSlot)));
+    for (PPtr p(pool_->root(kHeadSlot)); !p.is_null(); p = pool_->to_ptr<LeafT>(p)->next()) fn(p);
+    fn(PPtr(pool_->root(kHintSlot)));
+    if constexpr (Policy::kMetaBytes > 0) fn(PPtr(pool_->root(kMetaSlot)));
     return Status::OK();
   }
 
@@ -428,6 +428,15 @@ class PmLeafTree final : public Index {
     }
     auto lp = alloc_->Alloc(LeafT::kBytes);
     if (!lp.ok()) return lp.status();
+    // Slots 1 and 2 first (nothing reads them while slot 0 is null), so
+    // that their fences do not fall between the flushes below and Format's.
+    // pmcrash-redundant: slots 0-3 share one line in each copy of the root
+    // slots (pm/pool_format.h), so slot 0's WriteRoot below persists this
+    // write with its own in program order, and no crash image shows slot 0
+    // without it.
+    pool_->WriteRoot(kHintSlot, hp->raw());
+    // pmcrash-redundant: as the hint slot's write above (slot 2).
+    if constexpr (Policy::kMetaBytes > 0) pool_->WriteRoot(kMetaSlot, mp.raw());
     HintBlock* h = pool_->to_ptr<HintBlock>(*hp);
     pm::fill(h, 0, sizeof(HintBlock));
     // Flushed only: Format's fence below makes the hint block (and the
@@ -444,17 +453,12 @@ class PmLeafTree final : public Index {
     // must be durable.
     pm::flush(h, sizeof(HintBlock));
     if constexpr (Policy::kMetaBytes > 0) policy_.InitMeta(pool_->to_ptr(mp));
-    // Slots 1 and 2 are plain stores: the root slots share one line (a
-    // guarantee of the pool format, pm/pool_format.h), so they persist in
-    // program order before slot 0 and slot 0's NAW flushes them with it.
-    pm::store(pool_->root_slot(kHintSlot), hp->raw());
-    if constexpr (Policy::kMetaBytes > 0) pm::store(pool_->root_slot(kMetaSlot), mp.raw());
-    // The head leaf is formatted (flush + fence) right before the NAW that
-    // links it: its fence is the one ordering the leaf, the hint block and
-    // the meta block before slot 0.
+    // The head leaf is formatted (flush + fence) right before the write
+    // that links it: its fence is the one ordering the leaf, the hint
+    // block and the meta block before slot 0.
     LeafT::Format(pool_->to_ptr<LeafT>(*lp), PPtr());
     // Slot 0 last: a non-zero head means the tree exists.
-    pm::naw(pool_->root_slot(kHeadSlot), lp->raw());
+    pool_->WriteRoot(kHeadSlot, lp->raw());
     head_ = pool_->to_ptr<LeafT>(*lp);
     routing_.insert(0, reinterpret_cast<uint64_t>(head_));
     leaves_.Set(1);
@@ -537,8 +541,8 @@ class PmLeafTree final : public Index {
 
   Status Recover() {
     const std::string name(Policy::kName);
-    PPtr head(*pool_->root_slot(kHeadSlot));
-    PPtr hint(*pool_->root_slot(kHintSlot));
+    PPtr head(pool_->root(kHeadSlot));
+    PPtr hint(pool_->root(kHintSlot));
     {
       auto d = pm::Decode<LeafT>(*pool_, head.raw(), LeafT::kBytes, kLeafAlign, name + ": head leaf (root slot 0)");
       if (!d.ok()) return d.status();
@@ -550,7 +554,7 @@ class PmLeafTree final : public Index {
     void* meta = nullptr;
     std::vector<MetaDrop> drops;
     if constexpr (Policy::kMetaBytes > 0) {
-      auto md = pm::Decode(*pool_, *pool_->root_slot(kMetaSlot), Policy::kMetaBytes, 64,
+      auto md = pm::Decode(*pool_, pool_->root(kMetaSlot), Policy::kMetaBytes, 64,
                            name + ": meta block (root slot 2)");
       if (!md.ok()) return md.status();
       meta = md.value();
@@ -607,7 +611,7 @@ class PmLeafTree final : public Index {
     // DRAM, then checked.
     for (auto& li : kept) alloc_->MarkReachable(li.ptr);
     alloc_->MarkReachable(hint);
-    if constexpr (Policy::kMetaBytes > 0) alloc_->MarkReachable(PPtr(*pool_->root_slot(kMetaSlot)));
+    if constexpr (Policy::kMetaBytes > 0) alloc_->MarkReachable(PPtr(pool_->root(kMetaSlot)));
     auto not_block = [&](PPtr p, const char* what) {
       char hex[32];
       std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(p.raw()));
@@ -617,7 +621,7 @@ class PmLeafTree final : public Index {
       if (!alloc_->IsLive(li.ptr)) return not_block(li.ptr, "leaf");
     if (!alloc_->IsLive(hint)) return not_block(hint, "hint block");
     if constexpr (Policy::kMetaBytes > 0) {
-      if (!alloc_->IsLive(PPtr(*pool_->root_slot(kMetaSlot)))) return not_block(PPtr(*pool_->root_slot(kMetaSlot)), "meta block");
+      if (!alloc_->IsLive(PPtr(pool_->root(kMetaSlot)))) return not_block(PPtr(pool_->root(kMetaSlot)), "meta block");
     }
 
     // ---- Repairs: everything above passed. The clean flag goes first.
@@ -661,7 +665,7 @@ class PmLeafTree final : public Index {
   }
 
   // ---------------------------------------------------------- hints
-  HintBlock* hints() const { return pool_->to_ptr<HintBlock>(PPtr(*pool_->root_slot(kHintSlot))); }
+  HintBlock* hints() const { return pool_->to_ptr<HintBlock>(PPtr(pool_->root(kHintSlot))); }
   // The hints only speed up recovery, which checks them (each segment walk
   // must end exactly at the next hint, else it walks the whole list from
   // the head), so no crash state of the hint block makes a recovered tree
@@ -782,7 +786,7 @@ class PmLeafTree final : public Index {
     // not wait for one miss per line (fill-1.0 inserts 5% faster, issue 14).
     PrefetchLinesForWrite(nl, LeafT::kBytes);
     void* meta = nullptr;
-    if constexpr (Policy::kMetaBytes > 0) meta = pool_->to_ptr(PPtr(*pool_->root_slot(kMetaSlot)));
+    if constexpr (Policy::kMetaBytes > 0) meta = pool_->to_ptr(PPtr(pool_->root(kMetaSlot)));
     // nl is routed before l's bit is cleared: a reader that waited on the
     // bit then fails its validation (the routing leaf changed) and re-seeks.
     // Next to l's entry in the routing leaf LockFor found, if no one changed

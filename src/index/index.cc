@@ -107,7 +107,7 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
   }
   auto lease = pool->AttachIndex("create_index");
   if (!lease.ok()) return lease.status();
-  if (*pool->root_slot(0) != 0) {
+  if (pool->root(0) != 0) {
     return Status::InvalidArgument("pool already holds an index; use open_index");
   }
   // From here on the pool is written: a failure leaves it marked unclean.

@@ -861,10 +861,16 @@ Pool::Info Pool::info() const {
   return info;
 }
 
-uint64_t* Pool::root_slot(unsigned i) {
+uint64_t Pool::root(unsigned i) const {
   PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
-  PMINDEX_CHECK(impl_->ready, "root_slot on a closed pool");
-  return &impl_->header(base_)->root[i];
+  PMINDEX_CHECK(impl_->ready, "root on a closed pool");
+  return std::atomic_ref<uint64_t>(impl_->header(base_)->root[i]).load(std::memory_order_acquire);
+}
+
+void Pool::WriteRoot(unsigned i, uint64_t v, std::source_location site) {
+  PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
+  PMINDEX_CHECK(impl_->ready, "WriteRoot on a closed pool");
+  pm::naw(&impl_->header(base_)->root[i], v, site);
 }
 
 uint64_t Pool::heap_begin() const { return impl_->header(base_)->heap_begin; }

@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <source_location>
 #include <span>
 #include <string>
 #include <string_view>
@@ -190,9 +191,15 @@ class Pool {
     return c >= base_ && c < base_ + size();
   }
 
-  // Root slots: 8-byte words the index uses to find its structures. Write
-  // them with pm::naw.
-  uint64_t* root_slot(unsigned i);
+  // Root slots: kRootSlots 8-byte values the index uses to find its
+  // structures (docs/pool-format.md, "Root slots"). root(i) is slot i's
+  // value. WriteRoot(i, v) makes v durable (it returns after the fence) and
+  // visible to root(i); a crash during it leaves the old or the new value.
+  // Writes of one slot must not run concurrently (the trees write their
+  // slots under their own locks); writes of different slots may. `site`
+  // names the caller's persist point for the crash simulator's mutations.
+  uint64_t root(unsigned i) const;
+  void WriteRoot(unsigned i, uint64_t v, std::source_location site = std::source_location::current());
 
   // The allocator's region.
   uint64_t heap_begin() const;           // offset of page 0

@@ -101,7 +101,7 @@ TEST(CddstreeTree, UncommittedVersionsAreUndone) {
   for (Key k = 0; k < 5; ++k) ASSERT_TRUE(t.idx->insert(k * 10, k).ok());
   auto img = Pool::OpenImage(t.pool->bytes());
   Pool* p = img.value().get();
-  auto* meta = p->to_ptr<Meta>(PPtr(*p->root_slot(0)));
+  auto* meta = p->to_ptr<Meta>(PPtr(p->root(0)));
   Node* leaf = p->to_ptr<Node>(PPtr(meta->root));
   ASSERT_TRUE(leaf->leaf);
   const uint64_t nv = meta->gv + 1;
@@ -135,7 +135,7 @@ void TornShiftCase(int words) {
   for (Key k = 0; k < 5; ++k) ASSERT_TRUE(t.idx->insert(k * 10, k).ok());
   auto img = Pool::OpenImage(t.pool->bytes());
   Pool* p = img.value().get();
-  auto* meta = p->to_ptr<Meta>(PPtr(*p->root_slot(0)));
+  auto* meta = p->to_ptr<Meta>(PPtr(p->root(0)));
   Node* leaf = p->to_ptr<Node>(PPtr(meta->root));
   ASSERT_TRUE(leaf->leaf);
   ASSERT_EQ(leaf->torn, 0u);
@@ -166,7 +166,7 @@ TEST(CddstreeTree, MarkerBeyondNIsCorruption) {
   auto t = Make("node=512");
   for (Key k = 0; k < 3; ++k) ASSERT_TRUE(t.idx->insert(k, k).ok());
   auto img = Pool::OpenImage(t.pool->bytes());
-  auto* meta = img.value()->to_ptr<Meta>(PPtr(*img.value()->root_slot(0)));
+  auto* meta = img.value()->to_ptr<Meta>(PPtr(img.value()->root(0)));
   Node* leaf = img.value()->to_ptr<Node>(PPtr(meta->root));
   leaf->torn = 4;  // beyond n
   auto idx = open_index(img.value().get());
@@ -196,7 +196,7 @@ TEST(CddstreeTree, BulkLoadAndCorruptPool) {
   ASSERT_TRUE(t.idx->verify().ok()) << t.idx->verify().ToString();
   EXPECT_EQ(t.idx->stats().entries, 6000u);
   auto img = Pool::OpenImage(t.pool->bytes());
-  auto* meta = img.value()->to_ptr<Meta>(PPtr(*img.value()->root_slot(0)));
+  auto* meta = img.value()->to_ptr<Meta>(PPtr(img.value()->root(0)));
   Node* root = img.value()->to_ptr<Node>(PPtr(meta->root));
   root->n = 1000;
   auto idx = open_index(img.value().get());

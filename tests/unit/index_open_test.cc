@@ -54,13 +54,13 @@ class ProbeIndex : public Index {
 Result<std::unique_ptr<Index>> CreateProbe(const IndexEnv& env, const Options&) {
   auto b = env.alloc->Alloc(64);
   if (!b.ok()) return b.status();
-  pm::naw(env.pool->root_slot(0), b.value().raw());
+  env.pool->WriteRoot(0, b.value().raw());
   return std::unique_ptr<Index>(new ProbeIndex());
 }
 
 Result<std::unique_ptr<Index>> OpenProbe(const IndexEnv& env, const Options&) {
-  const uint64_t mode = *env.pool->root_slot(1);
-  PPtr root(*env.pool->root_slot(0));
+  const uint64_t mode = env.pool->root(1);
+  PPtr root(env.pool->root(0));
   char* block = env.pool->to_ptr<char>(root);
   if (mode == kFailAfterWrite) {
     pm::naw(reinterpret_cast<uint64_t*>(block), 0x5EC0);  // half a repair

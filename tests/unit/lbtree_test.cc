@@ -306,7 +306,7 @@ TEST(LbtreeTree, StaleLockBitsClearedAndEmptyLeavesUnlinked) {
     ASSERT_TRUE(t.idx->for_each_block([&](PPtr p) { blocks.push_back(p); }).ok());
     auto img = Pool::OpenImage(t.pool->bytes());
     ASSERT_TRUE(img.ok());
-    uint64_t head = *img.value()->root_slot(0);
+    uint64_t head = img.value()->root(0);
     for (PPtr p(head); !p.is_null();) {
       uint64_t* w = img.value()->to_ptr<uint64_t>(p);
       *w |= Header::kLockBit;
@@ -350,7 +350,7 @@ TEST(LbtreeTree, ParallelRebuildMatchesSequential) {
   EXPECT_EQ(out[1].key, 701u);
   EXPECT_EQ(out[2].key, 707u);
   // Corrupt the hints (a leaf not at its place): rebuild must still be right.
-  uint64_t* hint = r.pool->to_ptr<uint64_t>(PPtr(*r.pool->root_slot(1)));
+  uint64_t* hint = r.pool->to_ptr<uint64_t>(PPtr(r.pool->root(1)));
   ASSERT_GT(hint[0], 1u);
   std::swap(hint[1], hint[2]);
   ASSERT_TRUE(r.idx->close().ok());

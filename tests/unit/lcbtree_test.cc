@@ -106,7 +106,7 @@ TEST(LcbtreeTree, ValidUndoLogIsRolledBack) {
   auto img = Pool::OpenImage(t.pool->bytes());
   ASSERT_TRUE(img.ok());
   Pool* p = img.value().get();
-  auto* meta = p->to_ptr<Meta>(PPtr(*p->root_slot(0)));
+  auto* meta = p->to_ptr<Meta>(PPtr(p->root(0)));
   auto* log = p->to_ptr<LogHeader>(PPtr(meta->log));
   // Log the root by hand, then scribble over it.
   Node* root = p->to_ptr<Node>(PPtr(meta->root));
@@ -145,7 +145,7 @@ TEST(LcbtreeTree, BulkLoadAndCorruptPool) {
   ASSERT_TRUE(t.idx->verify().ok());
   EXPECT_EQ(t.idx->stats().entries, 6000u);
   auto img = Pool::OpenImage(t.pool->bytes());
-  auto* meta = img.value()->to_ptr<Meta>(PPtr(*img.value()->root_slot(0)));
+  auto* meta = img.value()->to_ptr<Meta>(PPtr(img.value()->root(0)));
   meta->root = 0x12345;
   auto idx = open_index(img.value().get());
   ASSERT_FALSE(idx.ok());

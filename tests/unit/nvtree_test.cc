@@ -282,7 +282,7 @@ TEST(NvtreeTree, SnapshotThatDisagreesFallsBackToLns) {
   ASSERT_TRUE(t.idx->close().ok());
   auto img = Pool::OpenImage(t.pool->bytes());
   ASSERT_TRUE(img.ok());
-  uint64_t snap = *img.value()->root_slot(1);
+  uint64_t snap = img.value()->root(1);
   ASSERT_EQ(snap & 1, 1u);
   // Damage one LN pointer of the snapshot.
   uint64_t* rec = img.value()->to_ptr<uint64_t>(PPtr(snap & ~uint64_t{1}));
@@ -301,7 +301,7 @@ TEST(NvtreeTree, UnpublishedAppendIsInvisibleAfterCrash) {
   ASSERT_TRUE(img.ok());
   // A crash after the element of a second insert was flushed, before
   // nElement moved.
-  Ln* head = img.value()->to_ptr<Ln>(PPtr(*img.value()->root_slot(0)));
+  Ln* head = img.value()->to_ptr<Ln>(PPtr(img.value()->root(0)));
   head->elems[1] = {2, 20};
   auto idx = open_index(img.value().get());
   ASSERT_TRUE(idx.ok());
@@ -316,7 +316,7 @@ TEST(NvtreeTree, CorruptListIsCorruptionNotCrash) {
   for (Key k = 0; k < 200; ++k) ASSERT_TRUE(t.idx->insert(k, k).ok());
   {
     auto img = Pool::OpenImage(t.pool->bytes());
-    Ln* head = img.value()->to_ptr<Ln>(PPtr(*img.value()->root_slot(0)));
+    Ln* head = img.value()->to_ptr<Ln>(PPtr(img.value()->root(0)));
     head->next = 0x1234567;  // wild pointer
     auto idx = open_index(img.value().get());
     ASSERT_FALSE(idx.ok());
@@ -324,16 +324,16 @@ TEST(NvtreeTree, CorruptListIsCorruptionNotCrash) {
   }
   {
     auto img = Pool::OpenImage(t.pool->bytes());
-    Ln* head = img.value()->to_ptr<Ln>(PPtr(*img.value()->root_slot(0)));
+    Ln* head = img.value()->to_ptr<Ln>(PPtr(img.value()->root(0)));
     Ln* second = img.value()->to_ptr<Ln>(PPtr(head->next));
-    second->next = *img.value()->root_slot(0);  // cycle
+    second->next = img.value()->root(0);  // cycle
     auto idx = open_index(img.value().get());
     ASSERT_FALSE(idx.ok());
     EXPECT_TRUE(idx.status().is_corruption());
   }
   {
     auto img = Pool::OpenImage(t.pool->bytes());
-    Ln* head = img.value()->to_ptr<Ln>(PPtr(*img.value()->root_slot(0)));
+    Ln* head = img.value()->to_ptr<Ln>(PPtr(img.value()->root(0)));
     head->n_element = 1000;
     auto idx = open_index(img.value().get());
     ASSERT_FALSE(idx.ok());
@@ -363,7 +363,7 @@ TEST(NvtreeTree, VariableLeafSizesUnderSkewedUpdates) {
   // Some LN grew beyond the configured 512 B.
   bool bigger = false;
   ASSERT_TRUE(t.idx->for_each_block([&](PPtr p) {
-    if (p.raw() == (*t.pool->root_slot(1) & ~uint64_t{1})) return;
+    if (p.raw() == (t.pool->root(1) & ~uint64_t{1})) return;
     bigger |= t.pool->to_ptr<Ln>(p)->size_bytes() > 512;
   }).ok());
   EXPECT_TRUE(bigger);

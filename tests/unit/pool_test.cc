@@ -106,10 +106,10 @@ TEST(PoolInMemory, CreateLayoutAndRoots) {
   EXPECT_EQ(p.page_table_entries(), (16 * kMiB - p.heap_begin()) / PoolOptions::kPageSize);
   for (size_t i = 0; i < p.page_table_entries(); ++i) ASSERT_EQ(p.page_table()[i], 0u);
   for (unsigned i = 0; i < Pool::kRootSlots; ++i) {
-    EXPECT_EQ(*p.root_slot(i), 0u);
-    pm::naw(p.root_slot(i), 100 + i);
+    EXPECT_EQ(p.root(i), 0u);
+    p.WriteRoot(i, 100 + i);
   }
-  for (unsigned i = 0; i < Pool::kRootSlots; ++i) EXPECT_EQ(*p.root_slot(i), 100 + i);
+  for (unsigned i = 0; i < Pool::kRootSlots; ++i) EXPECT_EQ(p.root(i), 100 + i);
   EXPECT_EQ(p.bytes().size(), p.size());
   EXPECT_EQ(reinterpret_cast<char*>(p.bytes().data()), p.base());
 }
@@ -139,7 +139,7 @@ TEST(PoolInMemory, PoisonFillsHeapButNotHeader) {
   ASSERT_TRUE(r.ok());
   Pool& p = *r.value();
   for (size_t i = 0; i < p.page_table_entries(); ++i) ASSERT_EQ(p.page_table()[i], 0u);
-  EXPECT_EQ(*p.root_slot(3), 0u);
+  EXPECT_EQ(p.root(3), 0u);
   EXPECT_EQ(p.kind(), "test");
   const unsigned char* heap = reinterpret_cast<unsigned char*>(p.base() + p.heap_begin());
   for (size_t i = 0; i < p.pages_mapped() * PoolOptions::kPageSize; i += 4093) {
@@ -209,7 +209,7 @@ TEST(PoolInMemory, OpenImageAtNewAddress) {
   ASSERT_TRUE(r.ok());
   Pool& p = *r.value();
   ASSERT_TRUE(p.Grow(p.pages_mapped() + 1).ok());
-  pm::naw(p.root_slot(0), 0x1234);
+  p.WriteRoot(0, 0x1234);
   std::memcpy(p.base() + p.size() - 100, "tail", 4);
   std::vector<std::byte> image(p.bytes().begin(), p.bytes().end());
 
@@ -218,14 +218,14 @@ TEST(PoolInMemory, OpenImageAtNewAddress) {
   Pool& c = *q.value();
   EXPECT_NE(c.base(), p.base());
   EXPECT_EQ(c.size(), p.size());
-  EXPECT_EQ(*c.root_slot(0), 0x1234u);
+  EXPECT_EQ(c.root(0), 0x1234u);
   EXPECT_EQ(std::memcmp(c.base() + c.size() - 100, "tail", 4), 0);
   EXPECT_FALSE(c.was_clean());  // the source pool was open
   EXPECT_EQ(c.durability(), Durability::kVolatile);
   EXPECT_EQ(c.kind(), "test");
   // Writing the copy leaves the original alone.
-  pm::naw(c.root_slot(0), 1);
-  EXPECT_EQ(*p.root_slot(0), 0x1234u);
+  c.WriteRoot(0, 1);
+  EXPECT_EQ(p.root(0), 0x1234u);
   // The copy grows like any pool.
   ASSERT_TRUE(c.Grow(c.pages_mapped() + 1).ok());
 }
@@ -317,7 +317,7 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
     EXPECT_EQ(p.kind(), "test");
     EXPECT_EQ(p.index_options(), "a=1,b=2");
     ASSERT_TRUE(p.MarkInUse().ok());
-    pm::naw(p.root_slot(2), 42);
+    p.WriteRoot(2, 42);
     pm::naw(&p.page_table()[1], 7);
     std::memcpy(p.base() + p.heap_begin(), "hello", 5);
     ASSERT_TRUE(p.Sync().ok());
@@ -350,7 +350,7 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   Pool& p = *r.value();
   EXPECT_TRUE(p.was_clean());
-  EXPECT_EQ(*p.root_slot(2), 42u);
+  EXPECT_EQ(p.root(2), 42u);
   EXPECT_EQ(p.page_table()[1], 7u);
   EXPECT_EQ(std::memcmp(p.base() + p.heap_begin(), "hello", 5), 0);
   EXPECT_EQ(p.info().uuid, info->uuid);
@@ -621,7 +621,7 @@ TEST(PoolFile, CleanFlag) {
     auto r = Pool::Open(path);
     if (!r.ok()) _exit(1);
     if (!r.value()->MarkInUse().ok()) _exit(2);
-    pm::naw(r.value()->root_slot(0), 99);
+    r.value()->WriteRoot(0, 99);
     _exit(0);
   }
   int status = 0;
@@ -631,7 +631,7 @@ TEST(PoolFile, CleanFlag) {
   auto r = Pool::Open(path);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r.value()->was_clean());
-  EXPECT_EQ(*r.value()->root_slot(0), 99u);
+  EXPECT_EQ(r.value()->root(0), 99u);
   ASSERT_TRUE(r.value()->Close().ok());
   // Opened and closed without MarkInUse: a crashed pool stays unclean
   // (nobody recovered it) and the file is not touched.
@@ -940,7 +940,7 @@ TEST(PoolFile, DiskFullDuringGrowIsOutOfSpaceAndPoolStaysUsable) {
     if (s.code() != Code::kOutOfSpace) _exit(12);
     if (p.pages_mapped() != pages || p.size() != 4 * kMiB) _exit(13);
     if (fs::exists(path + ".1")) _exit(14);
-    pm::naw(p.root_slot(1), 5);
+    p.WriteRoot(1, 5);
     std::memset(p.base() + p.heap_begin(), 3, PoolOptions::kPageSize);
     if (!p.Grow(pages).ok()) _exit(15);
     if (!p.Close().ok()) _exit(16);
@@ -953,7 +953,7 @@ TEST(PoolFile, DiskFullDuringGrowIsOutOfSpaceAndPoolStaysUsable) {
   auto r = Pool::Open(path);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r.value()->was_clean());
-  EXPECT_EQ(*r.value()->root_slot(1), 5u);
+  EXPECT_EQ(r.value()->root(1), 5u);
   EXPECT_EQ(r.value()->base()[r.value()->heap_begin() + 100], 3);
   EXPECT_EQ(r.value()->info().segments, 1u);
 }

@@ -111,9 +111,9 @@ void ExpectMisalignedRefused(const std::string& kind, unsigned slot, bool close_
                              uint64_t delta = 8) {
   SCOPED_TRACE(kind + " slot " + std::to_string(slot));
   Image im = CrashImage(kind, 3000, close_first);
-  uint64_t* s = im.pool->root_slot(slot);
-  ASSERT_NE(*s, 0u);
-  *s += delta;
+  const uint64_t s = im.pool->root(slot);
+  ASSERT_NE(s, 0u);
+  im.pool->WriteRoot(slot, s + delta);
   auto idx = open_index(im.pool.get());
   ASSERT_FALSE(idx.ok());
   EXPECT_TRUE(idx.status().is_corruption()) << idx.status().ToString();
@@ -136,9 +136,9 @@ TEST(PPtrDecode, MisalignedRootPointersRefusedAtOpen) {
 // its LN list.
 TEST(PPtrDecode, MisalignedNvtreeSnapshotFallsBackToRebuild) {
   Image im = CrashImage("nvtree", 3000, /*close_first=*/true);
-  uint64_t* s = im.pool->root_slot(1);
-  ASSERT_EQ(*s & 1, 1u);
-  *s += 8;
+  const uint64_t s = im.pool->root(1);
+  ASSERT_EQ(s & 1, 1u);
+  im.pool->WriteRoot(1, s + 8);
   auto idx = open_index(im.pool.get());
   ASSERT_TRUE(idx.ok()) << idx.status().ToString();
   EXPECT_TRUE(idx.value()->verify().ok());
@@ -149,10 +149,10 @@ TEST(PPtrDecode, MisalignedSplitLogPointerRefusedAtOpen) {
   for (std::string kind : {"fptree", "wbtree"}) {
     SCOPED_TRACE(kind);
     Image im = CrashImage(kind, 3000);
-    auto* logs = im.pool->to_ptr<uint64_t>(PPtr(*im.pool->root_slot(2)));
+    auto* logs = im.pool->to_ptr<uint64_t>(PPtr(im.pool->root(2)));
     ASSERT_NE(logs, nullptr);
     // Log 0 made active with a misaligned cur (UBSan: split_log.h:83).
-    const uint64_t head = *im.pool->root_slot(0);
+    const uint64_t head = im.pool->root(0);
     logs[0] = head + 8;
     logs[1] = head;
     auto idx = open_index(im.pool.get());
@@ -163,9 +163,9 @@ TEST(PPtrDecode, MisalignedSplitLogPointerRefusedAtOpen) {
     // A log pointing below the heap (the header) is refused too, where
     // the old check let recovery write there.
     Image im2 = CrashImage(kind, 100);
-    logs = im2.pool->to_ptr<uint64_t>(PPtr(*im2.pool->root_slot(2)));
+    logs = im2.pool->to_ptr<uint64_t>(PPtr(im2.pool->root(2)));
     logs[0] = PPtr::Make(7, 256).raw();  // inside the page table
-    logs[1] = *im2.pool->root_slot(0);
+    logs[1] = im2.pool->root(0);
     auto idx2 = open_index(im2.pool.get());
     ASSERT_FALSE(idx2.ok());
     EXPECT_NE(idx2.status().message().find("below the heap"), std::string::npos)

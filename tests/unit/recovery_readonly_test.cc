@@ -77,8 +77,8 @@ int DamageLastKey(Pool* p) {
 // during that split would leave it (replay must drop nothing here, but it
 // clears the log: a write).
 void ActivateSplitLog(Pool* p, uint64_t next_offset_in_leaf) {
-  auto* logs = p->to_ptr<uint64_t>(PPtr(*p->root_slot(2)));
-  const uint64_t head = *p->root_slot(0);
+  auto* logs = p->to_ptr<uint64_t>(PPtr(p->root(2)));
+  const uint64_t head = p->root(0);
   const uint64_t next = *reinterpret_cast<uint64_t*>(p->to_ptr<char>(PPtr(head)) + next_offset_in_leaf);
   ASSERT_NE(next, 0u);
   logs[0] = head;
@@ -117,7 +117,7 @@ constexpr uint64_t kNextOffset = 8;
 // before issue 15). The bit is in the leaf's first word: bit 14 of lbtree's
 // block-0 header, bit 63 of fptree's and wbtree's bitmap word.
 void SetHeadLockBit(Pool* p, const std::string& kind) {
-  auto* w = p->to_ptr<uint64_t>(PPtr(*p->root_slot(0)));
+  auto* w = p->to_ptr<uint64_t>(PPtr(p->root(0)));
   *w |= kind == "lbtree" ? uint64_t{1} << 14 : uint64_t{1} << 63;
 }
 
@@ -154,9 +154,9 @@ TEST(NvtreeRecovery, LateBrokenLinkRefusedWithoutWrites) {
     ExpectRepairedOpen(img.get(), "nvtree", kKeys);
   }
   auto img = ImageOf(*b.src);
-  ASSERT_EQ(*img->root_slot(1) & 1, 1u);
+  ASSERT_EQ(img->root(1) & 1, 1u);
   std::vector<uint64_t> lns;
-  for (uint64_t raw = *img->root_slot(0); raw != 0;
+  for (uint64_t raw = img->root(0); raw != 0;
        raw = *reinterpret_cast<uint64_t*>(img->to_ptr<char>(PPtr(raw)) + 8))
     lns.push_back(raw);
   ASSERT_GE(lns.size(), 10u);
@@ -190,9 +190,9 @@ TEST(NvtreeRecovery, CutListRefusedByTheBoundWithoutWrites) {
   auto opened = Pool::OpenImage(closed);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::unique_ptr<Pool> img = std::move(opened).value();
-  ASSERT_EQ(*img->root_slot(1) & 1, 1u);
+  ASSERT_EQ(img->root(1) & 1, 1u);
   ASSERT_TRUE(img->was_clean());
-  *reinterpret_cast<uint64_t*>(img->to_ptr<char>(PPtr(*img->root_slot(0))) + 8) = 0;
+  *reinterpret_cast<uint64_t*>(img->to_ptr<char>(PPtr(img->root(0))) + 8) = 0;
   const auto before = Bytes(*img);
   auto idx = open_index(img.get());
   ASSERT_FALSE(idx.ok());
@@ -222,7 +222,7 @@ int ReplaceWord(Pool* p, uint64_t from, uint64_t to) {
 // word without changing the tree) plus the largest key, in the last leaf,
 // made smaller than its neighbours.
 void ActivateLcbUndo(Pool* p) {
-  auto* meta = p->to_ptr<uint64_t>(PPtr(*p->root_slot(0)));  // tag, root, height, log, node_bytes
+  auto* meta = p->to_ptr<uint64_t>(PPtr(p->root(0)));  // tag, root, height, log, node_bytes
   const uint64_t root = meta[1], bytes = meta[4];
   auto* log = p->to_ptr<uint64_t>(PPtr(meta[3]));  // count, old_root, old_height
   char* rec = reinterpret_cast<char*>(log) + 64;
@@ -253,7 +253,7 @@ TEST(LcbtreeRecovery, LateOrderDamageRefusedWithoutWrites) {
 TEST(CddstreeRecovery, LateHeaderDamageRefusedWithoutWrites) {
   Built b = Build("cddstree", false);
   auto prepare = [&](Pool* p, bool damage) {
-    auto* meta = p->to_ptr<uint64_t>(PPtr(*p->root_slot(0)));  // tag, root, gv, node_bytes
+    auto* meta = p->to_ptr<uint64_t>(PPtr(p->root(0)));  // tag, root, gv, node_bytes
     const uint64_t gv = meta[2], bytes = meta[3];
     auto b = p->bytes();
     // Entries are {key, val, start, end} at 64 + 32i from a 64-aligned node.

@@ -65,7 +65,7 @@ Result<std::unique_ptr<Index>> CddsTree::Create(const IndexEnv& env, uint32_t no
   pm::store(t->meta_, Meta{kTag, root.value().raw(), 1, node_bytes});
   pm::flush(t->meta_, sizeof(Meta));
   pm::fence();  // meta and root durable before slot 0 points to them
-  pm::naw(env.pool->root_slot(0), m.value().raw());
+  env.pool->WriteRoot(0, m.value().raw());
   return std::unique_ptr<Index>(std::move(t));
 }
 
@@ -115,7 +115,7 @@ Status CddsTree::Recover(uint64_t raw, uint32_t depth) {
 Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node_bytes) {
   std::unique_ptr<CddsTree> t(new CddsTree(env, node_bytes));
   Pool* pool = env.pool;
-  uint64_t m = *pool->root_slot(0);
+  uint64_t m = pool->root(0);
   PPtr mp(m);
   auto md = pm::Decode<Meta>(*pool, m, sizeof(Meta), alignof(Meta), "cddstree: meta block (root slot 0)");
   if (!md.ok()) return md.status();

@@ -5,7 +5,7 @@
 // NAW of the global version gv.
 //
 // Persistent fields:
-//   root_slot(0)  PPtr of the Meta block {tag, root, gv, node bytes}.
+//   root(0)  PPtr of the Meta block {tag, root, gv, node bytes}.
 //   Node          {n, leaf} + entries {key, value|child, start, end} sorted
 //                 by key (ties: older first); docs/layout/cddstree.md.
 // Persist order (only 8-byte stores are failure-atomic; a wider store may

@@ -46,7 +46,7 @@ Result<std::unique_ptr<Index>> LcbTree::Create(const IndexEnv& env, uint32_t nod
   pm::store(t->meta_, Meta{kTag, root.value().raw(), 0, lg.value().raw(), node_bytes});
   pm::flush(t->meta_, sizeof(Meta));
   pm::fence();  // meta, log and root durable before slot 0 points to them
-  pm::naw(env.pool->root_slot(0), m.value().raw());
+  env.pool->WriteRoot(0, m.value().raw());
   return std::unique_ptr<Index>(std::move(t));
 }
 
@@ -62,7 +62,7 @@ Status LcbTree::CheckNode(uint64_t raw) const {
 Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_bytes) {
   std::unique_ptr<LcbTree> t(new LcbTree(env, node_bytes));
   Pool* pool = env.pool;
-  uint64_t m = *pool->root_slot(0);
+  uint64_t m = pool->root(0);
   PPtr mp(m);
   auto md = pm::Decode<Meta>(*pool, m, sizeof(Meta), alignof(Meta), "lcbtree: meta block (root slot 0)");
   if (!md.ok()) return md.status();

@@ -5,7 +5,7 @@
 // place, and the log is cleared.
 //
 // Persistent fields:
-//   root_slot(0)  PPtr of the Meta block {tag, root, height, log, node bytes}.
+//   root(0)  PPtr of the Meta block {tag, root, height, log, node bytes}.
 //   Node          {n, leaf, next, keys[C], vals[C+1]} (docs/layout/lcbtree.md).
 //   Log           {count, old_root, old_height} + count records
 //                 {target PPtr, original node bytes}.

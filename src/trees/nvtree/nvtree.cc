@@ -260,7 +260,7 @@ void NvTree::LinkFrom(uint64_t left_raw, uint64_t new_raw) {
   // The single atomic write that publishes a split/replace/merge: the new
   // LN(s) were persisted before it.
   if (left_raw == 0) {
-    pm::naw(env_.pool->root_slot(0), new_raw);
+    env_.pool->WriteRoot(0, new_raw);
   } else {
     pm::naw(&ToLn(left_raw)->next, new_raw);
   }
@@ -569,17 +569,13 @@ Result<std::unique_ptr<Index>> NvTree::Create(const IndexEnv& env, const Config&
   Result<PPtr> r = t->AllocLn(cfg.leaf_bytes, &head);
   if (!r.ok()) return r.status();
   LnInit(head, cfg.leaf_bytes, 0, 0, nullptr, 0);
-  // The format tag needs no flush of its own: the root slots share one line
-  // (a guarantee of the pool format, static_assert in pm/pool_format.h), so
-  // the tag store persists in program order before the slot-0 store below,
-  // and slot 0's NAW flushes the line with it (pmcrash --mutate: dropping a
-  // flush here, or flushing after slot 0, was never detectable).
-  pm::store(env.pool->root_slot(2), kFormatTag);
-  // The head LN (LnInit flushed it) is durable before slot 0 (written
-  // last: a non-zero slot 0 means the tree exists) points to the head.
-  pm::fence();
-  if (*env.pool->root_slot(1) != 0) pm::naw(env.pool->root_slot(1), 0);
-  pm::naw(env.pool->root_slot(0), r.value().raw());
+  // Slot 0 is written last (a non-zero slot 0 means the tree exists) and
+  // points to the head LN. Each WriteRoot is durable when it returns, so
+  // the format tag and the cleared snapshot slot precede slot 0, and the
+  // tag's fence also makes the head LN (flushed by LnInit) durable first.
+  env.pool->WriteRoot(2, kFormatTag);
+  if (env.pool->root(1) != 0) env.pool->WriteRoot(1, 0);
+  env.pool->WriteRoot(0, r.value().raw());
   t->Publish(t->BuildLayout({PlnEntry{0, r.value().raw(), 0, 0}}, {}), 0);
   t->n_leaves_.store(1);
   return std::unique_ptr<Index>(std::move(t));
@@ -588,9 +584,9 @@ Result<std::unique_ptr<Index>> NvTree::Create(const IndexEnv& env, const Config&
 Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& cfg) {
   std::unique_ptr<NvTree> t(new NvTree(env, cfg));
   Pool* pool = env.pool;
-  if (*pool->root_slot(2) != kFormatTag || *pool->root_slot(0) == 0)
+  if (pool->root(2) != kFormatTag || pool->root(0) == 0)
     return Status::Corruption("nvtree: pool holds no nvtree root (bad format tag or null head)");
-  uint64_t snap = *pool->root_slot(1);
+  uint64_t snap = pool->root(1);
   // Validation only reads the pool (LoadSnapshot and RebuildFromLn check
   // every pointer and mark blocks reachable in DRAM), so a refused open
   // leaves the pool as it was. (Only a salvage copy, IndexEnv::salvage, gets
@@ -626,7 +622,7 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
       t->closed_ = true;
       return m;
     }
-    pm::naw(pool->root_slot(1), 0);
+    pool->WriteRoot(1, 0);
   }
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -649,7 +645,7 @@ Status NvTree::RebuildFromLn() {
   // rebuild-from-LN (section 4.5): walk the list; the low fences persisted
   // in the LNs give the PLN keys, so no element is scanned.
   std::vector<PlnEntry> entries;
-  uint64_t raw = *env_.pool->root_slot(0);
+  uint64_t raw = env_.pool->root(0);
   Key prev_low = 0;
   while (raw != 0) {
     Ln* ln = nullptr;
@@ -705,7 +701,7 @@ Status NvTree::LoadSnapshot(uint64_t raw) {
     sum += g;
   }
   if (sum != h->entries) return Status::Corruption("nvtree: snapshot counts disagree");
-  uint64_t expect = *pool->root_slot(0);
+  uint64_t expect = pool->root(0);
   for (uint64_t i = 0; i < h->entries; ++i) {
     Ln* ln;
     uint64_t lraw = rec[2 * i + 1];
@@ -757,7 +753,7 @@ Status NvTree::close() {
   // The snapshot must be durable before the clean bit can point to it.
   pm::flush(h, bytes);
   pm::fence();
-  pm::naw(env_.pool->root_slot(1), r.value().raw() | 1);
+  env_.pool->WriteRoot(1, r.value().raw() | 1);
   return Status::OK();
 }
 
@@ -771,7 +767,7 @@ Status NvTree::bulk_load(std::span<const KV> sorted, double fill) {
   alloc::EpochDomain::Guard eg(epoch_);
   std::lock_guard g(structure_mu_);
   Layout* l = layout_.load(std::memory_order_acquire);
-  uint64_t head = *env_.pool->root_slot(0);
+  uint64_t head = env_.pool->root(0);
   if (l->plns() != 1 || l->pln(0)->n != 1 || Ln::Load(ToLn(head)->n_element) != 0)
     return Status::InvalidArgument("nvtree: bulk_load needs an empty index");
   if (sorted.empty()) return Status::OK();
@@ -799,7 +795,7 @@ Status NvTree::bulk_load(std::span<const KV> sorted, double fill) {
   Pln* p = l->pln(0);
   LockStripe(head);
   p->lock.WriteLock();
-  pm::naw(env_.pool->root_slot(0), next);
+  env_.pool->WriteRoot(0, next);
   n_leaves_.store(lns);
   Publish(BuildLayout(entries, {}), 0);
   UnlockStripe(head);
@@ -835,7 +831,7 @@ Status NvTree::verify() {
   std::lock_guard g(structure_mu_);
   Layout* l = layout_.load(std::memory_order_acquire);
   std::vector<PlnEntry> all = CollectEntries(*l);
-  uint64_t raw = *env_.pool->root_slot(0);
+  uint64_t raw = env_.pool->root(0);
   std::vector<KV> live;
   size_t i = 0;
   for (; raw != 0; ++i) {
@@ -877,7 +873,7 @@ IndexStats NvTree::stats() {
   IndexStats s;
   s.height = l->height + 2;
   std::vector<KV> live;
-  for (uint64_t raw = *env_.pool->root_slot(0); raw != 0; raw = ToLn(raw)->next_raw()) {
+  for (uint64_t raw = env_.pool->root(0); raw != 0; raw = ToLn(raw)->next_raw()) {
     Ln* ln = ToLn(raw);
     LnLive(ln, ln->count_acquire(), &live);
     s.entries += live.size();
@@ -903,8 +899,8 @@ IndexStats NvTree::stats() {
 
 Status NvTree::for_each_block(const std::function<void(PPtr)>& fn) {
   std::lock_guard g(structure_mu_);
-  for (uint64_t raw = *env_.pool->root_slot(0); raw != 0; raw = ToLn(raw)->next_raw()) fn(PPtr(raw));
-  uint64_t snap = *env_.pool->root_slot(1);
+  for (uint64_t raw = env_.pool->root(0); raw != 0; raw = ToLn(raw)->next_raw()) fn(PPtr(raw));
+  uint64_t snap = env_.pool->root(1);
   if (snap & 1) fn(PPtr(snap & ~uint64_t{1}));
   return Status::OK();
 }

@@ -4,10 +4,10 @@
 // the leaves. docs/layout/nvtree.md has the full picture.
 //
 // Persistent fields:
-//   root_slot(0)  PPtr of the head (leftmost) LN; never 0 once created.
-//   root_slot(1)  PPtr of the IN/PLN copy written at clean shutdown, with
+//   root(0)  PPtr of the head (leftmost) LN; never 0 once created.
+//   root(1)  PPtr of the IN/PLN copy written at clean shutdown, with
 //                 bit 0 set = clean. One NAW sets it; open clears it.
-//   root_slot(2)  kFormatTag.
+//   root(2)  kFormatTag.
 //   LNs           see leaf.h: append-only elements, nElement, next, low.
 //   snapshot      the clean-shutdown copy of the PLN entries (low, LN).
 //
@@ -15,9 +15,9 @@
 //   append        element(s) flush, fence; nElement store, flush, fence.
 //   split/replace/merge
 //                 new LN(s) fully written, flushed, fenced; then ONE NAW of
-//                 the left sibling's next (or root_slot(0) for the head).
+//                 the left sibling's next (or root(0) for the head).
 //                 Before it: the old LNs are the tree; after it: the new.
-//   close         snapshot flushed + fenced; NAW root_slot(1) = copy|1.
+//   close         snapshot flushed + fenced; WriteRoot(1, copy|1).
 //
 // Locks:
 //   - structure_mu_: one writer at a time runs split/replace/merge/rebuild

@@ -456,7 +456,7 @@ grep -q " 0 entries" "$DIR/out" || fail "a failed bulk load left entries: $(cat 
 # the pair it is writing, closes the pool cleanly, names how many pairs it
 # wrote and exits 128 + the signal; those pairs are exactly the input's
 # first N (descending keys: upserts in input order).
-NINT=600000
+NINT=300000
 seq $NINT -1 1 | awk '{ print $1 * 3, $1 }' >"$DIR/int.txt"
 for sig in INT TERM; do
   I="$DIR/int-$sig.pool"

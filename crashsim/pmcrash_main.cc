@@ -21,6 +21,7 @@
 
 namespace pmindex::crash {
 void LinkFixtures();
+void LinkFastFairBugs();
 }
 
 namespace {
@@ -195,6 +196,7 @@ void PrintMutants(const pmindex::crash::MutationReport& m) {
 
 int main(int argc, char** argv) {
   pmindex::crash::LinkFixtures();
+  pmindex::crash::LinkFastFairBugs();
   Config base;
   std::string index, json, workloads = "mixed";
   bool mutate = false, mutate_alloc = false, list = false, opt_given = false, first_config = false;

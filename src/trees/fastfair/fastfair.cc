@@ -1,0 +1,784 @@
+#include "trees/fastfair/fastfair.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "pm/pptr_decode.h"
+#include "util/check.h"
+
+namespace pmindex::fastfair {
+
+namespace {
+
+// Loads of words a writer may be changing: relaxed atomic reads, validated
+// by the node's version afterwards.
+inline uint64_t Ld(const uint64_t& w, std::memory_order mo = std::memory_order_relaxed) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w)).load(mo);
+}
+inline uint32_t Ld32(const uint32_t& w) {
+  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(w)).load(std::memory_order_relaxed);
+}
+inline uint32_t LineOf(uint32_t slot) { return slot / FastFair::kRecsPerLine; }
+
+std::string Hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
+Layout Layout::For(uint32_t bytes, bool sentinel) {
+  Layout l;
+  l.bytes = bytes;
+  l.sentinel = sentinel;
+  const uint32_t avail = bytes / 64 - 1;  // lines after the header
+  uint32_t lines = avail, slines = 0;
+  if (sentinel) {
+    // One 8-byte sentinel per record line: L + ceil(L / 8) <= avail.
+    lines = avail * 8 / 9;
+    while (lines + (lines + 7) / 8 > avail) --lines;
+    slines = (lines + 7) / 8;
+  }
+  l.sent_off = 64;
+  l.rec_off = 64 + slines * 64;
+  l.lines = lines;
+  l.cap = lines * FastFair::kRecsPerLine;
+  return l;
+}
+
+FastFair::FastFair(const IndexEnv& env, const Layout& lay, Search s, const Faults& f)
+    : env_(env), lay_(lay), search_(s), faults_(f) {}
+
+std::string FastFair::Where(uint64_t raw) const { return "fastfair: node " + Hex(raw); }
+
+void FastFair::InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low,
+                        Key low) {
+  pm::store(x, Header{0, kNodeTag, 0, level, sibling, leftmost, has_low ? low : 0,
+                      has_low ? 1u : 0u, 0});
+}
+
+// ------------------------------------------------------------------ search
+
+uint32_t FastFair::LowerBound(Header* x, uint32_t n, Key k) const {
+  const Rec* r = R(x);
+  switch (search_) {
+    case Search::kBinary: {
+      uint32_t lo = 0, hi = n;
+      while (lo < hi) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (Ld(r[mid].key) < k) lo = mid + 1; else hi = mid;
+      }
+      return lo;
+    }
+    case Search::kSentinel: {
+      // Algorithm 1 of paper 002: the last line whose sentinel (its first
+      // key) is <= k, then that line alone.
+      const uint64_t* s = S(x);
+      const uint32_t lines = (n + kRecsPerLine - 1) / kRecsPerLine;
+      uint32_t l = 0;
+      while (l + 1 < lines && Ld(s[l + 1]) <= k) ++l;
+      const uint32_t end = std::min(n, (l + 1) * kRecsPerLine);
+      for (uint32_t i = l * kRecsPerLine; i < end; ++i)
+        if (Ld(r[i].key) >= k) return i;
+      return end;
+    }
+    case Search::kLinear:
+      break;
+  }
+  for (uint32_t i = 0; i < n; ++i)
+    if (Ld(r[i].key) >= k) return i;
+  return n;
+}
+
+uint64_t FastFair::Child(Header* x, uint32_t n, Key k) const {
+  const uint32_t p = LowerBound(x, n, k);
+  const Rec* r = R(x);
+  if (p < n && Ld(r[p].key) == k) return Ld(r[p].val);
+  return p == 0 ? Ld(x->leftmost) : Ld(r[p - 1].val);
+}
+
+uint64_t FastFair::MoveRight(Header* x, uint32_t n, Key k) const {
+  const uint64_t sib = Ld(x->sibling, std::memory_order_acquire);
+  if (sib == 0) return 0;
+  if (n > 0 && k <= Ld(R(x)[n - 1].key)) return 0;
+  Header* s = H(sib);
+  // A linked node's low key never changes (written before the link).
+  return (Ld(s->has_low) != 0 && k >= Ld(s->low)) ? sib : 0;
+}
+
+uint64_t FastFair::FindLeaf(Key k, uint64_t* version) const {
+  uint64_t raw = env_.pool->root(0);
+  for (;;) {
+    Header* x = H(raw);
+    const uint64_t v = Ld(x->version, std::memory_order_acquire);
+    if (v & 1) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    const uint32_t n = std::min(Ld32(x->count), lay_.cap);
+    const uint32_t level = Ld32(x->level);
+    const uint64_t right = MoveRight(x, n, k);
+    const uint64_t child = (right == 0 && level > 0) ? Child(x, n, k) : 0;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (Ld(x->version) != v) continue;  // a writer changed x: read it again
+    if (right != 0) {
+      raw = right;
+    } else if (level == 0) {
+      *version = v;
+      return raw;
+    } else {
+      raw = child;
+    }
+  }
+}
+
+std::optional<Value> FastFair::lookup(Key k) {
+  for (;;) {
+    uint64_t v = 0;
+    Header* x = H(FindLeaf(k, &v));
+    const uint32_t n = std::min(Ld32(x->count), lay_.cap);
+    const uint32_t p = LowerBound(x, n, k);
+    const bool found = p < n && Ld(R(x)[p].key) == k;
+    const uint64_t val = found ? Ld(R(x)[p].val) : 0;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (Ld(x->version) != v) continue;
+    if (!found) return std::nullopt;
+    return val;
+  }
+}
+
+size_t FastFair::scan(Key from, size_t n, KV* out) {
+  if (n == 0) return 0;
+  size_t got = 0;
+  Key cursor = from;
+  bool inclusive = true;
+  uint64_t v = 0;
+  uint64_t raw = FindLeaf(from, &v);
+  std::vector<KV> batch;
+  while (raw != 0 && got < n) {
+    Header* x = H(raw);
+    uint64_t next = 0;
+    for (;;) {
+      v = Ld(x->version, std::memory_order_acquire);
+      if (v & 1) {
+        __builtin_ia32_pause();
+        continue;
+      }
+      batch.clear();
+      const uint32_t cnt = std::min(Ld32(x->count), lay_.cap);
+      const Rec* r = R(x);
+      for (uint32_t i = 0; i < cnt && batch.size() < n - got; ++i) {
+        const Key key = Ld(r[i].key);
+        if (key > cursor || (inclusive && key == cursor)) batch.push_back({key, Ld(r[i].val)});
+      }
+      next = Ld(x->sibling, std::memory_order_acquire);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (Ld(x->version) == v) break;
+    }
+    for (const KV& kv : batch) {
+      out[got++] = kv;
+      cursor = kv.key;
+      inclusive = false;
+    }
+    raw = next;
+  }
+  return got;
+}
+
+// ------------------------------------------------------------------ writers
+
+void FastFair::BeginWrite(Header* x) {
+  pm::store(&x->version, x->version + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+void FastFair::EndWrite(Header* x) {
+  pm::store(&x->version, x->version + 1, std::memory_order_release);
+}
+
+void FastFair::SetSentinels(Header* x, uint32_t from_line) {
+  if (!lay_.sentinel) return;
+  const uint32_t lines = (x->count + kRecsPerLine - 1) / kRecsPerLine;
+  uint64_t* s = S(x);
+  const Rec* r = R(x);
+  // Not flushed: rebuilt from the records by recovery (paper 002, III).
+  for (uint32_t l = from_line; l < lines; ++l) pm::store(&s[l], r[l * kRecsPerLine].key);
+}
+
+void FastFair::ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v) {
+  const uint32_t n = x->count;
+  PMINDEX_CHECK(n < lay_.cap && p <= n, "fastfair: shift insert into a full node");
+  Rec* r = R(x);
+  if (p < n) {
+    // The last record copied into the free slot past the count (value,
+    // then key), durable before the count makes the slot visible; the
+    // count durable before any visible slot changes.
+    pm::store(&r[n].val, r[n - 1].val);
+    pm::store(&r[n].key, r[n - 1].key);
+    pm::flush(&r[n], sizeof(Rec));
+    pm::fence();
+    pm::store(&x->count, n + 1);
+    pm::flush(&x->count, sizeof(uint32_t));
+    pm::fence();
+    // Shift right, from the end: value first, then key. Mid-record, slot
+    // j shows the key of its right neighbour (a copy already in place),
+    // and the right one of two equal keys is the valid one.
+    for (uint32_t j = n - 1; j > p; --j) {
+      if (LineOf(j) != LineOf(j + 1) && j + 1 != n) {
+        pm::flush(&r[j + 1], sizeof(Rec));  // the line we leave, durable first
+        pm::fence();
+      }
+      pm::store(&r[j].val, r[j - 1].val);
+      pm::store(&r[j].key, r[j - 1].key);
+    }
+    if (LineOf(p) != LineOf(p + 1) && p + 1 != n) {
+      pm::flush(&r[p + 1], sizeof(Rec));
+      pm::fence();
+    }
+    // The new record: its key store commits the insert.
+    pm::store(&r[p].val, v);
+    pm::store(&r[p].key, k);
+    pm::flush(&r[p], sizeof(Rec));
+    pm::fence();
+  } else {
+    // Append: the record, then the count that makes it visible.
+    pm::store(&r[n].val, v);
+    pm::store(&r[n].key, k);
+    pm::flush(&r[n], sizeof(Rec));
+    pm::fence();
+    pm::store(&x->count, n + 1);
+    pm::flush(&x->count, sizeof(uint32_t));
+    pm::fence();
+  }
+  SetSentinels(x, LineOf(p));
+}
+
+void FastFair::ShiftDelete(Header* x, uint32_t p) {
+  const uint32_t n = x->count;
+  PMINDEX_CHECK(p < n, "fastfair: shift delete past the count");
+  Rec* r = R(x);
+  // Shift left: key first, then value. The first key store (k[p+1] over
+  // k[p]) commits the delete; mid-record, slot j shows its right
+  // neighbour's key, and the right one of two equal keys is the valid one.
+  for (uint32_t j = p; j + 1 < n; ++j) {
+    if (j > p && LineOf(j) != LineOf(j - 1)) {
+      pm::flush(&r[j - 1], sizeof(Rec));  // the line we leave, durable first
+      pm::fence();
+    }
+    pm::store(&r[j].key, r[j + 1].key);
+    pm::store(&r[j].val, r[j + 1].val);
+  }
+  if (p + 1 < n) {
+    if (!faults_.delete_skips_last_flush) pm::flush(&r[n - 2], sizeof(Rec));
+    pm::fence();
+  }
+  // Until the count drops, slots n-2 and n-1 are an equal pair.
+  pm::store(&x->count, n - 1);
+  pm::flush(&x->count, sizeof(uint32_t));
+  pm::fence();
+  SetSentinels(x, LineOf(p));
+}
+
+Key FastFair::Split(uint64_t x_raw, uint64_t fresh) {
+  Header* x = H(x_raw);
+  Header* y = H(fresh);
+  const uint32_t n = x->count;
+  const uint32_t m = n / 2;
+  const Rec* xr = R(x);
+  Rec* yr = R(y);
+  const Key sep = xr[m].key;
+  // The new right node: records m.. of a leaf; of an inner node, record
+  // m's child becomes its leftmost child and its key moves up.
+  const bool leaf = x->level == 0;
+  InitNode(y, x->level, leaf ? 0 : xr[m].val, x->sibling, true, sep);
+  const uint32_t from = leaf ? m : m + 1;
+  for (uint32_t i = from; i < n; ++i) pm::store(&yr[i - from], xr[i]);
+  pm::store(&y->count, n - from);
+  SetSentinels(y, 0);
+  pm::flush(y, sizeof(Header));
+  if (n > from) pm::flush(yr, (n - from) * sizeof(Rec));
+  pm::fence();  // the new node durable before the link
+  // FAIR: the sibling pointer links y (from now on x's records >= sep are
+  // stale copies, which recovery cuts off), then the count drops. Both in
+  // line 0, which reaches PM in store order: one flush.
+  BeginWrite(x);
+  pm::store(&x->sibling, fresh, std::memory_order_release);
+  pm::store(&x->count, m);
+  pm::flush(&x->sibling, sizeof(uint64_t));
+  pm::fence();
+  EndWrite(x);
+  return sep;
+}
+
+void FastFair::NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh) {
+  Header* r = H(fresh);
+  if (faults_.root_before_node) env_.pool->WriteRoot(0, fresh);
+  InitNode(r, H(left)->level + 1, left, 0, false, 0);
+  pm::store(&R(r)[0], Rec{sep, right});
+  pm::store(&r->count, 1u);
+  SetSentinels(r, 0);
+  pm::flush(r, sizeof(Header));
+  pm::flush(R(r), sizeof(Rec));
+  pm::fence();  // the new root durable before the root slot names it
+  if (!faults_.root_before_node) env_.pool->WriteRoot(0, fresh);
+}
+
+Status FastFair::Write(Op op, Key k, Value v) {
+  std::lock_guard g(mu_);
+  uint64_t path[kMaxHeight];
+  uint32_t depth = 0;
+  uint64_t raw = env_.pool->root(0);
+  for (;;) {
+    Header* x = H(raw);
+    if (uint64_t right = MoveRight(x, x->count, k)) {
+      raw = right;
+      continue;
+    }
+    if (x->level == 0) break;
+    PMINDEX_CHECK(depth < kMaxHeight, "fastfair: tree deeper than %u", kMaxHeight);
+    path[depth++] = raw;
+    raw = Child(x, x->count, k);
+  }
+  Header* leaf = H(raw);
+  const uint32_t n = leaf->count;
+  const uint32_t p = LowerBound(leaf, n, k);
+  const bool found = p < n && R(leaf)[p].key == k;
+  if (op == Op::kRemove) {
+    if (!found) return Status::NotFound();
+    BeginWrite(leaf);
+    ShiftDelete(leaf, p);
+    EndWrite(leaf);
+    return Status::OK();
+  }
+  if (found) {
+    if (op == Op::kInsert) return Status::AlreadyExists();
+    pm::store(&R(leaf)[p].val, v, std::memory_order_release);  // one 8-byte store
+    pm::flush(&R(leaf)[p].val, sizeof(uint64_t));
+    pm::fence();
+    return Status::OK();
+  }
+  if (op == Op::kUpdate) return Status::NotFound();
+  if (n < lay_.cap) {
+    BeginWrite(leaf);
+    ShiftInsert(leaf, p, k, v);
+    EndWrite(leaf);
+    return Status::OK();
+  }
+  // Splits: the leaf, each full ancestor, and a new root if they all are.
+  // Every node is allocated first, so OutOfSpace changes nothing.
+  uint32_t need = 1;
+  int32_t d = static_cast<int32_t>(depth) - 1;
+  while (d >= 0 && H(path[d])->count == lay_.cap) {
+    ++need;
+    --d;
+  }
+  if (d < 0) ++need;
+  uint64_t fresh[kMaxHeight + 2];
+  for (uint32_t i = 0; i < need; ++i) {
+    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
+    if (!a.ok()) {
+      for (uint32_t j = 0; j < i; ++j) env_.alloc->Free(PPtr(fresh[j]));
+      return a.status();
+    }
+    fresh[i] = a.value().raw();
+  }
+  uint32_t used = 0;
+  uint64_t right = fresh[used++];
+  Key sep = Split(raw, right);
+  Header* t = k >= sep ? H(right) : leaf;
+  BeginWrite(t);
+  ShiftInsert(t, LowerBound(t, t->count, k), k, v);
+  EndWrite(t);
+  for (d = static_cast<int32_t>(depth) - 1;; --d) {
+    if (d < 0) {
+      NewRoot(env_.pool->root(0), sep, right, fresh[used++]);
+      break;
+    }
+    Header* par = H(path[d]);
+    if (par->count < lay_.cap) {
+      BeginWrite(par);
+      ShiftInsert(par, LowerBound(par, par->count, sep), sep, right);
+      EndWrite(par);
+      break;
+    }
+    const uint64_t pr = fresh[used++];
+    const Key psep = Split(path[d], pr);
+    Header* pt = sep >= psep ? H(pr) : par;
+    BeginWrite(pt);
+    ShiftInsert(pt, LowerBound(pt, pt->count, sep), sep, right);
+    EndWrite(pt);
+    sep = psep;
+    right = pr;
+  }
+  PMINDEX_CHECK(used == need, "fastfair: split used %u of %u new nodes", used, need);
+  return Status::OK();
+}
+
+Status FastFair::insert(Key k, Value v) { return Write(Op::kInsert, k, v); }
+Status FastFair::update(Key k, Value v) { return Write(Op::kUpdate, k, v); }
+Status FastFair::upsert(Key k, Value v) { return Write(Op::kUpsert, k, v); }
+Status FastFair::remove(Key k) { return Write(Op::kRemove, k, 0); }
+
+// ------------------------------------------------------------------ create, load
+
+Result<std::unique_ptr<Index>> FastFair::Create(const IndexEnv& env, const Layout& lay, Search s,
+                                                const Faults& f) {
+  std::unique_ptr<FastFair> t(new FastFair(env, lay, s, f));
+  Result<PPtr> root = env.alloc->Alloc(lay.bytes);
+  if (!root.ok()) return root.status();
+  Header* r = t->H(root.value().raw());
+  t->InitNode(r, 0, 0, 0, false, 0);
+  pm::flush(r, sizeof(Header));
+  pm::fence();  // the empty root durable before the root slot names it
+  // pmcrash-redundant(flush-late): the slot held nothing before (no
+  // index yet), so a crash that finds neither copy durable finds no index
+  // (create did not happen) and one that finds only the second copy takes
+  // it (the newest valid copy wins): no image tells a late first flush
+  // apart. The same call in NewRoot, where the slot held the old root, is
+  // killed.
+  env.pool->WriteRoot(0, root.value().raw());
+  return std::unique_ptr<Index>(std::move(t));
+}
+
+Status FastFair::bulk_load(std::span<const KV> sorted, double fill) {
+  std::lock_guard g(mu_);
+  const uint64_t old = env_.pool->root(0);
+  Header* o = H(old);
+  if (o->level != 0 || o->count != 0 || o->sibling != 0)
+    return Status::InvalidArgument("fastfair: bulk_load needs an empty index");
+  if (!(fill > 0 && fill <= 1)) return Status::InvalidArgument("fastfair: bulk_load fill must be in (0, 1]");
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i - 1].key >= sorted[i].key)
+      return Status::InvalidArgument("fastfair: bulk_load keys must be strictly ascending");
+  if (sorted.empty()) return Status::OK();
+  const uint32_t per = std::clamp<uint32_t>(static_cast<uint32_t>(std::lround(fill * lay_.cap)), 1, lay_.cap);
+  std::vector<uint64_t> made;
+  auto alloc = [&](uint64_t* raw) -> Status {
+    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
+    if (!a.ok()) {
+      for (uint64_t m : made) env_.alloc->Free(PPtr(m));
+      return a.status();
+    }
+    *raw = a.value().raw();
+    made.push_back(*raw);
+    return Status::OK();
+  };
+  // One level: nodes of up to `per` records each, linked left to right.
+  // items: (low key, value or child). An inner node's first item becomes
+  // its leftmost child.
+  std::vector<std::pair<Key, uint64_t>> items;
+  items.reserve(sorted.size());
+  for (const KV& kv : sorted) items.push_back({kv.key, kv.value});
+  uint32_t level = 0;
+  for (;;) {
+    const uint32_t take = level == 0 ? per : per + 1;  // an inner node holds per + 1 children
+    std::vector<std::pair<Key, uint64_t>> up;
+    Header* prev = nullptr;
+    for (size_t b = 0; b < items.size(); b += take) {
+      const size_t e = std::min(items.size(), b + take);
+      uint64_t raw = 0;
+      PMINDEX_RETURN_IF_ERROR(alloc(&raw));
+      Header* x = H(raw);
+      const bool inner = level > 0;
+      InitNode(x, level, inner ? items[b].second : 0, 0, b > 0, items[b].first);
+      Rec* r = R(x);
+      uint32_t c = 0;
+      for (size_t i = inner ? b + 1 : b; i < e; ++i) pm::store(&r[c++], Rec{items[i].first, items[i].second});
+      pm::store(&x->count, c);
+      SetSentinels(x, 0);
+      if (prev != nullptr) {
+        pm::store(&prev->sibling, raw);
+        pm::flush(prev, sizeof(Header));
+      }
+      if (c > 0) pm::flush(r, c * sizeof(Rec));
+      prev = x;
+      up.push_back({items[b].first, raw});
+    }
+    pm::flush(prev, sizeof(Header));
+    items.swap(up);
+    if (items.size() == 1) break;
+    ++level;
+  }
+  pm::fence();  // the loaded tree durable before the root slot names it
+  env_.pool->WriteRoot(0, items[0].second);
+  env_.alloc->Free(PPtr(old));
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ recovery
+
+struct FastFair::NodeView {
+  uint32_t level = 0;
+  uint64_t sibling = 0, leftmost = 0;
+  bool has_low = false;
+  Key low = 0;
+  std::vector<Rec> recs;  // the records recovery will leave
+};
+
+// Reads node `raw` of level `level` into v, with recovery's repairs
+// applied to the copy (stale records of a cut-short split dropped, the
+// left record of an equal-key pair dropped). Reads only.
+Status FastFair::ViewNode(uint64_t raw, uint32_t level, NodeView* v) const {
+  auto d = pm::Decode<Header>(*env_.pool, raw, lay_.bytes, 64, "fastfair: node");
+  if (!d.ok()) return d.status();
+  Header* x = d.value();
+  if (x->tag != kNodeTag) return Status::Corruption(Where(raw) + " has no node tag");
+  if (x->level != level) return Status::Corruption(Where(raw) + " is on the wrong level");
+  if (x->count > lay_.cap) return Status::Corruption(Where(raw) + " has a count above its capacity");
+  if (x->has_low > 1) return Status::Corruption(Where(raw) + " has a bad header");
+  v->level = level;
+  v->sibling = x->sibling;
+  v->leftmost = x->leftmost;
+  v->has_low = x->has_low != 0;
+  v->low = x->low;
+  uint32_t n = x->count;
+  const Rec* r = R(x);
+  if (v->sibling != 0) {
+    auto s = pm::Decode<Header>(*env_.pool, v->sibling, lay_.bytes, 64, "fastfair: sibling");
+    if (!s.ok()) return s.status();
+    if (s.value()->tag != kNodeTag || s.value()->has_low != 1)
+      return Status::Corruption(Where(raw) + ": its sibling is not a split-made node");
+    const Key sl = s.value()->low;
+    uint32_t t = 0;
+    while (t < n && r[t].key < sl) ++t;
+    n = t;
+  }
+  v->recs.clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i + 1 < n && r[i].key == r[i + 1].key) continue;  // half-done shift: the right one is valid
+    if (!v->recs.empty() && v->recs.back().key >= r[i].key)
+      return Status::Corruption(Where(raw) + ": keys not ascending");
+    if (v->has_low && r[i].key < v->low) return Status::Corruption(Where(raw) + ": key below its low key");
+    v->recs.push_back(r[i]);
+  }
+  return Status::OK();
+}
+
+Status FastFair::Validate(uint64_t root, std::vector<uint64_t>* nodes) const {
+  // Level by level: every node of a level is on its sibling chain, whose
+  // first node is the leftmost child of the level above's first node.
+  NodeView v;
+  auto rd = pm::Decode<Header>(*env_.pool, root, lay_.bytes, 64, "fastfair: root (root slot 0)");
+  if (!rd.ok()) return rd.status();
+  uint32_t level = rd.value()->level;
+  if (level >= kMaxHeight) return Status::Corruption("fastfair: root level above the limit");
+  const uint64_t limit = env_.pool->size() / lay_.bytes + 1;  // more nodes than fit = a cycle
+  std::vector<std::vector<uint64_t>> children_above;  // children named by the level above
+  uint64_t first = root;
+  for (;;) {
+    std::unordered_set<uint64_t> on_level;
+    std::vector<uint64_t> named;
+    uint64_t first_child = 0;
+    for (uint64_t raw = first; raw != 0;) {
+      if (nodes->size() > limit || !on_level.insert(raw).second)
+        return Status::Corruption("fastfair: a sibling chain loops");
+      PMINDEX_RETURN_IF_ERROR(ViewNode(raw, level, &v));
+      if (raw == root && v.has_low) return Status::Corruption("fastfair: the root has a low key");
+      nodes->push_back(raw);
+      if (level > 0) {
+        if (raw == first) first_child = v.leftmost;
+        named.push_back(v.leftmost);
+        for (const Rec& r : v.recs) named.push_back(r.val);
+      }
+      raw = v.sibling;
+    }
+    if (!children_above.empty())
+      for (uint64_t c : children_above.back())
+        if (!on_level.count(c)) return Status::Corruption(Where(c) + " is a child not on its level's chain");
+    if (level == 0) return Status::OK();
+    children_above.push_back(std::move(named));
+    first = first_child;
+    --level;
+  }
+}
+
+void FastFair::Repair(uint64_t raw) {
+  Header* x = H(raw);
+  Rec* r = R(x);
+  if (x->sibling != 0 && !faults_.keep_split_copies) {
+    Header* s = H(x->sibling);
+    uint32_t t = 0;
+    while (t < x->count && r[t].key < s->low) ++t;
+    if (t < x->count) {
+      // A split cut short after its link: drop the copies y holds.
+      pm::store(&x->count, t);
+      pm::flush(&x->count, sizeof(uint32_t));
+      pm::fence();
+    }
+  }
+  for (uint32_t i = 0; i + 1 < x->count;) {
+    if (r[i].key == r[i + 1].key && !faults_.keep_duplicates) {
+      ShiftDelete(x, i);  // crash-safe itself: a crash here is repaired again
+    } else {
+      ++i;
+    }
+  }
+  if (x->version != 0) pm::store(&x->version, uint64_t{0});
+  SetSentinels(x, 0);
+}
+
+Result<std::unique_ptr<Index>> FastFair::Open(const IndexEnv& env, const Layout& lay, Search s,
+                                              const Faults& f) {
+  std::unique_ptr<FastFair> t(new FastFair(env, lay, s, f));
+  const uint64_t root = env.pool->root(0);
+  std::vector<uint64_t> nodes;
+  PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes));  // reads only
+  for (uint64_t n : nodes) env.alloc->MarkReachable(PPtr(n));
+  for (uint64_t n : nodes)
+    if (!env.alloc->IsLive(PPtr(n))) return Status::Corruption(t->Where(n) + " is not an allocated block");
+  PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());  // before any write
+  PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
+  for (uint64_t n : nodes) t->Repair(n);
+  pm::fence();
+  return std::unique_ptr<Index>(std::move(t));
+}
+
+// ------------------------------------------------------------------ walks
+
+void FastFair::WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const {
+  uint64_t first = env_.pool->root(0);
+  for (;;) {
+    Header* f = H(first);
+    for (uint64_t raw = first; raw != 0; raw = H(raw)->sibling) fn(raw, H(raw));
+    if (f->level == 0) return;
+    first = f->leftmost;
+  }
+}
+
+// A node's range is [its low key, its sibling's low key): the B-link
+// invariant. Its children are its named children, each followed on their
+// level's chain by the nodes no parent names yet (splits whose separator
+// a crash kept from the parent), up to the next named child.
+Status FastFair::VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries,
+                            std::vector<uint64_t>* leaves) const {
+  NodeView v;
+  PMINDEX_RETURN_IF_ERROR(ViewNode(raw, level, &v));
+  Header* x = H(raw);
+  if (v.recs.size() != x->count) return Status::Corruption(Where(raw) + " holds stale or duplicate records");
+  if (x->version & 1) return Status::Corruption(Where(raw) + " is locked");
+  if (lay_.sentinel) {
+    for (uint32_t l = 0; l * kRecsPerLine < x->count; ++l)
+      if (S(x)[l] != R(x)[l * kRecsPerLine].key) return Status::Corruption(Where(raw) + ": stale sentinel");
+  }
+  const bool has_hi = v.sibling != 0;
+  const Key hi = has_hi ? H(v.sibling)->low : 0;
+  for (const Rec& r : v.recs)
+    if (has_hi && r.key >= hi)
+      return Status::Corruption(Where(raw) + ": key " + std::to_string(r.key) + " at or above its sibling's low key");
+  if (level == 0) {
+    *entries += v.recs.size();
+    leaves->push_back(raw);
+    return Status::OK();
+  }
+  for (size_t i = 0; i <= v.recs.size(); ++i) {
+    const uint64_t c = i == 0 ? v.leftmost : v.recs[i - 1].val;
+    Header* ch = H(c);
+    if (i == 0 ? (v.has_low != (ch->has_low != 0) || (v.has_low && ch->low != v.low))
+               : (ch->has_low != 1 || ch->low != v.recs[i - 1].key))
+      return Status::Corruption(Where(c) + ": low key differs from its separator");
+    const bool bounded = i < v.recs.size() || has_hi;
+    const Key end = i < v.recs.size() ? v.recs[i].key : hi;
+    for (uint64_t y = c;;) {
+      PMINDEX_RETURN_IF_ERROR(VerifyNode(y, level - 1, entries, leaves));
+      y = H(y)->sibling;
+      if (y == 0 || (bounded && H(y)->low >= end)) break;
+    }
+  }
+  return Status::OK();
+}
+
+Status FastFair::verify() {
+  std::lock_guard g(mu_);
+  uint64_t entries = 0;
+  std::vector<uint64_t> leaves;
+  const uint64_t root = env_.pool->root(0);
+  const uint32_t level = H(root)->level;
+  // The top level may hold more than the root (a root split cut short).
+  for (uint64_t y = root; y != 0; y = H(y)->sibling)
+    PMINDEX_RETURN_IF_ERROR(VerifyNode(y, level, &entries, &leaves));
+  // The leaf chain holds the same leaves in the same order.
+  uint64_t first = root;
+  while (H(first)->level > 0) first = H(first)->leftmost;
+  size_t i = 0;
+  for (uint64_t y = first; y != 0; y = H(y)->sibling, ++i)
+    if (i >= leaves.size() || leaves[i] != y) return Status::Corruption("fastfair: leaf chain differs from the tree");
+  if (i != leaves.size()) return Status::Corruption("fastfair: leaf chain shorter than the tree");
+  return Status::OK();
+}
+
+IndexStats FastFair::stats() {
+  std::lock_guard g(mu_);
+  IndexStats s;
+  s.height = H(env_.pool->root(0))->level + 1;
+  WalkLevels([&](uint64_t, Header* x) {
+    s.pm_bytes += lay_.bytes;
+    if (x->level == 0) {
+      ++s.leaves;
+      s.entries += x->count;
+    } else {
+      ++s.inner_nodes;
+    }
+  });
+  return s;
+}
+
+Status FastFair::for_each_block(const std::function<void(PPtr)>& fn) {
+  std::lock_guard g(mu_);
+  WalkLevels([&](uint64_t raw, Header*) { fn(PPtr(raw)); });
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ registration
+
+namespace {
+struct Config {
+  Layout lay;
+  Search search = Search::kSentinel;
+};
+
+Result<Config> Parse(const Options& o) {
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node", "sentinel", "search"}));
+  Result<uint64_t> n = o.get_uint("node", 512, 256, 65536);
+  if (!n.ok()) return n.status();
+  if (n.value() % 64 != 0)
+    return Status::InvalidArgument("fastfair: node must be a multiple of 64 from 256 to 65536 bytes");
+  Result<bool> sent = o.get_bool("sentinel", true);
+  if (!sent.ok()) return sent.status();
+  Result<std::string> se = o.get_enum("search", sent.value() ? "sentinel" : "linear", {"linear", "binary", "sentinel"});
+  if (!se.ok()) return se.status();
+  Config c;
+  c.lay = Layout::For(static_cast<uint32_t>(n.value()), sent.value());
+  c.search = se.value() == "binary" ? Search::kBinary : se.value() == "linear" ? Search::kLinear : Search::kSentinel;
+  if (c.search == Search::kSentinel && !c.lay.sentinel)
+    return Status::InvalidArgument("fastfair: search=sentinel needs sentinel=on");
+  return c;
+}
+
+PMINDEX_REGISTER_INDEX(fastfair, {
+    .name = "fastfair",
+    .persistent = true,
+    .options_help =
+        "node=BYTES (a multiple of 64 from 256 to 65536; default 512; the paper used 512|1024|2048|4096) "
+        "sentinel=on|off (default on) search=linear|binary|sentinel (default sentinel if sentinel=on, else linear)",
+    .test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary"},
+    .validate = [](const Options& o) -> Status { return Parse(o).status(); },
+    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+      Result<Config> c = Parse(o);
+      if (!c.ok()) return c.status();
+      return FastFair::Create(env, c.value().lay, c.value().search);
+    },
+    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+      Result<Config> c = Parse(o);
+      if (!c.ok()) return c.status();
+      return FastFair::Open(env, c.value().lay, c.value().search);
+    },
+    .marks_in_use = true,
+});
+}  // namespace
+
+}  // namespace pmindex::fastfair

@@ -1,0 +1,171 @@
+// FAST-FAIR (Hwang et al., FAST 2018) with the Sentinel Array of paper 002
+// (Ye and Wang, 2021): a B+-tree whose nodes of every level are sorted
+// arrays in PM, changed by failure-atomic shifts of 8-byte stores (FAST)
+// and split in place through the sibling pointer (FAIR), without a log.
+//
+// Values are stored inline and every uint64_t is a valid value, so the
+// paper's "a pointer equal to its neighbour's marks a half-done shift" and
+// its null terminator cannot be used. Instead (docs/layout/fastfair.md):
+//   - a node has a count in its header; slots past it are unused;
+//   - a shift stores each moved record's words in an order that makes the
+//     half-done state show two adjacent records with EQUAL KEYS, of which
+//     the right one is the valid one (keys are unique, so equal adjacent
+//     keys only occur mid-shift). Insert (shift right): value first, then
+//     key; delete (shift left): key first, then value;
+//   - stores to one cache line reach PM in program order; a shift that
+//     crosses into the next line flushes and fences the line it leaves.
+// Recovery (every open) drops the left record of an equal-key pair,
+// truncates a node whose sibling holds keys it still lists (a split cut
+// short), clears the writers' version words and rebuilds the sentinels.
+//
+// Sentinel Array (sentinel=on): one key per cache line of records, the
+// line's first key, kept in lines of the node between the header and the
+// records. It is stored but never flushed: recovery rebuilds it from the
+// records (paper 002, section III). A search scans the sentinels for the
+// last line whose sentinel is <= the key and then that one line.
+//
+// Concurrency: lookups and scans take no lock: each node carries a version
+// word (odd while a writer changes the node); a reader copies what it
+// needs and retries the node when the version moved. A node reached
+// through a parent that has not been told of its split yet is left by the
+// sibling pointer (the B-link rule, k >= sibling's low key). Writers are
+// serialized by one mutex (the paper's per-node write locks are not built
+// yet).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "index/index.h"
+#include "index/registry.h"
+#include "pm/persist.h"
+
+namespace pmindex::fastfair {
+
+struct Rec {
+  uint64_t key;
+  uint64_t val;  // the value (leaf) or a child PPtr raw (inner)
+};
+static_assert(sizeof(Rec) == 16);
+
+// Line 0 of every node. The records start at a line boundary after the
+// sentinel lines (Layout).
+struct alignas(64) Header {
+  uint64_t version;   // even: no writer inside; odd: a writer is changing the node
+  uint64_t tag;       // kNodeTag
+  uint32_t count;     // records in use
+  uint32_t level;     // 0 = leaf
+  uint64_t sibling;   // PPtr raw of the right neighbour on this level, or 0
+  uint64_t leftmost;  // inner: child for keys below record 0's key
+  uint64_t low;       // every key of this node is >= low (valid iff has_low)
+  uint64_t has_low;   // 1 for a node made by a split, 0 for a level's first node
+  uint64_t pad;
+};
+static_assert(sizeof(Header) == 64);
+
+struct Layout {
+  uint32_t bytes = 0;     // node size
+  uint32_t sent_off = 0;  // byte offset of the sentinel array (sentinel=on)
+  uint32_t rec_off = 0;   // byte offset of record 0
+  uint32_t lines = 0;     // record lines
+  uint32_t cap = 0;       // records per node
+  bool sentinel = false;
+  static Layout For(uint32_t bytes, bool sentinel);
+};
+
+enum class Search : uint8_t { kLinear, kBinary, kSentinel };
+
+// Deliberately broken variants, one per crash bug published against
+// FAST-FAIR, for the regression tests in tests/crash/fastfair_bugs_test.cc
+// (crashsim/fixtures/fastfair_bugs.cc registers them as test-only kinds).
+// All false in the registered index.
+struct Faults {
+  bool keep_duplicates = false;    // recovery leaves a half-done shift's equal-key pair
+  bool keep_split_copies = false;  // recovery leaves the records a cut-short split copied
+  bool root_before_node = false;   // root slot 0 names a new root before the root is durable
+  bool delete_skips_last_flush = false;  // a delete does not flush the last line it shifted
+};
+
+class FastFair final : public Index {
+ public:
+  static constexpr uint64_t kNodeTag = 0x5249414654534146;  // "FASTFAIR"
+  static constexpr uint32_t kMaxHeight = 40;
+  static constexpr uint32_t kRecsPerLine = 64 / sizeof(Rec);
+
+  static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Layout& lay, Search s,
+                                               const Faults& f = {});
+  static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Layout& lay, Search s,
+                                             const Faults& f = {});
+
+  std::string_view kind() const override { return "fastfair"; }
+  bool persistent() const override { return true; }
+  Status insert(Key k, Value v) override;
+  Status update(Key k, Value v) override;
+  Status upsert(Key k, Value v) override;
+  std::optional<Value> lookup(Key k) override;
+  Status remove(Key k) override;
+  size_t scan(Key from, size_t n, KV* out) override;
+  Status bulk_load(std::span<const KV> sorted, double fill) override;
+  Status verify() override;
+  IndexStats stats() override;
+  Status for_each_block(const std::function<void(PPtr)>& fn) override;
+
+ private:
+  enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
+  FastFair(const IndexEnv& env, const Layout& lay, Search s, const Faults& f);
+
+  Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
+  Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
+  uint64_t* S(Header* x) const {
+    return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.sent_off);
+  }
+
+  // First index in [0, n) whose key is >= k (n if none), by the
+  // configured search. Reads with relaxed atomic loads (readers run
+  // concurrently with a writer and validate the version afterwards).
+  uint32_t LowerBound(Header* x, uint32_t n, Key k) const;
+  // The child of inner node x for k (reads only).
+  uint64_t Child(Header* x, uint32_t n, Key k) const;
+  // Reader's step at one node: if k belongs to x's right neighbour (the
+  // B-link rule), its raw; else 0.
+  uint64_t MoveRight(Header* x, uint32_t n, Key k) const;
+  // The leaf for k and its version (even), found without locks.
+  uint64_t FindLeaf(Key k, uint64_t* version) const;
+
+  // Writers (under mu_).
+  Status Write(Op op, Key k, Value v);
+  void BeginWrite(Header* x);
+  void EndWrite(Header* x);
+  void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v);
+  void ShiftDelete(Header* x, uint32_t p);
+  void SetSentinels(Header* x, uint32_t from_line);
+  // Splits the full node x into x and the new node `fresh` (its raw);
+  // returns the separator.
+  Key Split(uint64_t x_raw, uint64_t fresh);
+  void NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh);
+  void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
+
+  // Recovery and walks.
+  struct NodeView;
+  Status ViewNode(uint64_t raw, uint32_t level, NodeView* v) const;
+  Status Validate(uint64_t root, std::vector<uint64_t>* nodes) const;
+  void Repair(uint64_t raw);
+  // Every node, level by level from the root's, each level along its
+  // sibling chain starting at its first node. fn(raw, header).
+  void WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const;
+  Status VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) const;
+  std::string Where(uint64_t raw) const;
+
+  IndexEnv env_;
+  Layout lay_;
+  Search search_;
+  Faults faults_;
+  std::mutex mu_;  // writers
+};
+
+}  // namespace pmindex::fastfair

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <unordered_map>
+#include <thread>
 #include <unordered_set>
 
 #include "pm/pptr_decode.h"
+#include "sync/version_lock.h"
 #include "util/check.h"
 
 namespace pmindex::fastfair {
@@ -23,6 +25,30 @@ inline uint32_t Ld32(const uint32_t& w) {
   return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(w)).load(std::memory_order_relaxed);
 }
 inline uint32_t LineOf(uint32_t slot) { return slot / FastFair::kRecsPerLine; }
+
+// A node's version, once no writer is inside (even).
+inline uint64_t AwaitEven(const uint64_t& version) {
+  uint64_t v = Ld(version, std::memory_order_acquire);
+  for (unsigned spins = 0; v & 1; ++spins) {
+    // The writer may be descheduled on a busy machine: yield, do not spin
+    // through the time slice.
+    if (spins < 64) sync::CpuRelax(); else std::this_thread::yield();
+    v = Ld(version, std::memory_order_acquire);
+  }
+  return v;
+}
+
+// True iff the version is still v after the reads it validates (the
+// seqlock argument of sync/version_lock.h; TSan, which does not model
+// fences, gets an acquire load instead).
+inline bool Unchanged(const uint64_t& version, uint64_t v) {
+#if defined(PMINDEX_TSAN)
+  return Ld(version, std::memory_order_acquire) == v;
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return Ld(version) == v;
+#endif
+}
 
 std::string Hex(uint64_t v) {
   char b[32];
@@ -95,17 +121,18 @@ uint32_t FastFair::LowerBound(Header* x, uint32_t n, Key k) const {
   return n;
 }
 
-uint64_t FastFair::Child(Header* x, uint32_t n, Key k) const {
-  const uint32_t p = LowerBound(x, n, k);
+uint64_t FastFair::ChildAt(Header* x, uint32_t n, uint32_t p, Key k) const {
   const Rec* r = R(x);
   if (p < n && Ld(r[p].key) == k) return Ld(r[p].val);
   return p == 0 ? Ld(x->leftmost) : Ld(r[p - 1].val);
 }
 
-uint64_t FastFair::MoveRight(Header* x, uint32_t n, Key k) const {
+uint64_t FastFair::MoveRight(Header* x, uint32_t n, uint32_t p, Key k) const {
+  // Only a key above every key of x can belong to the right neighbour
+  // (p = n: the search found no key >= k), so no other line is read.
+  if (p < n) return 0;
   const uint64_t sib = Ld(x->sibling, std::memory_order_acquire);
   if (sib == 0) return 0;
-  if (n > 0 && k <= Ld(R(x)[n - 1].key)) return 0;
   Header* s = H(sib);
   // A linked node's low key never changes (written before the link).
   return (Ld(s->has_low) != 0 && k >= Ld(s->low)) ? sib : 0;
@@ -115,17 +142,13 @@ uint64_t FastFair::FindLeaf(Key k, uint64_t* version) const {
   uint64_t raw = env_.pool->root(0);
   for (;;) {
     Header* x = H(raw);
-    const uint64_t v = Ld(x->version, std::memory_order_acquire);
-    if (v & 1) {
-      __builtin_ia32_pause();
-      continue;
-    }
+    const uint64_t v = AwaitEven(x->version);
     const uint32_t n = std::min(Ld32(x->count), lay_.cap);
     const uint32_t level = Ld32(x->level);
-    const uint64_t right = MoveRight(x, n, k);
-    const uint64_t child = (right == 0 && level > 0) ? Child(x, n, k) : 0;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (Ld(x->version) != v) continue;  // a writer changed x: read it again
+    const uint32_t p = LowerBound(x, n, k);
+    const uint64_t right = MoveRight(x, n, p, k);
+    const uint64_t child = (right == 0 && level > 0) ? ChildAt(x, n, p, k) : 0;
+    if (!Unchanged(x->version, v)) continue;  // a writer changed x: read it again
     if (right != 0) {
       raw = right;
     } else if (level == 0) {
@@ -145,8 +168,7 @@ std::optional<Value> FastFair::lookup(Key k) {
     const uint32_t p = LowerBound(x, n, k);
     const bool found = p < n && Ld(R(x)[p].key) == k;
     const uint64_t val = found ? Ld(R(x)[p].val) : 0;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (Ld(x->version) != v) continue;
+    if (!Unchanged(x->version, v)) continue;
     if (!found) return std::nullopt;
     return val;
   }
@@ -164,11 +186,7 @@ size_t FastFair::scan(Key from, size_t n, KV* out) {
     Header* x = H(raw);
     uint64_t next = 0;
     for (;;) {
-      v = Ld(x->version, std::memory_order_acquire);
-      if (v & 1) {
-        __builtin_ia32_pause();
-        continue;
-      }
+      v = AwaitEven(x->version);
       batch.clear();
       const uint32_t cnt = std::min(Ld32(x->count), lay_.cap);
       const Rec* r = R(x);
@@ -177,8 +195,7 @@ size_t FastFair::scan(Key from, size_t n, KV* out) {
         if (key > cursor || (inclusive && key == cursor)) batch.push_back({key, Ld(r[i].val)});
       }
       next = Ld(x->sibling, std::memory_order_acquire);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (Ld(x->version) == v) break;
+      if (Unchanged(x->version, v)) break;
     }
     for (const KV& kv : batch) {
       out[got++] = kv;
@@ -193,8 +210,13 @@ size_t FastFair::scan(Key from, size_t n, KV* out) {
 // ------------------------------------------------------------------ writers
 
 void FastFair::BeginWrite(Header* x) {
+#if defined(PMINDEX_TSAN)
+  pm::store(&x->version, x->version + 1, std::memory_order_release);
+#else
   pm::store(&x->version, x->version + 1, std::memory_order_relaxed);
+  // Orders the node's changes after the odd version (seqlock writer).
   std::atomic_thread_fence(std::memory_order_release);
+#endif
 }
 
 void FastFair::EndWrite(Header* x) {
@@ -335,14 +357,15 @@ Status FastFair::Write(Op op, Key k, Value v) {
   uint64_t raw = env_.pool->root(0);
   for (;;) {
     Header* x = H(raw);
-    if (uint64_t right = MoveRight(x, x->count, k)) {
+    const uint32_t xp = LowerBound(x, x->count, k);
+    if (uint64_t right = MoveRight(x, x->count, xp, k)) {
       raw = right;
       continue;
     }
     if (x->level == 0) break;
     PMINDEX_CHECK(depth < kMaxHeight, "fastfair: tree deeper than %u", kMaxHeight);
     path[depth++] = raw;
-    raw = Child(x, x->count, k);
+    raw = ChildAt(x, x->count, xp, k);
   }
   Header* leaf = H(raw);
   const uint32_t n = leaf->count;

@@ -129,11 +129,11 @@ class FastFair final : public Index {
   // configured search. Reads with relaxed atomic loads (readers run
   // concurrently with a writer and validate the version afterwards).
   uint32_t LowerBound(Header* x, uint32_t n, Key k) const;
-  // The child of inner node x for k (reads only).
-  uint64_t Child(Header* x, uint32_t n, Key k) const;
-  // Reader's step at one node: if k belongs to x's right neighbour (the
-  // B-link rule), its raw; else 0.
-  uint64_t MoveRight(Header* x, uint32_t n, Key k) const;
+  // The child of inner node x for k, given p = LowerBound(x, n, k).
+  uint64_t ChildAt(Header* x, uint32_t n, uint32_t p, Key k) const;
+  // If k belongs to x's right neighbour (the B-link rule), its raw; else
+  // 0. p = LowerBound(x, n, k).
+  uint64_t MoveRight(Header* x, uint32_t n, uint32_t p, Key k) const;
   // The leaf for k and its version (even), found without locks.
   uint64_t FindLeaf(Key k, uint64_t* version) const;
 

@@ -1,0 +1,153 @@
+// fastfair unit tests: node layouts with and without the Sentinel Array,
+// every search mode against a std::map oracle at several node sizes
+// (splits, root growth, deletes down to empty leaves, scans across
+// leaves), option checks, and the flushes and fences of one shift.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pm/persist.h"
+#include "pmindex/db.h"
+#include "trees/fastfair/fastfair.h"
+
+namespace pmindex::fastfair {
+namespace {
+
+uint64_t TestSeed() {
+  const char* s = std::getenv("PMINDEX_SEED");
+  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+TEST(FastFairLayout, CapacitiesWithAndWithoutSentinels) {
+  // 512 B: 7 lines after the header; 6 record lines + 1 sentinel line.
+  Layout a = Layout::For(512, true);
+  EXPECT_EQ(a.cap, 24u);
+  EXPECT_EQ(a.rec_off, 128u);
+  Layout b = Layout::For(512, false);
+  EXPECT_EQ(b.cap, 28u);
+  EXPECT_EQ(b.rec_off, 64u);
+  // 4 KiB: 63 lines: 56 record lines + 7 sentinel lines.
+  Layout c = Layout::For(4096, true);
+  EXPECT_EQ(c.cap, 224u);
+  EXPECT_EQ(c.rec_off, 64u + 7 * 64);
+  EXPECT_EQ(Layout::For(4096, false).cap, 252u);
+  for (uint32_t bytes = 256; bytes <= 8192; bytes += 64) {
+    Layout l = Layout::For(bytes, true);
+    SCOPED_TRACE(bytes);
+    EXPECT_GE(l.cap, 4u);
+    EXPECT_LE(l.rec_off + l.cap * sizeof(Rec), bytes);
+    EXPECT_GE(l.rec_off - l.sent_off, l.lines * sizeof(uint64_t));  // one sentinel per record line
+  }
+}
+
+TEST(FastFairOptions, BadCombinationsAreRefused) {
+  for (const char* bad : {"node=100", "node=300", "sentinel=maybe", "search=sentinel,sentinel=off",
+                          "search=hash", "fingerprints=on"}) {
+    auto db = Db::CreateInMemory("fastfair", bad);
+    EXPECT_TRUE(db.status().is_invalid_argument()) << bad << ": " << db.status().ToString();
+  }
+}
+
+class FastFairOracle : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FastFairOracle, MatchesAMapThroughSplitsAndDeletes) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  auto db = Db::CreateInMemory("fastfair", GetParam());
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  Db& d = *db.value();
+  std::mt19937_64 rng(seed);
+  std::map<Key, Value> oracle;
+  std::vector<Key> keys;
+  for (int i = 0; i < 30000; ++i) {
+    // Small and huge keys, 0 and UINT64_MAX among them.
+    Key k = i == 0 ? 0 : i == 1 ? UINT64_MAX : (rng() % 4 == 0 ? rng() % 5000 : rng());
+    Value v = rng() % 3 == 0 ? 0 : rng();  // equal values are allowed
+    Status s = d.Insert(k, v);
+    if (oracle.count(k)) {
+      ASSERT_TRUE(s.is_already_exists());
+    } else {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      oracle[k] = v;
+      keys.push_back(k);
+    }
+  }
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  // Remove three quarters in random order: leaves empty out.
+  std::shuffle(keys.begin(), keys.end(), rng);
+  for (size_t i = 0; i < keys.size() * 3 / 4; ++i) {
+    ASSERT_TRUE(d.Remove(keys[i]).ok());
+    oracle.erase(keys[i]);
+  }
+  for (size_t i = 0; i < keys.size() / 8; ++i) {
+    ASSERT_TRUE(d.Remove(keys[i]).is_not_found());
+    ASSERT_TRUE(d.Upsert(keys[i], i).ok());
+    oracle[keys[i]] = i;
+  }
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  for (Key k : keys) {
+    auto it = oracle.find(k);
+    Result<Value> v = d.Get(k);
+    if (it == oracle.end()) {
+      EXPECT_TRUE(v.status().is_not_found()) << k;
+    } else {
+      ASSERT_TRUE(v.ok()) << k;
+      EXPECT_EQ(v.value(), it->second) << k;
+    }
+  }
+  std::vector<KV> all;
+  d.Range(0, std::nullopt, SIZE_MAX, &all);
+  ASSERT_EQ(all.size(), oracle.size());
+  size_t i = 0;
+  for (const auto& [k, v] : oracle) {
+    EXPECT_EQ(all[i].key, k);
+    EXPECT_EQ(all[i].value, v);
+    ++i;
+  }
+  // A bounded range from the middle.
+  auto mid = std::next(oracle.begin(), static_cast<long>(oracle.size() / 2));
+  std::vector<KV> part;
+  d.Range(mid->first, std::nullopt, 100, &part);
+  ASSERT_EQ(part.size(), std::min<size_t>(100, oracle.size() / 2 + oracle.size() % 2));
+  EXPECT_EQ(part.front().key, mid->first);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, FastFairOracle,
+                         ::testing::Values("node=256", "node=4096", "node=512,search=linear",
+                                           "node=1024,search=binary", "node=512,sentinel=off",
+                                           "node=4096,sentinel=off,search=binary"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string n = i.param;
+                           for (char& ch : n)
+                             if (ch == '=' || ch == ',') ch = '_';
+                           return n;
+                         });
+
+// An insert in the middle of a leaf: the copy into the free slot and the
+// count are each made durable before the shift, then one flush and fence
+// per line the shift leaves and one for the new record. Counted on a
+// 4 KiB leaf filled to 60 records (15 lines) by ascending inserts.
+TEST(FastFairCost, InsertAtTheFrontShiftsLineByLine) {
+  auto db = Db::CreateInMemory("fastfair", "node=4096,sentinel=off");
+  ASSERT_TRUE(db.ok());
+  Db& d = *db.value();
+  for (Key k = 1; k <= 60; ++k) ASSERT_TRUE(d.Insert(k * 10, k).ok());
+  const uint64_t lines = pm::ThreadLinesFlushed(), fences = pm::ThreadFences();
+  ASSERT_TRUE(d.Insert(5, 5).ok());  // slot 0: every record moves
+  // Slot 60 (line 15): copy + count = 2 fences; the shift leaves lines
+  // 14..1 (the line of slot 60 was made durable already, so 14 more), and
+  // the new record's line 0: 2 + 14 + 1 = 17 fences and as many lines.
+  EXPECT_EQ(pm::ThreadFences() - fences, 17u);
+  EXPECT_EQ(pm::ThreadLinesFlushed() - lines, 17u);
+  ASSERT_TRUE(d.Verify().ok());
+  EXPECT_EQ(d.Get(5).value(), 5u);
+  EXPECT_EQ(d.Get(600).value(), 60u);
+}
+
+}  // namespace
+}  // namespace pmindex::fastfair

@@ -36,6 +36,14 @@ TEST(FastFairLayout, CapacitiesWithAndWithoutSentinels) {
   EXPECT_EQ(c.cap, 224u);
   EXPECT_EQ(c.rec_off, 64u + 7 * 64);
   EXPECT_EQ(Layout::For(4096, false).cap, 252u);
+  // Fingerprints: one byte per slot. 512 B: 6 record lines + 1 line of
+  // fingerprints; 4 KiB: 59 record lines (236 slots) + 4 lines.
+  Layout f = Layout::For(512, false, true);
+  EXPECT_EQ(f.cap, 24u);
+  EXPECT_EQ(f.rec_off, 128u);
+  Layout g = Layout::For(4096, false, true);
+  EXPECT_EQ(g.cap, 236u);
+  EXPECT_EQ(g.rec_off, 64u + 4 * 64);
   for (uint32_t bytes = 256; bytes <= 8192; bytes += 64) {
     Layout l = Layout::For(bytes, true);
     SCOPED_TRACE(bytes);
@@ -47,7 +55,8 @@ TEST(FastFairLayout, CapacitiesWithAndWithoutSentinels) {
 
 TEST(FastFairOptions, BadCombinationsAreRefused) {
   for (const char* bad : {"node=100", "node=300", "sentinel=maybe", "search=sentinel,sentinel=off",
-                          "search=hash", "fingerprints=on"}) {
+                          "search=hash", "fingerprints=on,sentinel=on", "fingerprints=on,search=sentinel",
+                          "fingerprint=on"}) {
     auto db = Db::CreateInMemory("fastfair", bad);
     EXPECT_TRUE(db.status().is_invalid_argument()) << bad << ": " << db.status().ToString();
   }
@@ -120,7 +129,8 @@ TEST_P(FastFairOracle, MatchesAMapThroughSplitsAndDeletes) {
 INSTANTIATE_TEST_SUITE_P(Configs, FastFairOracle,
                          ::testing::Values("node=256", "node=4096", "node=512,search=linear",
                                            "node=1024,search=binary", "node=512,sentinel=off",
-                                           "node=4096,sentinel=off,search=binary"),
+                                           "node=4096,sentinel=off,search=binary", "node=512,fingerprints=on",
+                                           "node=4096,fingerprints=on,search=binary"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string n = i.param;
                            for (char& ch : n)

@@ -4,10 +4,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <unordered_map>
 #include <thread>
 #include <unordered_set>
 
+#include "common/fingerprint.h"
 #include "pm/pptr_decode.h"
 #include "sync/version_lock.h"
 #include "util/check.h"
@@ -58,20 +60,24 @@ std::string Hex(uint64_t v) {
 
 }  // namespace
 
-Layout Layout::For(uint32_t bytes, bool sentinel) {
+Layout Layout::For(uint32_t bytes, bool sentinel, bool fingerprints) {
   Layout l;
   l.bytes = bytes;
   l.sentinel = sentinel;
+  l.fingerprints = fingerprints && !sentinel;
   const uint32_t avail = bytes / 64 - 1;  // lines after the header
-  uint32_t lines = avail, slines = 0;
-  if (sentinel) {
+  uint32_t lines = avail, alines = 0;
+  if (l.sentinel) {
     // One 8-byte sentinel per record line: L + ceil(L / 8) <= avail.
-    lines = avail * 8 / 9;
     while (lines + (lines + 7) / 8 > avail) --lines;
-    slines = (lines + 7) / 8;
+    alines = (lines + 7) / 8;
+  } else if (l.fingerprints) {
+    // One byte per slot, 4 slots per line: L + ceil(L / 16) <= avail.
+    while (lines + (lines + 15) / 16 > avail) --lines;
+    alines = (lines + 15) / 16;
   }
   l.sent_off = 64;
-  l.rec_off = 64 + slines * 64;
+  l.rec_off = 64 + alines * 64;
   l.lines = lines;
   l.cap = lines * FastFair::kRecsPerLine;
   return l;
@@ -130,6 +136,28 @@ uint32_t FastFair::LowerBound(Header* x, uint32_t n, Key k) const {
   return n;
 }
 
+uint32_t FastFair::FingerprintFind(Header* x, uint32_t n, Key k) const {
+  const uint8_t fp = common::Fingerprint(k);
+  const uint8_t* f = F(x);
+  const Rec* r = R(x);
+  for (uint32_t base = 0; base < n; base += 16) {
+    // 16 fingerprint bytes, read as two relaxed 8-byte loads (a writer may
+    // be changing them; the version check afterwards decides).
+    uint64_t w[2] = {Ld(*reinterpret_cast<const uint64_t*>(f + base)),
+                     Ld(*reinterpret_cast<const uint64_t*>(f + base + 8))};
+    uint8_t bytes[16];
+    std::memcpy(bytes, w, sizeof bytes);
+    uint32_t m = common::MatchMask16(bytes, fp);
+    if (n - base < 16) m &= (1u << (n - base)) - 1;
+    while (m != 0) {
+      const uint32_t i = base + static_cast<uint32_t>(__builtin_ctz(m));
+      if (Ld(r[i].key) == k) return i;
+      m &= m - 1;
+    }
+  }
+  return n;
+}
+
 uint64_t FastFair::ChildAt(Header* x, uint32_t n, uint32_t p, Key k) const {
   const Rec* r = R(x);
   if (p < n && Ld(r[p].key) == k) return Ld(r[p].val);
@@ -174,7 +202,7 @@ std::optional<Value> FastFair::lookup(Key k) {
     uint64_t v = 0;
     Header* x = H(FindLeaf(k, &v));
     const uint32_t n = std::min(Ld32(x->count), lay_.cap);
-    const uint32_t p = LowerBound(x, n, k);
+    const uint32_t p = lay_.fingerprints ? FingerprintFind(x, n, k) : LowerBound(x, n, k);
     const bool found = p < n && Ld(R(x)[p].key) == k;
     const uint64_t val = found ? Ld(R(x)[p].val) : 0;
     if (!Unchanged(x->version, v)) continue;
@@ -232,13 +260,18 @@ void FastFair::EndWrite(Header* x) {
   pm::store(&x->version, x->version + 1, std::memory_order_release);
 }
 
-void FastFair::SetSentinels(Header* x, uint32_t from_line) {
-  if (!lay_.sentinel) return;
-  const uint32_t lines = (x->count + kRecsPerLine - 1) / kRecsPerLine;
-  uint64_t* s = S(x);
+void FastFair::SetAux(Header* x, uint32_t from) {
+  const uint32_t n = x->count;
   const Rec* r = R(x);
   // Not flushed: rebuilt from the records by recovery (paper 002, III).
-  for (uint32_t l = from_line; l < lines; ++l) pm::store(&s[l], r[l * kRecsPerLine].key);
+  if (lay_.sentinel) {
+    uint64_t* s = S(x);
+    const uint32_t lines = (n + kRecsPerLine - 1) / kRecsPerLine;
+    for (uint32_t l = LineOf(from); l < lines; ++l) pm::store(&s[l], r[l * kRecsPerLine].key);
+  } else if (lay_.fingerprints) {
+    uint8_t* f = F(x);
+    for (uint32_t i = from; i < n; ++i) pm::store(&f[i], common::Fingerprint(r[i].key));
+  }
 }
 
 void FastFair::ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v) {
@@ -286,7 +319,7 @@ void FastFair::ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v) {
     pm::flush(&x->count, sizeof(uint32_t));
     pm::fence();
   }
-  SetSentinels(x, LineOf(p));
+  SetAux(x, p);
 }
 
 void FastFair::ShiftDelete(Header* x, uint32_t p) {
@@ -312,7 +345,7 @@ void FastFair::ShiftDelete(Header* x, uint32_t p) {
   pm::store(&x->count, n - 1);
   pm::flush(&x->count, sizeof(uint32_t));
   pm::fence();
-  SetSentinels(x, LineOf(p));
+  SetAux(x, p);
 }
 
 Key FastFair::Split(uint64_t x_raw, uint64_t fresh) {
@@ -330,7 +363,7 @@ Key FastFair::Split(uint64_t x_raw, uint64_t fresh) {
   const uint32_t from = leaf ? m : m + 1;
   for (uint32_t i = from; i < n; ++i) pm::store(&yr[i - from], xr[i]);
   pm::store(&y->count, n - from);
-  SetSentinels(y, 0);
+  SetAux(y, 0);
   pm::flush(y, sizeof(Header));
   if (n > from) pm::flush(yr, (n - from) * sizeof(Rec));
   pm::fence();  // the new node durable before the link
@@ -352,7 +385,7 @@ void FastFair::NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh) {
   InitNode(r, H(left)->level + 1, left, 0, false, 0);
   pm::store(&R(r)[0], Rec{sep, right});
   pm::store(&r->count, 1u);
-  SetSentinels(r, 0);
+  SetAux(r, 0);
   pm::flush(r, sizeof(Header));
   pm::flush(R(r), sizeof(Rec));
   pm::fence();  // the new root durable before the root slot names it
@@ -522,7 +555,7 @@ Status FastFair::bulk_load(std::span<const KV> sorted, double fill) {
       uint32_t c = 0;
       for (size_t i = inner ? b + 1 : b; i < e; ++i) pm::store(&r[c++], Rec{items[i].first, items[i].second});
       pm::store(&x->count, c);
-      SetSentinels(x, 0);
+      SetAux(x, 0);
       if (prev != nullptr) {
         pm::store(&prev->sibling, raw);
         pm::flush(prev, sizeof(Header));
@@ -651,7 +684,7 @@ void FastFair::Repair(uint64_t raw) {
     }
   }
   if (x->version != 0) pm::store(&x->version, uint64_t{0});
-  SetSentinels(x, 0);
+  SetAux(x, 0);
 }
 
 Result<std::unique_ptr<Index>> FastFair::Open(const IndexEnv& env, const Layout& lay, Search s,
@@ -696,6 +729,10 @@ Status FastFair::VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries,
   if (lay_.sentinel) {
     for (uint32_t l = 0; l * kRecsPerLine < x->count; ++l)
       if (S(x)[l] != R(x)[l * kRecsPerLine].key) return Status::Corruption(Where(raw) + ": stale sentinel");
+  }
+  if (lay_.fingerprints) {
+    for (uint32_t i = 0; i < x->count; ++i)
+      if (F(x)[i] != common::Fingerprint(R(x)[i].key)) return Status::Corruption(Where(raw) + ": stale fingerprint");
   }
   const bool has_hi = v.sibling != 0;
   const Key hi = has_hi ? H(v.sibling)->low : 0;
@@ -774,17 +811,21 @@ struct Config {
 };
 
 Result<Config> Parse(const Options& o) {
-  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node", "sentinel", "search"}));
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node", "sentinel", "search", "fingerprints"}));
   Result<uint64_t> n = o.get_uint("node", 512, 256, 65536);
   if (!n.ok()) return n.status();
   if (n.value() % 64 != 0)
     return Status::InvalidArgument("fastfair: node must be a multiple of 64 from 256 to 65536 bytes");
-  Result<bool> sent = o.get_bool("sentinel", true);
+  Result<bool> fps = o.get_bool("fingerprints", false);
+  if (!fps.ok()) return fps.status();
+  Result<bool> sent = o.get_bool("sentinel", !fps.value());
   if (!sent.ok()) return sent.status();
+  if (sent.value() && fps.value())
+    return Status::InvalidArgument("fastfair: sentinel=on and fingerprints=on exclude each other (one array per node)");
   Result<std::string> se = o.get_enum("search", sent.value() ? "sentinel" : "linear", {"linear", "binary", "sentinel"});
   if (!se.ok()) return se.status();
   Config c;
-  c.lay = Layout::For(static_cast<uint32_t>(n.value()), sent.value());
+  c.lay = Layout::For(static_cast<uint32_t>(n.value()), sent.value(), fps.value());
   c.search = se.value() == "binary" ? Search::kBinary : se.value() == "linear" ? Search::kLinear : Search::kSentinel;
   if (c.search == Search::kSentinel && !c.lay.sentinel)
     return Status::InvalidArgument("fastfair: search=sentinel needs sentinel=on");
@@ -796,8 +837,10 @@ PMINDEX_REGISTER_INDEX(fastfair, {
     .persistent = true,
     .options_help =
         "node=BYTES (a multiple of 64 from 256 to 65536; default 512; the paper used 512|1024|2048|4096) "
-        "sentinel=on|off (default on) search=linear|binary|sentinel (default sentinel if sentinel=on, else linear)",
-    .test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary"},
+        "sentinel=on|off (default on, off with fingerprints=on) search=linear|binary|sentinel (default sentinel "
+        "if sentinel=on, else linear) fingerprints=on|off (default off: one byte per slot, for leaf lookups; "
+        "needs sentinel=off)",
+    .test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary", "node=512,fingerprints=on"},
     .validate = [](const Options& o) -> Status { return Parse(o).status(); },
     .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
       Result<Config> c = Parse(o);

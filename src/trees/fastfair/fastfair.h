@@ -68,14 +68,19 @@ struct alignas(64) Header {
 };
 static_assert(sizeof(Header) == 64);
 
+// Between the header and the records a node holds at most one auxiliary
+// array, never flushed and rebuilt by recovery: the sentinels (one u64
+// per record line) or the fingerprints (one byte per record slot, the
+// variant paper 002 compares against).
 struct Layout {
   uint32_t bytes = 0;     // node size
-  uint32_t sent_off = 0;  // byte offset of the sentinel array (sentinel=on)
+  uint32_t sent_off = 0;  // byte offset of the auxiliary array
   uint32_t rec_off = 0;   // byte offset of record 0
   uint32_t lines = 0;     // record lines
   uint32_t cap = 0;       // records per node
   bool sentinel = false;
-  static Layout For(uint32_t bytes, bool sentinel);
+  bool fingerprints = false;
+  static Layout For(uint32_t bytes, bool sentinel, bool fingerprints = false);
 };
 
 enum class Search : uint8_t { kLinear, kBinary, kSentinel };
@@ -124,6 +129,9 @@ class FastFair final : public Index {
   uint64_t* S(Header* x) const {
     return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.sent_off);
   }
+  uint8_t* F(Header* x) const { return reinterpret_cast<uint8_t*>(x) + lay_.sent_off; }
+  // The slot of k in leaf x by its fingerprints (n if absent).
+  uint32_t FingerprintFind(Header* x, uint32_t n, Key k) const;
 
   // First index in [0, n) whose key is >= k (n if none), by the
   // configured search. Reads with relaxed atomic loads (readers run
@@ -143,7 +151,9 @@ class FastFair final : public Index {
   void EndWrite(Header* x);
   void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v);
   void ShiftDelete(Header* x, uint32_t p);
-  void SetSentinels(Header* x, uint32_t from_line);
+  // Rewrites the auxiliary array (sentinels or fingerprints) from the
+  // records, from slot `from` on.
+  void SetAux(Header* x, uint32_t from);
   // Splits the full node x into x and the new node `fresh` (its raw);
   // returns the separator.
   Key Split(uint64_t x_raw, uint64_t fresh);

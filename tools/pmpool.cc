@@ -544,7 +544,11 @@ int Dump(const std::string& path) {
   std::printf("created:       %s\n", when);
   std::printf("heap begins:   offset %" PRIu64 "\n", h.heap_begin);
   std::printf("root slots:   ");
-  for (uint64_t r : h.root) std::printf(" 0x%" PRIx64, r);
+  for (unsigned i = 0; i < pm::kRootSlotCount; ++i) {  // two copies each (pool_format.h)
+    pm::RootRecord r{};
+    bool repair = false;
+    if (pm::ResolveRoot(i, h.root_a[i], h.root_b[i], &r, &repair)) std::printf(" 0x%" PRIx64, r.value);
+  }
   std::printf("\n");
 
   uint64_t mapped = (info->size - h.heap_begin) / PoolOptions::kPageSize;

@@ -142,20 +142,23 @@ done
 # A crashed pool (clean flag 0) that open_index refuses: verify closes it
 # and leaves it unclean and unchanged (the page table is read, and found
 # malformed, before anything is written).
-cp "$P" "$DIR/crashed.pool" && patch "$DIR/crashed.pool" 2112 '\000'
-patch "$DIR/crashed.pool" 4177 '\001' # page 10's word: tag 0 with other bits
+cp "$P" "$DIR/crashed.pool" && patch "$DIR/crashed.pool" 2176 '\000'
+patch "$DIR/crashed.pool" 4177 '\001' # page 10's word: tag 0 with other bits,
+patch "$DIR/crashed.pool" 36945 '\001' # in both copies of the table (B at 4096 + 32 KiB)
 expect_refused "$DIR/crashed.pool" "page 10 has an invalid page word" "$PMPOOL" verify "$DIR/crashed.pool"
 "$PMPOOL" info "$DIR/crashed.pool" | grep -q "clean: *no" || fail "verify marked a refused pool clean"
 # The same damage on a clean pool: still clean, bytes and mtime unchanged.
 cp "$P" "$DIR/damaged.pool" && patch "$DIR/damaged.pool" 4177 '\001'
+patch "$DIR/damaged.pool" 36945 '\001'
 expect_refused "$DIR/damaged.pool" "invalid page word" "$PMPOOL" verify "$DIR/damaged.pool"
 "$PMPOOL" info "$DIR/damaged.pool" | grep -q "clean: *yes" || fail "a refused verify changed the clean flag"
-# Damage the index finds itself (root slot 0, the index's first pointer,
-# made misaligned) on a cleanly closed pool: refused before recovery writes
-# anything, the clean flag included (bytes and mtime unchanged).
-cp "$P" "$DIR/root.pool" && patch "$DIR/root.pool" 2048 '\377'
-expect_refused "$DIR/root.pool" "misaligned" "$PMPOOL" verify "$DIR/root.pool"
-"$PMPOOL" info "$DIR/root.pool" | grep -q "clean: *yes" || fail "a refused open_index cleared the clean flag"
+# Root slot 0 (the index's first pointer) damaged in both of its copies
+# (bytes 2048 and 2240, pool format 2) on a cleanly closed pool: refused
+# before anything is written, the clean flag included (bytes and mtime
+# unchanged).
+cp "$P" "$DIR/root.pool" && patch "$DIR/root.pool" 2048 '\377' && patch "$DIR/root.pool" 2240 '\377'
+expect_refused "$DIR/root.pool" "root slot 0" "$PMPOOL" verify "$DIR/root.pool"
+expect_refused "$DIR/root.pool" "root slot 0" "$PMPOOL" info "$DIR/root.pool"
 
 # ---------------------------------------------------------------------------
 # verify checks reachable against allocated blocks; salvage copies what is
@@ -188,7 +191,7 @@ dd if="$V" of="$DIR/extra.pool" bs=8 skip=$((4096 / 8)) seek=$(((4096 + 8 * 30) 
 expect_refused "$DIR/extra.pool" "would reclaim" "$PMPOOL" verify "$DIR/extra.pool"
 # The same pool not closed cleanly: a crash's bound would let recovery give
 # the page back, but verify allows only what a clean close leaves.
-cp "$DIR/extra.pool" "$DIR/extra-crashed.pool" && patch "$DIR/extra-crashed.pool" 2112 '\000'
+cp "$DIR/extra.pool" "$DIR/extra-crashed.pool" && patch "$DIR/extra-crashed.pool" 2176 '\000'
 expect_refused "$DIR/extra-crashed.pool" "would reclaim.*not closed cleanly" \
   "$PMPOOL" verify "$DIR/extra-crashed.pool"
 # salvage: every entry, the source unchanged (bytes and mtime).
@@ -229,7 +232,7 @@ case $KIND in
     cp "$V" "$DIR/cut.pool"
     dd if=/dev/zero of="$DIR/cut.pool" bs=4096 seek=$(((262144 + 3 * 262144) / 4096 + 10)) \
       count=1 conv=notrunc status=none
-    patch "$DIR/cut.pool" 2112 '\000'
+    patch "$DIR/cut.pool" 2176 '\000'
     expect_refused "$DIR/cut.pool" "would reclaim\|bad header" "$PMPOOL" verify "$DIR/cut.pool"
     before=$(state "$DIR/cut.pool")
     expect_ok "$PMPOOL" salvage "$DIR/cut.pool" "$DIR/cut.salvaged"
@@ -499,7 +502,7 @@ for f in missing text empty random trunc.pool sum.pool ver.pool flag.pool fifo d
   F="$DIR/$f"
   case $f in
     missing) pat="not found" ;; fifo) pat="a FIFO" ;; dir.pool) pat="a directory" ;;
-    root.pool) pat="misaligned" ;; *) pat="" ;;
+    root.pool) pat="root slot 0" ;; *) pat="" ;;
   esac
   expect_refused "$F" "$pat" "$PMPOOL" get "$F" 1
   expect_refused "$F" "$pat" "$PMPOOL" put "$F" 1 1

@@ -1,7 +1,8 @@
 // The persistent allocator (allocator.h, docs/allocator.md).
 //
-// Persistent state: the page words (page_word.h), one pm::naw per page
-// taken or given back. Everything below is DRAM and rebuilt on Attach.
+// Persistent state: the page words (page_word.h), kept in two copies, one
+// pm::naw to each (copy A first) per page taken or given back. Everything
+// below is DRAM and rebuilt on Attach.
 //
 // DRAM state and locks:
 // - PageInfo per mapped page, in chunks that never move once published
@@ -89,8 +90,12 @@ struct Allocator::Impl final : ThreadSlotOwner {
   int nodes = 1;
   uint16_t pool_id = 0;
   uint64_t heap_begin = 0;
-  uint64_t* table = nullptr;
+  uint64_t* table = nullptr;   // page-table copy A
+  uint64_t* mirror = nullptr;  // copy B
   size_t entries = 0;
+  // Recovery: words whose two copies differed (index, resolved word),
+  // rewritten by Finish() once the bound check passed.
+  std::vector<std::pair<uint32_t, uint64_t>> word_repairs;
   size_t cache_cap = 0;
   size_t batch = 1;
 
@@ -136,8 +141,14 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
   uint64_t PageOffset(uint32_t idx) const { return heap_begin + uint64_t{idx} * kPageBytes; }
   PPtr Ptr(uint64_t off) const { return PPtr::Make(pool_id, off); }
-  void SetWord(uint32_t idx, const PageWord& w) { pm::naw(&table[idx], w.Encode()); }
-  void ClearWord(uint32_t idx) { pm::naw(&table[idx], 0); }
+  // Copy A, then copy B (page_word.h: a crash between them leaves a pair
+  // that resolves to the owned word).
+  void WriteWord(uint32_t idx, uint64_t v) {
+    pm::naw(&table[idx], v);
+    pm::naw(&mirror[idx], v);
+  }
+  void SetWord(uint32_t idx, const PageWord& w) { WriteWord(idx, w.Encode()); }
+  void ClearWord(uint32_t idx) { WriteWord(idx, 0); }
 
   ThreadCache& Cache() { return *static_cast<ThreadCache*>(Slot()); }
   void* CreateSlot() override {
@@ -589,14 +600,28 @@ struct Allocator::Impl final : ThreadSlotOwner {
     const size_t m = mapped.load(std::memory_order_relaxed);
     if (fresh) {
       for (size_t i = 0; i < entries; ++i) {
-        if (table[i] != 0) ClearWord(static_cast<uint32_t>(i));
+        if (table[i] != 0 || mirror[i] != 0) ClearWord(static_cast<uint32_t>(i));
       }
       DistributeFree(m);
       return Status::OK();
     }
     char buf[200];
+    word_repairs.clear();
     for (size_t i = 0; i < entries; ++i) {
-      const uint64_t w = table[i];
+      uint64_t w = 0;
+      switch (PageWord::Resolve(table[i], mirror[i], kNumClasses, &w)) {
+        case PageWord::Copies::kAgree:
+          break;
+        case PageWord::Copies::kRepair:
+          word_repairs.push_back({static_cast<uint32_t>(i), w});
+          break;
+        case PageWord::Copies::kCorrupt:
+          std::snprintf(buf, sizeof buf,
+                        "allocator: page %zu has two page-table copies that disagree and neither "
+                        "can be trusted (%#" PRIx64 ", %#" PRIx64 ")",
+                        i, table[i], mirror[i]);
+          return Status::Corruption(buf);
+      }
       if (w == 0) continue;
       PageWord pw;
       if (!PageWord::Decode(w, kNumClasses, &pw)) {
@@ -763,6 +788,9 @@ struct Allocator::Impl final : ThreadSlotOwner {
     }
     const size_t m = mapped.load(std::memory_order_acquire);
     PMINDEX_RETURN_IF_ERROR(CheckBound());
+    // Accepted: first both copies of every word that differed.
+    for (const auto& [idx, w] : word_repairs) WriteWord(idx, w);
+    word_repairs.clear();
     for (size_t i = 0; i < m; ++i) {
       const uint32_t idx = static_cast<uint32_t>(i);
       PageInfo& p = Page(idx);
@@ -858,6 +886,7 @@ Result<std::unique_ptr<Allocator>> Allocator::Attach(Pool* pool, bool fresh,
   impl->pool_id = pool->id();
   impl->heap_begin = pool->heap_begin();
   impl->table = pool->page_table();
+  impl->mirror = pool->page_table_mirror();
   impl->entries = std::min<size_t>(pool->page_table_entries(), kNoPage - 1);
   impl->cache_cap = opt.thread_cache_blocks;
   impl->batch = std::max<size_t>(1, opt.thread_cache_blocks / 2);

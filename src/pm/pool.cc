@@ -67,6 +67,7 @@ namespace {
 
 constexpr uint64_t kPage = PoolOptions::kPageSize;
 static_assert(kPage == pm::kPoolPageSize);
+static_assert(Pool::kRootSlots == pm::kRootSlotCount);
 // Base addresses are aligned to 2 MiB so that DAX mappings can use huge
 // pages.
 constexpr uint64_t kBaseAlign = 2ull << 20;
@@ -96,8 +97,9 @@ struct Geometry {
 
 // heap_begin and page-table entries for a first segment / max size pair.
 void Layout(Geometry* g) {
-  uint64_t bound = g->max / kPage;  // upper bound on pages
-  g->heap_begin = AlignUp(pm::kHeaderSize + bound * sizeof(uint64_t), kPage);
+  // Two copies of the page table (pool_format.h), one word per page of
+  // max (an upper bound on the heap's pages).
+  g->heap_begin = AlignUp(pm::kHeaderSize + 2 * pm::PageTableBytes(g->max), kPage);
   g->entries = g->max > g->heap_begin ? (g->max - g->heap_begin) / kPage : 0;
 }
 
@@ -168,6 +170,9 @@ PoolHeader MakeHeader(const Geometry& g, const PoolOptions& opt) {
   std::memcpy(h.kind, opt.kind.data(), opt.kind.size());
   std::memcpy(h.options, opt.index_options.data(), opt.index_options.size());
   h.checksum = pm::HeaderChecksum(h);
+  for (unsigned i = 0; i < pm::kRootSlotCount; ++i) {
+    h.root_a[i] = h.root_b[i] = pm::MakeRootRecord(i, 0, 0);
+  }
   h.clean = 1;
   h.segments = 1;
   return h;
@@ -227,6 +232,33 @@ Status OpenRegularFile(const std::string& path, int flags, const std::string& wh
   return Status::OK();
 }
 
+// The root slots of a header (pool_format.h, "Root slots"): the record
+// each slot resolves to, and which slots need their copies rewritten.
+struct RootState {
+  pm::RootRecord rec[pm::kRootSlotCount];
+  unsigned repair = 0;  // bit i: slot i's copies differ from rec[i]
+};
+
+Status ResolveRoots(const PoolHeader& h, const std::string& what, RootState* out) {
+  RootState st;
+  for (unsigned i = 0; i < pm::kRootSlotCount; ++i) {
+    bool repair = false;
+    if (!pm::ResolveRoot(i, h.root_a[i], h.root_b[i], &st.rec[i], &repair)) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    ": root slot %u has no trustworthy copy (both damaged, or a pair no "
+                    "interrupted write leaves; A %#" PRIx64 "/%#" PRIx64 ", B %#" PRIx64
+                    "/%#" PRIx64 ")",
+                    i, h.root_a[i].value, h.root_a[i].check, h.root_b[i].value,
+                    h.root_b[i].check);
+      return Status::Corruption(what + buf);
+    }
+    if (repair) st.repair |= 1u << i;
+  }
+  if (out != nullptr) *out = st;
+  return Status::OK();
+}
+
 // Validates a header copy. `have` = bytes available at the header's
 // location (file size of the first segment, or image size).
 Status ValidateHeader(const PoolHeader& h, uint64_t have, const std::string& what) {
@@ -238,6 +270,13 @@ Status ValidateHeader(const PoolHeader& h, uint64_t have, const std::string& wha
   }
   if (h.format_version == 0) {
     return Status::Corruption(what + ": pool header has format version 0");
+  }
+  if (h.format_version < pm::kPoolFormatVersion) {
+    return Status::NotSupported(
+        what + " has pool format version " + std::to_string(h.format_version) +
+        "; this build of pmindex reads version " + std::to_string(pm::kPoolFormatVersion) +
+        " only (version 2 protects the root slots and the page table with redundant copies; "
+        "copy the data out with the pmindex release that wrote the pool)");
   }
   if (h.format_version > pm::kPoolFormatVersion) {
     return Status::NotSupported(what + " has pool format version " +
@@ -285,7 +324,7 @@ Status ValidateHeader(const PoolHeader& h, uint64_t have, const std::string& wha
     return Status::Corruption(what + ": pool header has an impossible segment count (" +
                               std::to_string(h.segments) + ")");
   }
-  return Status::OK();
+  return ResolveRoots(h, what, nullptr);
 }
 
 Status CheckKind(const PoolHeader& h, const OpenOptions& opt, const std::string& what) {
@@ -435,6 +474,12 @@ struct Pool::Impl {
     size_t len;
   };
   std::vector<Segment> segments;
+
+  // Root slots (pool_format.h): the write counter of each slot's newest
+  // record, the slots MarkInUse must rewrite, and the writers' lock.
+  std::mutex root_mu;
+  uint32_t root_seq[pm::kRootSlotCount] = {};
+  unsigned root_repair = 0;
 
   PoolHeader* header(char* base) const { return reinterpret_cast<PoolHeader*>(base); }
 };
@@ -627,6 +672,7 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
   pool->id_ = h.pool_id;
   pool->size_.store(pm::SegmentEnd(h, h.segments), std::memory_order_release);
   im.was_clean = im.header(pool->base_)->clean == 1;
+  PMINDEX_RETURN_IF_ERROR(pool->LoadRoots(path));
   im.ready = true;
   return pool;
 }
@@ -651,12 +697,14 @@ Result<std::unique_ptr<Pool>> Pool::CreateInMemory(const PoolOptions& opt) {
   pm::flush(pool->base_, pm::kHeaderSize);
   if (opt.poison > 0) {
     // Fresh anonymous memory is already zero; only poisoned memory needs it.
-    pm::fill(pool->base_ + pm::kHeaderSize, 0, h.page_table_entries * sizeof(uint64_t));
-    pm::flush(pool->base_ + pm::kHeaderSize, h.page_table_entries * sizeof(uint64_t));
+    // Both copies of the page table.
+    pm::fill(pool->base_ + pm::kHeaderSize, 0, h.heap_begin - pm::kHeaderSize);
+    pm::flush(pool->base_ + pm::kHeaderSize, h.heap_begin - pm::kHeaderSize);
   }
   pm::fence();
   pool->id_ = h.pool_id;
   pool->size_.store(h.first_size, std::memory_order_release);
+  PMINDEX_RETURN_IF_ERROR(pool->LoadRoots("in-memory pool"));
   im.ready = true;
   return pool;
 }
@@ -688,6 +736,7 @@ Result<std::unique_ptr<Pool>> Pool::OpenImage(std::span<const std::byte> image,
   pool->id_ = h.pool_id;
   pool->size_.store(want, std::memory_order_release);
   im.was_clean = im.header(pool->base_)->clean == 1;
+  PMINDEX_RETURN_IF_ERROR(pool->LoadRoots(what));
   im.ready = true;
   return pool;
 }
@@ -794,7 +843,48 @@ Status Pool::MarkInUse() {
     }
   }
   im.in_use = true;
+  RepairRoots();
   return Status::OK();
+}
+
+Status Pool::LoadRoots(const std::string& what) {
+  Impl& im = *impl_;
+  RootState st;
+  PMINDEX_RETURN_IF_ERROR(ResolveRoots(*im.header(base_), what, &st));
+  std::lock_guard<std::mutex> g(im.root_mu);
+  for (unsigned i = 0; i < kRootSlots; ++i) {
+    im.root_seq[i] = pm::RootSeq(st.rec[i]);
+    roots_[i].store(st.rec[i].value, std::memory_order_release);
+  }
+  im.root_repair = st.repair;
+  return Status::OK();
+}
+
+namespace {
+// Writes one copy of a root record: both words, flush, fence.
+void WriteRootCopy(pm::RootRecord* r, const pm::RootRecord& v, std::source_location site) {
+  pm::store(&r->value, v.value);
+  pm::store(&r->check, v.check);
+  pm::flush(r, sizeof *r, site);
+  pm::fence(site);
+}
+}  // namespace
+
+void Pool::RepairRoots() {
+  // The slots whose copies differ from the record the open resolved them
+  // to: copy A, then copy B, as any write (a crash in between leaves a
+  // pair that resolves to the same record).
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> g(im.root_mu);
+  PoolHeader* h = im.header(base_);
+  for (unsigned i = 0; i < kRootSlots; ++i) {
+    if ((im.root_repair & (1u << i)) == 0) continue;
+    const pm::RootRecord rec =
+        pm::MakeRootRecord(i, im.root_seq[i], roots_[i].load(std::memory_order_relaxed));
+    WriteRootCopy(&h->root_a[i], rec, std::source_location::current());
+    WriteRootCopy(&h->root_b[i], rec, std::source_location::current());
+  }
+  im.root_repair = 0;
 }
 
 Result<std::shared_ptr<void>> Pool::AttachIndex(std::string_view op) {
@@ -861,21 +951,34 @@ Pool::Info Pool::info() const {
   return info;
 }
 
-uint64_t Pool::root(unsigned i) const {
-  PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
-  PMINDEX_CHECK(impl_->ready, "root on a closed pool");
-  return std::atomic_ref<uint64_t>(impl_->header(base_)->root[i]).load(std::memory_order_acquire);
-}
-
 void Pool::WriteRoot(unsigned i, uint64_t v, std::source_location site) {
   PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
-  PMINDEX_CHECK(impl_->ready, "WriteRoot on a closed pool");
-  pm::naw(&impl_->header(base_)->root[i], v, site);
+  Impl& im = *impl_;
+  PMINDEX_CHECK(im.ready, "WriteRoot on a closed pool");
+  std::lock_guard<std::mutex> g(im.root_mu);
+  const uint32_t seq = im.root_seq[i] + 1;
+  const pm::RootRecord rec = pm::MakeRootRecord(i, seq, v);
+  PoolHeader* h = im.header(base_);
+  // Copy A durable before copy B is touched: a crash leaves at most one
+  // copy half written (pool_format.h, "Root slots"). Copy A's flush and
+  // fence carry the caller's site: its write is the commit, and pmcrash's
+  // mutants of that site (copy A late or not durable while copy B is)
+  // leave a pair no crash explains, which Open refuses. Copy B's carry
+  // this line's (src/pm is not mutated): copy B is the backup.
+  WriteRootCopy(&h->root_a[i], rec, site);
+  WriteRootCopy(&h->root_b[i], rec, std::source_location::current());
+  im.root_seq[i] = seq;
+  im.root_repair &= ~(1u << i);
+  roots_[i].store(v, std::memory_order_release);
 }
 
 uint64_t Pool::heap_begin() const { return impl_->header(base_)->heap_begin; }
 
 uint64_t* Pool::page_table() { return reinterpret_cast<uint64_t*>(base_ + pm::kHeaderSize); }
+
+uint64_t* Pool::page_table_mirror() {
+  return reinterpret_cast<uint64_t*>(base_ + pm::PageTableMirrorOffset(impl_->header(base_)->max_size));
+}
 
 size_t Pool::page_table_entries() const { return impl_->header(base_)->page_table_entries; }
 

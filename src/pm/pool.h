@@ -38,6 +38,7 @@
 #include <string_view>
 
 #include "pmindex/status.h"
+#include "util/check.h"
 
 namespace pmindex {
 
@@ -192,18 +193,29 @@ class Pool {
   }
 
   // Root slots: kRootSlots 8-byte values the index uses to find its
-  // structures (docs/pool-format.md, "Root slots"). root(i) is slot i's
-  // value. WriteRoot(i, v) makes v durable (it returns after the fence) and
-  // visible to root(i); a crash during it leaves the old or the new value.
+  // structures (docs/pool-format.md, "Root slots"). Each is kept twice in
+  // the header with a checksum and a write counter; Open resolved them
+  // (a damaged or half-written copy is taken from the other one; a slot
+  // with no trustworthy copy is Corruption) and MarkInUse rewrites the
+  // copies that differ. root(i) is slot i's value (a DRAM copy: no PM
+  // access, cheap on any path). WriteRoot(i, v) writes both copies in
+  // turn, each flushed and fenced, so v is durable when it returns and a
+  // crash during it leaves the old or the new value.
   // Writes of one slot must not run concurrently (the trees write their
   // slots under their own locks); writes of different slots may. `site`
   // names the caller's persist point for the crash simulator's mutations.
-  uint64_t root(unsigned i) const;
+  uint64_t root(unsigned i) const {
+    PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
+    return roots_[i].load(std::memory_order_acquire);
+  }
   void WriteRoot(unsigned i, uint64_t v, std::source_location site = std::source_location::current());
 
   // The allocator's region.
   uint64_t heap_begin() const;           // offset of page 0
-  uint64_t* page_table();                // one word per possible page
+  // The page table's two copies (pool_format.h): the allocator writes a
+  // word to copy A, then copy B, and resolves differing copies on attach.
+  uint64_t* page_table();                // copy A, one word per possible page
+  uint64_t* page_table_mirror();         // copy B
   size_t page_table_entries() const;     // = pages in max_size
   size_t pages_mapped() const;           // pages in the currently mapped size
   // Maps at least `min_pages` pages in total by adding segments. Returns
@@ -226,6 +238,12 @@ class Pool {
   void IndexFailed();
   void IndexReady();
 
+  // Resolves the root slots of the mapped header into roots_ (Corruption
+  // if a slot has no trustworthy copy); RepairRoots rewrites the copies
+  // that differ from the resolved records (MarkInUse).
+  Status LoadRoots(const std::string& what);
+  void RepairRoots();
+
   Pool();
   struct Impl;
   struct IndexState;
@@ -233,6 +251,7 @@ class Pool {
   char* base_ = nullptr;
   std::atomic<uint64_t> size_{0};
   uint16_t id_ = 0;
+  std::atomic<uint64_t> roots_[kRootSlots] = {};
 };
 
 }  // namespace pmindex

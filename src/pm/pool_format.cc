@@ -28,6 +28,46 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
   return ~c;
 }
 
+uint64_t RootCheck(unsigned slot, uint32_t seq, uint64_t value) {
+  // A fixed tag in the checksummed bytes keeps all-zero and all-one
+  // records invalid; the slot number keeps one slot's record from passing
+  // as another's.
+  struct {
+    uint64_t tag, slot, seq, value;
+  } in{0x544F4F524D504D50ull /* "PMPMROOT" */, slot, seq, value};
+  return uint64_t{seq} << 32 | Crc32c(&in, sizeof in);
+}
+
+bool ResolveRoot(unsigned slot, const RootRecord& a, const RootRecord& b, RootRecord* out,
+                 bool* repair) {
+  const bool va = RootRecordValid(slot, a);
+  const bool vb = RootRecordValid(slot, b);
+  if (va && vb) {
+    if (a.value == b.value && a.check == b.check) {
+      *out = a;
+      *repair = false;
+      return true;
+    }
+    // A write stores copy A first: A one write ahead of B is a write whose
+    // second half a crash interrupted.
+    if (RootSeq(a) == RootSeq(b) + 1) {
+      *out = a;
+      *repair = true;
+      return true;
+    }
+    return false;  // two valid copies no single interrupted write explains
+  }
+  if (va || vb) {
+    // A invalid: its write was interrupted (B holds the value before it)
+    // or A was damaged (B holds the same value). B invalid: its write was
+    // interrupted after A's completed, or B was damaged.
+    *out = va ? a : b;
+    *repair = true;
+    return true;
+  }
+  return false;
+}
+
 std::string FormatUuid(const uint8_t (&u)[16]) {
   char buf[40];
   std::snprintf(buf, sizeof(buf),

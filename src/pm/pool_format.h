@@ -4,17 +4,37 @@
 //
 //   [0, 2048)     immutable part, written once at create and covered by
 //                 `checksum` (CRC32C of bytes [0, kChecksumOffset)).
-//   [2048, 4096)  mutable part, never checksummed; every word in it is an
-//                 aligned 8-byte word written with pm::naw (a root slot
-//                 may also be stored plainly and persisted by the NAW of
-//                 another root slot, see below):
-//                   root slots (one cache line), clean-shutdown flag,
-//                   segment count.
+//   [2048, 4096)  mutable part, never covered by `checksum`:
+//                   root slots, copy A (two lines), the clean-shutdown
+//                   flag and the segment count (one line), root slots,
+//                   copy B (two lines). The flag and the count are aligned
+//                   8-byte words written with pm::naw.
 //
-// Versioning: `format_version` is 1. A reader refuses a larger version and
-// any bit of `incompat_flags` it does not know (NotSupported); bits of
-// `compat_flags` it does not know are ignored. No incompatible feature is
-// defined yet.
+// Root slots (format version 2, docs/pool-format.md "Root slots"): each of
+// the kRootSlotCount slots is a RootRecord {value, check} in copy A and
+// again in copy B. check = seq << 32 | CRC32C(slot, seq, value), seq a
+// per-slot write counter. A write stores copy A's record, flushes, fences,
+// then does the same for copy B. The reader (ResolveRoot) takes the newest
+// valid copy: equal valid copies; copy A alone if valid with seq one past
+// B's (B's write was interrupted) or B invalid; copy B alone if A is
+// invalid (A's write was interrupted, or A was damaged: B holds the same
+// value then). Anything else (both invalid, or two valid copies no single
+// interrupted write explains) is Corruption. A crash interrupts at most one
+// copy, so a damaged copy is repaired from the other and an interrupted
+// write is never mistaken for damage.
+//
+// Versioning: `format_version` is 2 (version 1 had one unprotected word
+// per root slot and a single page table; it is refused with NotSupported).
+// A reader refuses any other version and any bit of `incompat_flags` it
+// does not know (NotSupported); bits of `compat_flags` it does not know are
+// ignored. No incompatible feature is defined yet.
+//
+// Page table (version 2): two copies of `page_table_entries` words, copy A
+// at kHeaderSize and copy B at PageTableMirrorOffset(max_size), each
+// PageTableBytes(max_size) long, so no 4 KiB page holds the same entry of
+// both; heap_begin follows copy B. The allocator writes each word to copy
+// A, then to copy B (src/alloc/page_word.h has the word's own check bits
+// and the rule that resolves two differing copies).
 //
 // Geometry (all multiples of kPageSize = 256 KiB):
 //   first_size      bytes of the first segment file (header, page table,
@@ -33,7 +53,7 @@
 namespace pmindex::pm {
 
 inline constexpr uint64_t kPoolMagic = 0x314C4F4F504D5058ull;  // "XPMPOOL1" little-endian
-inline constexpr uint32_t kPoolFormatVersion = 1;
+inline constexpr uint32_t kPoolFormatVersion = 2;
 inline constexpr uint64_t kKnownIncompatFlags = 0;  // none defined yet
 inline constexpr size_t kHeaderSize = 4096;
 inline constexpr size_t kKindCapacity = 32;        // <= 31 chars + NUL
@@ -44,6 +64,15 @@ inline constexpr uint64_t kPoolPageSize = 256ull << 10;
 // Largest max_size accepted: leaves room for several reservations in a
 // 47-bit address space and keeps every offset below PPtr's 48 bits.
 inline constexpr uint64_t kMaxPoolSize = 16ull << 40;  // 16 TiB
+
+inline constexpr unsigned kRootSlotCount = 8;
+
+// One copy of one root slot (see "Root slots" above).
+struct RootRecord {
+  uint64_t value;
+  uint64_t check;  // seq << 32 | CRC32C over (slot, seq, value)
+};
+static_assert(sizeof(RootRecord) == 16);
 
 struct PoolHeader {
   // ---- immutable, checksummed
@@ -66,11 +95,13 @@ struct PoolHeader {
   uint8_t reserved0[kChecksumOffset - 104 - kKindCapacity - kOptionsCapacity];
   uint32_t checksum;            // CRC32C of [0, kChecksumOffset)
   uint32_t checksum_pad;        // zero
-  // ---- mutable (pm::naw only)
-  uint64_t root[8];             // root slots, one cache line
-  uint64_t clean;               // 1 after a clean Close, 0 while open
-  uint64_t segments;            // number of segments, >= 1
-  uint8_t reserved1[kHeaderSize - kMutableOffset - 64 - 16];
+  // ---- mutable
+  RootRecord root_a[kRootSlotCount];  // root slots, copy A (two lines)
+  uint64_t clean;               // 1 after a clean Close, 0 while open (pm::naw)
+  uint64_t segments;            // number of segments, >= 1 (pm::naw)
+  uint8_t pad1[48];
+  RootRecord root_b[kRootSlotCount];  // root slots, copy B (two lines)
+  uint8_t reserved1[kHeaderSize - kMutableOffset - 2 * 128 - 64];
 };
 
 static_assert(sizeof(PoolHeader) == kHeaderSize);
@@ -79,20 +110,43 @@ static_assert(offsetof(PoolHeader, incompat_flags) == 16);
 static_assert(offsetof(PoolHeader, pool_id) == 96);
 static_assert(offsetof(PoolHeader, kind) == 104);
 static_assert(offsetof(PoolHeader, checksum) == kChecksumOffset);
-static_assert(offsetof(PoolHeader, root) == kMutableOffset);
-static_assert(offsetof(PoolHeader, root) % 64 == 0);
-// A guarantee of the format that index code relies on: the eight root
-// slots share one 64-byte line, so a store to one slot persists in program
-// order with the stores to the others, and the NAW of any slot also
-// persists every earlier store to the other slots (nvtree's create writes
-// its format tag in slot 2 with a plain store and lets the NAW of slot 0
-// persist it). docs/pool-format.md, "Root slots".
-static_assert(sizeof(PoolHeader::root) == 64);  // with the alignment above: one line
-static_assert(offsetof(PoolHeader, clean) == kMutableOffset + 64);
-static_assert(offsetof(PoolHeader, segments) == kMutableOffset + 72);
+static_assert(offsetof(PoolHeader, root_a) == kMutableOffset);
+static_assert(offsetof(PoolHeader, root_a) % 64 == 0);
+static_assert(offsetof(PoolHeader, clean) == kMutableOffset + 128);
+static_assert(offsetof(PoolHeader, segments) == kMutableOffset + 136);
+// Copy B starts a line of its own, 192 bytes after copy A's record of the
+// same slot: no 64-byte overwrite reaches both copies of one slot.
+static_assert(offsetof(PoolHeader, root_b) == kMutableOffset + 192);
+static_assert(offsetof(PoolHeader, root_b) % 64 == 0);
 
 // CRC32C (Castagnoli), bitwise-table implementation.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
+
+// The check word of root slot `slot`'s record holding `value` at write
+// number `seq`. A zeroed record is never valid (unit test).
+uint64_t RootCheck(unsigned slot, uint32_t seq, uint64_t value);
+inline bool RootRecordValid(unsigned slot, const RootRecord& r) {
+  return r.check == RootCheck(slot, static_cast<uint32_t>(r.check >> 32), r.value);
+}
+inline RootRecord MakeRootRecord(unsigned slot, uint32_t seq, uint64_t value) {
+  return RootRecord{value, RootCheck(slot, seq, value)};
+}
+inline uint32_t RootSeq(const RootRecord& r) { return static_cast<uint32_t>(r.check >> 32); }
+
+// The reader's rule for one slot (see "Root slots" above). Returns false
+// (Corruption) if no copy can be trusted; else *out is the record to use
+// and *repair is true iff the two copies are not both equal to it.
+bool ResolveRoot(unsigned slot, const RootRecord& a, const RootRecord& b, RootRecord* out,
+                 bool* repair);
+
+// Page-table geometry of a pool of max_size bytes: each copy's size (4 KiB
+// aligned) and where copy B starts.
+inline uint64_t PageTableBytes(uint64_t max_size) {
+  return (max_size / kPoolPageSize * sizeof(uint64_t) + 4095) / 4096 * 4096;
+}
+inline uint64_t PageTableMirrorOffset(uint64_t max_size) {
+  return kHeaderSize + PageTableBytes(max_size);
+}
 
 // The checksum a header should carry.
 inline uint32_t HeaderChecksum(const PoolHeader& h) { return Crc32c(&h, kChecksumOffset); }

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "alloc/page_word.h"
+#include "alloc/size_classes.h"
 #include "gtest/gtest.h"
 #include "pm/persist.h"
 #include "index/index.h"
@@ -39,16 +41,19 @@ std::unique_ptr<Pool> CleanImage(const std::string& kind, int keys) {
 }
 
 // Turns the class page holding the block of root slot 0 into a one-page
-// span (docs/allocator.md: tag 0xC2, length 1 in bits 32..63, node kept):
-// a well-formed word that Attach accepts, but every block the tree reaches
-// in that page past its first byte is no longer a block start, so
-// recovery's marks are refused.
+// span (docs/allocator.md: a span head of length 1, node kept) in both
+// copies of the page table: a well-formed word that Attach accepts, but
+// every block the tree reaches in that page past its first byte is no
+// longer a block start, so recovery's marks are refused.
 void DamagePageWordOfRoot(Pool* p) {
   const uint64_t off = PPtr(p->root(0)).offset();
   const size_t page = (off - p->heap_begin()) / PoolOptions::kPageSize;
   uint64_t& w = p->page_table()[page];
-  ASSERT_EQ(w & 0xff, 0xC1u) << "root block not in a class page";
-  w = (w & 0xffff0000u) | 0xC2u | (uint64_t{1} << 32);
+  alloc::PageWord pw;
+  ASSERT_TRUE(alloc::PageWord::Decode(w, alloc::kNumClasses, &pw));
+  ASSERT_EQ(pw.kind, alloc::PageKind::kClass) << "root block not in a class page";
+  w = alloc::PageWord{alloc::PageKind::kSpanHead, 0, pw.node, 1}.Encode();
+  p->page_table_mirror()[page] = w;
 }
 
 std::vector<std::byte> Bytes(const Pool& p) {

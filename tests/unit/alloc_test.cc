@@ -296,14 +296,16 @@ TEST(Alloc, GrowsBySegmentsUntilOutOfSpaceAndIsUsableAfterFrees) {
   a->Free(big);
 }
 
-TEST(Alloc, FreshPageCostsExactlyOneNaw) {
+// Every page word is written twice (the page table's copies A and B, pool
+// format version 2): a page taken or given back costs two NAWs.
+TEST(Alloc, FreshPageCostsExactlyTwoNaws) {
   auto pool = MakePool();
   AllocOptions opt;
   opt.thread_cache_blocks = 16;
   auto a = MustAttach(pool.get(), true, opt);
   pm::Counters c0 = pm::ThreadCounters();
   PPtr p = MustAlloc(*a, 64);
-  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 1u) << "one NAW for the new page";
+  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 2u) << "two NAWs for the new page";
   c0 = pm::ThreadCounters();
   std::vector<PPtr> more;
   for (int i = 0; i < 100; ++i) more.push_back(MustAlloc(*a, 64));
@@ -313,16 +315,16 @@ TEST(Alloc, FreshPageCostsExactlyOneNaw) {
   c0 = pm::ThreadCounters();
   std::vector<PPtr> big;
   for (int i = 0; i < 64; ++i) big.push_back(MustAlloc(*a, 4096));
-  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 1u);
-  big.push_back(MustAlloc(*a, 4096));
   EXPECT_EQ((pm::ThreadCounters() - c0).naws, 2u);
-  // A span of k pages: k NAWs.
+  big.push_back(MustAlloc(*a, 4096));
+  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 4u);
+  // A span of k pages: 2k NAWs.
   c0 = pm::ThreadCounters();
   PPtr span = MustAlloc(*a, 5 * kPage);
-  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 5u);
+  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 10u);
   c0 = pm::ThreadCounters();
   a->Free(span);
-  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 5u);
+  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 10u);
   // Allocation is counted in PM bytes.
   c0 = pm::ThreadCounters();
   PPtr q = MustAlloc(*a, 1000);
@@ -361,8 +363,9 @@ TEST(Alloc, ThreadCacheIsFlushedWhenTheThreadExits) {
   });
   t.join();
   EXPECT_EQ(a->stats().pages_owned, 0u) << "cache not flushed at thread exit";
-  // The page was taken and given back by that thread: both NAWs counted.
-  EXPECT_EQ((pm::GlobalCounters() - g0).naws, 2u);
+  // The page was taken and given back by that thread: all four NAWs (two
+  // copies each) counted.
+  EXPECT_EQ((pm::GlobalCounters() - g0).naws, 4u);
 }
 
 // ----------------------------------------------------------------- recovery
@@ -451,7 +454,7 @@ TEST(AllocRecovery, NothingMarkedGivesEveryPageBack) {
   const uint64_t owned = b->stats().pages_owned;
   ASSERT_TRUE(b->FinishRecovery().ok());
   EXPECT_EQ(b->stats().pages_owned, 0u);
-  EXPECT_EQ((pm::ThreadCounters() - c0).naws, owned) << "one NAW per page given back";
+  EXPECT_EQ((pm::ThreadCounters() - c0).naws, 2 * owned) << "two NAWs per page given back";
   for (size_t i = 0; i < pool->page_table_entries(); ++i) ASSERT_EQ(pool->page_table()[i], 0u);
 }
 
@@ -528,12 +531,15 @@ TEST(AllocRecovery, OrphanTailsAreFreedAndBrokenSpansAreCorruption) {
   auto r = Allocator::Attach(pool.get(), false);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().is_corruption()) << r.status().ToString();
-  // Garbage in a page word.
+  // Garbage in a page word, in both copies of the table.
+  uint64_t* mirror = pool->page_table_mirror();
   pm::naw(&table[5], 0xDEADBEEFull);
+  pm::naw(&mirror[5], 0xDEADBEEFull);
   r = Allocator::Attach(pool.get(), false);
   EXPECT_TRUE(r.status().is_corruption()) << r.status().ToString();
   // A head running past the mapped heap.
-  pm::naw(&table[5], PageWord{PageKind::kSpanHead, 0, 0, 1u << 30}.Encode());
+  pm::naw(&table[5], PageWord{PageKind::kSpanHead, 0, 0, 1u << 25}.Encode());
+  pm::naw(&mirror[5], table[5]);
   r = Allocator::Attach(pool.get(), false);
   EXPECT_TRUE(r.status().is_corruption()) << r.status().ToString();
   // An attach with fresh=true clears whatever is there.

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -108,8 +109,19 @@ void SetWord(const std::string& path, uint64_t offset, uint64_t value) {
   close(fd);
 }
 
-constexpr uint64_t kRootSlot1 = 2048 + 8;
-constexpr uint64_t kCleanFlag = 2112;
+constexpr uint64_t kCleanFlag = offsetof(pm::PoolHeader, clean);
+
+// Sets root slot `slot` of a closed pool file as a write would: both
+// copies, a valid record one write ahead.
+void SetRoot(const std::string& path, unsigned slot, uint64_t value) {
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  pm::PoolHeader h;
+  ASSERT_EQ(pread(fd, &h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+  h.root_a[slot] = h.root_b[slot] = pm::MakeRootRecord(slot, pm::RootSeq(h.root_a[slot]) + 1, value);
+  ASSERT_EQ(pwrite(fd, &h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+  close(fd);
+}
 
 TEST(OpenIndex, SecondIndexOnOnePoolIsBusy) {
   PoolOptions o = ProbePool();
@@ -151,7 +163,9 @@ TEST(OpenIndex, RefusedBeforeAnyWriteChangesNothing) {
   TempDir dir;
   std::string path = dir.path("p.pool");
   MakeProbePool(path);
-  SetWord(path, pm::kHeaderSize + 8 * 3, 0x100);  // tag 0 with other bits set
+  // Tag 0 with other bits set, in both copies of the page table.
+  SetWord(path, pm::kHeaderSize + 8 * 3, 0x100);
+  SetWord(path, pm::PageTableMirrorOffset(ProbePool().max_size) + 8 * 3, 0x100);
   Snapshot before = Snapshot::Of(path);
   for (bool explicit_close : {true, false}) {
     auto p = Pool::Open(path);
@@ -174,7 +188,7 @@ TEST(OpenIndex, FailedRecoveryNeverMarksThePoolClean) {
   std::string path = dir.path("p.pool");
   MakeProbePool(path);
   SetWord(path, kCleanFlag, 0);  // as a crash leaves it
-  SetWord(path, kRootSlot1, kFailAfterWrite);
+  SetRoot(path, 1, kFailAfterWrite);
   for (bool explicit_close : {true, false}) {
     SCOPED_TRACE(explicit_close ? "Close()" : "destructor");
     auto p = Pool::Open(path);
@@ -203,7 +217,7 @@ TEST(OpenIndex, FailedRecoveryNeverMarksThePoolClean) {
   EXPECT_FALSE(Pool::Inspect(path)->clean);
 
   // Repaired, the pool opens, and the close of that index marks it clean.
-  SetWord(path, kRootSlot1, 0);
+  SetRoot(path, 1, 0);
   {
     auto p = Pool::Open(path);
     ASSERT_TRUE(p.ok());

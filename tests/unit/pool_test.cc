@@ -245,7 +245,7 @@ TEST(PoolInMemory, OpenImageRefusesBadImages) {
   bad[200] ^= std::byte{1};  // inside the options string
   EXPECT_EQ(Pool::OpenImage(bad).status().code(), Code::kCorruption);
   bad = image;
-  reinterpret_cast<pm::PoolHeader*>(bad.data())->format_version = 2;
+  reinterpret_cast<pm::PoolHeader*>(bad.data())->format_version = pm::kPoolFormatVersion + 1;
   EXPECT_EQ(Pool::OpenImage(bad).status().code(), Code::kNotSupported);
   bad = image;
   reinterpret_cast<pm::PoolHeader*>(bad.data())->segments = 0;
@@ -334,7 +334,7 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
 
   auto info = Pool::Inspect(path);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
-  EXPECT_EQ(info->format_version, 1u);
+  EXPECT_EQ(info->format_version, pm::kPoolFormatVersion);
   EXPECT_EQ(info->incompat_flags, 0u);
   EXPECT_EQ(info->uuid.size(), 36u);
   EXPECT_EQ(info->size, 4 * kMiB);
@@ -522,10 +522,14 @@ TEST(PoolFile, NewerFormatVersion) {
   TempDir dir;
   std::string path = dir.path("p.pool");
   MakePool(path);
-  EditHeader(path, [](pm::PoolHeader& h) { h.format_version = 2; }, true);
+  EditHeader(path, [](pm::PoolHeader& h) { h.format_version = pm::kPoolFormatVersion + 1; }, true);
   ExpectRefused(path, Code::kNotSupported);
   // Even with a stale checksum the version is what is reported.
-  EditHeader(path, [](pm::PoolHeader& h) { h.format_version = 3; }, false);
+  EditHeader(path, [](pm::PoolHeader& h) { h.format_version = pm::kPoolFormatVersion + 2; }, false);
+  ExpectRefused(path, Code::kNotSupported);
+  // An older format (version 1: unprotected root slots, one page table) is
+  // NotSupported too.
+  EditHeader(path, [](pm::PoolHeader& h) { h.format_version = 1; }, true);
   ExpectRefused(path, Code::kNotSupported);
 }
 

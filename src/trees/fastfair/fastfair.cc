@@ -500,12 +500,9 @@ Result<std::unique_ptr<Index>> FastFair::Create(const IndexEnv& env, const Layou
   t->InitNode(r, 0, 0, 0, false, 0);
   pm::flush(r, sizeof(Header));
   pm::fence();  // the empty root durable before the root slot names it
-  // pmcrash-redundant(flush-late): the slot held nothing before (no
-  // index yet), so a crash that finds neither copy durable finds no index
-  // (create did not happen) and one that finds only the second copy takes
-  // it (the newest valid copy wins): no image tells a late first flush
-  // apart. The same call in NewRoot, where the slot held the old root, is
-  // killed.
+  // (Its flush-late mutant is killed: copy B durable before copy A is a
+  // pair no crash leaves, which Pool::OpenImage refuses, and pmcrash fails
+  // such an image inside create once a copy of slot 0 is published.)
   env.pool->WriteRoot(0, root.value().raw());
   return std::unique_ptr<Index>(std::move(t));
 }

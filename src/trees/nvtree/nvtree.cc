@@ -568,13 +568,19 @@ Result<std::unique_ptr<Index>> NvTree::Create(const IndexEnv& env, const Config&
   Ln* head;
   Result<PPtr> r = t->AllocLn(cfg.leaf_bytes, &head);
   if (!r.ok()) return r.status();
-  LnInit(head, cfg.leaf_bytes, 0, 0, nullptr, 0);
-  // Slot 0 is written last (a non-zero slot 0 means the tree exists) and
-  // points to the head LN. Each WriteRoot is durable when it returns, so
-  // the format tag and the cleared snapshot slot precede slot 0, and the
-  // tag's fence also makes the head LN (flushed by LnInit) durable first.
+  // Slots 2 and 1 first (nothing reads them while slot 0 is null), so that
+  // their fences do not fall between the head LN's flush and its fence.
+  // pmcrash-redundant: slots 0-3 share one line in each copy of the root
+  // slots (pm/pool_format.h), so slot 0's WriteRoot below persists this
+  // write with its own in program order, and no crash image shows slot 0
+  // without it.
   env.pool->WriteRoot(2, kFormatTag);
+  // pmcrash-redundant: as the format tag's write above (slot 1).
   if (env.pool->root(1) != 0) env.pool->WriteRoot(1, 0);
+  LnInit(head, cfg.leaf_bytes, 0, 0, nullptr, 0);
+  // The head LN durable before slot 0 (written last: a non-zero slot 0
+  // means the tree exists) points to it.
+  pm::fence();
   env.pool->WriteRoot(0, r.value().raw());
   t->Publish(t->BuildLayout({PlnEntry{0, r.value().raw(), 0, 0}}, {}), 0);
   t->n_leaves_.store(1);

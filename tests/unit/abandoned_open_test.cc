@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "pm/persist.h"
 #include "index/index.h"
+#include "pool_images.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "index/registry.h"
@@ -23,22 +24,7 @@
 namespace pmindex {
 namespace {
 
-std::unique_ptr<Pool> CleanImage(const std::string& kind, int keys) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.max_size = 64ull << 20;
-  po.kind = kind;
-  auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
-  auto idx = create_index(kind, "", pool.value().get());
-  EXPECT_TRUE(idx.ok()) << kind << ": " << idx.status().ToString();
-  for (int i = 0; i < keys; ++i) EXPECT_TRUE(idx.value()->insert(uint64_t(i) * 3 + 1, i).ok());
-  EXPECT_TRUE(idx.value()->close().ok());
-  idx.value().reset();
-  auto img = Pool::OpenImage(pool.value()->bytes());
-  EXPECT_TRUE(img.ok()) << img.status().ToString();
-  return std::move(img).value();
-}
+using testing::CleanImage;
 
 // Turns the class page holding the block of root slot 0 into a one-page
 // span (docs/allocator.md: a span head of length 1, node kept) in both

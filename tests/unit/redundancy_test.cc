@@ -19,6 +19,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "pool_images.h"
 #include "temp_files.h"
 
 namespace pmindex {
@@ -279,23 +280,8 @@ TEST(PageWords, ResolveRule) {
   EXPECT_EQ(PageWord::Resolve(x ^ 1, y ^ 1, alloc::kNumClasses, &out), C::kCorrupt);
 }
 
-// An lbtree image of 3000 keys, closed cleanly.
-std::unique_ptr<Pool> TreeImage(const std::string& kind, int keys) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.max_size = 64ull << 20;
-  po.kind = kind;
-  auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
-  auto idx = create_index(kind, "", pool.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
-  for (int i = 0; i < keys; ++i) EXPECT_TRUE(idx.value()->insert(uint64_t(i) * 7 + 3, i).ok());
-  EXPECT_TRUE(idx.value()->close().ok());
-  idx.value().reset();
-  auto img = Pool::OpenImage(pool.value()->bytes());
-  EXPECT_TRUE(img.ok()) << img.status().ToString();
-  return std::move(img).value();
-}
+using testing::CleanImage;
+using testing::ImageKey;
 
 void ExpectOpensIntact(Pool* img, int keys, const std::string& what) {
   SCOPED_TRACE(what);
@@ -303,7 +289,7 @@ void ExpectOpensIntact(Pool* img, int keys, const std::string& what) {
   ASSERT_TRUE(idx.ok()) << idx.status().ToString();
   EXPECT_TRUE(idx.value()->verify().ok());
   EXPECT_EQ(idx.value()->stats().entries, static_cast<uint64_t>(keys));
-  for (int i = 0; i < keys; i += 97) EXPECT_EQ(idx.value()->lookup(uint64_t(i) * 7 + 3), uint64_t(i));
+  for (int i = 0; i < keys; i += 97) EXPECT_EQ(idx.value()->lookup(ImageKey(i)), uint64_t(i));
   // Recovery rewrote both copies of every word that differed.
   for (size_t i = 0; i < img->page_table_entries(); ++i)
     ASSERT_EQ(img->page_table()[i], img->page_table_mirror()[i]) << "page " << i;
@@ -312,7 +298,7 @@ void ExpectOpensIntact(Pool* img, int keys, const std::string& what) {
 TEST(PageTableCopies, ZeroedPageOfOneCopyIsRepaired) {
   for (std::string kind : {"lbtree", "fptree", "nvtree", "lcbtree", "cddstree"}) {
     for (bool copy_b : {false, true}) {
-      auto img = TreeImage(kind, 3000);
+      auto img = CleanImage(kind, 3000);
       uint64_t* t = copy_b ? img->page_table_mirror() : img->page_table();
       std::memset(t, 0, 4096);  // the 4 KiB page holding the table's words
       ExpectOpensIntact(img.get(), 3000, kind + (copy_b ? " copy B" : " copy A"));
@@ -321,7 +307,7 @@ TEST(PageTableCopies, ZeroedPageOfOneCopyIsRepaired) {
 }
 
 TEST(PageTableCopies, FlippedBitInOneCopyIsRepaired) {
-  auto img = TreeImage("lbtree", 3000);
+  auto img = CleanImage("lbtree", 3000);
   // Every owned word, alternately in copy A and copy B, and free words.
   for (size_t i = 0; i < img->pages_mapped() + 8; ++i) {
     uint64_t* t = i % 2 == 0 ? img->page_table() : img->page_table_mirror();
@@ -333,7 +319,7 @@ TEST(PageTableCopies, FlippedBitInOneCopyIsRepaired) {
 // Two different valid owners of one page (no crash leaves that): open_index
 // refuses with Corruption and changes nothing.
 TEST(PageTableCopies, DisagreeingValidCopiesAreCorruptionWithoutWrites) {
-  auto img = TreeImage("lbtree", 3000);
+  auto img = CleanImage("lbtree", 3000);
   size_t page = 0;
   while (img->page_table()[page] == 0) ++page;
   img->page_table_mirror()[page] = PageWord{PageKind::kSpanHead, 0, 0, 1}.Encode();

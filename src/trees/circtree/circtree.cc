@@ -1,0 +1,971 @@
+#include "trees/circtree/circtree.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <unordered_set>
+
+#include "common/fingerprint.h"
+#include "pm/pptr_decode.h"
+#include "sync/version_lock.h"
+#include "util/check.h"
+
+namespace pmindex::circtree {
+
+namespace {
+
+// Loads of words a writer may be changing: relaxed atomic reads, validated
+// by the node's version afterwards.
+inline uint64_t Ld(const uint64_t& w, std::memory_order mo = std::memory_order_relaxed) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w)).load(mo);
+}
+inline Meta LdMeta(const Header* x) { return Meta::Unpack(Ld(x->meta)); }
+inline uint32_t LineOf(uint32_t i) { return i / CircTree::kRecsPerLine; }
+
+// A node's version, once no writer is inside (even).
+inline uint64_t AwaitEven(const uint64_t& version) {
+  uint64_t v = Ld(version, std::memory_order_acquire);
+  for (unsigned spins = 0; v & 1; ++spins) {
+    // The writer may be descheduled on a busy machine: yield, do not spin
+    // through the time slice.
+    if (spins < 64) sync::CpuRelax(); else std::this_thread::yield();
+    v = Ld(version, std::memory_order_acquire);
+  }
+  return v;
+}
+
+// True iff the version is still v after the reads it validates (the
+// seqlock argument of sync/version_lock.h; TSan, which does not model
+// fences, gets an acquire load instead).
+inline bool Unchanged(const uint64_t& version, uint64_t v) {
+#if defined(PMINDEX_TSAN)
+  return Ld(version, std::memory_order_acquire) == v;
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return Ld(version) == v;
+#endif
+}
+
+std::string Hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
+Layout Layout::For(uint32_t bytes, bool sentinel, bool fingerprints) {
+  Layout l;
+  l.bytes = bytes;
+  l.sentinel = sentinel;
+  l.fingerprints = fingerprints && !sentinel;
+  const uint32_t avail = bytes / 64 - 1;  // lines after the header
+  uint32_t lines = avail, alines = 0;
+  if (l.sentinel) {
+    // One 8-byte sentinel per record line: L + ceil(L / 8) <= avail.
+    while (lines + (lines + 7) / 8 > avail) --lines;
+    alines = (lines + 7) / 8;
+  } else if (l.fingerprints) {
+    // One byte per slot, 4 slots per line: L + ceil(L / 16) <= avail.
+    while (lines + (lines + 15) / 16 > avail) --lines;
+    alines = (lines + 15) / 16;
+  }
+  l.aux_off = 64;
+  l.rec_off = 64 + alines * 64;
+  l.lines = lines;
+  l.cap = lines * CircTree::kRecsPerLine;
+  return l;
+}
+
+CircTree::CircTree(const IndexEnv& env, const Layout& lay, Search s) : env_(env), lay_(lay), search_(s) {}
+
+std::string CircTree::Where(uint64_t raw) const { return "circtree: node " + Hex(raw); }
+
+void CircTree::InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low) {
+  // Not linked yet: no order matters.
+  pm::store(&x->version, uint64_t{0});
+  pm::store(&x->tag, kNodeTag);
+  pm::store(&x->meta, Meta{}.Pack());
+  pm::store(&x->level, level);
+  pm::store(&x->pad, 0u);
+  pm::store(&x->sibling, sibling);
+  pm::store(&x->leftmost, leftmost);
+  pm::store(&x->low, has_low ? low : 0);
+  pm::store(&x->has_low, uint64_t{has_low ? 1u : 0u});
+}
+
+// ------------------------------------------------------------------ search
+
+uint32_t CircTree::LowerBound(Header* x, Meta m, Key k) const {
+  const Rec* r = R(x);
+  const uint32_t n = m.count;
+  auto key = [&](uint32_t i) { return Ld(r[Phys(m.start, i)].key); };
+  switch (search_) {
+    case Search::kBinary: {
+      uint32_t lo = 0, hi = n;
+      while (lo < hi) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (key(mid) < k) lo = mid + 1; else hi = mid;
+      }
+      return lo;
+    }
+    case Search::kSentinel: {
+      // Algorithm 1 of paper 002 over the ring's logical lines: the last
+      // line whose sentinel (its first key) is <= k, then that line alone.
+      const uint64_t* s = S(x);
+      const uint32_t lines = (n + kRecsPerLine - 1) / kRecsPerLine;
+      uint32_t l = 0;
+      while (l + 1 < lines && Ld(s[l + 1]) <= k) ++l;
+      const uint32_t end = std::min(n, (l + 1) * kRecsPerLine);
+      for (uint32_t i = l * kRecsPerLine; i < end; ++i)
+        if (key(i) >= k) return i;
+      return end;
+    }
+    case Search::kLinear:
+      break;
+  }
+  // Linear from the logical first record: two runs of physical slots.
+  uint32_t ph = m.start;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (Ld(r[ph].key) >= k) return i;
+    if (++ph == lay_.cap) ph = 0;
+  }
+  return n;
+}
+
+uint32_t CircTree::FingerprintFind(Header* x, Meta m, Key k) const {
+  const uint8_t fp = common::Fingerprint(k);
+  const uint8_t* f = F(x);
+  const Rec* r = R(x);
+  const uint32_t cap = lay_.cap;
+  for (uint32_t base = 0; base < cap; base += 16) {
+    // 16 fingerprint bytes, read as two relaxed 8-byte loads (a writer may
+    // be changing them; the version check afterwards decides).
+    uint64_t w[2] = {Ld(*reinterpret_cast<const uint64_t*>(f + base)),
+                     Ld(*reinterpret_cast<const uint64_t*>(f + base + 8))};
+    uint8_t bytes[16];
+    std::memcpy(bytes, w, sizeof bytes);
+    uint32_t mask = common::MatchMask16(bytes, fp);
+    if (cap - base < 16) mask &= (1u << (cap - base)) - 1;
+    while (mask != 0) {
+      const uint32_t s = base + static_cast<uint32_t>(__builtin_ctz(mask));
+      mask &= mask - 1;
+      const uint32_t i = s >= m.start ? s - m.start : s + cap - m.start;  // logical index
+      if (i < m.count && Ld(r[s].key) == k) return i;
+    }
+  }
+  return m.count;
+}
+
+uint64_t CircTree::ChildAt(Header* x, Meta m, uint32_t p, Key k) const {
+  const Rec* r = R(x);
+  if (p < m.count && Ld(r[Phys(m.start, p)].key) == k) return Ld(r[Phys(m.start, p)].val);
+  return p == 0 ? Ld(x->leftmost) : Ld(r[Phys(m.start, p - 1)].val);
+}
+
+uint64_t CircTree::MoveRight(Header* x, Meta m, uint32_t p, Key k) const {
+  // Only a key above every key of x can belong to the right neighbour.
+  if (p < m.count) return 0;
+  const uint64_t sib = Ld(x->sibling, std::memory_order_acquire);
+  if (sib == 0) return 0;
+  Header* s = H(sib);
+  // A linked node's low key never changes (written before the link).
+  return (Ld(s->has_low) != 0 && k >= Ld(s->low)) ? sib : 0;
+}
+
+uint64_t CircTree::FindLeaf(Key k, uint64_t* version) const {
+  uint64_t raw = env_.pool->root(0);
+  for (;;) {
+    Header* x = H(raw);
+    const uint64_t v = AwaitEven(x->version);
+    Meta m = LdMeta(x);
+    m.count = std::min(m.count, lay_.cap);
+    m.start = m.start < lay_.cap ? m.start : 0;
+    const uint32_t level = std::atomic_ref<uint32_t>(x->level).load(std::memory_order_relaxed);
+    const uint32_t p = LowerBound(x, m, k);
+    const uint64_t right = MoveRight(x, m, p, k);
+    const uint64_t child = (right == 0 && level > 0) ? ChildAt(x, m, p, k) : 0;
+    if (!Unchanged(x->version, v)) continue;  // a writer changed x: read it again
+    if (right != 0) {
+      raw = right;
+    } else if (level == 0) {
+      *version = v;
+      return raw;
+    } else {
+      raw = child;
+    }
+  }
+}
+
+std::optional<Value> CircTree::lookup(Key k) {
+  for (;;) {
+    uint64_t v = 0;
+    Header* x = H(FindLeaf(k, &v));
+    Meta m = LdMeta(x);
+    m.count = std::min(m.count, lay_.cap);
+    m.start = m.start < lay_.cap ? m.start : 0;
+    const uint32_t p = lay_.fingerprints ? FingerprintFind(x, m, k) : LowerBound(x, m, k);
+    const Rec& r = R(x)[Phys(m.start, p < m.count ? p : 0)];
+    const bool found = p < m.count && Ld(r.key) == k;
+    const uint64_t val = found ? Ld(r.val) : 0;
+    if (!Unchanged(x->version, v)) continue;
+    if (!found) return std::nullopt;
+    return val;
+  }
+}
+
+size_t CircTree::scan(Key from, size_t n, KV* out) {
+  if (n == 0) return 0;
+  size_t got = 0;
+  Key cursor = from;
+  bool inclusive = true;
+  uint64_t v = 0;
+  uint64_t raw = FindLeaf(from, &v);
+  std::vector<KV> batch;
+  while (raw != 0 && got < n) {
+    Header* x = H(raw);
+    uint64_t next = 0;
+    for (;;) {
+      v = AwaitEven(x->version);
+      batch.clear();
+      Meta m = LdMeta(x);
+      m.count = std::min(m.count, lay_.cap);
+      m.start = m.start < lay_.cap ? m.start : 0;
+      const Rec* r = R(x);
+      uint32_t ph = m.start;
+      for (uint32_t i = 0; i < m.count && batch.size() < n - got; ++i) {
+        const Key key = Ld(r[ph].key);
+        if (key > cursor || (inclusive && key == cursor)) batch.push_back({key, Ld(r[ph].val)});
+        if (++ph == lay_.cap) ph = 0;
+      }
+      next = Ld(x->sibling, std::memory_order_acquire);
+      if (Unchanged(x->version, v)) break;
+    }
+    for (const KV& kv : batch) {
+      out[got++] = kv;
+      cursor = kv.key;
+      inclusive = false;
+    }
+    raw = next;
+  }
+  return got;
+}
+
+// ------------------------------------------------------------------ writers
+
+void CircTree::BeginWrite(Header* x) {
+#if defined(PMINDEX_TSAN)
+  pm::store(&x->version, x->version + 1, std::memory_order_release);
+#else
+  pm::store(&x->version, x->version + 1, std::memory_order_relaxed);
+  // Orders the node's changes after the odd version (seqlock writer).
+  std::atomic_thread_fence(std::memory_order_release);
+#endif
+}
+
+void CircTree::EndWrite(Header* x) { pm::store(&x->version, x->version + 1, std::memory_order_release); }
+
+void CircTree::StoreMeta(Header* x, Meta m) {
+  pm::store(&x->meta, m.Pack(), std::memory_order_release);
+  pm::flush(&x->meta, sizeof(uint64_t));
+  pm::fence();
+}
+
+void CircTree::SetAux(Header* x, uint32_t from, uint32_t fp_lo, uint32_t fp_hi) {
+  const Meta m = Meta::Unpack(x->meta);
+  const Rec* r = R(x);
+  // Not flushed: rebuilt from the records by recovery (paper 002, III).
+  if (lay_.sentinel) {
+    uint64_t* s = S(x);
+    const uint32_t lines = (m.count + kRecsPerLine - 1) / kRecsPerLine;
+    for (uint32_t l = LineOf(from); l < lines; ++l) pm::store(&s[l], r[Phys(m.start, l * kRecsPerLine)].key);
+  } else if (lay_.fingerprints) {
+    uint8_t* f = F(x);
+    for (uint32_t i = fp_lo; i < fp_hi && i < m.count; ++i) {
+      const uint32_t ph = Phys(m.start, i);
+      pm::store(&f[ph], common::Fingerprint(r[ph].key));
+    }
+  }
+}
+
+// Moves record `from` into slot `to` with the value stored first, then
+// the key: until the key store, slot `to` shows its old key, which its
+// complete neighbour on the side the records come from also holds.
+static inline void MoveValFirst(Rec* r, uint32_t to, uint32_t from) {
+  pm::store(&r[to].val, r[from].val);
+  pm::store(&r[to].key, r[from].key);
+}
+// Moves record `from` into slot `to`, key first (a delete's shift): the
+// half-moved slot shows the key of record `from`, whose slot is complete.
+static inline void MoveKeyFirst(Rec* r, uint32_t to, uint32_t from) {
+  pm::store(&r[to].key, r[from].key);
+  pm::store(&r[to].val, r[from].val);
+}
+
+void CircTree::ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v) {
+  const Meta m = Meta::Unpack(x->meta);
+  const uint32_t n = m.count;
+  PMINDEX_CHECK(n < lay_.cap && p <= n, "circtree: shift insert into a full node");
+  Rec* r = R(x);
+  const bool left = p < n - p;  // the records left of p are fewer: they move left
+  if (!left && p == n) {
+    // Append: the record in the free slot after the ring's range, then the
+    // metadata word that takes it in.
+    const uint32_t s = Phys(m.start, n);
+    pm::store(&r[s].val, v);
+    pm::store(&r[s].key, k);
+    pm::flush(&r[s], sizeof(Rec));
+    pm::fence();
+    StoreMeta(x, Meta{m.start, n + 1, m.left});
+  } else if (left && p == 0) {
+    // Prepend: the record in the free slot before the range, then the
+    // metadata word (start one slot left, count + 1) that takes it in.
+    const uint32_t s = Phys(m.start, -1);
+    pm::store(&r[s].val, v);
+    pm::store(&r[s].key, k);
+    pm::flush(&r[s], sizeof(Rec));
+    pm::fence();
+    StoreMeta(x, Meta{s, n + 1, m.left});
+  } else if (!left) {
+    // Right side moves right. The last record is copied into the free slot
+    // after the range, durable before the metadata word takes the slot in
+    // (side = right: of the equal pair now at the end the right one is
+    // valid), and that word durable before any slot of the range changes.
+    const uint32_t st = m.start;
+    MoveValFirst(r, Phys(st, n), Phys(st, n - 1));
+    pm::flush(&r[Phys(st, n)], sizeof(Rec));
+    pm::fence();
+    StoreMeta(x, Meta{st, n + 1, false});
+    // From the end: value first, then key. Mid-record, slot j shows the
+    // key of slot j+1, whose record is complete; the right one of two
+    // equal keys is the valid one. A line left is made durable first.
+    for (uint32_t j = n - 1; j > p; --j) {
+      if (LineOf(Phys(st, j)) != LineOf(Phys(st, j + 1)) && j + 1 != n) {
+        pm::flush(&r[Phys(st, j + 1)], sizeof(Rec));
+        pm::fence();
+      }
+      MoveValFirst(r, Phys(st, j), Phys(st, j - 1));
+    }
+    if (LineOf(Phys(st, p)) != LineOf(Phys(st, p + 1)) && p + 1 != n) {
+      pm::flush(&r[Phys(st, p + 1)], sizeof(Rec));
+      pm::fence();
+    }
+    // The new record: its key store commits the insert.
+    const uint32_t s = Phys(st, p);
+    pm::store(&r[s].val, v);
+    pm::store(&r[s].key, k);
+    pm::flush(&r[s], sizeof(Rec));
+    pm::fence();
+  } else {
+    // Left side moves left: the mirror image. The first record is copied
+    // into the free slot before the range, then the metadata word moves
+    // start onto it (side = left: the left one of an equal pair is valid).
+    const uint32_t st = Phys(m.start, -1);  // the new start
+    MoveValFirst(r, st, m.start);
+    pm::flush(&r[st], sizeof(Rec));
+    pm::fence();
+    StoreMeta(x, Meta{st, n + 1, true});
+    // In the new numbering: record j+1 into slot j for j = 1 .. p-1, value
+    // first; mid-record slot j shows the key of slot j-1, complete.
+    for (uint32_t j = 1; j < p; ++j) {
+      if (LineOf(Phys(st, j)) != LineOf(Phys(st, j - 1)) && j - 1 != 0) {
+        pm::flush(&r[Phys(st, j - 1)], sizeof(Rec));
+        pm::fence();
+      }
+      MoveValFirst(r, Phys(st, j), Phys(st, j + 1));
+    }
+    if (LineOf(Phys(st, p)) != LineOf(Phys(st, p - 1)) && p - 1 != 0) {
+      pm::flush(&r[Phys(st, p - 1)], sizeof(Rec));
+      pm::fence();
+    }
+    const uint32_t s = Phys(st, p);
+    pm::store(&r[s].val, v);
+    pm::store(&r[s].key, k);  // commits the insert
+    pm::flush(&r[s], sizeof(Rec));
+    pm::fence();
+  }
+  if (left) {
+    SetAux(x, p, 0, p + 1);
+  } else {
+    SetAux(x, p, p, n + 1);
+  }
+}
+
+void CircTree::ShiftDelete(Header* x, uint32_t p, bool left) {
+  Meta m = Meta::Unpack(x->meta);
+  const uint32_t n = m.count;
+  PMINDEX_CHECK(p < n, "circtree: shift delete past the count");
+  Rec* r = R(x);
+  const uint32_t st = m.start;
+  const uint32_t moves = left ? p : n - 1 - p;
+  if (moves > 0 && m.left != left) {
+    // The side bit must name this shift's valid side before any equal pair
+    // can appear (none exists between operations).
+    m.left = left;
+    StoreMeta(x, m);
+  }
+  if (!left) {
+    // Records p+1 .. n-1 move one slot left, key first: the first key store
+    // commits the delete; mid-record, slot j shows the key of slot j+1,
+    // which is complete, and the right one of two equal keys is valid.
+    for (uint32_t j = p; j + 1 < n; ++j) {
+      if (j > p && LineOf(Phys(st, j)) != LineOf(Phys(st, j - 1))) {
+        pm::flush(&r[Phys(st, j - 1)], sizeof(Rec));
+        pm::fence();
+      }
+      MoveKeyFirst(r, Phys(st, j), Phys(st, j + 1));
+    }
+    if (moves > 0) {
+      pm::flush(&r[Phys(st, n - 2)], sizeof(Rec));
+      pm::fence();
+    }
+    // Until the metadata word drops the last slot, slots n-2 and n-1 are
+    // an equal pair.
+    StoreMeta(x, Meta{st, n - 1, m.left});
+    SetAux(x, p, p, n - 1);
+  } else {
+    // Records 0 .. p-1 move one slot right, from p down, key first; the
+    // left one of two equal keys is valid.
+    for (uint32_t j = p; j > 0; --j) {
+      if (j < p && LineOf(Phys(st, j)) != LineOf(Phys(st, j + 1))) {
+        pm::flush(&r[Phys(st, j + 1)], sizeof(Rec));
+        pm::fence();
+      }
+      MoveKeyFirst(r, Phys(st, j), Phys(st, j - 1));
+    }
+    if (moves > 0) {
+      pm::flush(&r[Phys(st, 1)], sizeof(Rec));
+      pm::fence();
+    }
+    // Until the metadata word moves start past slot 0, slots 0 and 1 are
+    // an equal pair.
+    StoreMeta(x, Meta{Phys(st, 1), n - 1, m.left});
+    SetAux(x, p, 0, p);
+  }
+}
+
+Key CircTree::Split(uint64_t x_raw, uint64_t fresh) {
+  Header* x = H(x_raw);
+  Header* y = H(fresh);
+  const Meta xm = Meta::Unpack(x->meta);
+  const uint32_t n = xm.count;
+  const uint32_t m = n / 2;
+  const Rec* xr = R(x);
+  Rec* yr = R(y);
+  const Key sep = xr[Phys(xm.start, m)].key;
+  // The new right node: records m.. of a leaf; of an inner node, record
+  // m's child becomes its leftmost child and its key moves up. y's ring
+  // starts at slot 0.
+  const bool leaf = x->level == 0;
+  InitNode(y, x->level, leaf ? 0 : xr[Phys(xm.start, m)].val, x->sibling, true, sep);
+  const uint32_t from = leaf ? m : m + 1;
+  for (uint32_t i = from; i < n; ++i) pm::store(&yr[i - from], xr[Phys(xm.start, i)]);
+  pm::store(&y->meta, Meta{0, n - from, false}.Pack());
+  SetAux(y, 0, 0, n - from);
+  pm::flush(y, sizeof(Header));
+  if (n > from) pm::flush(yr, (n - from) * sizeof(Rec));
+  pm::fence();  // the new node durable before the link
+  // FAIR: the sibling pointer links y (from now on x's records >= sep are
+  // stale copies, which recovery cuts off), then the metadata word drops
+  // them. Both in line 0, which reaches PM in store order: one flush.
+  BeginWrite(x);
+  pm::store(&x->sibling, fresh, std::memory_order_release);
+  pm::store(&x->meta, Meta{xm.start, m, xm.left}.Pack(), std::memory_order_release);
+  pm::flush(&x->sibling, sizeof(uint64_t));
+  pm::fence();
+  EndWrite(x);
+  return sep;
+}
+
+void CircTree::NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh) {
+  Header* r = H(fresh);
+  InitNode(r, H(left)->level + 1, left, 0, false, 0);
+  pm::store(&R(r)[0], Rec{sep, right});
+  pm::store(&r->meta, Meta{0, 1, false}.Pack());
+  SetAux(r, 0, 0, 1);
+  pm::flush(r, sizeof(Header));
+  pm::flush(R(r), sizeof(Rec));
+  pm::fence();  // the new root durable before the root slot names it
+  env_.pool->WriteRoot(0, fresh);
+}
+
+Status CircTree::Write(Op op, Key k, Value v) {
+  std::lock_guard g(mu_);
+  uint64_t path[kMaxHeight];
+  uint32_t depth = 0;
+  uint64_t raw = env_.pool->root(0);
+  for (;;) {
+    Header* x = H(raw);
+    const Meta m = Meta::Unpack(x->meta);
+    const uint32_t xp = LowerBound(x, m, k);
+    if (uint64_t right = MoveRight(x, m, xp, k)) {
+      raw = right;
+      continue;
+    }
+    if (x->level == 0) break;
+    PMINDEX_CHECK(depth < kMaxHeight, "circtree: tree deeper than %u", kMaxHeight);
+    path[depth++] = raw;
+    raw = ChildAt(x, m, xp, k);
+  }
+  Header* leaf = H(raw);
+  const Meta lm = Meta::Unpack(leaf->meta);
+  const uint32_t n = lm.count;
+  const uint32_t p = LowerBound(leaf, lm, k);
+  Rec* slot = &R(leaf)[Phys(lm.start, p < n ? p : 0)];
+  const bool found = p < n && slot->key == k;
+  if (op == Op::kRemove) {
+    if (!found) return Status::NotFound();
+    // The shorter side moves; on a tie, the side the metadata word names
+    // (no extra persist to change it).
+    const uint32_t lmoves = p, rmoves = n - 1 - p;
+    const bool left = lmoves < rmoves || (lmoves == rmoves && lm.left);
+    BeginWrite(leaf);
+    ShiftDelete(leaf, p, left);
+    EndWrite(leaf);
+    return Status::OK();
+  }
+  if (found) {
+    if (op == Op::kInsert) return Status::AlreadyExists();
+    pm::store(&slot->val, v, std::memory_order_release);  // one 8-byte store
+    pm::flush(&slot->val, sizeof(uint64_t));
+    pm::fence();
+    return Status::OK();
+  }
+  if (op == Op::kUpdate) return Status::NotFound();
+  if (n < lay_.cap) {
+    BeginWrite(leaf);
+    ShiftInsert(leaf, p, k, v);
+    EndWrite(leaf);
+    return Status::OK();
+  }
+  // Splits: the leaf, each full ancestor, and a new root if they all are.
+  // Every node is allocated first, so OutOfSpace changes nothing.
+  uint32_t need = 1;
+  int32_t d = static_cast<int32_t>(depth) - 1;
+  while (d >= 0 && Meta::Unpack(H(path[d])->meta).count == lay_.cap) {
+    ++need;
+    --d;
+  }
+  if (d < 0) ++need;
+  uint64_t fresh[kMaxHeight + 2];
+  for (uint32_t i = 0; i < need; ++i) {
+    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
+    if (!a.ok()) {
+      for (uint32_t j = 0; j < i; ++j) env_.alloc->Free(PPtr(fresh[j]));
+      return a.status();
+    }
+    fresh[i] = a.value().raw();
+  }
+  auto insert_into = [&](Header* t, Key key, uint64_t val) {
+    BeginWrite(t);
+    ShiftInsert(t, LowerBound(t, Meta::Unpack(t->meta), key), key, val);
+    EndWrite(t);
+  };
+  uint32_t used = 0;
+  uint64_t right = fresh[used++];
+  Key sep = Split(raw, right);
+  insert_into(k >= sep ? H(right) : leaf, k, v);
+  for (d = static_cast<int32_t>(depth) - 1;; --d) {
+    if (d < 0) {
+      NewRoot(env_.pool->root(0), sep, right, fresh[used++]);
+      break;
+    }
+    Header* par = H(path[d]);
+    if (Meta::Unpack(par->meta).count < lay_.cap) {
+      insert_into(par, sep, right);
+      break;
+    }
+    const uint64_t pr = fresh[used++];
+    const Key psep = Split(path[d], pr);
+    insert_into(sep >= psep ? H(pr) : par, sep, right);
+    sep = psep;
+    right = pr;
+  }
+  PMINDEX_CHECK(used == need, "circtree: split used %u of %u new nodes", used, need);
+  return Status::OK();
+}
+
+Status CircTree::insert(Key k, Value v) { return Write(Op::kInsert, k, v); }
+Status CircTree::update(Key k, Value v) { return Write(Op::kUpdate, k, v); }
+Status CircTree::upsert(Key k, Value v) { return Write(Op::kUpsert, k, v); }
+Status CircTree::remove(Key k) { return Write(Op::kRemove, k, 0); }
+
+// ------------------------------------------------------------------ create, load
+
+Result<std::unique_ptr<Index>> CircTree::Create(const IndexEnv& env, const Layout& lay, Search s) {
+  std::unique_ptr<CircTree> t(new CircTree(env, lay, s));
+  Result<PPtr> root = env.alloc->Alloc(lay.bytes);
+  if (!root.ok()) return root.status();
+  Header* r = t->H(root.value().raw());
+  t->InitNode(r, 0, 0, 0, false, 0);
+  pm::flush(r, sizeof(Header));
+  pm::fence();  // the empty root durable before the root slot names it
+  env.pool->WriteRoot(0, root.value().raw());
+  return std::unique_ptr<Index>(std::move(t));
+}
+
+Status CircTree::bulk_load(std::span<const KV> sorted, double fill) {
+  std::lock_guard g(mu_);
+  const uint64_t old = env_.pool->root(0);
+  Header* o = H(old);
+  if (o->level != 0 || Meta::Unpack(o->meta).count != 0 || o->sibling != 0)
+    return Status::InvalidArgument("circtree: bulk_load needs an empty index");
+  if (!(fill > 0 && fill <= 1)) return Status::InvalidArgument("circtree: bulk_load fill must be in (0, 1]");
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i - 1].key >= sorted[i].key)
+      return Status::InvalidArgument("circtree: bulk_load keys must be strictly ascending");
+  if (sorted.empty()) return Status::OK();
+  const uint32_t per = std::clamp<uint32_t>(static_cast<uint32_t>(std::lround(fill * lay_.cap)), 1, lay_.cap);
+  std::vector<uint64_t> made;
+  auto alloc = [&](uint64_t* raw) -> Status {
+    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
+    if (!a.ok()) {
+      for (uint64_t m : made) env_.alloc->Free(PPtr(m));
+      return a.status();
+    }
+    *raw = a.value().raw();
+    made.push_back(*raw);
+    return Status::OK();
+  };
+  // One level at a time: nodes of up to `per` records, linked left to
+  // right, each ring starting at slot 0. items: (low key, value or child);
+  // an inner node's first item becomes its leftmost child.
+  std::vector<std::pair<Key, uint64_t>> items;
+  items.reserve(sorted.size());
+  for (const KV& kv : sorted) items.push_back({kv.key, kv.value});
+  uint32_t level = 0;
+  for (;;) {
+    const uint32_t take = level == 0 ? per : per + 1;
+    std::vector<std::pair<Key, uint64_t>> up;
+    Header* prev = nullptr;
+    for (size_t b = 0; b < items.size(); b += take) {
+      const size_t e = std::min(items.size(), b + take);
+      uint64_t raw = 0;
+      PMINDEX_RETURN_IF_ERROR(alloc(&raw));
+      Header* x = H(raw);
+      const bool inner = level > 0;
+      InitNode(x, level, inner ? items[b].second : 0, 0, b > 0, items[b].first);
+      Rec* r = R(x);
+      uint32_t c = 0;
+      for (size_t i = inner ? b + 1 : b; i < e; ++i) pm::store(&r[c++], Rec{items[i].first, items[i].second});
+      pm::store(&x->meta, Meta{0, c, false}.Pack());
+      SetAux(x, 0, 0, c);
+      if (prev != nullptr) {
+        pm::store(&prev->sibling, raw);
+        pm::flush(prev, sizeof(Header));
+      }
+      if (c > 0) pm::flush(r, c * sizeof(Rec));
+      prev = x;
+      up.push_back({items[b].first, raw});
+    }
+    pm::flush(prev, sizeof(Header));
+    items.swap(up);
+    if (items.size() == 1) break;
+    ++level;
+  }
+  pm::fence();  // the loaded tree durable before the root slot names it
+  env_.pool->WriteRoot(0, items[0].second);
+  env_.alloc->Free(PPtr(old));
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ recovery
+
+struct CircTree::NodeView {
+  uint32_t level = 0;
+  uint64_t sibling = 0, leftmost = 0;
+  bool has_low = false;
+  Key low = 0;
+  std::vector<Rec> recs;  // the records recovery will leave, in key order
+};
+
+// Reads node `raw` of level `level` into v, with recovery's repairs
+// applied to the copy (stale records of a cut-short split dropped, the
+// invalid record of an equal-key pair dropped). Reads only.
+Status CircTree::ViewNode(uint64_t raw, uint32_t level, NodeView* v) const {
+  auto d = pm::Decode<Header>(*env_.pool, raw, lay_.bytes, 64, "circtree: node");
+  if (!d.ok()) return d.status();
+  Header* x = d.value();
+  if (x->tag != kNodeTag) return Status::Corruption(Where(raw) + " has no node tag");
+  if (x->level != level) return Status::Corruption(Where(raw) + " is on the wrong level");
+  const Meta m = Meta::Unpack(x->meta);
+  if ((x->meta >> 33) != 0 || m.start >= lay_.cap || m.count > lay_.cap)
+    return Status::Corruption(Where(raw) + " has a bad metadata word");
+  if (x->has_low > 1) return Status::Corruption(Where(raw) + " has a bad header");
+  v->level = level;
+  v->sibling = x->sibling;
+  v->leftmost = x->leftmost;
+  v->has_low = x->has_low != 0;
+  v->low = x->low;
+  uint32_t n = m.count;
+  const Rec* r = R(x);
+  auto rec = [&](uint32_t i) -> const Rec& { return r[Phys(m.start, i)]; };
+  if (v->sibling != 0) {
+    auto s = pm::Decode<Header>(*env_.pool, v->sibling, lay_.bytes, 64, "circtree: sibling");
+    if (!s.ok()) return s.status();
+    if (s.value()->tag != kNodeTag || s.value()->has_low != 1)
+      return Status::Corruption(Where(raw) + ": its sibling is not a split-made node");
+    const Key sl = s.value()->low;
+    uint32_t t = 0;
+    while (t < n && rec(t).key < sl) ++t;
+    n = t;
+  }
+  v->recs.clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    const Rec& c = rec(i);
+    if (!m.left && i + 1 < n && c.key == rec(i + 1).key) continue;  // half-done shift: the right one is valid
+    if (m.left && i > 0 && c.key == rec(i - 1).key) continue;       // the left one is valid
+    if (!v->recs.empty() && v->recs.back().key >= c.key) return Status::Corruption(Where(raw) + ": keys not ascending");
+    if (v->has_low && c.key < v->low) return Status::Corruption(Where(raw) + ": key below its low key");
+    v->recs.push_back(c);
+  }
+  return Status::OK();
+}
+
+Status CircTree::Validate(uint64_t root, std::vector<uint64_t>* nodes) const {
+  // Level by level: every node of a level is on its sibling chain, whose
+  // first node is the leftmost child of the level above's first node.
+  NodeView v;
+  auto rd = pm::Decode<Header>(*env_.pool, root, lay_.bytes, 64, "circtree: root (root slot 0)");
+  if (!rd.ok()) return rd.status();
+  uint32_t level = rd.value()->level;
+  if (level >= kMaxHeight) return Status::Corruption("circtree: root level above the limit");
+  const uint64_t limit = env_.pool->size() / lay_.bytes + 1;  // more nodes than fit = a cycle
+  std::vector<uint64_t> named_above;
+  bool have_above = false;
+  uint64_t first = root;
+  for (;;) {
+    std::unordered_set<uint64_t> on_level;
+    std::vector<uint64_t> named;
+    uint64_t first_child = 0;
+    for (uint64_t raw = first; raw != 0;) {
+      if (nodes->size() > limit || !on_level.insert(raw).second)
+        return Status::Corruption("circtree: a sibling chain loops");
+      PMINDEX_RETURN_IF_ERROR(ViewNode(raw, level, &v));
+      if (raw == root && v.has_low) return Status::Corruption("circtree: the root has a low key");
+      nodes->push_back(raw);
+      if (level > 0) {
+        if (raw == first) first_child = v.leftmost;
+        named.push_back(v.leftmost);
+        for (const Rec& r : v.recs) named.push_back(r.val);
+      }
+      raw = v.sibling;
+    }
+    if (have_above)
+      for (uint64_t c : named_above)
+        if (!on_level.count(c)) return Status::Corruption(Where(c) + " is a child not on its level's chain");
+    if (level == 0) return Status::OK();
+    named_above = std::move(named);
+    have_above = true;
+    first = first_child;
+    --level;
+  }
+}
+
+void CircTree::Repair(uint64_t raw) {
+  Header* x = H(raw);
+  Rec* r = R(x);
+  Meta m = Meta::Unpack(x->meta);
+  if (x->sibling != 0) {
+    Header* s = H(x->sibling);
+    uint32_t t = 0;
+    while (t < m.count && r[Phys(m.start, t)].key < s->low) ++t;
+    if (t < m.count) {
+      // A split cut short after its link: drop the copies the sibling holds.
+      m.count = t;
+      StoreMeta(x, m);
+    }
+  }
+  for (uint32_t i = 0; i + 1 < m.count;) {
+    if (r[Phys(m.start, i)].key == r[Phys(m.start, i + 1)].key) {
+      // A half-done shift: remove the invalid one of the pair by a delete
+      // shift on the same side (crash-safe itself: a crash here is
+      // repaired again by the next open).
+      if (m.left) {
+        ShiftDelete(x, i + 1, true);
+      } else {
+        ShiftDelete(x, i, false);
+      }
+      m = Meta::Unpack(x->meta);
+    } else {
+      ++i;
+    }
+  }
+  if (x->version != 0) pm::store(&x->version, uint64_t{0});
+  SetAux(x, 0, 0, m.count);
+}
+
+Result<std::unique_ptr<Index>> CircTree::Open(const IndexEnv& env, const Layout& lay, Search s) {
+  std::unique_ptr<CircTree> t(new CircTree(env, lay, s));
+  const uint64_t root = env.pool->root(0);
+  std::vector<uint64_t> nodes;
+  PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes));  // reads only
+  for (uint64_t n : nodes) env.alloc->MarkReachable(PPtr(n));
+  for (uint64_t n : nodes)
+    if (!env.alloc->IsLive(PPtr(n))) return Status::Corruption(t->Where(n) + " is not an allocated block");
+  PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());  // before any write
+  PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
+  for (uint64_t n : nodes) t->Repair(n);
+  pm::fence();
+  return std::unique_ptr<Index>(std::move(t));
+}
+
+// ------------------------------------------------------------------ walks
+
+void CircTree::WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const {
+  uint64_t first = env_.pool->root(0);
+  for (;;) {
+    Header* f = H(first);
+    for (uint64_t raw = first; raw != 0; raw = H(raw)->sibling) fn(raw, H(raw));
+    if (f->level == 0) return;
+    first = f->leftmost;
+  }
+}
+
+// A node's range is [its low key, its sibling's low key) (the B-link
+// invariant). Its children are its named children, each followed on their
+// level's chain by the nodes no parent names yet (splits whose separator a
+// crash kept from the parent), up to the next named child.
+Status CircTree::VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) const {
+  NodeView v;
+  PMINDEX_RETURN_IF_ERROR(ViewNode(raw, level, &v));
+  Header* x = H(raw);
+  const Meta m = Meta::Unpack(x->meta);
+  if (v.recs.size() != m.count) return Status::Corruption(Where(raw) + " holds stale or duplicate records");
+  if (x->version & 1) return Status::Corruption(Where(raw) + " is locked");
+  if (lay_.sentinel) {
+    for (uint32_t l = 0; l * kRecsPerLine < m.count; ++l)
+      if (S(x)[l] != R(x)[Phys(m.start, l * kRecsPerLine)].key)
+        return Status::Corruption(Where(raw) + ": stale sentinel");
+  }
+  if (lay_.fingerprints) {
+    for (uint32_t i = 0; i < m.count; ++i) {
+      const uint32_t ph = Phys(m.start, i);
+      if (F(x)[ph] != common::Fingerprint(R(x)[ph].key)) return Status::Corruption(Where(raw) + ": stale fingerprint");
+    }
+  }
+  const bool has_hi = v.sibling != 0;
+  const Key hi = has_hi ? H(v.sibling)->low : 0;
+  for (const Rec& r : v.recs)
+    if (has_hi && r.key >= hi)
+      return Status::Corruption(Where(raw) + ": key " + std::to_string(r.key) + " at or above its sibling's low key");
+  if (level == 0) {
+    *entries += v.recs.size();
+    leaves->push_back(raw);
+    return Status::OK();
+  }
+  for (size_t i = 0; i <= v.recs.size(); ++i) {
+    const uint64_t c = i == 0 ? v.leftmost : v.recs[i - 1].val;
+    Header* ch = H(c);
+    if (i == 0 ? (v.has_low != (ch->has_low != 0) || (v.has_low && ch->low != v.low))
+               : (ch->has_low != 1 || ch->low != v.recs[i - 1].key))
+      return Status::Corruption(Where(c) + ": low key differs from its separator");
+    const bool bounded = i < v.recs.size() || has_hi;
+    const Key end = i < v.recs.size() ? v.recs[i].key : hi;
+    for (uint64_t y = c;;) {
+      PMINDEX_RETURN_IF_ERROR(VerifyNode(y, level - 1, entries, leaves));
+      y = H(y)->sibling;
+      if (y == 0 || (bounded && H(y)->low >= end)) break;
+    }
+  }
+  return Status::OK();
+}
+
+Status CircTree::verify() {
+  std::lock_guard g(mu_);
+  uint64_t entries = 0;
+  std::vector<uint64_t> leaves;
+  const uint64_t root = env_.pool->root(0);
+  const uint32_t level = H(root)->level;
+  // The top level may hold more than the root (a root split cut short).
+  for (uint64_t y = root; y != 0; y = H(y)->sibling)
+    PMINDEX_RETURN_IF_ERROR(VerifyNode(y, level, &entries, &leaves));
+  // The leaf chain holds the same leaves in the same order.
+  uint64_t first = root;
+  while (H(first)->level > 0) first = H(first)->leftmost;
+  size_t i = 0;
+  for (uint64_t y = first; y != 0; y = H(y)->sibling, ++i)
+    if (i >= leaves.size() || leaves[i] != y) return Status::Corruption("circtree: leaf chain differs from the tree");
+  if (i != leaves.size()) return Status::Corruption("circtree: leaf chain shorter than the tree");
+  return Status::OK();
+}
+
+IndexStats CircTree::stats() {
+  std::lock_guard g(mu_);
+  IndexStats s;
+  s.height = H(env_.pool->root(0))->level + 1;
+  WalkLevels([&](uint64_t, Header* x) {
+    s.pm_bytes += lay_.bytes;
+    if (x->level == 0) {
+      ++s.leaves;
+      s.entries += Meta::Unpack(x->meta).count;
+    } else {
+      ++s.inner_nodes;
+    }
+  });
+  return s;
+}
+
+Status CircTree::for_each_block(const std::function<void(PPtr)>& fn) {
+  std::lock_guard g(mu_);
+  WalkLevels([&](uint64_t raw, Header*) { fn(PPtr(raw)); });
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ registration
+
+namespace {
+struct Config {
+  Layout lay;
+  Search search = Search::kSentinel;
+};
+
+Result<Config> Parse(const Options& o) {
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node", "sentinel", "search", "fingerprints"}));
+  Result<uint64_t> n = o.get_uint("node", 512, 256, 65536);
+  if (!n.ok()) return n.status();
+  if (n.value() % 64 != 0)
+    return Status::InvalidArgument("circtree: node must be a multiple of 64 from 256 to 65536 bytes");
+  Result<bool> fps = o.get_bool("fingerprints", false);
+  if (!fps.ok()) return fps.status();
+  Result<bool> sent = o.get_bool("sentinel", !fps.value());
+  if (!sent.ok()) return sent.status();
+  if (sent.value() && fps.value())
+    return Status::InvalidArgument("circtree: sentinel=on and fingerprints=on exclude each other (one array per node)");
+  Result<std::string> se = o.get_enum("search", sent.value() ? "sentinel" : "linear", {"linear", "binary", "sentinel"});
+  if (!se.ok()) return se.status();
+  Config c;
+  c.lay = Layout::For(static_cast<uint32_t>(n.value()), sent.value(), fps.value());
+  c.search = se.value() == "binary" ? Search::kBinary : se.value() == "linear" ? Search::kLinear : Search::kSentinel;
+  if (c.search == Search::kSentinel && !c.lay.sentinel)
+    return Status::InvalidArgument("circtree: search=sentinel needs sentinel=on");
+  return c;
+}
+
+PMINDEX_REGISTER_INDEX(circtree, {
+    .name = "circtree",
+    .persistent = true,
+    .options_help =
+        "node=BYTES (a multiple of 64 from 256 to 65536; default 512) sentinel=on|off (default on, off with "
+        "fingerprints=on) search=linear|binary|sentinel (default sentinel if sentinel=on, else linear) "
+        "fingerprints=on|off (default off: one byte per slot, for leaf lookups; needs sentinel=off)",
+    .test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary", "node=512,fingerprints=on"},
+    .validate = [](const Options& o) -> Status { return Parse(o).status(); },
+    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+      Result<Config> c = Parse(o);
+      if (!c.ok()) return c.status();
+      return CircTree::Create(env, c.value().lay, c.value().search);
+    },
+    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+      Result<Config> c = Parse(o);
+      if (!c.ok()) return c.status();
+      return CircTree::Open(env, c.value().lay, c.value().search);
+    },
+    .marks_in_use = true,
+});
+}  // namespace
+
+}  // namespace pmindex::circtree

@@ -1,0 +1,199 @@
+// Circ-Tree (Wang, Brihadiswarn, Jiang and Chattopadhyay, "Circ-Tree: A
+// B+-Tree Variant with Circular Design for Persistent Memory", arXiv 2019,
+// IEEE TC 2022) with the Sentinel Array of paper 002 (Ye and Wang, 2021):
+// a B+-tree whose nodes of every level are circular sorted arrays in PM.
+// A node's records live in a ring of slots; the node header keeps where
+// the ring's first record is (`start`) and how many there are (`count`)
+// in ONE 8-byte word, so a change of both (an insert or delete at the
+// left end moves `start`) is a single failure-atomic store. An insert or
+// delete shifts only the records on its shorter side: those left of the
+// position move one slot left (around the ring), or those right of it
+// one slot right.
+//
+// Crash consistency (docs/layout/circtree.md). Values are inline and any
+// uint64_t is a valid value, and a shift in place overwrites slots the
+// old (start, count) still names, so "shift, then store the metadata
+// word" alone cannot be the commit: a crash in the middle would lose the
+// record pushed out of the old range. pmindex therefore keeps FAST's
+// ordering rule on the ring: the metadata word first takes in the free
+// slot the shift needs (holding a copy of its neighbour), each moved
+// record's two words are stored in an order that makes a half-moved slot
+// show the KEY of its complete neighbour, and a third field of the
+// metadata word, `side`, says which of two equal adjacent keys is the
+// valid one (right when the records right of the position move, left
+// otherwise). An insert is committed by the new key's store, a delete by
+// the first key store of its shift. Splits are FAIR's: the new right node
+// is made durable, then the old node's sibling pointer and metadata word
+// (one line, stored in that order) commit the split; a new root is made
+// durable before root slot 0 names it.
+// Recovery (every open) validates read-only first, then: cuts off the
+// records a cut-short split left in the old node (keys at or above the
+// sibling's low key), removes the invalid record of an equal-key pair
+// (by a delete shift on the same side, itself crash-safe), clears the
+// version words and rebuilds the sentinels or fingerprints.
+//
+// Sentinel Array (sentinel=on): one key per LOGICAL line of the ring (the
+// key of logical record 4l, l = 0, 1, ...), never flushed and rebuilt by
+// recovery. Logical lines keep the array sorted whatever `start` is; the
+// records of one logical line lie in at most two physical lines.
+// Fingerprints (fingerprints=on): one byte per PHYSICAL slot, compared 16
+// at a time (SSE2); a match counts only if its slot is in the ring's range.
+//
+// Concurrency: the Circ-Tree paper describes a single-threaded tree, so
+// pmindex uses fastfair's scheme: lookups and scans take no lock (each
+// node carries a version word, odd while a writer is inside; a reader
+// copies what it needs and retries when the version moved; a node reached
+// through a parent that has not been told of its split yet is left by the
+// sibling pointer, the B-link rule). Writers are serialized by one mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "index/index.h"
+#include "index/registry.h"
+#include "pm/persist.h"
+
+namespace pmindex::circtree {
+
+struct Rec {
+  uint64_t key;
+  uint64_t val;  // the value (leaf) or a child PPtr raw (inner)
+};
+static_assert(sizeof(Rec) == 16);
+
+// The metadata word: bits 0-15 start (physical slot of logical record 0),
+// bits 16-31 count, bit 32 side (1: of two equal adjacent keys the LEFT one
+// is valid; 0: the right one). Bits 33-63 are zero.
+struct Meta {
+  uint32_t start = 0;
+  uint32_t count = 0;
+  bool left = false;
+  static Meta Unpack(uint64_t w) {
+    return Meta{static_cast<uint32_t>(w & 0xFFFF), static_cast<uint32_t>((w >> 16) & 0xFFFF), ((w >> 32) & 1) != 0};
+  }
+  uint64_t Pack() const { return uint64_t{start} | (uint64_t{count} << 16) | (uint64_t{left ? 1u : 0u} << 32); }
+};
+
+// Line 0 of every node:
+//   version u64 | tag u64 | meta u64 | level u32, pad u32 | sibling PPtr |
+//   leftmost PPtr | low u64 | has_low u64
+// The records start at a line boundary after the auxiliary lines (Layout).
+struct alignas(64) Header {
+  uint64_t version;   // even: no writer inside; odd: a writer is changing the node
+  uint64_t tag;       // kNodeTag
+  uint64_t meta;      // Meta, packed
+  uint32_t level;     // 0 = leaf
+  uint32_t pad;
+  uint64_t sibling;   // PPtr raw of the right neighbour on this level, or 0
+  uint64_t leftmost;  // inner: child for keys below logical record 0's key
+  uint64_t low;       // every key of this node is >= low (valid iff has_low)
+  uint64_t has_low;   // 1 for a node made by a split, 0 for a level's first node
+};
+static_assert(sizeof(Header) == 64);
+static_assert(offsetof(Header, meta) == 16 && offsetof(Header, sibling) == 32);
+
+// Between the header and the records a node holds at most one auxiliary
+// array, never flushed and rebuilt by recovery: the sentinels (one u64
+// per record line) or the fingerprints (one byte per slot).
+struct Layout {
+  uint32_t bytes = 0;     // node size
+  uint32_t aux_off = 0;   // byte offset of the auxiliary array
+  uint32_t rec_off = 0;   // byte offset of slot 0
+  uint32_t lines = 0;     // record lines
+  uint32_t cap = 0;       // slots per node (the ring's size)
+  bool sentinel = false;
+  bool fingerprints = false;
+  static Layout For(uint32_t bytes, bool sentinel, bool fingerprints = false);
+};
+
+enum class Search : uint8_t { kLinear, kBinary, kSentinel };
+
+class CircTree final : public Index {
+ public:
+  static constexpr uint64_t kNodeTag = 0x4545525443524943;  // "CIRCTREE"
+  static constexpr uint32_t kMaxHeight = 40;
+  static constexpr uint32_t kRecsPerLine = 64 / sizeof(Rec);
+
+  static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Layout& lay, Search s);
+  static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Layout& lay, Search s);
+
+  std::string_view kind() const override { return "circtree"; }
+  bool persistent() const override { return true; }
+  Status insert(Key k, Value v) override;
+  Status update(Key k, Value v) override;
+  Status upsert(Key k, Value v) override;
+  std::optional<Value> lookup(Key k) override;
+  Status remove(Key k) override;
+  size_t scan(Key from, size_t n, KV* out) override;
+  Status bulk_load(std::span<const KV> sorted, double fill) override;
+  Status verify() override;
+  IndexStats stats() override;
+  Status for_each_block(const std::function<void(PPtr)>& fn) override;
+
+ private:
+  enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
+  CircTree(const IndexEnv& env, const Layout& lay, Search s);
+
+  Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
+  Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
+  uint64_t* S(Header* x) const {
+    return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.aux_off);
+  }
+  uint8_t* F(Header* x) const { return reinterpret_cast<uint8_t*>(x) + lay_.aux_off; }
+  // Physical slot of logical record i (i may be -1 or up to cap - 1).
+  uint32_t Phys(uint32_t start, int64_t i) const {
+    int64_t s = static_cast<int64_t>(start) + i;
+    if (s < 0) s += lay_.cap;
+    if (s >= static_cast<int64_t>(lay_.cap)) s -= lay_.cap;
+    return static_cast<uint32_t>(s);
+  }
+
+  // First logical index in [0, m.count) whose key is >= k (m.count if
+  // none), by the configured search. Reads with relaxed atomic loads.
+  uint32_t LowerBound(Header* x, Meta m, Key k) const;
+  // The logical index of k in leaf x by its fingerprints (m.count if absent).
+  uint32_t FingerprintFind(Header* x, Meta m, Key k) const;
+  uint64_t ChildAt(Header* x, Meta m, uint32_t p, Key k) const;
+  uint64_t MoveRight(Header* x, Meta m, uint32_t p, Key k) const;
+  uint64_t FindLeaf(Key k, uint64_t* version) const;
+
+  // Writers (under mu_).
+  Status Write(Op op, Key k, Value v);
+  void BeginWrite(Header* x);
+  void EndWrite(Header* x);
+  void StoreMeta(Header* x, Meta m);  // store, flush, fence
+  // Inserts (k, v) at logical position p of the non-full node x, shifting
+  // the shorter side.
+  void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v);
+  // Removes logical record p, shifting the left side right (left) or the
+  // right side left.
+  void ShiftDelete(Header* x, uint32_t p, bool left);
+  // Rewrites the sentinels of the logical lines from LineOf(from) on and
+  // the fingerprints of logical records [fp_lo, fp_hi).
+  void SetAux(Header* x, uint32_t from, uint32_t fp_lo, uint32_t fp_hi);
+  Key Split(uint64_t x_raw, uint64_t fresh);
+  void NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh);
+  void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
+
+  // Recovery and walks.
+  struct NodeView;
+  Status ViewNode(uint64_t raw, uint32_t level, NodeView* v) const;
+  Status Validate(uint64_t root, std::vector<uint64_t>* nodes) const;
+  void Repair(uint64_t raw);
+  void WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const;
+  Status VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) const;
+  std::string Where(uint64_t raw) const;
+
+  IndexEnv env_;
+  Layout lay_;
+  Search search_;
+  std::mutex mu_;  // writers
+};
+
+}  // namespace pmindex::circtree

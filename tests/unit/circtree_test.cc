@@ -1,0 +1,249 @@
+// circtree unit tests: node layouts with and without the Sentinel Array
+// or fingerprints, option checks, every search mode against a std::map
+// oracle at node sizes 256 B to 4 KiB (rings that wrap, both shift
+// directions, splits, root growth, deletes down to empty leaves, scans
+// across leaves), and the flushes and fences of one insert per side.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pm/persist.h"
+#include "pmindex/db.h"
+#include "trees/circtree/circtree.h"
+
+namespace pmindex::circtree {
+namespace {
+
+uint64_t TestSeed() {
+  const char* s = std::getenv("PMINDEX_SEED");
+  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+TEST(CircTreeLayout, CapacitiesWithAndWithoutAuxiliaryArrays) {
+  // 512 B: 7 lines after the header; 6 record lines + 1 sentinel line.
+  Layout a = Layout::For(512, true);
+  EXPECT_EQ(a.cap, 24u);
+  EXPECT_EQ(a.rec_off, 128u);
+  Layout b = Layout::For(512, false);
+  EXPECT_EQ(b.cap, 28u);
+  EXPECT_EQ(b.rec_off, 64u);
+  // 4 KiB: 63 lines: 56 record lines + 7 sentinel lines.
+  Layout c = Layout::For(4096, true);
+  EXPECT_EQ(c.cap, 224u);
+  EXPECT_EQ(c.rec_off, 64u + 7 * 64);
+  EXPECT_EQ(Layout::For(4096, false).cap, 252u);
+  Layout f = Layout::For(512, false, true);
+  EXPECT_EQ(f.cap, 24u);
+  EXPECT_TRUE(f.fingerprints);
+  Layout g = Layout::For(4096, false, true);
+  EXPECT_EQ(g.cap, 236u);
+  EXPECT_EQ(g.rec_off, 64u + 4 * 64);
+  for (uint32_t bytes = 256; bytes <= 65536; bytes += 64) {
+    SCOPED_TRACE(bytes);
+    for (int aux = 0; aux < 3; ++aux) {
+      Layout l = Layout::For(bytes, aux == 1, aux == 2);
+      EXPECT_GE(l.cap, 4u);
+      EXPECT_LT(l.cap, 1u << 16);  // start and count fit the metadata word's 16-bit fields
+      EXPECT_LE(l.rec_off + l.cap * sizeof(Rec), bytes);
+      if (aux == 1) {
+        EXPECT_GE(l.rec_off - l.aux_off, l.lines * sizeof(uint64_t));
+      }
+      if (aux == 2) {
+        EXPECT_GE(l.rec_off - l.aux_off, (l.cap + 15) / 16 * 16);
+      }
+    }
+  }
+}
+
+TEST(CircTreeLayout, MetaWordRoundTrips) {
+  Meta m{4091, 17, true};
+  EXPECT_EQ(Meta::Unpack(m.Pack()).start, 4091u);
+  EXPECT_EQ(Meta::Unpack(m.Pack()).count, 17u);
+  EXPECT_TRUE(Meta::Unpack(m.Pack()).left);
+  EXPECT_EQ(m.Pack() >> 33, 0u);
+}
+
+TEST(CircTreeOptions, BadCombinationsAreRefused) {
+  for (const char* bad : {"node=100", "node=300", "node=128", "node=131072", "sentinel=maybe",
+                          "search=sentinel,sentinel=off", "search=hash", "fingerprints=on,sentinel=on",
+                          "fingerprints=on,search=sentinel", "fingerprint=on", "fingerprints=2"}) {
+    auto db = Db::CreateInMemory("circtree", bad);
+    EXPECT_TRUE(db.status().is_invalid_argument()) << bad << ": " << db.status().ToString();
+  }
+  for (const char* good : {"node=256", "node=4096,sentinel=off,search=binary", "fingerprints=on"}) {
+    auto db = Db::CreateInMemory("circtree", good);
+    EXPECT_TRUE(db.ok()) << good << ": " << db.status().ToString();
+  }
+}
+
+class CircTreeOracle : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CircTreeOracle, MatchesAMapThroughSplitsAndDeletes) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  auto db = Db::CreateInMemory("circtree", GetParam());
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  Db& d = *db.value();
+  std::mt19937_64 rng(seed);
+  std::map<Key, Value> oracle;
+  std::vector<Key> keys;
+  for (int i = 0; i < 30000; ++i) {
+    // Small and huge keys, 0 and UINT64_MAX among them; runs of ascending
+    // and descending keys fill rings from either end.
+    Key k = i == 0 ? 0 : i == 1 ? UINT64_MAX
+                   : (i / 1000) % 3 == 1 ? 1000000 + i
+                   : (i / 1000) % 3 == 2 ? 900000 - i
+                                         : (rng() % 4 == 0 ? rng() % 5000 : rng());
+    Value v = rng() % 3 == 0 ? 0 : rng();  // equal values are allowed
+    Status s = d.Insert(k, v);
+    if (oracle.count(k)) {
+      ASSERT_TRUE(s.is_already_exists());
+    } else {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      oracle[k] = v;
+      keys.push_back(k);
+    }
+    if (i % 5000 == 4999) {
+      ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    }
+  }
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  // Remove three quarters in random order: leaves empty out.
+  std::shuffle(keys.begin(), keys.end(), rng);
+  for (size_t i = 0; i < keys.size() * 3 / 4; ++i) {
+    ASSERT_TRUE(d.Remove(keys[i]).ok());
+    oracle.erase(keys[i]);
+    if (i % 4 == 0) {  // interleaved inserts: both shift directions after deletes
+      Key k = rng();
+      if (!oracle.count(k)) {
+        ASSERT_TRUE(d.Insert(k, k ^ 1).ok());
+        oracle[k] = k ^ 1;
+      }
+    }
+  }
+  for (size_t i = 0; i < keys.size() / 8; ++i) {
+    ASSERT_TRUE(d.Remove(keys[i]).is_not_found());
+    ASSERT_TRUE(d.Upsert(keys[i], i).ok());
+    oracle[keys[i]] = i;
+  }
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  for (const auto& [k, v] : oracle) {
+    Result<Value> got = d.Get(k);
+    ASSERT_TRUE(got.ok()) << k;
+    EXPECT_EQ(got.value(), v) << k;
+  }
+  for (size_t i = keys.size() / 8; i < keys.size() * 3 / 4; ++i)
+    if (!oracle.count(keys[i])) {
+      EXPECT_TRUE(d.Get(keys[i]).status().is_not_found()) << keys[i];
+    }
+  std::vector<KV> all;
+  d.Range(0, std::nullopt, SIZE_MAX, &all);
+  ASSERT_EQ(all.size(), oracle.size());
+  size_t i = 0;
+  for (const auto& [k, v] : oracle) {
+    EXPECT_EQ(all[i].key, k);
+    EXPECT_EQ(all[i].value, v);
+    ++i;
+  }
+  auto mid = std::next(oracle.begin(), static_cast<long>(oracle.size() / 2));
+  std::vector<KV> part;
+  d.Range(mid->first, std::nullopt, 100, &part);
+  ASSERT_EQ(part.size(), std::min<size_t>(100, oracle.size() / 2 + oracle.size() % 2));
+  EXPECT_EQ(part.front().key, mid->first);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, CircTreeOracle,
+                         ::testing::Values("node=256", "node=512", "node=1024", "node=4096",
+                                           "node=512,search=linear", "node=1024,search=binary",
+                                           "node=256,sentinel=off", "node=4096,sentinel=off,search=binary",
+                                           "node=512,fingerprints=on", "node=1024,fingerprints=on",
+                                           "node=4096,fingerprints=on,search=binary"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string n = i.param;
+                           for (char& ch : n)
+                             if (ch == '=' || ch == ',') ch = '_';
+                           return n;
+                         });
+
+// Bulk load, then inserts and deletes at both ends of every leaf.
+TEST(CircTreeBulk, BulkLoadThenBothEnds) {
+  for (const char* cfg : {"node=256", "node=512,fingerprints=on", "node=1024,sentinel=off"}) {
+    SCOPED_TRACE(cfg);
+    auto db = Db::CreateInMemory("circtree", cfg);
+    ASSERT_TRUE(db.ok());
+    Db& d = *db.value();
+    std::vector<KV> kv;
+    for (Key k = 1; k <= 5000; ++k) kv.push_back({k * 8, k});
+    ASSERT_TRUE(d.BulkLoad(kv, 0.5).ok());
+    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    std::map<Key, Value> oracle;
+    for (const KV& e : kv) oracle[e.key] = e.value;
+    for (Key k = 1; k <= 5000; k += 3) {
+      ASSERT_TRUE(d.Insert(k * 8 - 1, 1).ok());
+      oracle[k * 8 - 1] = 1;
+      ASSERT_TRUE(d.Insert(k * 8 + 1, 2).ok());
+      oracle[k * 8 + 1] = 2;
+      ASSERT_TRUE(d.Remove(k * 8).ok());
+      oracle.erase(k * 8);
+    }
+    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    std::vector<KV> all;
+    d.Range(0, std::nullopt, SIZE_MAX, &all);
+    ASSERT_EQ(all.size(), oracle.size());
+    size_t i = 0;
+    for (const auto& [k, v] : oracle) {
+      ASSERT_EQ(all[i].key, k);
+      ASSERT_EQ(all[i].value, v);
+      ++i;
+    }
+  }
+}
+
+// An insert shifts only its shorter side. On a 4 KiB leaf (no sentinels,
+// 252 slots) filled with 60 ascending keys (ring slots 0..59, 15 lines):
+// an insert before the first key moves nothing (a prepend into the free
+// slot before the ring's start: the record, then the metadata word, 2
+// fences and 2 lines); an insert just below the last key moves one
+// record (copy into the free slot after the range, metadata word, new
+// record: 3 fences, 3 lines); an insert in the middle moves the 30 of
+// the shorter side, one fence per line it leaves.
+TEST(CircTreeCost, InsertsShiftTheShorterSide) {
+  auto db = Db::CreateInMemory("circtree", "node=4096,sentinel=off");
+  ASSERT_TRUE(db.ok());
+  Db& d = *db.value();
+  for (Key k = 1; k <= 60; ++k) ASSERT_TRUE(d.Insert(k * 10, k).ok());
+  uint64_t lines = pm::ThreadLinesFlushed(), fences = pm::ThreadFences();
+  ASSERT_TRUE(d.Insert(5, 5).ok());  // prepend: slot 251 (the ring wraps)
+  EXPECT_EQ(pm::ThreadFences() - fences, 2u);
+  EXPECT_EQ(pm::ThreadLinesFlushed() - lines, 2u);
+  lines = pm::ThreadLinesFlushed(), fences = pm::ThreadFences();
+  ASSERT_TRUE(d.Insert(595, 7).ok());  // logical 60 of 61: one record moves right
+  EXPECT_EQ(pm::ThreadFences() - fences, 3u);
+  EXPECT_EQ(pm::ThreadLinesFlushed() - lines, 3u);
+  // Now 62 records at slots 251, 0..60. Key 305 goes to logical 31 (31
+  // records left of it, 31 right; the right side moves on a tie): the copy
+  // of the last record into slot 61 and the metadata word (2), the lines
+  // the shift leaves (it writes slots 60..31: lines 15, 14, .., 8, line 15
+  // again since slot 60 changed after the copy: 8), the new record's line
+  // 7: 11.
+  lines = pm::ThreadLinesFlushed(), fences = pm::ThreadFences();
+  ASSERT_TRUE(d.Insert(305, 9).ok());
+  EXPECT_EQ(pm::ThreadFences() - fences, 11u);
+  EXPECT_EQ(pm::ThreadLinesFlushed() - lines, 11u);
+  // A linear (fastfair-style) array would have moved every record for
+  // key 5 (16 fences); here the left side's records moved not at all.
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  EXPECT_EQ(d.Get(5).value(), 5u);
+  EXPECT_EQ(d.Get(595).value(), 7u);
+  EXPECT_EQ(d.Get(305).value(), 9u);
+  EXPECT_EQ(d.Get(600).value(), 60u);
+  EXPECT_EQ(d.Get(10).value(), 1u);
+}
+
+}  // namespace
+}  // namespace pmindex::circtree

@@ -37,6 +37,7 @@ const std::vector<std::pair<std::string, std::string>>& WorkloadNames() {
       {"seq", "ascending inserts (splits at the right edge)"},
       {"delete", "inserts, then removes of most keys (merges, empty nodes)"},
       {"update", "inserts, then updates and upserts of present keys"},
+      {"churn", "inserts, then waves of removes of neighbouring keys and inserts (merges, then splits that reuse freed nodes)"},
       {"bulk", "bulk load of half the ops, then inserts and removes"},
       {"bulk-small", "bulk load of 3 pairs (one leaf), then inserts and removes"},
       {"recovery", "mixed, with a restart (crash recovery, itself crash-tested) every ops/5"},
@@ -138,6 +139,19 @@ Result<std::vector<Op>> MakeWorkload(std::string_view name, uint64_t ops, uint64
       g.Add(w, i % 8 == 7 ? OpType::kInsert : OpType::kRemove,
             g.Roll(8) == 0 ? g.RandomKey() : g.PresentKey());
     }
+  } else if (name == "churn") {
+    // A wave removes up to 6 keys that are neighbours in key order (a node
+    // empties: trees that merge do), then inserts 6 new keys (splits take
+    // blocks, the ones the merges gave back among them).
+    for (uint64_t i = 0; i < n / 2; ++i) g.Add(w, OpType::kInsert, g.RandomKey());
+    while (w.size() <= n) {
+      std::vector<Key> run;
+      for (auto it = g.present_.lower_bound(g.RandomKey()); it != g.present_.end() && run.size() < 6; ++it)
+        run.push_back(*it);
+      for (Key k : run) g.Add(w, OpType::kRemove, k);
+      for (int i = 0; i < 6; ++i) g.Add(w, OpType::kInsert, g.RandomKey());
+    }
+    w.resize(n + 1);
   } else if (name == "update") {
     for (uint64_t i = 0; i < n * 4 / 10; ++i) g.Add(w, OpType::kInsert, g.RandomKey());
     for (uint64_t i = n * 4 / 10; i < n; ++i) {

@@ -50,7 +50,7 @@ const char kUsage[] =
     "               src/common/) in turn and print the kill matrix; a survivor\n"
     "               declared '// pmcrash-redundant: why' above its call is\n"
     "               redundant (--mutate-alloc: src/alloc/ sites too)\n"
-    "  --workload   mixed (default), insert, seq, delete, update, bulk,\n"
+    "  --workload   mixed (default), insert, seq, delete, churn, update, bulk,\n"
     "               bulk-small, recovery, or 'all'; a comma list runs each\n"
     "  --replay     check exactly one crash image (printed with each failure)\n";
 

@@ -588,6 +588,11 @@ bool Session::LiveOp(const Op& op) {
       ok = st.ok();
       break;
   }
+  // Blocks the index retired to the allocator's epochs are freed at once
+  // (no other thread runs): the earliest reuse a real run can see, so a
+  // persist point that matters only once a retired block is reused (and
+  // rewritten by the next allocation) is put to the test.
+  if (idx_->allocator() != nullptr) idx_->allocator()->Reclaim();
   if (!ok) {
     stats_.setup_error = "live run (no crash): op #" + std::to_string(cur_) + " " + Describe(op) +
                          " returned " + (got.empty() ? st.ToString() : got) +

@@ -211,6 +211,19 @@ template <class T>
   detail::TraceStore(dst, sizeof(T));
 }
 
+// A PM compare-and-swap of a naturally aligned word of 1/2/4/8 bytes:
+// true iff *dst held `expected` and now holds `desired` (a store the crash
+// simulator sees); false leaves *dst alone and puts what it held in
+// `expected`. Memory order as given (the failure order derived from it).
+template <class T>
+[[gnu::always_inline]] inline bool compare_exchange(T* dst, T& expected, T desired,
+                                                    std::memory_order mo = std::memory_order_acq_rel) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8 && (sizeof(T) & (sizeof(T) - 1)) == 0);
+  if (!std::atomic_ref<T>(*dst).compare_exchange_strong(expected, desired, mo)) return false;
+  detail::TraceStore(dst, sizeof(T));
+  return true;
+}
+
 // A PM memcpy (no atomicity beyond what memcpy gives).
 inline void copy(void* dst, const void* src, size_t n) {
   if (n == 0) return;  // memcpy with a null pointer is undefined even for 0 bytes

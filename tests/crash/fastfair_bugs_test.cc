@@ -10,7 +10,9 @@
 //                              names the new root before the root is durable
 //   fastfair-bug-remove-flush  remove's flush condition: the last line a
 //                              delete shifted is not flushed before the count
-// Not covered yet: a merge that is not atomic (fastfair has no merges).
+//   fastfair-bug-merge         a merge that is not atomic: the left node's
+//                              sibling pointer skips the right node before
+//                              the left node holds the right node's records
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -72,7 +74,8 @@ INSTANTIATE_TEST_SUITE_P(Published, FastFairBug,
                                            Case{"fastfair-bug-duplicates", "delete"},
                                            Case{"fastfair-bug-split-copies", "insert"},
                                            Case{"fastfair-bug-root", "insert"},
-                                           Case{"fastfair-bug-remove-flush", "delete"}),
+                                           Case{"fastfair-bug-remove-flush", "delete"},
+                                           Case{"fastfair-bug-merge", "delete"}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = std::string(i.param.kind).substr(13) + "_" + i.param.workload;
                            for (char& ch : n)

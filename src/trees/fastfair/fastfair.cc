@@ -28,10 +28,10 @@ inline uint32_t Ld32(const uint32_t& w) {
 }
 inline uint32_t LineOf(uint32_t slot) { return slot / FastFair::kRecsPerLine; }
 
-// A node's version, once no writer is inside (even).
+// A node's version, once no writer is inside (even), or kDead.
 inline uint64_t AwaitEven(const uint64_t& version) {
   uint64_t v = Ld(version, std::memory_order_acquire);
-  for (unsigned spins = 0; v & 1; ++spins) {
+  for (unsigned spins = 0; (v & 1) && v != FastFair::kDead; ++spins) {
     // The writer may be descheduled on a busy machine: yield, do not spin
     // through the time slice.
     if (spins < 64) sync::CpuRelax(); else std::this_thread::yield();
@@ -180,6 +180,10 @@ uint64_t FastFair::FindLeaf(Key k, uint64_t* version) const {
   for (;;) {
     Header* x = H(raw);
     const uint64_t v = AwaitEven(x->version);
+    if (v == kDead) {  // merged away: start again (the parent no longer names it)
+      raw = env_.pool->root(0);
+      continue;
+    }
     const uint32_t n = std::min(Ld32(x->count), lay_.cap);
     const uint32_t level = Ld32(x->level);
     const uint32_t p = LowerBound(x, n, k);
@@ -198,6 +202,7 @@ uint64_t FastFair::FindLeaf(Key k, uint64_t* version) const {
 }
 
 std::optional<Value> FastFair::lookup(Key k) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
   for (;;) {
     uint64_t v = 0;
     Header* x = H(FindLeaf(k, &v));
@@ -213,6 +218,7 @@ std::optional<Value> FastFair::lookup(Key k) {
 
 size_t FastFair::scan(Key from, size_t n, KV* out) {
   if (n == 0) return 0;
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
   size_t got = 0;
   Key cursor = from;
   bool inclusive = true;
@@ -224,6 +230,7 @@ size_t FastFair::scan(Key from, size_t n, KV* out) {
     uint64_t next = 0;
     for (;;) {
       v = AwaitEven(x->version);
+      if (v == kDead) break;
       batch.clear();
       const uint32_t cnt = std::min(Ld32(x->count), lay_.cap);
       const Rec* r = R(x);
@@ -233,6 +240,10 @@ size_t FastFair::scan(Key from, size_t n, KV* out) {
       }
       next = Ld(x->sibling, std::memory_order_acquire);
       if (Unchanged(x->version, v)) break;
+    }
+    if (v == kDead) {  // merged into its left neighbour: find the cursor's leaf again
+      raw = FindLeaf(cursor, &v);
+      continue;
     }
     for (const KV& kv : batch) {
       out[got++] = kv;
@@ -246,18 +257,26 @@ size_t FastFair::scan(Key from, size_t n, KV* out) {
 
 // ------------------------------------------------------------------ writers
 
-void FastFair::BeginWrite(Header* x) {
-#if defined(PMINDEX_TSAN)
-  pm::store(&x->version, x->version + 1, std::memory_order_release);
-#else
-  pm::store(&x->version, x->version + 1, std::memory_order_relaxed);
+bool FastFair::TryLock(Header* x, uint64_t v) {
+  uint64_t expected = v;
+  if ((v & 1) != 0 || !pm::compare_exchange(&x->version, expected, v + 1)) return false;
+#if !defined(PMINDEX_TSAN)
   // Orders the node's changes after the odd version (seqlock writer).
   std::atomic_thread_fence(std::memory_order_release);
 #endif
+  return true;
 }
 
-void FastFair::EndWrite(Header* x) {
-  pm::store(&x->version, x->version + 1, std::memory_order_release);
+void FastFair::Lock(Header* x) {
+  for (;;) {
+    const uint64_t v = AwaitEven(x->version);
+    PMINDEX_CHECK(v != kDead, "fastfair: a writer locks a node merged away");
+    if (TryLock(x, v)) return;
+  }
+}
+
+void FastFair::Unlock(Header* x, bool changed) {
+  pm::store(&x->version, changed ? x->version + 1 : x->version - 1, std::memory_order_release);
 }
 
 void FastFair::SetAux(Header* x, uint32_t from) {
@@ -360,6 +379,7 @@ Key FastFair::Split(uint64_t x_raw, uint64_t fresh) {
   // m's child becomes its leftmost child and its key moves up.
   const bool leaf = x->level == 0;
   InitNode(y, x->level, leaf ? 0 : xr[m].val, x->sibling, true, sep);
+  pm::store(&y->version, uint64_t{1});  // locked: the caller inserts into it before readers may
   const uint32_t from = leaf ? m : m + 1;
   for (uint32_t i = from; i < n; ++i) pm::store(&yr[i - from], xr[i]);
   pm::store(&y->count, n - from);
@@ -370,12 +390,10 @@ Key FastFair::Split(uint64_t x_raw, uint64_t fresh) {
   // FAIR: the sibling pointer links y (from now on x's records >= sep are
   // stale copies, which recovery cuts off), then the count drops. Both in
   // line 0, which reaches PM in store order: one flush.
-  BeginWrite(x);
   pm::store(&x->sibling, fresh, std::memory_order_release);
   pm::store(&x->count, m);
   pm::flush(&x->sibling, sizeof(uint64_t));
   pm::fence();
-  EndWrite(x);
   return sep;
 }
 
@@ -392,32 +410,14 @@ void FastFair::NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh) {
   if (!faults_.root_before_node) env_.pool->WriteRoot(0, fresh);
 }
 
-Status FastFair::Write(Op op, Key k, Value v) {
-  std::lock_guard g(mu_);
-  uint64_t path[kMaxHeight];
-  uint32_t depth = 0;
-  uint64_t raw = env_.pool->root(0);
-  for (;;) {
-    Header* x = H(raw);
-    const uint32_t xp = LowerBound(x, x->count, k);
-    if (uint64_t right = MoveRight(x, x->count, xp, k)) {
-      raw = right;
-      continue;
-    }
-    if (x->level == 0) break;
-    PMINDEX_CHECK(depth < kMaxHeight, "fastfair: tree deeper than %u", kMaxHeight);
-    path[depth++] = raw;
-    raw = ChildAt(x, x->count, xp, k);
-  }
-  Header* leaf = H(raw);
+Status FastFair::LeafOp(Header* leaf, Op op, Key k, Value v, bool* changed, bool* full) {
   const uint32_t n = leaf->count;
   const uint32_t p = LowerBound(leaf, n, k);
   const bool found = p < n && R(leaf)[p].key == k;
   if (op == Op::kRemove) {
     if (!found) return Status::NotFound();
-    BeginWrite(leaf);
     ShiftDelete(leaf, p);
-    EndWrite(leaf);
+    *changed = true;
     return Status::OK();
   }
   if (found) {
@@ -425,14 +425,77 @@ Status FastFair::Write(Op op, Key k, Value v) {
     pm::store(&R(leaf)[p].val, v, std::memory_order_release);  // one 8-byte store
     pm::flush(&R(leaf)[p].val, sizeof(uint64_t));
     pm::fence();
+    *changed = true;
     return Status::OK();
   }
   if (op == Op::kUpdate) return Status::NotFound();
-  if (n < lay_.cap) {
-    BeginWrite(leaf);
-    ShiftInsert(leaf, p, k, v);
-    EndWrite(leaf);
+  if (n == lay_.cap) {
+    *full = true;
     return Status::OK();
+  }
+  ShiftInsert(leaf, p, k, v);
+  *changed = true;
+  return Status::OK();
+}
+
+Status FastFair::Write(Op op, Key k, Value v) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
+  for (;;) {
+    uint64_t ver = 0;
+    const uint64_t raw = FindLeaf(k, &ver);
+    Header* leaf = H(raw);
+    // Unchanged since the descent chose it, so still k's leaf.
+    if (!TryLock(leaf, ver)) continue;
+    bool changed = false, full = false;
+    const Status s = LeafOp(leaf, op, k, v, &changed, &full);
+    const bool merge = changed && op == Op::kRemove && Underfull(leaf) && raw != env_.pool->root(0);
+    Unlock(leaf, changed);
+    if (full) return SplitInsert(op, k, v);
+    if (merge) Rebalance(k);
+    return s;
+  }
+}
+
+uint64_t FastFair::Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* depth) {
+  *depth = 0;
+  uint64_t raw = env_.pool->root(0);
+  for (;;) {
+    Header* x = H(raw);
+    if (x->level == 0) {  // a node's level never changes
+      // A leaf's sibling changes only under smo_mu_; its records under its lock.
+      if (lock_leaf) Lock(x);
+      const uint32_t n = lock_leaf ? x->count : std::min(Ld32(x->count), lay_.cap);
+      const uint64_t right = MoveRight(x, n, LowerBound(x, n, k), k);
+      if (right == 0) return raw;
+      if (lock_leaf) Unlock(x, false);
+      raw = right;
+      continue;
+    }
+    // Inner nodes change only under smo_mu_, which the caller holds.
+    const uint32_t n = x->count;
+    const uint32_t p = LowerBound(x, n, k);
+    if (uint64_t right = MoveRight(x, n, p, k)) {
+      raw = right;
+      continue;
+    }
+    PMINDEX_CHECK(*depth < kMaxHeight, "fastfair: tree deeper than %u", kMaxHeight);
+    path[(*depth)++] = raw;
+    raw = ChildAt(x, n, p, k);
+  }
+}
+
+Status FastFair::SplitInsert(Op op, Key k, Value v) {
+  std::lock_guard g(smo_mu_);
+  uint64_t path[kMaxHeight];
+  uint32_t depth = 0;
+  const uint64_t raw = Descend(k, true, path, &depth);
+  Header* leaf = H(raw);
+  // Another writer may have changed the leaf since it was found full.
+  bool changed = false, full = false;
+  const Status s = LeafOp(leaf, op, k, v, &changed, &full);
+  if (!full) {
+    Unlock(leaf, changed);
+    return s;
   }
   // Splits: the leaf, each full ancestor, and a new root if they all are.
   // Every node is allocated first, so OutOfSpace changes nothing.
@@ -448,6 +511,7 @@ Status FastFair::Write(Op op, Key k, Value v) {
     Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
     if (!a.ok()) {
       for (uint32_t j = 0; j < i; ++j) env_.alloc->Free(PPtr(fresh[j]));
+      Unlock(leaf, false);
       return a.status();
     }
     fresh[i] = a.value().raw();
@@ -456,32 +520,143 @@ Status FastFair::Write(Op op, Key k, Value v) {
   uint64_t right = fresh[used++];
   Key sep = Split(raw, right);
   Header* t = k >= sep ? H(right) : leaf;
-  BeginWrite(t);
   ShiftInsert(t, LowerBound(t, t->count, k), k, v);
-  EndWrite(t);
+  Unlock(H(right), true);
+  Unlock(leaf, true);
   for (d = static_cast<int32_t>(depth) - 1;; --d) {
     if (d < 0) {
       NewRoot(env_.pool->root(0), sep, right, fresh[used++]);
       break;
     }
     Header* par = H(path[d]);
+    Lock(par);
     if (par->count < lay_.cap) {
-      BeginWrite(par);
       ShiftInsert(par, LowerBound(par, par->count, sep), sep, right);
-      EndWrite(par);
+      Unlock(par, true);
       break;
     }
     const uint64_t pr = fresh[used++];
     const Key psep = Split(path[d], pr);
     Header* pt = sep >= psep ? H(pr) : par;
-    BeginWrite(pt);
     ShiftInsert(pt, LowerBound(pt, pt->count, sep), sep, right);
-    EndWrite(pt);
+    Unlock(H(pr), true);
+    Unlock(par, true);
     sep = psep;
     right = pr;
   }
   PMINDEX_CHECK(used == need, "fastfair: split used %u of %u new nodes", used, need);
   return Status::OK();
+}
+
+// ------------------------------------------------------------------ merges
+
+void FastFair::Rebalance(Key k) {
+  std::lock_guard g(smo_mu_);
+  uint64_t path[kMaxHeight];
+  uint32_t depth = 0;
+  uint64_t node = Descend(k, false, path, &depth);
+  for (int32_t d = static_cast<int32_t>(depth) - 1; d >= 0; --d) {
+    if (!MergeWithNeighbour(path[d], node)) break;
+    node = path[d];  // the parent lost a separator: it may be underfull now
+  }
+  CollapseRoot();
+}
+
+bool FastFair::MergeWithNeighbour(uint64_t parent, uint64_t node) {
+  Header* par = H(parent);
+  const uint32_t pc = par->count;
+  const Rec* pr = R(par);
+  // Where the parent names node: -1 = its leftmost child. A node no parent
+  // names (a split or merge a crash cut short) is left alone.
+  int64_t at = -2;
+  if (par->leftmost == node) {
+    at = -1;
+  } else {
+    for (uint32_t i = 0; i < pc && at == -2; ++i)
+      if (pr[i].val == node) at = i;
+  }
+  if (at == -2 || (at == -1 && pc == 0)) return false;
+  // The pair (left, right) of neighbours under the parent, and the
+  // separator that names right.
+  const uint32_t sep_idx = at == -1 ? 0 : static_cast<uint32_t>(at);
+  const uint64_t r_raw = pr[sep_idx].val;
+  const uint64_t l_raw = sep_idx == 0 ? par->leftmost : pr[sep_idx - 1].val;
+  Header* l = H(l_raw);
+  Header* r = H(r_raw);
+  if (l->sibling != r_raw) return false;  // an unnamed node between them
+  Lock(l);
+  Lock(r);
+  const uint32_t total = l->count + r->count + (l->level > 0 ? 1 : 0);
+  // Rechecked under the locks (a writer may have refilled node), and only
+  // when the merged node keeps room, so that deletes and inserts at one
+  // boundary do not merge and split in turn.
+  if (!Underfull(H(node)) || total * 4 > lay_.cap * 3) {
+    Unlock(r, false);
+    Unlock(l, false);
+    return false;
+  }
+  Merge(l_raw, r_raw, parent, sep_idx);
+  return parent != env_.pool->root(0) && Underfull(par);
+}
+
+void FastFair::Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx) {
+  Header* l = H(l_raw);
+  Header* r = H(r_raw);
+  Header* par = H(p_raw);
+  Rec* lr = R(l);
+  const Rec* rr = R(r);
+  const uint32_t nl = l->count;
+  const uint64_t after = r->sibling;
+  if (faults_.merge_links_first) {
+    // The published bug: right is unlinked before left holds its records.
+    pm::store(&l->sibling, after, std::memory_order_release);
+    pm::flush(&l->sibling, sizeof(uint64_t));
+    pm::fence();
+  }
+  // 1. Right's records (of an inner node: first its low key with its
+  //    leftmost child) into left's free slots: past the count, unseen.
+  uint32_t c = nl;
+  auto put = [&](Key key, uint64_t val) {
+    pm::store(&lr[c].key, key);
+    pm::store(&lr[c].val, val);
+    ++c;
+  };
+  if (l->level > 0) put(r->low, r->leftmost);
+  for (uint32_t i = 0; i < r->count; ++i) put(rr[i].key, rr[i].val);
+  // Flushed here, made durable by step 2's fences, before step 3 commits.
+  if (c > nl) pm::flush(&lr[nl], (c - nl) * sizeof(Rec));
+  // 2. The parent forgets right: its keys now reach it by left's sibling
+  //    pointer (left's keys are all below right's low key).
+  Lock(par);
+  ShiftDelete(par, sep_idx);
+  Unlock(par, true);
+  // 3. The commit, in line 0, which reaches PM in store order: the count
+  //    (alone, it is undone by recovery's cut at the sibling's low key),
+  //    then the sibling pointer past right.
+  pm::store(&l->count, c);
+  pm::store(&l->sibling, after, std::memory_order_release);
+  pm::flush(&l->count, sizeof(uint32_t));
+  pm::fence();
+  SetAux(l, nl);
+  // 4. Right is gone: a reader holding it starts again; it is freed once
+  //    no reader can hold it.
+  pm::store(&r->version, kDead, std::memory_order_release);
+  Unlock(l, true);
+  env_.alloc->Retire(PPtr(r_raw));
+}
+
+void FastFair::CollapseRoot() {
+  // An inner root left with one child (and no sibling: a root split a
+  // crash cut short keeps its top level) hands the root to that child.
+  for (;;) {
+    const uint64_t raw = env_.pool->root(0);
+    Header* x = H(raw);
+    if (x->level == 0 || x->count != 0 || x->sibling != 0) return;
+    Lock(x);
+    env_.pool->WriteRoot(0, x->leftmost);
+    pm::store(&x->version, kDead, std::memory_order_release);
+    env_.alloc->Retire(PPtr(raw));
+  }
 }
 
 Status FastFair::insert(Key k, Value v) { return Write(Op::kInsert, k, v); }
@@ -508,7 +683,7 @@ Result<std::unique_ptr<Index>> FastFair::Create(const IndexEnv& env, const Layou
 }
 
 Status FastFair::bulk_load(std::span<const KV> sorted, double fill) {
-  std::lock_guard g(mu_);
+  std::lock_guard g(smo_mu_);
   const uint64_t old = env_.pool->root(0);
   Header* o = H(old);
   if (o->level != 0 || o->count != 0 || o->sibling != 0)
@@ -759,7 +934,7 @@ Status FastFair::VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries,
 }
 
 Status FastFair::verify() {
-  std::lock_guard g(mu_);
+  std::lock_guard g(smo_mu_);
   uint64_t entries = 0;
   std::vector<uint64_t> leaves;
   const uint64_t root = env_.pool->root(0);
@@ -778,7 +953,7 @@ Status FastFair::verify() {
 }
 
 IndexStats FastFair::stats() {
-  std::lock_guard g(mu_);
+  std::lock_guard g(smo_mu_);
   IndexStats s;
   s.height = H(env_.pool->root(0))->level + 1;
   WalkLevels([&](uint64_t, Header* x) {
@@ -794,7 +969,7 @@ IndexStats FastFair::stats() {
 }
 
 Status FastFair::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::lock_guard g(mu_);
+  std::lock_guard g(smo_mu_);
   WalkLevels([&](uint64_t raw, Header*) { fn(PPtr(raw)); });
   return Status::OK();
 }

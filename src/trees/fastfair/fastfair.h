@@ -24,13 +24,27 @@
 // records (paper 002, section III). A search scans the sentinels for the
 // last line whose sentinel is <= the key and then that one line.
 //
+// Merges (FAIR rebalancing on delete): a node left with fewer than a
+// quarter of its slots is merged with its neighbour under the same parent
+// when the two fit in three quarters of a node: the right node's records
+// are copied past the left node's count (invisible), the parent forgets
+// the right node (keys reach it through the sibling pointer), and one
+// line commits the merge: the left node's count, then its sibling pointer
+// past the right node. A crash before the sibling store is undone by the
+// split rule (records at or above the sibling's low key are cut off).
+//
 // Concurrency: lookups and scans take no lock: each node carries a version
-// word (odd while a writer changes the node); a reader copies what it
-// needs and retries the node when the version moved. A node reached
-// through a parent that has not been told of its split yet is left by the
-// sibling pointer (the B-link rule, k >= sibling's low key). Writers are
-// serialized by one mutex (the paper's per-node write locks are not built
-// yet).
+// word, which is also its write lock (even: free; odd: held by a writer;
+// kDead: merged away). A reader copies what it needs and retries the node
+// when the version moved; a node reached through a parent that has not
+// been told of its split yet is left by the sibling pointer (the B-link
+// rule, k >= sibling's low key). A writer finds its leaf the same way and
+// takes the leaf's lock by one compare-and-swap from the version it read;
+// inserts, deletes and updates that neither split nor merge hold that one
+// lock. Splits and merges also take a tree-wide mutex (one structure
+// change at a time), so inner nodes change only under it. A merged-away
+// node is retired to the allocator's epochs: readers run inside an
+// EpochGuard, so it is not reused while one may still read it.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +108,7 @@ struct Faults {
   bool keep_split_copies = false;  // recovery leaves the records a cut-short split copied
   bool root_before_node = false;   // root slot 0 names a new root before the root is durable
   bool delete_skips_last_flush = false;  // a delete does not flush the last line it shifted
+  bool merge_links_first = false;  // a merge unlinks the right node before the left holds its records
 };
 
 class FastFair final : public Index {
@@ -101,6 +116,8 @@ class FastFair final : public Index {
   static constexpr uint64_t kNodeTag = 0x5249414654534146;  // "FASTFAIR"
   static constexpr uint32_t kMaxHeight = 40;
   static constexpr uint32_t kRecsPerLine = 64 / sizeof(Rec);
+  // The version word of a node merged away (odd: never locked again).
+  static constexpr uint64_t kDead = ~uint64_t{0};
 
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Layout& lay, Search s,
                                                const Faults& f = {});
@@ -145,17 +162,39 @@ class FastFair final : public Index {
   // The leaf for k and its version (even), found without locks.
   uint64_t FindLeaf(Key k, uint64_t* version) const;
 
-  // Writers (under mu_).
+  // Node locks (the version word). TryLock takes x's lock iff its version
+  // is still v; Lock waits for it. Unlock releases it: a new version if
+  // the node changed, the one it had if not.
+  bool TryLock(Header* x, uint64_t v);
+  void Lock(Header* x);
+  void Unlock(Header* x, bool changed);
+
+  // Writers.
   Status Write(Op op, Key k, Value v);
-  void BeginWrite(Header* x);
-  void EndWrite(Header* x);
+  // Under leaf's lock: applies op to the leaf. *changed: it wrote; *full:
+  // an insert found the leaf full and did nothing.
+  Status LeafOp(Header* leaf, Op op, Key k, Value v, bool* changed, bool* full);
+  // Under smo_mu_: the leaf for k (locked iff lock_leaf) and the inner
+  // nodes above it, root first, in path[0, *depth).
+  uint64_t Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* depth);
+  // Under smo_mu_ (taken here): an insert whose leaf is full.
+  Status SplitInsert(Op op, Key k, Value v);
+  // Under smo_mu_ (taken here): merges the underfull nodes on k's path
+  // with their neighbours, bottom up, then shrinks the root.
+  void Rebalance(Key k);
+  // Merges `node` (a child of `parent`) with its neighbour under parent if
+  // node is underfull and the two fit; true iff merged.
+  bool MergeWithNeighbour(uint64_t parent, uint64_t node);
+  void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
+  void CollapseRoot();
+  bool Underfull(const Header* x) const { return x->count * 4 < lay_.cap; }
   void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v);
   void ShiftDelete(Header* x, uint32_t p);
   // Rewrites the auxiliary array (sentinels or fingerprints) from the
   // records, from slot `from` on.
   void SetAux(Header* x, uint32_t from);
-  // Splits the full node x into x and the new node `fresh` (its raw);
-  // returns the separator.
+  // Splits the full node x (locked) into x and the new node `fresh` (its
+  // raw, returned locked); returns the separator.
   Key Split(uint64_t x_raw, uint64_t fresh);
   void NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh);
   void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
@@ -175,7 +214,7 @@ class FastFair final : public Index {
   Layout lay_;
   Search search_;
   Faults faults_;
-  std::mutex mu_;  // writers
+  std::mutex smo_mu_;  // splits, merges, bulk loads, whole-tree walks
 };
 
 }  // namespace pmindex::fastfair

@@ -276,7 +276,8 @@ void FastFair::Lock(Header* x) {
 }
 
 void FastFair::Unlock(Header* x, bool changed) {
-  pm::store(&x->version, changed ? x->version + 1 : x->version - 1, std::memory_order_release);
+  const uint64_t held = Ld(x->version);  // odd: ours
+  pm::store(&x->version, changed ? held + 1 : held - 1, std::memory_order_release);
 }
 
 void FastFair::SetAux(Header* x, uint32_t from) {

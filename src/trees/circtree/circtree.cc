@@ -268,10 +268,10 @@ void CircTree::BeginWrite(Header* x) {
 
 void CircTree::EndWrite(Header* x) { pm::store(&x->version, x->version + 1, std::memory_order_release); }
 
-void CircTree::StoreMeta(Header* x, Meta m) {
+void CircTree::StoreMeta(Header* x, Meta m, pm::Site site) {
   pm::store(&x->meta, m.Pack(), std::memory_order_release);
-  pm::flush(&x->meta, sizeof(uint64_t));
-  pm::fence();
+  pm::flush(&x->meta, sizeof(uint64_t), site);
+  pm::fence(site);
 }
 
 void CircTree::SetAux(Header* x, uint32_t from, uint32_t fp_lo, uint32_t fp_hi) {

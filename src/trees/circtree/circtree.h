@@ -167,7 +167,9 @@ class CircTree final : public Index {
   Status Write(Op op, Key k, Value v);
   void BeginWrite(Header* x);
   void EndWrite(Header* x);
-  void StoreMeta(Header* x, Meta m);  // store, flush, fence
+  // Stores, flushes and fences the metadata word. Each caller is its own
+  // flush and fence site for pmcrash --mutate (site = the call).
+  void StoreMeta(Header* x, Meta m, pm::Site site = pm::Site::current());
   // Inserts (k, v) at logical position p of the non-full node x, shifting
   // the shorter side.
   void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v);

@@ -39,8 +39,9 @@
 // Fingerprints (fingerprints=on): one byte per PHYSICAL slot, compared 16
 // at a time (SSE2); a match counts only if its slot is in the ring's range.
 //
-// Concurrency: the Circ-Tree paper describes a single-threaded tree, so
-// pmindex uses fastfair's scheme: lookups and scans take no lock (each
+// Concurrency: no concurrency scheme of the Circ-Tree paper was available
+// (only its abstract and summaries could be read), so pmindex uses the
+// scheme fastfair was built with: lookups and scans take no lock (each
 // node carries a version word, odd while a writer is inside; a reader
 // copies what it needs and retries when the version moved; a node reached
 // through a parent that has not been told of its split yet is left by the

@@ -529,10 +529,17 @@ int Dump(const std::string& path) {
   if (pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {
     Fail("cannot read the header of " + path);
   }
-  std::vector<uint64_t> table(h.page_table_entries);
+  // Both page-table copies (pool format 2), resolved word by word with the
+  // rule open uses (alloc/page_word.h), so a damaged copy A is counted as
+  // open would see the page.
+  std::vector<uint64_t> table(h.page_table_entries), mirror(h.page_table_entries);
   size_t want = table.size() * sizeof(uint64_t);
   if (pread(fd, table.data(), want, pm::kHeaderSize) != static_cast<ssize_t>(want)) {
     Fail("cannot read the page table of " + path);
+  }
+  if (pread(fd, mirror.data(), want, static_cast<off_t>(pm::PageTableMirrorOffset(h.max_size))) !=
+      static_cast<ssize_t>(want)) {
+    Fail("cannot read the page table's second copy of " + path);
   }
   close(fd);
 
@@ -553,11 +560,15 @@ int Dump(const std::string& path) {
 
   uint64_t mapped = (info->size - h.heap_begin) / PoolOptions::kPageSize;
   uint64_t free_pages = 0, head_pages = 0, tail_pages = 0, spans = 0, bad = 0, beyond = 0;
+  uint64_t differ = 0;
   std::map<int, uint64_t> per_class;
   std::map<int, uint64_t> per_node;
   for (uint64_t i = 0; i < table.size(); ++i) {
+    uint64_t word = 0;
+    const auto copies = alloc::PageWord::Resolve(table[i], mirror[i], alloc::kNumClasses, &word);
+    if (copies != alloc::PageWord::Copies::kAgree) ++differ;
     alloc::PageWord w;
-    if (!alloc::PageWord::Decode(table[i], alloc::kNumClasses, &w)) {
+    if (copies == alloc::PageWord::Copies::kCorrupt || !alloc::PageWord::Decode(word, alloc::kNumClasses, &w)) {
       ++bad;
       continue;
     }
@@ -582,6 +593,7 @@ int Dump(const std::string& path) {
   }
   std::printf("  large spans: %" PRIu64 " (%" PRIu64 " pages)\n", spans, head_pages + tail_pages);
   for (auto [node, n] : per_node) std::printf("  node %d:      %" PRIu64 " pages owned\n", node, n);
+  if (differ != 0) std::printf("  words whose two copies differ: %" PRIu64 " (open repairs them)\n", differ);
   if (bad != 0) std::printf("  malformed page words: %" PRIu64 "\n", bad);
   if (beyond != 0) std::printf("  owned words beyond the mapped size: %" PRIu64 "\n", beyond);
   return 0;

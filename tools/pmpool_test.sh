@@ -86,6 +86,19 @@ grep -q "clean: *yes" "$DIR/out" || fail "info lacks the clean flag"
 grep -q "durability:" "$DIR/out" || fail "info lacks durability"
 expect_readonly "$P" "$PMPOOL" dump "$P"
 grep -q "pages:" "$DIR/out" || fail "dump lacks the page summary"
+# dump resolves the page table's two copies as open does: with copy A's
+# words zeroed (copy B intact) it counts the same pages and says how many
+# words differ.
+grep -E '^  (free|class|large)' "$DIR/out" >"$DIR/dump.pages"
+grep -q "class" "$DIR/dump.pages" || fail "dump of a new pool lists no class page"
+cp "$P" "$DIR/pta.pool"
+dd if=/dev/zero of="$DIR/pta.pool" bs=4096 seek=1 count=1 conv=notrunc status=none
+expect_readonly "$DIR/pta.pool" "$PMPOOL" dump "$DIR/pta.pool"
+grep -E '^  (free|class|large)' "$DIR/out" | cmp -s - "$DIR/dump.pages" ||
+  fail "dump with page-table copy A zeroed counts other pages: $(cat "$DIR/out")"
+grep -q "two copies differ: [1-9]" "$DIR/out" || fail "dump does not report the differing copies: $(cat "$DIR/out")"
+grep -q "malformed" "$DIR/out" && fail "dump with copy A zeroed reports malformed words"
+rm -f "$DIR/pta.pool"
 expect_ok "$PMPOOL" verify "$P"
 grep -q "0 entries" "$DIR/out" || fail "verify lacks the entry count: $(cat "$DIR/out")"
 

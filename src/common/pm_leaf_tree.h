@@ -105,6 +105,7 @@
 #include "pm/pptr_decode.h"
 #include "index/index.h"
 #include "pm/pool.h"
+#include "pm/pool_format.h"
 #include "index/registry.h"
 #include "util/prefetch.h"
 #include "pmindex/status.h"
@@ -116,6 +117,8 @@ namespace pmindex::common {
 inline constexpr unsigned kHeadSlot = 0;
 inline constexpr unsigned kHintSlot = 1;
 inline constexpr unsigned kMetaSlot = 2;
+// Root slot 7 (pm::kCleanCloseSlot): the clean-close record, its nodes
+// the leaves recovery keeps (the head and every non-empty leaf).
 
 // PM block of rebuild hints.
 struct HintBlock {
@@ -136,7 +139,10 @@ class PmLeafTree final : public Index {
   using Routing = OlcBTree<62, 62>;
 
   PmLeafTree(const IndexEnv& env, int rebuild_threads)
-      : pool_(env.pool), alloc_(env.alloc), rebuild_threads_(std::max(1, rebuild_threads)) {}
+      : pool_(env.pool),
+        alloc_(env.alloc),
+        rebuild_threads_(std::max(1, rebuild_threads)),
+        salvage_(env.salvage) {}
   ~PmLeafTree() override {
     IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
   }
@@ -359,7 +365,10 @@ class PmLeafTree final : public Index {
     if (closed_) return Status::OK();
     closed_ = true;
     if (abandoned()) return Status::OK();  // the open was refused: write nothing
-    if (head_ != nullptr) WriteHints();
+    if (head_ != nullptr) {
+      WriteHints();
+      WriteCleanCloseRecord();
+    }
     return Status::OK();
   }
 
@@ -491,8 +500,10 @@ class PmLeafTree final : public Index {
   // Walks [from, until) (until null = to the end), reading only; false if
   // the walk does not reach `until` or meets an invalid pointer. Each
   // leaf's keys are taken as the meta repair will leave them (`drops`).
+  // A leaf that fails its own checks (LeafT::CheckBeforeRecovery) also
+  // ends the walk, with the reason in *bad.
   bool WalkSegment(PPtr from, PPtr until, const std::vector<MetaDrop>& drops,
-                   std::vector<LeafInfo>* out) const {
+                   std::vector<LeafInfo>* out, std::string* bad) const {
     KV buf[kSlots];
     const uint64_t limit = pool_->size() / LeafT::kBytes + 1;
     PPtr p = from;
@@ -502,6 +513,17 @@ class PmLeafTree final : public Index {
       LeafInfo li;
       li.ptr = p;
       int n = l->Collect(buf);
+      // The checks verify() makes of a leaf, as far as they hold before
+      // RecoverLeaf (a leaf the meta repair changes is left to verify).
+      if (drops.empty() || DropFrom(drops, p) == ~uint64_t{0}) {
+        std::string c = l->CheckBeforeRecovery();
+        if (!c.empty()) {
+          char hex[32];
+          std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(p.raw()));
+          *bad = std::string("leaf ") + hex + ": " + c;
+          return false;
+        }
+      }
       if (!drops.empty()) {
         const uint64_t cut = DropFrom(drops, p);
         int m = 0;
@@ -577,9 +599,10 @@ class PmLeafTree final : public Index {
     }
     std::vector<std::vector<LeafInfo>> seg(starts.size());
     std::vector<char> ok(starts.size(), 1);
+    std::vector<std::string> seg_bad(starts.size());
     ParallelFor(starts.size(), [&](size_t s) {
       PPtr until = s + 1 < starts.size() ? starts[s + 1] : PPtr();
-      ok[s] = WalkSegment(starts[s], until, drops, &seg[s]);
+      ok[s] = WalkSegment(starts[s], until, drops, &seg[s], &seg_bad[s]);
     });
     std::vector<LeafInfo> all;
     bool all_ok = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
@@ -587,9 +610,11 @@ class PmLeafTree final : public Index {
       for (auto& s : seg) all.insert(all.end(), s.begin(), s.end());
     } else {
       // Hints did not describe the list: walk it alone.
-      if (!WalkSegment(head, PPtr(), drops, &all))
-        return Status::Corruption(std::string(Policy::kName) + ": leaf list is broken");
+      std::string bad;
+      if (!WalkSegment(head, PPtr(), drops, &all, &bad))
+        return Status::Corruption(name + ": " + (bad.empty() ? std::string("leaf list is broken") : bad));
     }
+    PMINDEX_RETURN_IF_ERROR(CheckHintsOnList(h, hc, all));
     // Order across leaves.
     bool any = false;
     uint64_t prev_max = 0;
@@ -606,6 +631,7 @@ class PmLeafTree final : public Index {
     kept.push_back(all[0]);
     for (size_t i = 1; i < all.size(); ++i)
       if (all[i].count != 0) kept.push_back(all[i]);
+    PMINDEX_RETURN_IF_ERROR(CheckCleanCloseRecord(kept));
     // Every kept block must be one the allocator accepts (else
     // FinishRecovery refuses the pool after the repairs below): marked in
     // DRAM, then checked.
@@ -662,6 +688,67 @@ class PmLeafTree final : public Index {
       hinted_leaves_ = kept.size();
     }
     return Status::OK();
+  }
+
+  // ---------------------------------------------------------- damage checks
+  // Damage that leaves a well-formed but shorter list (a zeroed leaf reads
+  // as an empty leaf without a sibling; the leaves after it are cut off)
+  // passes the walk and, when the cut-off leaves share allocator pages with
+  // reachable blocks, the allocator's page-level bound. Two checks refuse
+  // it with reads only (issue 15):
+  //
+  // Hints: every leaf WriteHints records is routed, and a routed leaf is on
+  // the PM list except a split's new leaf between its routing and its link
+  // (lbtree routes before the split's flushes), one per writer thread; no
+  // leaf leaves the list before the hints are invalidated (count 0, NAW).
+  // So a valid count names leaves all on the list after a clean close, and
+  // at most one per writer otherwise (the writers assumed as for the
+  // allocator's bound: the hardware threads, at least 16).
+  Status CheckHintsOnList(const HintBlock* h, uint64_t hc, const std::vector<LeafInfo>& all) const {
+    if (salvage_ || hc == 0 || hc > HintBlock::kMaxHints) return Status::OK();
+    std::vector<uint64_t> on(all.size());
+    for (size_t i = 0; i < all.size(); ++i) on[i] = all[i].ptr.raw();
+    std::sort(on.begin(), on.end());
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < hc; ++i) {
+      const uint64_t p = std::atomic_ref<const uint64_t>(h->leaf[i]).load();
+      if (!std::binary_search(on.begin(), on.end(), p)) ++missing;
+    }
+    const uint64_t allowed =
+        pool_->was_clean() ? 0 : std::max<uint64_t>(16, std::thread::hardware_concurrency());
+    if (missing <= allowed) return Status::OK();
+    return Status::Corruption(std::string(Policy::kName) + ": " + std::to_string(missing) + " of the " +
+                              std::to_string(hc) + " hinted leaves are not on the leaf list (at most " +
+                              std::to_string(allowed) +
+                              " can be splits in flight), so damage cut the list short; nothing was changed");
+  }
+  // The clean-close record: close() writes the entries and kept leaves
+  // (pm::kCleanCloseSlot) before the pool's clean flag can be set, so an open
+  // that finds the flag set must find the same counts (nothing writes the
+  // tree between close and the flag). Not checked for salvage copies.
+  Status CheckCleanCloseRecord(const std::vector<LeafInfo>& kept) const {
+    if (salvage_ || !pool_->was_clean()) return Status::OK();
+    const uint64_t rec = pool_->root(pm::kCleanCloseSlot);
+    if (rec == 0) return Status::OK();
+    uint64_t entries = 0;
+    for (const auto& li : kept) entries += static_cast<uint64_t>(li.count);
+    if (pm::CleanCloseRecord(entries, kept.size()) == rec) return Status::OK();
+    return Status::Corruption(std::string(Policy::kName) + ": the pool was closed cleanly with " +
+                              std::to_string(pm::CleanCloseEntries(rec)) + " entries in " +
+                              std::to_string(pm::CleanCloseNodes(rec)) +
+                              " leaves, but its leaf list holds " + std::to_string(entries) + " in " +
+                              std::to_string(kept.size()) + " (damaged leaves); nothing was changed");
+  }
+  // Writes the clean-close record (close(), no writer running).
+  void WriteCleanCloseRecord() {
+    uint64_t entries = 0, leaves = 0;
+    ForEachLeaf([&](const LeafT* l) {
+      const int n = l->Count();
+      entries += static_cast<uint64_t>(n);
+      if (n != 0 || l == head_) ++leaves;
+    });
+    const uint64_t rec = pm::CleanCloseRecord(entries, leaves);
+    if (pool_->root(pm::kCleanCloseSlot) != rec) pool_->WriteRoot(pm::kCleanCloseSlot, rec);
   }
 
   // ---------------------------------------------------------- hints
@@ -825,6 +912,7 @@ class PmLeafTree final : public Index {
   Pool* pool_;
   alloc::Allocator* alloc_;
   int rebuild_threads_;
+  bool salvage_;  // IndexEnv::salvage: the damage checks are off
   Policy policy_;
   Routing routing_;
   LeafT* head_ = nullptr;  // the PM list's head (changed only by bulk_load and open)

@@ -119,6 +119,22 @@ static_assert(offsetof(PoolHeader, segments) == kMutableOffset + 136);
 static_assert(offsetof(PoolHeader, root_b) == kMutableOffset + 192);
 static_assert(offsetof(PoolHeader, root_b) % 64 == 0);
 
+// The clean-close record (issue 15): root slot 7, by convention of the
+// persistent kinds that keep one (lbtree, fptree, wbtree, cddstree).
+// close() writes it before the pool's clean flag can be set; an open that
+// finds the flag set compares it with what its validation counted, so
+// damage that leaves a smaller well-formed structure (a zeroed leaf reads
+// as an empty one) is refused. Value: bit 63 set (0 = no record, e.g. a
+// pool closed by a build without it), a count of nodes (the kind says
+// which) modulo 2^23 in bits 40..62, the entries modulo 2^40 in bits 0..39.
+inline constexpr unsigned kCleanCloseSlot = 7;
+inline uint64_t CleanCloseRecord(uint64_t entries, uint64_t nodes) {
+  return uint64_t{1} << 63 | (nodes & ((uint64_t{1} << 23) - 1)) << 40 |
+         (entries & ((uint64_t{1} << 40) - 1));
+}
+inline uint64_t CleanCloseEntries(uint64_t rec) { return rec & ((uint64_t{1} << 40) - 1); }
+inline uint64_t CleanCloseNodes(uint64_t rec) { return (rec >> 40) & ((uint64_t{1} << 23) - 1); }
+
 // CRC32C (Castagnoli), bitwise-table implementation.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 

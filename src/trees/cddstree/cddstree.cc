@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "pm/pool_format.h"
 #include "pm/pptr_decode.h"
 #include "util/check.h"
 
@@ -45,6 +46,32 @@ void RepairEntries(Node* x, uint64_t v, Set set) {
     }
   }
 }
+
+// verify()'s checks of one node's entries (x: the node as recovery leaves
+// it, v: the global version), shared by verify() and by Open's validation
+// of the repaired DRAM copies (issue 15: recovery refuses what verify
+// would reject, such as a zeroed node, which reads as an inner node
+// without entries). *lv receives the live slots in key order.
+Status CheckEntries(const Node* x, uint64_t raw, uint64_t v, Key lo, bool has_hi, Key hi,
+                    std::vector<uint32_t>* lv) {
+  if (x->torn != 0 && x->e[x->torn - 1].end != 0)
+    return Status::Corruption("cddstree: shift marker names a slot that is not neutralized in " + Hex(raw));
+  lv->clear();
+  for (uint32_t i = 0; i < x->n; ++i) {
+    const Entry& e = x->e[i];
+    if (i > 0 && x->e[i - 1].key > e.key) return Status::Corruption("cddstree: entries not sorted in " + Hex(raw));
+    if (e.start > v && e.end != 0) return Status::Corruption("cddstree: uncommitted entry in " + Hex(raw));
+    if (e.end != Entry::kInf && e.end > v) return Status::Corruption("cddstree: uncommitted end in " + Hex(raw));
+    if (!e.live(v)) continue;
+    if (e.key < lo || (has_hi && e.key >= hi))
+      return Status::Corruption("cddstree: key " + std::to_string(e.key) + " outside bounds in " + Hex(raw));
+    if (!lv->empty() && x->e[lv->back()].key == e.key)
+      return Status::Corruption("cddstree: duplicate live key in " + Hex(raw));
+    lv->push_back(i);
+  }
+  if (!x->leaf && lv->empty()) return Status::Corruption("cddstree: inner node without live entries " + Hex(raw));
+  return Status::OK();
+}
 }  // namespace
 
 CddsTree::CddsTree(const IndexEnv& env, uint32_t node_bytes)
@@ -66,6 +93,7 @@ Result<std::unique_ptr<Index>> CddsTree::Create(const IndexEnv& env, uint32_t no
   pm::flush(t->meta_, sizeof(Meta));
   pm::fence();  // meta and root durable before slot 0 points to them
   env.pool->WriteRoot(0, m.value().raw());
+  t->closed_ = false;
   return std::unique_ptr<Index>(std::move(t));
 }
 
@@ -78,7 +106,8 @@ Status CddsTree::CheckNode(uint64_t raw) const {
   return Status::OK();
 }
 
-Status CddsTree::Validate(uint64_t raw, uint32_t depth, std::vector<uint64_t>* nodes) const {
+Status CddsTree::Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,
+                          uint64_t* entries, std::vector<uint64_t>* nodes) const {
   if (depth >= kMaxHeight) return Status::Corruption("cddstree: tree deeper than the limit");
   PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
   nodes->push_back(raw);
@@ -89,9 +118,31 @@ Status CddsTree::Validate(uint64_t raw, uint32_t depth, std::vector<uint64_t>* n
   Node* x = reinterpret_cast<Node*>(copy.data());
   const uint64_t v = gv();
   RepairEntries(x, v, [](uint64_t* w, uint64_t val) { *w = val; });
-  if (!x->leaf) {
-    for (uint32_t i = 0; i < x->n; ++i)
-      if (x->e[i].live(v)) PMINDEX_RETURN_IF_ERROR(Validate(x->e[i].val, depth + 1, nodes));
+  // The repaired copy must pass verify()'s checks: the repairs leave a
+  // tree verify accepts after any crash (pmcrash checks it), so what fails
+  // here is damage. A salvage copy (IndexEnv::salvage) keeps what it can
+  // reach: only the pointer checks apply there.
+  if (env_.salvage) {
+    if (!x->leaf) {
+      for (uint32_t i = 0; i < x->n; ++i)
+        if (x->e[i].live(v))
+          PMINDEX_RETURN_IF_ERROR(Validate(x->e[i].val, depth + 1, 0, false, 0, leaf_depth, entries, nodes));
+    }
+    return Status::OK();
+  }
+  std::vector<uint32_t> lv;
+  PMINDEX_RETURN_IF_ERROR(CheckEntries(x, raw, v, lo, has_hi, hi, &lv));
+  if (x->leaf) {
+    if (*leaf_depth == UINT32_MAX) *leaf_depth = depth;
+    if (*leaf_depth != depth) return Status::Corruption("cddstree: leaves at different depths");
+    *entries += lv.size();
+    return Status::OK();
+  }
+  for (size_t j = 0; j < lv.size(); ++j) {
+    const Key clo = j == 0 ? lo : x->e[lv[j]].key;
+    const bool chh = j + 1 < lv.size() || has_hi;
+    const Key chi = j + 1 < lv.size() ? x->e[lv[j + 1]].key : hi;
+    PMINDEX_RETURN_IF_ERROR(Validate(x->e[lv[j]].val, depth + 1, clo, chh, chi, leaf_depth, entries, nodes));
   }
   return Status::OK();
 }
@@ -126,7 +177,23 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
   // entries that will be live after the repairs, and the allocator's
   // acceptance of every block; then the repairs.
   std::vector<uint64_t> nodes{mp.raw()};
-  PMINDEX_RETURN_IF_ERROR(t->Validate(t->meta_->root, 0, &nodes));
+  uint32_t leaf_depth = UINT32_MAX;
+  uint64_t entries = 0;
+  PMINDEX_RETURN_IF_ERROR(t->Validate(t->meta_->root, 0, 0, false, 0, &leaf_depth, &entries, &nodes));
+  // A cleanly closed pool holds what its close recorded (a zeroed leaf
+  // reads as a valid empty node only if its parent's entry for it is lost
+  // too; this catches the rest). Salvage copies skip it.
+  if (pool->was_clean() && !env.salvage && pool->root(pm::kCleanCloseSlot) != 0) {
+    uint64_t leaves = 0;
+    for (size_t i = 1; i < nodes.size(); ++i) leaves += t->N(nodes[i])->leaf;
+    const uint64_t rec = pool->root(pm::kCleanCloseSlot);
+    if (pm::CleanCloseRecord(entries, leaves) != rec)
+      return Status::Corruption("cddstree: the pool was closed cleanly with " +
+                                std::to_string(pm::CleanCloseEntries(rec)) + " entries in " +
+                                std::to_string(pm::CleanCloseNodes(rec)) + " leaves, but the tree holds " +
+                                std::to_string(entries) + " in " + std::to_string(leaves) +
+                                " (damaged nodes); nothing was changed");
+  }
   for (uint64_t n : nodes) env.alloc->MarkReachable(PPtr(n));
   for (uint64_t n : nodes)
     if (!env.alloc->IsLive(PPtr(n)))
@@ -135,6 +202,7 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
   PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
   PMINDEX_RETURN_IF_ERROR(t->Recover(t->meta_->root, 0));
   pm::fence();  // repairs durable before new versions are written
+  t->closed_ = false;
   return std::unique_ptr<Index>(std::move(t));
 }
 
@@ -481,34 +549,41 @@ Status CddsTree::VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, K
   PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
   Node* x = N(raw);
   const uint64_t v = gv();
-  if (x->torn != 0 && x->e[x->torn - 1].end != 0)
-    return Status::Corruption("cddstree: shift marker names a slot that is not neutralized in " + Hex(raw));
   std::vector<uint32_t> lv;
-  for (uint32_t i = 0; i < x->n; ++i) {
-    const Entry& e = x->e[i];
-    if (i > 0 && x->e[i - 1].key > e.key) return Status::Corruption("cddstree: entries not sorted in " + Hex(raw));
-    if (e.start > v && e.end != 0) return Status::Corruption("cddstree: uncommitted entry in " + Hex(raw));
-    if (e.end != Entry::kInf && e.end > v) return Status::Corruption("cddstree: uncommitted end in " + Hex(raw));
-    if (!e.live(v)) continue;
-    if (e.key < lo || (has_hi && e.key >= hi))
-      return Status::Corruption("cddstree: key " + std::to_string(e.key) + " outside bounds in " + Hex(raw));
-    if (!lv.empty() && x->e[lv.back()].key == e.key)
-      return Status::Corruption("cddstree: duplicate live key in " + Hex(raw));
-    lv.push_back(i);
-  }
+  PMINDEX_RETURN_IF_ERROR(CheckEntries(x, raw, v, lo, has_hi, hi, &lv));
   if (x->leaf) {
     if (*leaf_depth == UINT32_MAX) *leaf_depth = depth;
     if (*leaf_depth != depth) return Status::Corruption("cddstree: leaves at different depths");
     *entries += lv.size();
     return Status::OK();
   }
-  if (lv.empty()) return Status::Corruption("cddstree: inner node without live entries " + Hex(raw));
   for (size_t j = 0; j < lv.size(); ++j) {
     Key clo = j == 0 ? lo : x->e[lv[j]].key;
     bool chh = j + 1 < lv.size() || has_hi;
     Key chi = j + 1 < lv.size() ? x->e[lv[j + 1]].key : hi;
     PMINDEX_RETURN_IF_ERROR(VerifyNode(x->e[lv[j]].val, depth + 1, clo, chh, chi, leaf_depth, entries));
   }
+  return Status::OK();
+}
+
+CddsTree::~CddsTree() {
+  IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
+}
+
+Status CddsTree::close() {
+  if (closed_) return Status::OK();
+  closed_ = true;
+  if (abandoned() || meta_ == nullptr) return Status::OK();  // a refused open: write nothing
+  std::unique_lock g(mu_);
+  const uint64_t v = gv();
+  uint64_t entries = 0, leaves = 0;
+  Walk(meta_->root, [&](uint64_t, Node* x) {
+    if (!x->leaf) return;
+    ++leaves;
+    for (uint32_t i = 0; i < x->n; ++i) entries += x->e[i].live(v);
+  });
+  const uint64_t rec = pm::CleanCloseRecord(entries, leaves);
+  if (env_.pool->root(pm::kCleanCloseSlot) != rec) env_.pool->WriteRoot(pm::kCleanCloseSlot, rec);
   return Status::OK();
 }
 

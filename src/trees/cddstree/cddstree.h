@@ -99,6 +99,8 @@ class CddsTree final : public Index {
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, uint32_t node_bytes);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, uint32_t node_bytes);
 
+  ~CddsTree() override;
+
   std::string_view kind() const override { return "cddstree"; }
   bool persistent() const override { return true; }
   Status insert(Key k, Value v) override;
@@ -111,6 +113,10 @@ class CddsTree final : public Index {
   Status verify() override;
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
+  // Writes the clean-close record (pm::kCleanCloseSlot: live entries and
+  // leaves), which an open of the cleanly closed pool compares with what
+  // its validation counts (issue 15).
+  Status close() override;
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
@@ -129,9 +135,11 @@ class CddsTree final : public Index {
   // Inserts e into x at its sorted position by shifting (x has room).
   void ShiftInsert(Node* x, const Entry& e);
   void Commit(uint64_t nv);
-  // Open: Validate (reads only; collects every node) before Recover
-  // (repairs) so a refused open writes nothing.
-  Status Validate(uint64_t raw, uint32_t depth, std::vector<uint64_t>* nodes) const;
+  // Open: Validate (reads only; collects every node, checks each node's
+  // repaired copy as verify() would, counts the live leaf entries) before
+  // Recover (repairs) so a refused open writes nothing.
+  Status Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,
+                  uint64_t* entries, std::vector<uint64_t>* nodes) const;
   Status Recover(uint64_t raw, uint32_t depth);
   Status CheckNode(uint64_t raw) const;
   Status VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,
@@ -142,6 +150,9 @@ class CddsTree final : public Index {
   uint32_t bytes_;
   uint32_t cap_;
   Meta* meta_ = nullptr;
+  // True until Create or Open succeeds (a refused open writes nothing),
+  // and after close().
+  bool closed_ = true;
   mutable std::shared_mutex mu_;
 };
 

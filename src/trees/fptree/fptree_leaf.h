@@ -275,6 +275,13 @@ class Leaf {
 
   std::string Check() const {
     if (bits & kLockBit) return "lock bit set";
+    return CheckBeforeRecovery();
+  }
+  // Check() as recovery sees the leaf before repairing it (issue 15): a
+  // crash leaves at most a stale lock bit (RecoverLeaf clears it); a
+  // slot's fingerprint persists before the bitmap store that makes it
+  // valid. Read-only.
+  std::string CheckBeforeRecovery() const {
     if (bits & ~(kAllSlots | kLockBit)) return "bits beyond the slots set";
     KV buf[kSlots];
     uint64_t m = Bitmap();

@@ -275,7 +275,15 @@ class Leaf {
   std::string Check() const {
     if (bits & kLockBit) return "lock bit set";
     if ((bits & kOrderValid) == 0) return "indirection array not valid";
+    return CheckBeforeRecovery();
+  }
+  // Check() as recovery sees the leaf before repairing it (issue 15): a
+  // crash may leave a stale lock bit and an indirection array marked not
+  // valid (RecoverLeaf rebuilds it from the bitmap); an array marked valid
+  // is one RecoverLeaf keeps, so it must already be right. Read-only.
+  std::string CheckBeforeRecovery() const {
     if (bits & ~(kAllSlots | kLockBit | kOrderValid)) return "bits beyond the slots set";
+    if ((bits & kOrderValid) == 0) return {};
     uint8_t ord[kOrdBytes];
     LoadOrder(ord);
     if (ord[0] != Count()) return "indirection array count differs from the bitmap";

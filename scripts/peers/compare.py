@@ -53,8 +53,8 @@ TREES = {
     # name: (pmbench index, its default options)
     "lbtree": ("lbtree", "node=256"),
     "fptree": ("fptree", "node=1024"),
-    # pmindex has no FAST_FAIR: compared with lbtree unless --index says otherwise.
-    "fastfair": ("lbtree", "node=256"),
+    # FAST_FAIR's 512-byte pages hold 30 records and have no sentinels.
+    "fastfair": ("fastfair", "node=512,sentinel=off"),
 }
 PHASES = ["lookup", "insert", "delete"]
 
@@ -167,7 +167,7 @@ def main():
     ap.add_argument("--peer-build", help="build dir of the original (default /tmp/pmindex-peers/TREE)")
     ap.add_argument("--no-build", action="store_true", help="use the original's existing build")
     ap.add_argument("--pmbench", default=None, help="pmbench binary (default: build/release/bench/pmbench)")
-    ap.add_argument("--index", help="pmbench index (default: lbtree for lbtree and fastfair, fptree for fptree)")
+    ap.add_argument("--index", help="pmbench index (default: the tree's own: lbtree, fptree, fastfair)")
     ap.add_argument("--index-options", help="pmbench --opt for the index (default: lbtree node=256, fptree node=1024)")
     ap.add_argument("--keys", type=int, default=1000000, help="keys loaded before the phases")
     ap.add_argument("--ops", type=int, default=100000, help="operations per phase")

@@ -75,16 +75,14 @@ namespace fs = std::filesystem;
 // docs/crash-testing.md ("Pool fuzzer", "Known failures").
 // Today (issue 15): damaged keys and values (flip-heap, overwrite of a
 // record's payload), which nothing checksums (docs/crash-testing.md says
-// why), and nvtree/damage-seg (random bytes over an LN's elements: keys
-// outside the LN's fences, which verify() finds but recovery, reading
-// only LN headers by design, does not). Structural damage (zeroed leaves
-// and nodes, broken headers, cut lists) is refused at open: leaf checks
-// and verify()'s node checks run in recovery, the clean-close record
-// (root slot 7) and the hints catch shortened leaf lists, and every tree
-// checks the allocator's bound before its first write.
+// why). Structural damage (zeroed leaves and nodes, broken headers, cut
+// lists, keys outside an nvtree LN's fences) is refused at open: leaf
+// checks and verify()'s node checks run in recovery, the clean-close
+// record (root slot 7) and the hints catch shortened leaf lists, and every
+// tree checks the allocator's bound before its first write.
 const std::set<std::string> kKnownFailures = {
-    "cddstree/flip-heap", "fastfair/flip-heap", "lbtree/overwrite", "lcbtree/flip-heap",
-    "nvtree/damage-seg",  "nvtree/flip-heap",   "wbtree/flip-heap",
+    "cddstree/flip-heap", "fastfair/flip-heap", "lbtree/overwrite",
+    "lcbtree/flip-heap",  "nvtree/flip-heap",   "wbtree/flip-heap",
 };
 
 // --------------------------------------------------------------------- rng

@@ -10,6 +10,9 @@
 //     find it after the open).
 //   - cddstree: a zeroed node reads as an inner node without entries;
 //     recovery checks each node's repaired copy as verify() does.
+//   - nvtree: a zeroed element of an LN (key 0) lies outside the LN's
+//     fences; recovery checks every live key against them as verify()
+//     does (it read LN headers only).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -59,7 +62,10 @@ Image Build(const std::string& kind, int keys, bool clean) {
                   })
                   .ok());
   if (clean) {
+    // close() and the index's destruction (the allocator gives back its
+    // caches) as before Pool::Close.
     EXPECT_TRUE(idx.value()->close().ok());
+    idx.value().reset();
   }
   auto b = p->bytes();
   img.bytes.assign(b.begin(), b.end());
@@ -174,6 +180,26 @@ TEST(DamageChecks, ZeroedCddsNodeIsRefused) {
     std::memset(d.data() + img.blocks[i], 0, 1024);  // node=1024, the default
     std::string msg = ExpectRefusedUnchanged(d, clean ? "clean, zeroed leaf" : "crashed, zeroed leaf");
     EXPECT_NE(msg.find("inner node without live entries"), std::string::npos) << msg;
+  }
+}
+
+TEST(DamageChecks, NvtreeKeyOutsideItsFencesIsRefused) {
+  for (bool clean : {true, false}) {
+    Image img = Build("nvtree", kKeys, clean);
+    ExpectIntact(img.bytes, kKeys, clean ? "clean" : "crashed");
+    ASSERT_GT(img.leaves, 2u);
+    // for_each_block gives the LNs first, in list order: the second LN's
+    // element 0 (at +64; its NEGATIVE flag, bit 0 at +32, must be clear).
+    const uint64_t ln = img.blocks[1];
+    uint64_t n = 0, flags = 0;
+    std::memcpy(&n, img.bytes.data() + ln, 8);
+    std::memcpy(&flags, img.bytes.data() + ln + 32, 8);
+    ASSERT_GT(n, 0u);
+    ASSERT_EQ(flags & 1, 0u);
+    std::vector<std::byte> d = img.bytes;
+    std::memset(d.data() + ln + 64, 0, 16);
+    std::string msg = ExpectRefusedUnchanged(d, clean ? "clean, element zeroed" : "crashed, element zeroed");
+    EXPECT_NE(msg.find("outside the fences"), std::string::npos) << msg;
   }
 }
 

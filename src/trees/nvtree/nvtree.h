@@ -185,6 +185,9 @@ class NvTree final : public Index {
   Status LoadSnapshot(uint64_t raw);
   // Bounds/header checks of an LN pointer read from PM.
   Status CheckLn(uint64_t raw, Ln** out) const;
+  // Open: every live key of every LN within the LN's fences (verify's
+  // check), reads only.
+  Status CheckLnFences() const;
   void Reclaim(uint64_t item);  // epoch reclaimer: LN PPtr, or Layout* | 1
   Result<PPtr> AllocLn(uint32_t bytes, Ln** out);
   uint64_t LeftSibling(const Layout& l, uint64_t pln, uint32_t pos) const;

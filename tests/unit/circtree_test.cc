@@ -1,5 +1,5 @@
-// circtree unit tests: node layouts with and without the Sentinel Array
-// or fingerprints, option checks, every search mode against a std::map
+// circtree unit tests (the node layout: sorted_node_test.cc): the ring
+// fits the metadata word, option checks, every search mode against a std::map
 // oracle at node sizes 256 B to 4 KiB (rings that wrap, both shift
 // directions, splits, root growth, deletes down to empty leaves, scans
 // across leaves), and the flushes and fences of one insert per side.
@@ -14,48 +14,21 @@
 #include "pm/persist.h"
 #include "pmindex/db.h"
 #include "trees/circtree/circtree.h"
+#include "unit/sorted_node_checks.h"
 
 namespace pmindex::circtree {
 namespace {
 
-uint64_t TestSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing_util::ConfigName;
+using testing_util::TestSeed;
 
-TEST(CircTreeLayout, CapacitiesWithAndWithoutAuxiliaryArrays) {
-  // 512 B: 7 lines after the header; 6 record lines + 1 sentinel line.
-  Layout a = Layout::For(512, true);
-  EXPECT_EQ(a.cap, 24u);
-  EXPECT_EQ(a.rec_off, 128u);
-  Layout b = Layout::For(512, false);
-  EXPECT_EQ(b.cap, 28u);
-  EXPECT_EQ(b.rec_off, 64u);
-  // 4 KiB: 63 lines: 56 record lines + 7 sentinel lines.
-  Layout c = Layout::For(4096, true);
-  EXPECT_EQ(c.cap, 224u);
-  EXPECT_EQ(c.rec_off, 64u + 7 * 64);
-  EXPECT_EQ(Layout::For(4096, false).cap, 252u);
-  Layout f = Layout::For(512, false, true);
-  EXPECT_EQ(f.cap, 24u);
-  EXPECT_TRUE(f.fingerprints);
-  Layout g = Layout::For(4096, false, true);
-  EXPECT_EQ(g.cap, 236u);
-  EXPECT_EQ(g.rec_off, 64u + 4 * 64);
+// The node layout (shared with fastfair): sorted_node_test.cc. Here: the
+// ring of every node size fits the metadata word.
+TEST(CircTreeLayout, SlotsFitTheMetaWord) {
   for (uint32_t bytes = 256; bytes <= 65536; bytes += 64) {
     SCOPED_TRACE(bytes);
     for (int aux = 0; aux < 3; ++aux) {
-      Layout l = Layout::For(bytes, aux == 1, aux == 2);
-      EXPECT_GE(l.cap, 4u);
-      EXPECT_LT(l.cap, 1u << 16);  // start and count fit the metadata word's 16-bit fields
-      EXPECT_LE(l.rec_off + l.cap * sizeof(Rec), bytes);
-      if (aux == 1) {
-        EXPECT_GE(l.rec_off - l.aux_off, l.lines * sizeof(uint64_t));
-      }
-      if (aux == 2) {
-        EXPECT_GE(l.rec_off - l.aux_off, (l.cap + 15) / 16 * 16);
-      }
+      EXPECT_LT(Layout::For(bytes, aux == 1, aux == 2).cap, 1u << 16);  // start and count: 16-bit fields
     }
   }
 }
@@ -141,20 +114,7 @@ TEST_P(CircTreeOracle, MatchesAMapThroughSplitsAndDeletes) {
     if (!oracle.count(keys[i])) {
       EXPECT_TRUE(d.Get(keys[i]).status().is_not_found()) << keys[i];
     }
-  std::vector<KV> all;
-  d.Range(0, std::nullopt, SIZE_MAX, &all);
-  ASSERT_EQ(all.size(), oracle.size());
-  size_t i = 0;
-  for (const auto& [k, v] : oracle) {
-    EXPECT_EQ(all[i].key, k);
-    EXPECT_EQ(all[i].value, v);
-    ++i;
-  }
-  auto mid = std::next(oracle.begin(), static_cast<long>(oracle.size() / 2));
-  std::vector<KV> part;
-  d.Range(mid->first, std::nullopt, 100, &part);
-  ASSERT_EQ(part.size(), std::min<size_t>(100, oracle.size() / 2 + oracle.size() % 2));
-  EXPECT_EQ(part.front().key, mid->first);
+  ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, CircTreeOracle,
@@ -163,12 +123,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, CircTreeOracle,
                                            "node=256,sentinel=off", "node=4096,sentinel=off,search=binary",
                                            "node=512,fingerprints=on", "node=1024,fingerprints=on",
                                            "node=4096,fingerprints=on,search=binary"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           std::string n = i.param;
-                           for (char& ch : n)
-                             if (ch == '=' || ch == ',') ch = '_';
-                           return n;
-                         });
+                         ConfigName);
 
 // Bulk load, then inserts and deletes at both ends of every leaf.
 TEST(CircTreeBulk, BulkLoadThenBothEnds) {

@@ -1,5 +1,5 @@
-// fastfair unit tests: node layouts with and without the Sentinel Array,
-// every search mode against a std::map oracle at several node sizes
+// fastfair unit tests (the node layout: sorted_node_test.cc): every
+// search mode against a std::map oracle at several node sizes
 // (splits, root growth, deletes and merges, scans across leaves),
 // option checks, and the flushes and fences of one shift.
 #include <gtest/gtest.h>
@@ -13,45 +13,15 @@
 #include "pm/persist.h"
 #include "pmindex/db.h"
 #include "trees/fastfair/fastfair.h"
+#include "unit/sorted_node_checks.h"
 
 namespace pmindex::fastfair {
 namespace {
 
-uint64_t TestSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing_util::ConfigName;
+using testing_util::TestSeed;
 
-TEST(FastFairLayout, CapacitiesWithAndWithoutSentinels) {
-  // 512 B: 7 lines after the header; 6 record lines + 1 sentinel line.
-  Layout a = Layout::For(512, true);
-  EXPECT_EQ(a.cap, 24u);
-  EXPECT_EQ(a.rec_off, 128u);
-  Layout b = Layout::For(512, false);
-  EXPECT_EQ(b.cap, 28u);
-  EXPECT_EQ(b.rec_off, 64u);
-  // 4 KiB: 63 lines: 56 record lines + 7 sentinel lines.
-  Layout c = Layout::For(4096, true);
-  EXPECT_EQ(c.cap, 224u);
-  EXPECT_EQ(c.rec_off, 64u + 7 * 64);
-  EXPECT_EQ(Layout::For(4096, false).cap, 252u);
-  // Fingerprints: one byte per slot. 512 B: 6 record lines + 1 line of
-  // fingerprints; 4 KiB: 59 record lines (236 slots) + 4 lines.
-  Layout f = Layout::For(512, false, true);
-  EXPECT_EQ(f.cap, 24u);
-  EXPECT_EQ(f.rec_off, 128u);
-  Layout g = Layout::For(4096, false, true);
-  EXPECT_EQ(g.cap, 236u);
-  EXPECT_EQ(g.rec_off, 64u + 4 * 64);
-  for (uint32_t bytes = 256; bytes <= 8192; bytes += 64) {
-    Layout l = Layout::For(bytes, true);
-    SCOPED_TRACE(bytes);
-    EXPECT_GE(l.cap, 4u);
-    EXPECT_LE(l.rec_off + l.cap * sizeof(Rec), bytes);
-    EXPECT_GE(l.rec_off - l.sent_off, l.lines * sizeof(uint64_t));  // one sentinel per record line
-  }
-}
+// The node layout (shared with circtree): sorted_node_test.cc.
 
 TEST(FastFairOptions, BadCombinationsAreRefused) {
   for (const char* bad : {"node=100", "node=300", "sentinel=maybe", "search=sentinel,sentinel=off",
@@ -109,21 +79,7 @@ TEST_P(FastFairOracle, MatchesAMapThroughSplitsAndDeletes) {
       EXPECT_EQ(v.value(), it->second) << k;
     }
   }
-  std::vector<KV> all;
-  d.Range(0, std::nullopt, SIZE_MAX, &all);
-  ASSERT_EQ(all.size(), oracle.size());
-  size_t i = 0;
-  for (const auto& [k, v] : oracle) {
-    EXPECT_EQ(all[i].key, k);
-    EXPECT_EQ(all[i].value, v);
-    ++i;
-  }
-  // A bounded range from the middle.
-  auto mid = std::next(oracle.begin(), static_cast<long>(oracle.size() / 2));
-  std::vector<KV> part;
-  d.Range(mid->first, std::nullopt, 100, &part);
-  ASSERT_EQ(part.size(), std::min<size_t>(100, oracle.size() / 2 + oracle.size() % 2));
-  EXPECT_EQ(part.front().key, mid->first);
+  ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, FastFairOracle,
@@ -131,12 +87,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, FastFairOracle,
                                            "node=1024,search=binary", "node=512,sentinel=off",
                                            "node=4096,sentinel=off,search=binary", "node=512,fingerprints=on",
                                            "node=4096,fingerprints=on,search=binary"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           std::string n = i.param;
-                           for (char& ch : n)
-                             if (ch == '=' || ch == ',') ch = '_';
-                           return n;
-                         });
+                         ConfigName);
 
 // Deletes merge underfull nodes into their left neighbours, at every
 // level, and an inner root left with one child hands the root down: a tree

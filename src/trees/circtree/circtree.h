@@ -56,17 +56,18 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "common/sorted_node.h"
 #include "index/index.h"
 #include "index/registry.h"
 #include "pm/persist.h"
 
 namespace pmindex::circtree {
 
-struct Rec {
-  uint64_t key;
-  uint64_t val;  // the value (leaf) or a child PPtr raw (inner)
-};
-static_assert(sizeof(Rec) == 16);
+// Records, node layout and search modes: common/sorted_node.h (shared
+// with fastfair).
+using sorted_node::Layout;
+using sorted_node::Rec;
+using sorted_node::Search;
 
 // The metadata word: bits 0-15 start (physical slot of logical record 0),
 // bits 16-31 count, bit 32 side (1: of two equal adjacent keys the LEFT one
@@ -101,25 +102,15 @@ static_assert(offsetof(Header, meta) == 16 && offsetof(Header, sibling) == 32);
 
 // Between the header and the records a node holds at most one auxiliary
 // array, never flushed and rebuilt by recovery: the sentinels (one u64
-// per record line) or the fingerprints (one byte per slot).
-struct Layout {
-  uint32_t bytes = 0;     // node size
-  uint32_t aux_off = 0;   // byte offset of the auxiliary array
-  uint32_t rec_off = 0;   // byte offset of slot 0
-  uint32_t lines = 0;     // record lines
-  uint32_t cap = 0;       // slots per node (the ring's size)
-  bool sentinel = false;
-  bool fingerprints = false;
-  static Layout For(uint32_t bytes, bool sentinel, bool fingerprints = false);
-};
+// per logical record line) or the fingerprints (one byte per slot).
+// Layout: common/sorted_node.h.
 
-enum class Search : uint8_t { kLinear, kBinary, kSentinel };
 
 class CircTree final : public Index {
  public:
   static constexpr uint64_t kNodeTag = 0x4545525443524943;  // "CIRCTREE"
   static constexpr uint32_t kMaxHeight = 40;
-  static constexpr uint32_t kRecsPerLine = 64 / sizeof(Rec);
+  static constexpr uint32_t kRecsPerLine = sorted_node::kRecsPerLine;
 
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Layout& lay, Search s);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Layout& lay, Search s);
@@ -185,7 +176,7 @@ class CircTree final : public Index {
   void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
 
   // Recovery and walks.
-  struct NodeView;
+  using NodeView = sorted_node::NodeView;
   Status ViewNode(uint64_t raw, uint32_t level, NodeView* v) const;
   Status Validate(uint64_t root, std::vector<uint64_t>* nodes) const;
   void Repair(uint64_t raw);

@@ -3,11 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <unordered_map>
-#include <thread>
-#include <unordered_set>
 
 #include "common/fingerprint.h"
 #include "pm/pptr_decode.h"
@@ -18,75 +13,23 @@ namespace pmindex::fastfair {
 
 namespace {
 
-// Loads of words a writer may be changing: relaxed atomic reads, validated
-// by the node's version afterwards.
-inline uint64_t Ld(const uint64_t& w, std::memory_order mo = std::memory_order_relaxed) {
-  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w)).load(mo);
-}
-inline uint32_t Ld32(const uint32_t& w) {
-  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(w)).load(std::memory_order_relaxed);
-}
+using sorted_node::Ld;
+using sorted_node::Ld32;
+using sorted_node::Unchanged;
+
 inline uint32_t LineOf(uint32_t slot) { return slot / FastFair::kRecsPerLine; }
 
 // A node's version, once no writer is inside (even), or kDead.
-inline uint64_t AwaitEven(const uint64_t& version) {
-  uint64_t v = Ld(version, std::memory_order_acquire);
-  for (unsigned spins = 0; (v & 1) && v != FastFair::kDead; ++spins) {
-    // The writer may be descheduled on a busy machine: yield, do not spin
-    // through the time slice.
-    if (spins < 64) sync::CpuRelax(); else std::this_thread::yield();
-    v = Ld(version, std::memory_order_acquire);
-  }
-  return v;
-}
-
-// True iff the version is still v after the reads it validates (the
-// seqlock argument of sync/version_lock.h; TSan, which does not model
-// fences, gets an acquire load instead).
-inline bool Unchanged(const uint64_t& version, uint64_t v) {
-#if defined(PMINDEX_TSAN)
-  return Ld(version, std::memory_order_acquire) == v;
-#else
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return Ld(version) == v;
-#endif
-}
-
-std::string Hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
+[[gnu::always_inline]] inline uint64_t AwaitEven(const uint64_t& version) {
+  return sorted_node::AwaitEven<FastFair::kDead>(version);
 }
 
 }  // namespace
 
-Layout Layout::For(uint32_t bytes, bool sentinel, bool fingerprints) {
-  Layout l;
-  l.bytes = bytes;
-  l.sentinel = sentinel;
-  l.fingerprints = fingerprints && !sentinel;
-  const uint32_t avail = bytes / 64 - 1;  // lines after the header
-  uint32_t lines = avail, alines = 0;
-  if (l.sentinel) {
-    // One 8-byte sentinel per record line: L + ceil(L / 8) <= avail.
-    while (lines + (lines + 7) / 8 > avail) --lines;
-    alines = (lines + 7) / 8;
-  } else if (l.fingerprints) {
-    // One byte per slot, 4 slots per line: L + ceil(L / 16) <= avail.
-    while (lines + (lines + 15) / 16 > avail) --lines;
-    alines = (lines + 15) / 16;
-  }
-  l.sent_off = 64;
-  l.rec_off = 64 + alines * 64;
-  l.lines = lines;
-  l.cap = lines * FastFair::kRecsPerLine;
-  return l;
-}
-
 FastFair::FastFair(const IndexEnv& env, const Layout& lay, Search s, const Faults& f)
     : env_(env), lay_(lay), search_(s), faults_(f) {}
 
-std::string FastFair::Where(uint64_t raw) const { return "fastfair: node " + Hex(raw); }
+std::string FastFair::Where(uint64_t raw) const { return sorted_node::NodeWhere("fastfair", raw); }
 
 void FastFair::InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low,
                         Key low) {
@@ -108,26 +51,11 @@ void FastFair::InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t s
 uint32_t FastFair::LowerBound(Header* x, uint32_t n, Key k) const {
   const Rec* r = R(x);
   switch (search_) {
-    case Search::kBinary: {
-      uint32_t lo = 0, hi = n;
-      while (lo < hi) {
-        const uint32_t mid = (lo + hi) / 2;
-        if (Ld(r[mid].key) < k) lo = mid + 1; else hi = mid;
-      }
-      return lo;
-    }
-    case Search::kSentinel: {
-      // Algorithm 1 of paper 002: the last line whose sentinel (its first
-      // key) is <= k, then that line alone.
-      const uint64_t* s = S(x);
-      const uint32_t lines = (n + kRecsPerLine - 1) / kRecsPerLine;
-      uint32_t l = 0;
-      while (l + 1 < lines && Ld(s[l + 1]) <= k) ++l;
-      const uint32_t end = std::min(n, (l + 1) * kRecsPerLine);
-      for (uint32_t i = l * kRecsPerLine; i < end; ++i)
-        if (Ld(r[i].key) >= k) return i;
-      return end;
-    }
+    case Search::kBinary:
+      return sorted_node::BinaryLowerBound(n, k, [r](uint32_t i) { return Ld(r[i].key); });
+    case Search::kSentinel:
+      // Algorithm 1 of paper 002 (sentinels: each line's first key).
+      return sorted_node::SentinelLowerBound(S(x), n, k, [r](uint32_t i) { return Ld(r[i].key); });
     case Search::kLinear:
       break;
   }
@@ -141,14 +69,7 @@ uint32_t FastFair::FingerprintFind(Header* x, uint32_t n, Key k) const {
   const uint8_t* f = F(x);
   const Rec* r = R(x);
   for (uint32_t base = 0; base < n; base += 16) {
-    // 16 fingerprint bytes, read as two relaxed 8-byte loads (a writer may
-    // be changing them; the version check afterwards decides).
-    uint64_t w[2] = {Ld(*reinterpret_cast<const uint64_t*>(f + base)),
-                     Ld(*reinterpret_cast<const uint64_t*>(f + base + 8))};
-    uint8_t bytes[16];
-    std::memcpy(bytes, w, sizeof bytes);
-    uint32_t m = common::MatchMask16(bytes, fp);
-    if (n - base < 16) m &= (1u << (n - base)) - 1;
+    uint32_t m = sorted_node::FingerprintMatch16(f, base, n, fp);
     while (m != 0) {
       const uint32_t i = base + static_cast<uint32_t>(__builtin_ctz(m));
       if (Ld(r[i].key) == k) return i;
@@ -168,11 +89,7 @@ uint64_t FastFair::MoveRight(Header* x, uint32_t n, uint32_t p, Key k) const {
   // Only a key above every key of x can belong to the right neighbour
   // (p = n: the search found no key >= k), so no other line is read.
   if (p < n) return 0;
-  const uint64_t sib = Ld(x->sibling, std::memory_order_acquire);
-  if (sib == 0) return 0;
-  Header* s = H(sib);
-  // A linked node's low key never changes (written before the link).
-  return (Ld(s->has_low) != 0 && k >= Ld(s->low)) ? sib : 0;
+  return sorted_node::RightOf(x, k, [this](uint64_t raw) { return H(raw); });
 }
 
 uint64_t FastFair::FindLeaf(Key k, uint64_t* version) const {
@@ -689,10 +606,7 @@ Status FastFair::bulk_load(std::span<const KV> sorted, double fill) {
   Header* o = H(old);
   if (o->level != 0 || o->count != 0 || o->sibling != 0)
     return Status::InvalidArgument("fastfair: bulk_load needs an empty index");
-  if (!(fill > 0 && fill <= 1)) return Status::InvalidArgument("fastfair: bulk_load fill must be in (0, 1]");
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i - 1].key >= sorted[i].key)
-      return Status::InvalidArgument("fastfair: bulk_load keys must be strictly ascending");
+  PMINDEX_RETURN_IF_ERROR(sorted_node::CheckBulkInput("fastfair", sorted, fill));
   if (sorted.empty()) return Status::OK();
   const uint32_t per = std::clamp<uint32_t>(static_cast<uint32_t>(std::lround(fill * lay_.cap)), 1, lay_.cap);
   std::vector<uint64_t> made;
@@ -750,14 +664,6 @@ Status FastFair::bulk_load(std::span<const KV> sorted, double fill) {
 
 // ------------------------------------------------------------------ recovery
 
-struct FastFair::NodeView {
-  uint32_t level = 0;
-  uint64_t sibling = 0, leftmost = 0;
-  bool has_low = false;
-  Key low = 0;
-  std::vector<Rec> recs;  // the records recovery will leave
-};
-
 // Reads node `raw` of level `level` into v, with recovery's repairs
 // applied to the copy (stale records of a cut-short split dropped, the
 // left record of an equal-key pair dropped). Reads only.
@@ -798,41 +704,13 @@ Status FastFair::ViewNode(uint64_t raw, uint32_t level, NodeView* v) const {
 }
 
 Status FastFair::Validate(uint64_t root, std::vector<uint64_t>* nodes) const {
-  // Level by level: every node of a level is on its sibling chain, whose
-  // first node is the leftmost child of the level above's first node.
-  NodeView v;
   auto rd = pm::Decode<Header>(*env_.pool, root, lay_.bytes, 64, "fastfair: root (root slot 0)");
   if (!rd.ok()) return rd.status();
-  uint32_t level = rd.value()->level;
-  if (level >= kMaxHeight) return Status::Corruption("fastfair: root level above the limit");
-  const uint64_t limit = env_.pool->size() / lay_.bytes + 1;  // more nodes than fit = a cycle
-  std::vector<std::vector<uint64_t>> children_above;  // children named by the level above
-  uint64_t first = root;
-  for (;;) {
-    std::unordered_set<uint64_t> on_level;
-    std::vector<uint64_t> named;
-    uint64_t first_child = 0;
-    for (uint64_t raw = first; raw != 0;) {
-      if (nodes->size() > limit || !on_level.insert(raw).second)
-        return Status::Corruption("fastfair: a sibling chain loops");
-      PMINDEX_RETURN_IF_ERROR(ViewNode(raw, level, &v));
-      if (raw == root && v.has_low) return Status::Corruption("fastfair: the root has a low key");
-      nodes->push_back(raw);
-      if (level > 0) {
-        if (raw == first) first_child = v.leftmost;
-        named.push_back(v.leftmost);
-        for (const Rec& r : v.recs) named.push_back(r.val);
-      }
-      raw = v.sibling;
-    }
-    if (!children_above.empty())
-      for (uint64_t c : children_above.back())
-        if (!on_level.count(c)) return Status::Corruption(Where(c) + " is a child not on its level's chain");
-    if (level == 0) return Status::OK();
-    children_above.push_back(std::move(named));
-    first = first_child;
-    --level;
-  }
+  return sorted_node::ValidateLevels("fastfair", root, rd.value()->level, kMaxHeight,
+                                     env_.pool->size() / lay_.bytes + 1,  // more nodes than fit = a cycle
+                                     nodes, [this](uint64_t raw, uint32_t level, NodeView* v) {
+                                       return ViewNode(raw, level, v);
+                                     });
 }
 
 void FastFair::Repair(uint64_t raw) {
@@ -866,11 +744,7 @@ Result<std::unique_ptr<Index>> FastFair::Open(const IndexEnv& env, const Layout&
   const uint64_t root = env.pool->root(0);
   std::vector<uint64_t> nodes;
   PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes));  // reads only
-  for (uint64_t n : nodes) env.alloc->MarkReachable(PPtr(n));
-  for (uint64_t n : nodes)
-    if (!env.alloc->IsLive(PPtr(n))) return Status::Corruption(t->Where(n) + " is not an allocated block");
-  PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());  // before any write
-  PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
+  PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, nodes, "fastfair"));  // no write before
   for (uint64_t n : nodes) t->Repair(n);
   pm::fence();
   return std::unique_ptr<Index>(std::move(t));
@@ -879,19 +753,10 @@ Result<std::unique_ptr<Index>> FastFair::Open(const IndexEnv& env, const Layout&
 // ------------------------------------------------------------------ walks
 
 void FastFair::WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const {
-  uint64_t first = env_.pool->root(0);
-  for (;;) {
-    Header* f = H(first);
-    for (uint64_t raw = first; raw != 0; raw = H(raw)->sibling) fn(raw, H(raw));
-    if (f->level == 0) return;
-    first = f->leftmost;
-  }
+  sorted_node::WalkLevels(env_.pool->root(0), [this](uint64_t raw) { return H(raw); }, fn);
 }
 
-// A node's range is [its low key, its sibling's low key): the B-link
-// invariant. Its children are its named children, each followed on their
-// level's chain by the nodes no parent names yet (splits whose separator
-// a crash kept from the parent), up to the next named child.
+// A node's own checks, then sorted_node::VerifyRange (its range and children).
 Status FastFair::VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries,
                             std::vector<uint64_t>* leaves) const {
   NodeView v;
@@ -907,50 +772,17 @@ Status FastFair::VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries,
     for (uint32_t i = 0; i < x->count; ++i)
       if (F(x)[i] != common::Fingerprint(R(x)[i].key)) return Status::Corruption(Where(raw) + ": stale fingerprint");
   }
-  const bool has_hi = v.sibling != 0;
-  const Key hi = has_hi ? H(v.sibling)->low : 0;
-  for (const Rec& r : v.recs)
-    if (has_hi && r.key >= hi)
-      return Status::Corruption(Where(raw) + ": key " + std::to_string(r.key) + " at or above its sibling's low key");
-  if (level == 0) {
-    *entries += v.recs.size();
-    leaves->push_back(raw);
-    return Status::OK();
-  }
-  for (size_t i = 0; i <= v.recs.size(); ++i) {
-    const uint64_t c = i == 0 ? v.leftmost : v.recs[i - 1].val;
-    Header* ch = H(c);
-    if (i == 0 ? (v.has_low != (ch->has_low != 0) || (v.has_low && ch->low != v.low))
-               : (ch->has_low != 1 || ch->low != v.recs[i - 1].key))
-      return Status::Corruption(Where(c) + ": low key differs from its separator");
-    const bool bounded = i < v.recs.size() || has_hi;
-    const Key end = i < v.recs.size() ? v.recs[i].key : hi;
-    for (uint64_t y = c;;) {
-      PMINDEX_RETURN_IF_ERROR(VerifyNode(y, level - 1, entries, leaves));
-      y = H(y)->sibling;
-      if (y == 0 || (bounded && H(y)->low >= end)) break;
-    }
-  }
-  return Status::OK();
+  return sorted_node::VerifyRange("fastfair", raw, level, v, entries, leaves, [this](uint64_t y) { return H(y); },
+                                  [&](uint64_t y, uint32_t l) { return VerifyNode(y, l, entries, leaves); });
 }
 
 Status FastFair::verify() {
   std::lock_guard g(smo_mu_);
-  uint64_t entries = 0;
-  std::vector<uint64_t> leaves;
-  const uint64_t root = env_.pool->root(0);
-  const uint32_t level = H(root)->level;
-  // The top level may hold more than the root (a root split cut short).
-  for (uint64_t y = root; y != 0; y = H(y)->sibling)
-    PMINDEX_RETURN_IF_ERROR(VerifyNode(y, level, &entries, &leaves));
-  // The leaf chain holds the same leaves in the same order.
-  uint64_t first = root;
-  while (H(first)->level > 0) first = H(first)->leftmost;
-  size_t i = 0;
-  for (uint64_t y = first; y != 0; y = H(y)->sibling, ++i)
-    if (i >= leaves.size() || leaves[i] != y) return Status::Corruption("fastfair: leaf chain differs from the tree");
-  if (i != leaves.size()) return Status::Corruption("fastfair: leaf chain shorter than the tree");
-  return Status::OK();
+  return sorted_node::VerifyTree(
+      "fastfair", env_.pool->root(0), [this](uint64_t y) { return H(y); },
+      [this](uint64_t y, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) {
+        return VerifyNode(y, level, entries, leaves);
+      });
 }
 
 IndexStats FastFair::stats() {
@@ -978,32 +810,7 @@ Status FastFair::for_each_block(const std::function<void(PPtr)>& fn) {
 // ------------------------------------------------------------------ registration
 
 namespace {
-struct Config {
-  Layout lay;
-  Search search = Search::kSentinel;
-};
-
-Result<Config> Parse(const Options& o) {
-  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"node", "sentinel", "search", "fingerprints"}));
-  Result<uint64_t> n = o.get_uint("node", 512, 256, 65536);
-  if (!n.ok()) return n.status();
-  if (n.value() % 64 != 0)
-    return Status::InvalidArgument("fastfair: node must be a multiple of 64 from 256 to 65536 bytes");
-  Result<bool> fps = o.get_bool("fingerprints", false);
-  if (!fps.ok()) return fps.status();
-  Result<bool> sent = o.get_bool("sentinel", !fps.value());
-  if (!sent.ok()) return sent.status();
-  if (sent.value() && fps.value())
-    return Status::InvalidArgument("fastfair: sentinel=on and fingerprints=on exclude each other (one array per node)");
-  Result<std::string> se = o.get_enum("search", sent.value() ? "sentinel" : "linear", {"linear", "binary", "sentinel"});
-  if (!se.ok()) return se.status();
-  Config c;
-  c.lay = Layout::For(static_cast<uint32_t>(n.value()), sent.value(), fps.value());
-  c.search = se.value() == "binary" ? Search::kBinary : se.value() == "linear" ? Search::kLinear : Search::kSentinel;
-  if (c.search == Search::kSentinel && !c.lay.sentinel)
-    return Status::InvalidArgument("fastfair: search=sentinel needs sentinel=on");
-  return c;
-}
+Result<sorted_node::Config> Parse(const Options& o) { return sorted_node::ParseOptions(o, "fastfair"); }
 
 PMINDEX_REGISTER_INDEX(fastfair, {
     .name = "fastfair",
@@ -1016,12 +823,12 @@ PMINDEX_REGISTER_INDEX(fastfair, {
     .test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary", "node=512,fingerprints=on"},
     .validate = [](const Options& o) -> Status { return Parse(o).status(); },
     .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Config> c = Parse(o);
+      Result<sorted_node::Config> c = Parse(o);
       if (!c.ok()) return c.status();
       return FastFair::Create(env, c.value().lay, c.value().search);
     },
     .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Config> c = Parse(o);
+      Result<sorted_node::Config> c = Parse(o);
       if (!c.ok()) return c.status();
       return FastFair::Open(env, c.value().lay, c.value().search);
     },

@@ -55,17 +55,18 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "common/sorted_node.h"
 #include "index/index.h"
 #include "index/registry.h"
 #include "pm/persist.h"
 
 namespace pmindex::fastfair {
 
-struct Rec {
-  uint64_t key;
-  uint64_t val;  // the value (leaf) or a child PPtr raw (inner)
-};
-static_assert(sizeof(Rec) == 16);
+// Records, node layout and search modes: common/sorted_node.h (shared
+// with circtree).
+using sorted_node::Layout;
+using sorted_node::Rec;
+using sorted_node::Search;
 
 // Line 0 of every node. The records start at a line boundary after the
 // sentinel lines (Layout).
@@ -85,19 +86,8 @@ static_assert(sizeof(Header) == 64);
 // Between the header and the records a node holds at most one auxiliary
 // array, never flushed and rebuilt by recovery: the sentinels (one u64
 // per record line) or the fingerprints (one byte per record slot, the
-// variant paper 002 compares against).
-struct Layout {
-  uint32_t bytes = 0;     // node size
-  uint32_t sent_off = 0;  // byte offset of the auxiliary array
-  uint32_t rec_off = 0;   // byte offset of record 0
-  uint32_t lines = 0;     // record lines
-  uint32_t cap = 0;       // records per node
-  bool sentinel = false;
-  bool fingerprints = false;
-  static Layout For(uint32_t bytes, bool sentinel, bool fingerprints = false);
-};
+// variant paper 002 compares against). Layout: common/sorted_node.h.
 
-enum class Search : uint8_t { kLinear, kBinary, kSentinel };
 
 // Deliberately broken variants, one per crash bug published against
 // FAST-FAIR, for the regression tests in tests/crash/fastfair_bugs_test.cc
@@ -115,7 +105,7 @@ class FastFair final : public Index {
  public:
   static constexpr uint64_t kNodeTag = 0x5249414654534146;  // "FASTFAIR"
   static constexpr uint32_t kMaxHeight = 40;
-  static constexpr uint32_t kRecsPerLine = 64 / sizeof(Rec);
+  static constexpr uint32_t kRecsPerLine = sorted_node::kRecsPerLine;
   // The version word of a node merged away (odd: never locked again).
   static constexpr uint64_t kDead = ~uint64_t{0};
 
@@ -144,9 +134,9 @@ class FastFair final : public Index {
   Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
   Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
   uint64_t* S(Header* x) const {
-    return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.sent_off);
+    return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.aux_off);
   }
-  uint8_t* F(Header* x) const { return reinterpret_cast<uint8_t*>(x) + lay_.sent_off; }
+  uint8_t* F(Header* x) const { return reinterpret_cast<uint8_t*>(x) + lay_.aux_off; }
   // The slot of k in leaf x by its fingerprints (n if absent).
   uint32_t FingerprintFind(Header* x, uint32_t n, Key k) const;
 
@@ -200,7 +190,7 @@ class FastFair final : public Index {
   void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
 
   // Recovery and walks.
-  struct NodeView;
+  using NodeView = sorted_node::NodeView;
   Status ViewNode(uint64_t raw, uint32_t level, NodeView* v) const;
   Status Validate(uint64_t root, std::vector<uint64_t>* nodes) const;
   void Repair(uint64_t raw);

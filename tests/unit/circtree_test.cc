@@ -147,15 +147,7 @@ TEST(CircTreeBulk, BulkLoadThenBothEnds) {
       oracle.erase(k * 8);
     }
     ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
-    std::vector<KV> all;
-    d.Range(0, std::nullopt, SIZE_MAX, &all);
-    ASSERT_EQ(all.size(), oracle.size());
-    size_t i = 0;
-    for (const auto& [k, v] : oracle) {
-      ASSERT_EQ(all[i].key, k);
-      ASSERT_EQ(all[i].value, v);
-      ++i;
-    }
+    ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
   }
 }
 

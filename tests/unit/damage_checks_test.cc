@@ -43,29 +43,20 @@ struct Image {
 // (index closed, clean flag set as Pool::Close leaves it) or crashed (the
 // bytes as they are while the index is open).
 Image Build(const std::string& kind, int keys, bool clean) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.max_size = 64ull << 20;
-  po.kind = kind;
-  auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
-  Pool* p = pool.value().get();
-  auto idx = create_index(kind, "", p);
-  EXPECT_TRUE(idx.ok()) << kind << ": " << idx.status().ToString();
-  for (int i = 0; i < keys; ++i) EXPECT_TRUE(idx.value()->insert(ImageKey(i), i).ok());
+  testing::FilledPool f = testing::FillInMemory(kind, keys, ImageKey, [](int i) { return uint64_t(i); });
+  Pool* p = f.pool.get();
+  auto& idx = f.idx;
   Image img;
-  img.leaves = idx.value()->stats().leaves;
+  img.leaves = idx->stats().leaves;
   const auto* base = p->bytes().data();
-  EXPECT_TRUE(idx.value()
-                  ->for_each_block([&](PPtr b) {
-                    img.blocks.push_back(static_cast<uint64_t>(p->to_ptr<std::byte>(b) - base));
-                  })
-                  .ok());
+  EXPECT_TRUE(idx->for_each_block([&](PPtr b) {
+                   img.blocks.push_back(static_cast<uint64_t>(p->to_ptr<std::byte>(b) - base));
+                 }).ok());
   if (clean) {
     // close() and the index's destruction (the allocator gives back its
     // caches) as before Pool::Close.
-    EXPECT_TRUE(idx.value()->close().ok());
-    idx.value().reset();
+    EXPECT_TRUE(idx->close().ok());
+    idx.reset();
   }
   auto b = p->bytes();
   img.bytes.assign(b.begin(), b.end());

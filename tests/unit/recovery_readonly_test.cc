@@ -14,6 +14,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "pool_images.h"
 
 namespace pmindex {
 namespace {
@@ -27,20 +28,12 @@ struct Built {
 };
 
 Built Build(const std::string& kind, bool remove_some) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.max_size = 64ull << 20;
-  po.kind = kind;
-  auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
-  auto idx = create_index(kind, "", pool.value().get());
-  EXPECT_TRUE(idx.ok()) << kind << ": " << idx.status().ToString();
-  for (int i = 0; i < kKeys; ++i) EXPECT_TRUE(idx.value()->insert(KeyOf(i), i + 1000).ok());
+  testing::FilledPool f = testing::FillInMemory(kind, kKeys, KeyOf, [](int i) { return uint64_t(i) + 1000; });
   // Empties leaves early in the list: recovery unlinks them.
   if (remove_some) {
-    for (int i = 100; i < 400; ++i) EXPECT_TRUE(idx.value()->remove(KeyOf(i)).ok());
+    for (int i = 100; i < 400; ++i) EXPECT_TRUE(f.idx->remove(KeyOf(i)).ok());
   }
-  return {std::move(pool).value(), std::move(idx).value()};
+  return {std::move(f.pool), std::move(f.idx)};
 }
 
 std::unique_ptr<Pool> ImageOf(const Pool& p) {

@@ -107,6 +107,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "index/registry.h"
+#include "common/content_record.h"
 #include "util/prefetch.h"
 #include "pmindex/status.h"
 #include "sync/version_lock.h"
@@ -485,6 +486,7 @@ class PmLeafTree final : public Index {
     PPtr ptr;
     int count = 0;
     uint64_t min = 0, max = 0;
+    ContentSum content;  // of the pairs the leaf keeps
   };
 
   // The keys >= DropFrom(p) leave leaf p when the meta block is repaired
@@ -532,6 +534,7 @@ class PmLeafTree final : public Index {
         n = m;
       }
       li.count = n;
+      for (int i = 0; i < n; ++i) li.content.Add(buf[i].key, buf[i].value);
       if (n > 0) {
         li.min = li.max = buf[0].key;
         for (int i = 1; i < n; ++i) {
@@ -728,11 +731,15 @@ class PmLeafTree final : public Index {
   // tree between close and the flag). Not checked for salvage copies.
   Status CheckCleanCloseRecord(const std::vector<LeafInfo>& kept) const {
     if (salvage_ || !pool_->was_clean()) return Status::OK();
+    ContentSum content;
+    for (const auto& li : kept) content.Add(li.content);
     const uint64_t rec = pool_->root(pm::kCleanCloseSlot);
-    if (rec == 0) return Status::OK();
+    if (rec == 0) return CheckContentRecord(*pool_, salvage_, content, Policy::kName);
     uint64_t entries = 0;
     for (const auto& li : kept) entries += static_cast<uint64_t>(li.count);
-    if (pm::CleanCloseRecord(entries, kept.size()) == rec) return Status::OK();
+    // The counts first: lost entries or leaves get the more precise message.
+    if (pm::CleanCloseRecord(entries, kept.size()) == rec)
+      return CheckContentRecord(*pool_, salvage_, content, Policy::kName);
     return Status::Corruption(std::string(Policy::kName) + ": the pool was closed cleanly with " +
                               std::to_string(pm::CleanCloseEntries(rec)) + " entries in " +
                               std::to_string(pm::CleanCloseNodes(rec)) +
@@ -742,11 +749,15 @@ class PmLeafTree final : public Index {
   // Writes the clean-close record (close(), no writer running).
   void WriteCleanCloseRecord() {
     uint64_t entries = 0, leaves = 0;
+    ContentSum content;
+    KV buf[kSlots];
     ForEachLeaf([&](const LeafT* l) {
-      const int n = l->Count();
+      const int n = l->Collect(buf);
+      for (int i = 0; i < n; ++i) content.Add(buf[i].key, buf[i].value);
       entries += static_cast<uint64_t>(n);
       if (n != 0 || l == head_) ++leaves;
     });
+    WriteContentRecord(*pool_, content);
     const uint64_t rec = pm::CleanCloseRecord(entries, leaves);
     if (pool_->root(pm::kCleanCloseSlot) != rec) pool_->WriteRoot(pm::kCleanCloseSlot, rec);
   }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "common/content_record.h"
 #include "common/fingerprint.h"
 #include "index/index.h"
 #include "index/registry.h"
@@ -236,11 +237,12 @@ struct NodeView {
 // root_level): every node of a level is on its sibling chain, whose first
 // node is the leftmost child of the level above's first node, and every
 // child the level above names is on it. view(raw, level, NodeView*) reads
-// one node (Status). Appends every node to *nodes. `limit`: more nodes
-// than fit the pool (a cycle).
+// one node (Status). Appends every node to *nodes and adds every leaf
+// record of the views to *content. `limit`: more nodes than fit the pool
+// (a cycle).
 template <class ViewFn>
 Status ValidateLevels(std::string_view tree, uint64_t root, uint32_t root_level, uint32_t max_height,
-                      uint64_t limit, std::vector<uint64_t>* nodes, ViewFn view) {
+                      uint64_t limit, std::vector<uint64_t>* nodes, common::ContentSum* content, ViewFn view) {
   const std::string t(tree);
   uint32_t level = root_level;
   if (level >= max_height) return Status::Corruption(t + ": root level above the limit");
@@ -258,7 +260,9 @@ Status ValidateLevels(std::string_view tree, uint64_t root, uint32_t root_level,
       PMINDEX_RETURN_IF_ERROR(view(raw, level, &v));
       if (raw == root && v.has_low) return Status::Corruption(t + ": the root has a low key");
       nodes->push_back(raw);
-      if (level > 0) {
+      if (level == 0) {
+        for (const Rec& r : v.recs) content->Add(r.key, r.val);
+      } else {
         if (raw == first) first_child = v.leftmost;
         named.push_back(v.leftmost);
         for (const Rec& r : v.recs) named.push_back(r.val);
@@ -369,6 +373,25 @@ void WalkLevels(uint64_t root, ToHeader h, Fn&& fn) {
     if (f->level == 0) return;
     first = f->leftmost;
   }
+}
+
+// close(), no writer running: the content record of the leaves' records
+// as view(raw, 0, NodeView*) reads them, the same views ValidateLevels
+// sums at open. The tree must call it from its destructor too (through
+// close()): Pool::Close marks the pool clean after an index destroyed
+// without close(), and a stale record would refuse a good pool.
+template <class ToHeader, class ViewFn>
+Status WriteContentRecord(const IndexEnv& env, ToHeader h, ViewFn view) {
+  uint64_t leaf = env.pool->root(0);
+  while (h(leaf)->level != 0) leaf = h(leaf)->leftmost;
+  common::ContentSum content;
+  NodeView v;
+  for (; leaf != 0; leaf = v.sibling) {
+    PMINDEX_RETURN_IF_ERROR(view(leaf, 0, &v));
+    for (const Rec& r : v.recs) content.Add(r.key, r.val);
+  }
+  common::WriteContentRecord(*env.pool, content);
+  return Status::OK();
 }
 
 }  // namespace pmindex::sorted_node

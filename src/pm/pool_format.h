@@ -135,6 +135,29 @@ inline uint64_t CleanCloseRecord(uint64_t entries, uint64_t nodes) {
 inline uint64_t CleanCloseEntries(uint64_t rec) { return rec & ((uint64_t{1} << 40) - 1); }
 inline uint64_t CleanCloseNodes(uint64_t rec) { return (rec >> 40) & ((uint64_t{1} << 23) - 1); }
 
+// The content record (issue 15): root slot 6, written by close() next to
+// the clean-close record, by every persistent kind. It holds a sum over the
+// live pairs of ContentTerm(key, value), modulo 2^64, so that the order in
+// which a walk meets the pairs does not matter: close() sums what its walk
+// finds, an open that finds the clean flag set sums what its read-only
+// validation finds, and a different sum means a key or a value changed
+// while the pool was closed (a flipped bit changes one term, and the term
+// is a bijection of the key for a fixed value and of the value for a fixed
+// key). Value: the sum shifted left by one with bit 0 set (0 = no record).
+// Not checked after a crash: nothing sums the pairs as they are written.
+inline constexpr unsigned kContentSlot = 6;
+inline uint64_t ContentMix(uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x7FB5D329728EA185ull;
+  x ^= x >> 27;
+  x *= 0x81DADEF4BC2DD44Dull;
+  return x ^ (x >> 33);
+}
+inline uint64_t ContentTerm(uint64_t key, uint64_t value) {
+  return ContentMix(key ^ ContentMix(value + 0x9E3779B97F4A7C15ull));
+}
+inline uint64_t ContentRecord(uint64_t sum) { return sum << 1 | 1; }
+
 // CRC32C (Castagnoli), bitwise-table implementation.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 

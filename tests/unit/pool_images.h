@@ -6,13 +6,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "index/index.h"
 #include "pm/pool.h"
+#include "pm/pool_format.h"
 
 namespace pmindex::testing {
 
@@ -36,6 +40,19 @@ inline FilledPool FillInMemory(const std::string& kind, int keys, const std::fun
   EXPECT_TRUE(idx.ok()) << kind << ": " << idx.status().ToString();
   for (int i = 0; i < keys; ++i) EXPECT_TRUE(idx.value()->insert(key(i), value(i)).ok());
   return {std::move(pool).value(), std::move(idx).value()};
+}
+
+// The bytes a clean close leaves: the index closed and destroyed (the
+// allocator gives back its caches), then the pool's clean flag set as
+// Pool::Close sets it. The in-memory pool itself stays open.
+inline std::vector<std::byte> ClosedBytes(FilledPool& f) {
+  EXPECT_TRUE(f.idx->close().ok());
+  f.idx.reset();
+  auto b = f.pool->bytes();
+  std::vector<std::byte> bytes(b.begin(), b.end());
+  const uint64_t one = 1;
+  std::memcpy(bytes.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
+  return bytes;
 }
 
 inline std::unique_ptr<Pool> CleanImage(const std::string& kind, int keys) {

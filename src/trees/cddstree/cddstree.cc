@@ -107,7 +107,7 @@ Status CddsTree::CheckNode(uint64_t raw) const {
 }
 
 Status CddsTree::Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,
-                          uint64_t* entries, std::vector<uint64_t>* nodes) const {
+                          uint64_t* entries, common::ContentSum* content, std::vector<uint64_t>* nodes) const {
   if (depth >= kMaxHeight) return Status::Corruption("cddstree: tree deeper than the limit");
   PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
   nodes->push_back(raw);
@@ -126,7 +126,7 @@ Status CddsTree::Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key
     if (!x->leaf) {
       for (uint32_t i = 0; i < x->n; ++i)
         if (x->e[i].live(v))
-          PMINDEX_RETURN_IF_ERROR(Validate(x->e[i].val, depth + 1, 0, false, 0, leaf_depth, entries, nodes));
+          PMINDEX_RETURN_IF_ERROR(Validate(x->e[i].val, depth + 1, 0, false, 0, leaf_depth, entries, content, nodes));
     }
     return Status::OK();
   }
@@ -136,13 +136,14 @@ Status CddsTree::Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key
     if (*leaf_depth == UINT32_MAX) *leaf_depth = depth;
     if (*leaf_depth != depth) return Status::Corruption("cddstree: leaves at different depths");
     *entries += lv.size();
+    for (uint32_t i : lv) content->Add(x->e[i].key, x->e[i].val);
     return Status::OK();
   }
   for (size_t j = 0; j < lv.size(); ++j) {
     const Key clo = j == 0 ? lo : x->e[lv[j]].key;
     const bool chh = j + 1 < lv.size() || has_hi;
     const Key chi = j + 1 < lv.size() ? x->e[lv[j + 1]].key : hi;
-    PMINDEX_RETURN_IF_ERROR(Validate(x->e[lv[j]].val, depth + 1, clo, chh, chi, leaf_depth, entries, nodes));
+    PMINDEX_RETURN_IF_ERROR(Validate(x->e[lv[j]].val, depth + 1, clo, chh, chi, leaf_depth, entries, content, nodes));
   }
   return Status::OK();
 }
@@ -179,7 +180,9 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
   std::vector<uint64_t> nodes{mp.raw()};
   uint32_t leaf_depth = UINT32_MAX;
   uint64_t entries = 0;
-  PMINDEX_RETURN_IF_ERROR(t->Validate(t->meta_->root, 0, 0, false, 0, &leaf_depth, &entries, &nodes));
+  common::ContentSum content;
+  PMINDEX_RETURN_IF_ERROR(
+      t->Validate(t->meta_->root, 0, 0, false, 0, &leaf_depth, &entries, &content, &nodes));
   // A cleanly closed pool holds what its close recorded (a zeroed leaf
   // reads as a valid empty node only if its parent's entry for it is lost
   // too; this catches the rest). Salvage copies skip it.
@@ -194,6 +197,8 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
                                 std::to_string(entries) + " in " + std::to_string(leaves) +
                                 " (damaged nodes); nothing was changed");
   }
+  // Then the pairs themselves (after the counts: a more precise message).
+  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*pool, env.salvage, content, "cddstree"));
   for (uint64_t n : nodes) env.alloc->MarkReachable(PPtr(n));
   for (uint64_t n : nodes)
     if (!env.alloc->IsLive(PPtr(n)))
@@ -577,11 +582,17 @@ Status CddsTree::close() {
   std::unique_lock g(mu_);
   const uint64_t v = gv();
   uint64_t entries = 0, leaves = 0;
+  common::ContentSum content;
   Walk(meta_->root, [&](uint64_t, Node* x) {
     if (!x->leaf) return;
     ++leaves;
-    for (uint32_t i = 0; i < x->n; ++i) entries += x->e[i].live(v);
+    for (uint32_t i = 0; i < x->n; ++i) {
+      if (!x->e[i].live(v)) continue;
+      ++entries;
+      content.Add(x->e[i].key, x->e[i].val);
+    }
   });
+  common::WriteContentRecord(*env_.pool, content);
   const uint64_t rec = pm::CleanCloseRecord(entries, leaves);
   if (env_.pool->root(pm::kCleanCloseSlot) != rec) env_.pool->WriteRoot(pm::kCleanCloseSlot, rec);
   return Status::OK();

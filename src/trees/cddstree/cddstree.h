@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "common/content_record.h"
 #include "pm/persist.h"
 #include "index/index.h"
 #include "index/registry.h"
@@ -139,7 +140,7 @@ class CddsTree final : public Index {
   // repaired copy as verify() would, counts the live leaf entries) before
   // Recover (repairs) so a refused open writes nothing.
   Status Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,
-                  uint64_t* entries, std::vector<uint64_t>* nodes) const;
+                  uint64_t* entries, common::ContentSum* content, std::vector<uint64_t>* nodes) const;
   Status Recover(uint64_t raw, uint32_t depth);
   Status CheckNode(uint64_t raw) const;
   Status VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,

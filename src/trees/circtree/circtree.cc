@@ -523,7 +523,19 @@ Result<std::unique_ptr<Index>> CircTree::Create(const IndexEnv& env, const Layou
   pm::flush(r, sizeof(Header));
   pm::fence();  // the empty root durable before the root slot names it
   env.pool->WriteRoot(0, root.value().raw());
+  t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
+}
+
+CircTree::~CircTree() { IgnoreError(close(), "a destructor has no caller to report to; close() returns it"); }
+
+Status CircTree::close() {
+  if (closed_ || !ready_ || abandoned()) return Status::OK();
+  closed_ = true;
+  std::lock_guard g(mu_);
+  return sorted_node::WriteContentRecord(
+      env_, [this](uint64_t raw) { return H(raw); },
+      [this](uint64_t raw, uint32_t level, NodeView* v) { return ViewNode(raw, level, v); });
 }
 
 Status CircTree::bulk_load(std::span<const KV> sorted, double fill) {
@@ -633,12 +645,12 @@ Status CircTree::ViewNode(uint64_t raw, uint32_t level, NodeView* v) const {
   return Status::OK();
 }
 
-Status CircTree::Validate(uint64_t root, std::vector<uint64_t>* nodes) const {
+Status CircTree::Validate(uint64_t root, std::vector<uint64_t>* nodes, common::ContentSum* content) const {
   auto rd = pm::Decode<Header>(*env_.pool, root, lay_.bytes, 64, "circtree: root (root slot 0)");
   if (!rd.ok()) return rd.status();
   return sorted_node::ValidateLevels("circtree", root, rd.value()->level, kMaxHeight,
                                      env_.pool->size() / lay_.bytes + 1,  // more nodes than fit = a cycle
-                                     nodes, [this](uint64_t raw, uint32_t level, NodeView* v) {
+                                     nodes, content, [this](uint64_t raw, uint32_t level, NodeView* v) {
                                        return ViewNode(raw, level, v);
                                      });
 }
@@ -680,10 +692,13 @@ Result<std::unique_ptr<Index>> CircTree::Open(const IndexEnv& env, const Layout&
   std::unique_ptr<CircTree> t(new CircTree(env, lay, s));
   const uint64_t root = env.pool->root(0);
   std::vector<uint64_t> nodes;
-  PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes));  // reads only
+  common::ContentSum content;
+  PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes, &content));  // reads only
+  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, "circtree"));
   PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, nodes, "circtree"));  // no write before
   for (uint64_t n : nodes) t->Repair(n);
   pm::fence();
+  t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
 

@@ -127,6 +127,11 @@ class CircTree final : public Index {
   Status verify() override;
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
+  // Writes the content record (common/content_record.h) of a created or
+  // opened tree; nothing after a refused open. Runs once; the destructor
+  // calls it.
+  Status close() override;
+  ~CircTree() override;
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
@@ -178,7 +183,7 @@ class CircTree final : public Index {
   // Recovery and walks.
   using NodeView = sorted_node::NodeView;
   Status ViewNode(uint64_t raw, uint32_t level, NodeView* v) const;
-  Status Validate(uint64_t root, std::vector<uint64_t>* nodes) const;
+  Status Validate(uint64_t root, std::vector<uint64_t>* nodes, common::ContentSum* content) const;
   void Repair(uint64_t raw);
   void WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const;
   Status VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) const;
@@ -187,6 +192,8 @@ class CircTree final : public Index {
   IndexEnv env_;
   Layout lay_;
   Search search_;
+  bool ready_ = false;   // created or opened: close() writes the content record
+  bool closed_ = false;
   std::mutex mu_;  // writers
 };
 

@@ -597,7 +597,19 @@ Result<std::unique_ptr<Index>> FastFair::Create(const IndexEnv& env, const Layou
   // pair no crash leaves, which Pool::OpenImage refuses, and pmcrash fails
   // such an image inside create once a copy of slot 0 is published.)
   env.pool->WriteRoot(0, root.value().raw());
+  t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
+}
+
+FastFair::~FastFair() { IgnoreError(close(), "a destructor has no caller to report to; close() returns it"); }
+
+Status FastFair::close() {
+  if (closed_ || !ready_ || abandoned()) return Status::OK();
+  closed_ = true;
+  std::lock_guard g(smo_mu_);
+  return sorted_node::WriteContentRecord(
+      env_, [this](uint64_t raw) { return H(raw); },
+      [this](uint64_t raw, uint32_t level, NodeView* v) { return ViewNode(raw, level, v); });
 }
 
 Status FastFair::bulk_load(std::span<const KV> sorted, double fill) {
@@ -703,12 +715,12 @@ Status FastFair::ViewNode(uint64_t raw, uint32_t level, NodeView* v) const {
   return Status::OK();
 }
 
-Status FastFair::Validate(uint64_t root, std::vector<uint64_t>* nodes) const {
+Status FastFair::Validate(uint64_t root, std::vector<uint64_t>* nodes, common::ContentSum* content) const {
   auto rd = pm::Decode<Header>(*env_.pool, root, lay_.bytes, 64, "fastfair: root (root slot 0)");
   if (!rd.ok()) return rd.status();
   return sorted_node::ValidateLevels("fastfair", root, rd.value()->level, kMaxHeight,
                                      env_.pool->size() / lay_.bytes + 1,  // more nodes than fit = a cycle
-                                     nodes, [this](uint64_t raw, uint32_t level, NodeView* v) {
+                                     nodes, content, [this](uint64_t raw, uint32_t level, NodeView* v) {
                                        return ViewNode(raw, level, v);
                                      });
 }
@@ -743,10 +755,13 @@ Result<std::unique_ptr<Index>> FastFair::Open(const IndexEnv& env, const Layout&
   std::unique_ptr<FastFair> t(new FastFair(env, lay, s, f));
   const uint64_t root = env.pool->root(0);
   std::vector<uint64_t> nodes;
-  PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes));  // reads only
+  common::ContentSum content;
+  PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes, &content));  // reads only
+  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, "fastfair"));
   PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, nodes, "fastfair"));  // no write before
   for (uint64_t n : nodes) t->Repair(n);
   pm::fence();
+  t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
 

@@ -126,6 +126,11 @@ class FastFair final : public Index {
   Status verify() override;
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
+  // Writes the content record (common/content_record.h) of a created or
+  // opened tree; nothing after a refused open. Runs once; the destructor
+  // calls it.
+  Status close() override;
+  ~FastFair() override;
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
@@ -192,7 +197,7 @@ class FastFair final : public Index {
   // Recovery and walks.
   using NodeView = sorted_node::NodeView;
   Status ViewNode(uint64_t raw, uint32_t level, NodeView* v) const;
-  Status Validate(uint64_t root, std::vector<uint64_t>* nodes) const;
+  Status Validate(uint64_t root, std::vector<uint64_t>* nodes, common::ContentSum* content) const;
   void Repair(uint64_t raw);
   // Every node, level by level from the root's, each level along its
   // sibling chain starting at its first node. fn(raw, header).
@@ -203,6 +208,8 @@ class FastFair final : public Index {
   IndexEnv env_;
   Layout lay_;
   Search search_;
+  bool ready_ = false;   // created or opened: close() writes the content record
+  bool closed_ = false;
   Faults faults_;
   std::mutex smo_mu_;  // splits, merges, bulk loads, whole-tree walks
 };

@@ -47,6 +47,7 @@ Result<std::unique_ptr<Index>> LcbTree::Create(const IndexEnv& env, uint32_t nod
   pm::flush(t->meta_, sizeof(Meta));
   pm::fence();  // meta, log and root durable before slot 0 points to them
   env.pool->WriteRoot(0, m.value().raw());
+  t->closed_ = false;
   return std::unique_ptr<Index>(std::move(t));
 }
 
@@ -78,12 +79,17 @@ Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_
   // Validation, reads only (issue 15): the undo records, then the whole
   // tree as the undo will leave it (logged originals in place of their
   // nodes, the logged root), then the allocator's acceptance of every
-  // block. Nothing is written before all of it passed.
+  // block. Nothing is written before all of it passed. The same walk sums
+  // the leaves' pairs, as the undo leaves them: a cleanly closed pool must
+  // hold what its close() summed (root slot 6), else a key or a value was
+  // damaged while it was closed.
   PMINDEX_RETURN_IF_ERROR(t->CheckUndo());
   const uint64_t root = t->log_->count != 0 ? t->log_->old_root : t->meta_->root;
   std::vector<uint64_t> leaves, nodes;
   uint64_t entries = 0;
-  Status vs = t->VerifyNode(root, 0, false, 0, false, 0, &leaves, &entries, &nodes);
+  common::ContentSum content;
+  Status vs = t->VerifyNode(root, 0, false, 0, false, 0, &leaves, &entries, &nodes, &content);
+  if (vs.ok()) vs = t->CheckShape(root, leaves);
   t->undo_view_.clear();
   PMINDEX_RETURN_IF_ERROR(vs);
   nodes.push_back(mp.raw());
@@ -94,9 +100,38 @@ Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_
       return Status::Corruption("lcbtree: block " + Hex(n) + " is not an allocated block");
   // Repair: roll back the interrupted operation.
   PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());  // before any write
+  // Last of the read-only checks (structural faults are named by their own).
+  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*pool, env.salvage, content, "lcbtree"));
   PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
   PMINDEX_RETURN_IF_ERROR(t->Undo());
+  t->closed_ = false;
   return std::unique_ptr<Index>(std::move(t));
+}
+
+LcbTree::~LcbTree() {
+  IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
+}
+
+Status LcbTree::close() {
+  if (closed_) return Status::OK();
+  closed_ = true;
+  if (abandoned() || meta_ == nullptr) return Status::OK();  // a refused open: write nothing
+  std::unique_lock g(mu_);
+  // Every operation committed (no writer runs), so the leaves reached from
+  // the root hold what an open's validation will sum.
+  common::ContentSum content;
+  std::vector<uint64_t> stack{meta_->root};
+  while (!stack.empty()) {
+    Node* x = N(stack.back());
+    stack.pop_back();
+    if (x->leaf) {
+      for (uint32_t i = 0; i < x->n; ++i) content.Add(keys(x)[i], vals(x)[i]);
+    } else {
+      for (uint32_t i = 0; i <= x->n; ++i) stack.push_back(vals(x)[i]);
+    }
+  }
+  common::WriteContentRecord(*env_.pool, content);
+  return Status::OK();
 }
 
 Status LcbTree::CheckUndo() {
@@ -114,6 +149,33 @@ Status LcbTree::CheckUndo() {
     // 64-aligned like a node.
     undo_view_.emplace_back(target, reinterpret_cast<const Node*>(rec + 64));
   }
+  return Status::OK();
+}
+
+Status LcbTree::CheckShape(uint64_t root, const std::vector<uint64_t>& leaves) const {
+  // verify()'s other checks, on the view: scans follow the leaf chain, so
+  // a damaged next pointer would hide or repeat leaves from them.
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const uint64_t want = i + 1 < leaves.size() ? leaves[i + 1] : 0;
+    if (View(leaves[i], N(leaves[i]))->next != want)
+      return Status::Corruption("lcbtree: leaf chain broken at " + Hex(leaves[i]) + "; nothing was changed");
+  }
+  // Leftmost and rightmost paths of the same length (VerifyNode checked
+  // every node on them).
+  uint32_t left = 0, right = 0;
+  for (uint64_t r = root;;) {
+    Node* x = const_cast<Node*>(View(r, N(r)));
+    if (x->leaf) break;
+    r = vals(x)[0];
+    ++left;
+  }
+  for (uint64_t r = root;;) {
+    Node* x = const_cast<Node*>(View(r, N(r)));
+    if (x->leaf) break;
+    r = vals(x)[x->n];
+    ++right;
+  }
+  if (left != right) return Status::Corruption("lcbtree: leaves at different depths; nothing was changed");
   return Status::OK();
 }
 
@@ -486,7 +548,7 @@ Status LcbTree::bulk_load(std::span<const KV> sorted, double fill) {
 
 Status LcbTree::VerifyNode(uint64_t raw, uint32_t depth, bool has_lo, Key lo, bool has_hi, Key hi,
                            std::vector<uint64_t>* leaves, uint64_t* entries,
-                           std::vector<uint64_t>* nodes) {
+                           std::vector<uint64_t>* nodes, common::ContentSum* content) {
   if (depth >= kMaxHeight) return Status::Corruption("lcbtree: tree deeper than the limit");
   PMINDEX_RETURN_IF_ERROR(CheckNode(raw));
   if (nodes != nullptr) nodes->push_back(raw);
@@ -500,12 +562,14 @@ Status LcbTree::VerifyNode(uint64_t raw, uint32_t depth, bool has_lo, Key lo, bo
   if (x->leaf) {
     leaves->push_back(raw);
     *entries += x->n;
+    if (content != nullptr)
+      for (uint32_t i = 0; i < x->n; ++i) content->Add(ks[i], vals(x)[i]);
     return Status::OK();
   }
   for (uint32_t i = 0; i <= x->n; ++i) {
     PMINDEX_RETURN_IF_ERROR(VerifyNode(vals(x)[i], depth + 1, i > 0 || has_lo, i > 0 ? ks[i - 1] : lo,
                                        i < x->n || has_hi, i < x->n ? ks[i] : hi, leaves, entries,
-                                       nodes));
+                                       nodes, content));
   }
   return Status::OK();
 }

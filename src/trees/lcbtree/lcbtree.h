@@ -6,6 +6,10 @@
 //
 // Persistent fields:
 //   root(0)  PPtr of the Meta block {tag, root, height, log, node bytes}.
+//   root(6)  content record of the last clean close (common/content_record.h):
+//                 close() sums the leaves' pairs; an open of a cleanly
+//                 closed pool compares it with the sum its read-only
+//                 validation takes, before the first write (issue 15).
 //   Node          {n, leaf, next, keys[C], vals[C+1]} (docs/layout/lcbtree.md).
 //   Log           {count, old_root, old_height} + count records
 //                 {target PPtr, original node bytes}.
@@ -29,6 +33,7 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "common/content_record.h"
 #include "pm/persist.h"
 #include "index/index.h"
 #include "index/registry.h"
@@ -71,6 +76,7 @@ class LcbTree final : public Index {
 
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, uint32_t node_bytes);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, uint32_t node_bytes);
+  ~LcbTree() override;
 
   std::string_view kind() const override { return "lcbtree"; }
   bool persistent() const override { return true; }
@@ -84,6 +90,9 @@ class LcbTree final : public Index {
   Status verify() override;
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
+  // Writes the content record (root slot 6); nothing else is kept for a
+  // clean open. Once; nothing for an open that did not complete.
+  Status close() override;
 
  private:
   LcbTree(const IndexEnv& env, uint32_t node_bytes);
@@ -110,10 +119,16 @@ class LcbTree final : public Index {
   // undo_view_ is in use, else the PM node.
   const Node* View(uint64_t raw, const Node* pm) const;
   Status CheckNode(uint64_t raw) const;
-  // Checks the subtree at raw; `nodes` (optional) collects every node.
+  // Open, after VerifyNode (undo_view_ still in use): the leaf chain links
+  // `leaves` (VerifyNode's order) and nothing else; the leftmost and the
+  // rightmost leaf at the same depth. Reads only.
+  Status CheckShape(uint64_t root, const std::vector<uint64_t>& leaves) const;
+  // Checks the subtree at raw; `nodes` (optional) collects every node,
+  // `content` (optional) adds every leaf pair.
   Status VerifyNode(uint64_t raw, uint32_t depth, bool has_lo, Key lo, bool has_hi, Key hi,
                     std::vector<uint64_t>* leaves, uint64_t* entries,
-                    std::vector<uint64_t>* nodes = nullptr);
+                    std::vector<uint64_t>* nodes = nullptr,
+                    common::ContentSum* content = nullptr);
 
   IndexEnv env_;
   uint32_t bytes_;
@@ -122,6 +137,7 @@ class LcbTree final : public Index {
   LogHeader* log_ = nullptr;
   std::vector<std::pair<uint64_t, const Node*>> undo_view_;  // open only
   mutable std::shared_mutex mu_;
+  bool closed_ = true;  // until Create or Open succeeds
 };
 
 }  // namespace pmindex::lcbtree

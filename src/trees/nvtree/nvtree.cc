@@ -615,8 +615,11 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
   // element, so any state verify accepts after a crash passes. This reads
   // every LN's elements once, which rebuild-from-LN and the snapshot
   // otherwise avoid. Not for salvage copies.
+  // The same walk sums the live pairs, compared below with the content
+  // record (issue 15).
+  common::ContentSum content;
   if (!env.salvage) {
-    Status f = t->CheckLnFences();
+    Status f = t->CheckLnFences(&content);
     if (!f.ok()) {
       t->closed_ = true;  // the allocator is still recovering: close must not write
       return f;
@@ -627,6 +630,11 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
   // refusal by the bound leaves the pool, its clean flag included, as it
   // was. Checked whatever slot 1 holds: open_index's own MarkInUse follows.
   Status b = env.alloc->CheckRecoveryBound();
+  // A pool closed cleanly must hold the pairs its close() summed (root
+  // slot 6), else a key or a value was damaged while it was closed (issue
+  // 15). Last of the read-only checks, so that a structural fault (e.g. a
+  // cut list, which loses pairs too) is named by its own check.
+  if (b.ok()) b = common::CheckContentRecord(*pool, env.salvage, content, "nvtree");
   if (!b.ok()) {
     t->closed_ = true;  // the allocator is still recovering: close must not write
     return b;
@@ -646,7 +654,7 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
   return std::unique_ptr<Index>(std::move(t));
 }
 
-Status NvTree::CheckLnFences() const {
+Status NvTree::CheckLnFences(common::ContentSum* content) const {
   std::vector<KV> live;
   uint64_t raw = env_.pool->root(0);
   Ln* ln = nullptr;
@@ -661,11 +669,25 @@ Status NvTree::CheckLnFences() const {
       if (kv.key < low || (nx != nullptr && kv.key >= Ln::Load(nx->low)))
         return Status::Corruption("nvtree: key " + std::to_string(kv.key) + " outside the fences of LN " +
                                   Hex(raw) + "; nothing was changed");
+      content->Add(kv.key, kv.value);
     }
     raw = next;
     ln = nx;
   }
   return Status::OK();
+}
+
+common::ContentSum NvTree::SumLivePairs() const {
+  // Keys stay within their LN's fences, so each key is live in one LN at
+  // most, and LnLive gives it once: the pairs lookups return.
+  common::ContentSum content;
+  std::vector<KV> live;
+  for (uint64_t raw = env_.pool->root(0); raw != 0; raw = ToLn(raw)->next_raw()) {
+    const Ln* ln = ToLn(raw);
+    LnLive(ln, Ln::Load(ln->n_element), &live);
+    for (const KV& kv : live) content.Add(kv.key, kv.value);
+  }
+  return content;
 }
 
 Status NvTree::CheckLn(uint64_t raw, Ln** out) const {
@@ -773,6 +795,10 @@ Status NvTree::close() {
   std::lock_guard g(structure_mu_);
   // Drain retired LNs (no operation runs any more).
   for (int i = 0; i < 4 && epoch_.pending() > 0; ++i) epoch_.Reclaim();
+  // The content record first (issue 15): it does not depend on the
+  // snapshot, so a close that finds no room for the snapshot still writes
+  // it, before Pool::Close can set the clean flag.
+  common::WriteContentRecord(*env_.pool, SumLivePairs());
   // Instant recovery (section 4.6): persist the PLN contents, then one NAW
   // sets the pointer and the clean bit together.
   Layout* l = layout_.load(std::memory_order_acquire);

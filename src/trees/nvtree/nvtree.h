@@ -8,6 +8,9 @@
 //   root(1)  PPtr of the IN/PLN copy written at clean shutdown, with
 //                 bit 0 set = clean. One NAW sets it; open clears it.
 //   root(2)  kFormatTag.
+//   root(6)  content record of the last clean close (common/content_record.h);
+//                 an open of a cleanly closed pool compares it with the sum
+//                 its read-only checks take, before the first write.
 //   LNs           see leaf.h: append-only elements, nElement, next, low.
 //   snapshot      the clean-shutdown copy of the PLN entries (low, LN).
 //
@@ -17,7 +20,9 @@
 //                 new LN(s) fully written, flushed, fenced; then ONE NAW of
 //                 the left sibling's next (or root(0) for the head).
 //                 Before it: the old LNs are the tree; after it: the new.
-//   close         snapshot flushed + fenced; WriteRoot(1, copy|1).
+//   close         content record (root slot 6, pm::kContentSlot: the sum
+//                 over the live pairs); snapshot flushed + fenced;
+//                 WriteRoot(1, copy|1).
 //
 // Locks:
 //   - structure_mu_: one writer at a time runs split/replace/merge/rebuild
@@ -48,6 +53,7 @@
 
 #include "alloc/allocator.h"
 #include "alloc/epoch.h"
+#include "common/content_record.h"
 #include "index/index.h"
 #include "index/registry.h"
 #include "sync/version_lock.h"
@@ -186,8 +192,11 @@ class NvTree final : public Index {
   // Bounds/header checks of an LN pointer read from PM.
   Status CheckLn(uint64_t raw, Ln** out) const;
   // Open: every live key of every LN within the LN's fences (verify's
-  // check), reads only.
-  Status CheckLnFences() const;
+  // check), reads only. Adds every live pair (the newest element of each
+  // key, if POSITIVE: what a lookup returns) to *content (issue 15).
+  Status CheckLnFences(common::ContentSum* content) const;
+  // The live pairs of the LN list, as CheckLnFences adds them (close()).
+  common::ContentSum SumLivePairs() const;
   void Reclaim(uint64_t item);  // epoch reclaimer: LN PPtr, or Layout* | 1
   Result<PPtr> AllocLn(uint32_t bytes, Ln** out);
   uint64_t LeftSibling(const Layout& l, uint64_t pln, uint32_t pos) const;

@@ -153,8 +153,11 @@ inline uint64_t ContentMix(uint64_t x) {
   x *= 0x81DADEF4BC2DD44Dull;
   return x ^ (x >> 33);
 }
+// value * odd is a bijection of the value, so the argument of the mix is
+// one of key and value for a fixed other; one mix per pair keeps the sum
+// cheap (an open of a cleanly closed pool adds one term per pair).
 inline uint64_t ContentTerm(uint64_t key, uint64_t value) {
-  return ContentMix(key ^ ContentMix(value + 0x9E3779B97F4A7C15ull));
+  return ContentMix(key ^ (value * 0x9E3779B97F4A7C15ull));
 }
 inline uint64_t ContentRecord(uint64_t sum) { return sum << 1 | 1; }
 

@@ -1,20 +1,25 @@
 // circtree unit tests (the node layout: sorted_node_test.cc): the ring
 // fits the metadata word, option checks, every search mode against a std::map
 // oracle at node sizes 256 B to 4 KiB (rings that wrap, both shift
-// directions, splits, root growth, deletes down to empty leaves, scans
-// across leaves), and the flushes and fences of one insert per side.
+// directions, splits, root growth, deletes and merges, scans across
+// leaves), merges that shrink the tree (in memory and across a reopen),
+// and the flushes and fences of one insert per side.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
 #include "trees/circtree/circtree.h"
 #include "unit/sorted_node_checks.h"
+#include "unit/temp_files.h"
 
 namespace pmindex::circtree {
 namespace {
@@ -148,6 +153,134 @@ TEST(CircTreeBulk, BulkLoadThenBothEnds) {
     }
     ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
     ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
+  }
+}
+
+// Deletes merge underfull nodes into their left neighbours, at every
+// level, and an inner root left with one child hands the root down: a tree
+// thinned out by deletes keeps few nodes, one emptied is one leaf again.
+// Keys are removed from both ends toward the middle (rings shrink from
+// either side before a merge copies them) and, in a second tree, in
+// random order against a std::map oracle.
+TEST(CircTreeMerge, DeletesMergeNodesAndShrinkTheTree) {
+  for (const char* opt : {"node=256", "node=256,sentinel=off", "node=256,fingerprints=on", "node=512,search=binary"})
+    testing_util::ExpectDeletesShrinkTheTree("circtree", opt, 3);
+}
+
+// Many inserts, then most keys deleted in random order (with some inserts
+// between): the tree shrinks, matches a std::map throughout, verifies, and
+// a reopen (recovery's validation and repairs) finds the same pairs.
+TEST(CircTreeMerge, RandomDeletesShrinkAndSurviveAReopen) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  for (const char* opt : {"node=256", "node=256,fingerprints=on", "node=1024,sentinel=off"}) {
+    SCOPED_TRACE(opt);
+    testing::TempDir dir;
+    const std::string path = dir.path("circ.pool");
+    std::mt19937_64 rng(seed);
+    std::map<Key, Value> oracle;
+    IndexStats full, thin;
+    {
+      auto db = Db::Create(path, "circtree", opt);
+      ASSERT_TRUE(db.ok()) << db.status().ToString();
+      Db& d = *db.value();
+      for (int i = 0; i < 20000; ++i) {
+        const Key k = rng() % 1000000;
+        if (oracle.count(k)) continue;
+        ASSERT_TRUE(d.Insert(k, k * 3).ok());
+        oracle[k] = k * 3;
+      }
+      full = d.Stats();
+      std::vector<Key> keys;
+      for (const auto& kv : oracle) keys.push_back(kv.first);
+      std::shuffle(keys.begin(), keys.end(), rng);
+      for (size_t i = 0; i < keys.size() * 19 / 20; ++i) {
+        ASSERT_TRUE(d.Remove(keys[i]).ok()) << keys[i];
+        oracle.erase(keys[i]);
+        if (i % 16 == 0) {
+          const Key k = rng() % 1000000;
+          if (!oracle.count(k)) {
+            ASSERT_TRUE(d.Insert(k, k ^ 5).ok());
+            oracle[k] = k ^ 5;
+          }
+        }
+        if (i % 4000 == 0) {
+          ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+        }
+      }
+      ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+      thin = d.Stats();
+      EXPECT_EQ(thin.entries, oracle.size());
+      EXPECT_LT(thin.leaves, full.leaves / 4);
+      EXPECT_LE(thin.height, full.height);
+      ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
+      ASSERT_TRUE(d.Close().ok());
+    }
+    auto db = Db::Open(path, "circtree");
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Db& d = *db.value();
+    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    EXPECT_EQ(d.Stats().leaves, thin.leaves);
+    ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
+    for (const auto& [k, v] : oracle) ASSERT_EQ(d.Get(k).value(), v) << k;
+    // The rest goes too: one leaf is left.
+    for (const auto& kv : oracle) ASSERT_TRUE(d.Remove(kv.first).ok());
+    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    EXPECT_EQ(d.Stats().height, 1u);
+    EXPECT_EQ(d.Stats().leaves, 1u);
+  }
+}
+
+// Lock-free readers while one writer splits and merges: the keys k*10 stay
+// with their values throughout, the writer inserts and removes the keys in
+// between in waves (leaves fill, split, empty out, merge; the root grows
+// and collapses). A reader must always find every kept key with its value
+// (a node merged away sends it back to the root) and a scan must see them
+// in order, none missing.
+TEST(CircTreeMerge, ReadersDuringMergesSeeEveryKeptKey) {
+  for (const char* opt : {"node=256", "node=256,fingerprints=on"}) {
+    SCOPED_TRACE(opt);
+    auto db = Db::CreateInMemory("circtree", opt);
+    ASSERT_TRUE(db.ok());
+    Db& d = *db.value();
+    constexpr Key kKept = 300;
+    for (Key k = 0; k < kKept; ++k) ASSERT_TRUE(d.Insert(k * 10, k + 7).ok());
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> bad{0}, reads{0};
+    auto reader = [&](uint64_t seed) {
+      std::mt19937_64 rng(seed);
+      std::vector<KV> got;
+      while (!stop.load(std::memory_order_relaxed)) {
+        const Key k = rng() % kKept;
+        Result<Value> v = d.Get(k * 10);
+        if (!v.ok() || v.value() != k + 7) bad.fetch_add(1);
+        got.clear();
+        d.Range(k * 10, std::nullopt, 20, &got);
+        Key want = k;
+        for (const KV& e : got) {
+          if (e.key % 10 != 0) continue;
+          if (e.key != want * 10 || e.value != want + 7) bad.fetch_add(1);
+          ++want;
+        }
+        reads.fetch_add(1, std::memory_order_relaxed);
+      }
+    };
+    std::thread r1(reader, 1), r2(reader, 2);
+    for (int wave = 0; wave < 12; ++wave) {
+      for (Key k = 0; k < kKept * 10; ++k)
+        if (k % 10 != 0) ASSERT_TRUE(d.Insert(k, k).ok());
+      for (Key i = 0; i < kKept * 10; ++i) {
+        const Key k = wave % 2 ? kKept * 10 - 1 - i : i;  // from either end
+        if (k % 10 != 0) ASSERT_TRUE(d.Remove(k).ok()) << k;
+      }
+    }
+    stop = true;
+    r1.join();
+    r2.join();
+    EXPECT_EQ(bad.load(), 0u);
+    EXPECT_GT(reads.load(), 0u);
+    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    EXPECT_EQ(d.Stats().entries, kKept);
   }
 }
 

@@ -94,53 +94,8 @@ INSTANTIATE_TEST_SUITE_P(Configs, FastFairOracle,
 // emptied by deletes is one leaf again, and one thinned out keeps few
 // nodes. Inserts after the merges split as before.
 TEST(FastFairMerge, DeletesMergeNodesAndShrinkTheTree) {
-  for (const char* opt : {"node=256", "node=256,sentinel=off", "node=256,fingerprints=on"}) {
-    SCOPED_TRACE(opt);
-    auto db = Db::CreateInMemory("fastfair", opt);
-    ASSERT_TRUE(db.ok());
-    Db& d = *db.value();
-    constexpr Key kN = 4000;
-    for (Key k = 0; k < kN; ++k) ASSERT_TRUE(d.Insert(k * 7 + 3, k).ok());
-    const IndexStats full = d.Stats();
-    ASSERT_GE(full.height, 4u);
-    // Keep one key in 50, removed from both ends toward the middle.
-    for (Key i = 0; i < kN / 2; ++i) {
-      for (Key k : {i, kN - 1 - i}) {
-        if (k % 50 != 0) {
-          ASSERT_TRUE(d.Remove(k * 7 + 3).ok()) << k;
-        }
-      }
-    }
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
-    const IndexStats thin = d.Stats();
-    EXPECT_EQ(thin.entries, kN / 50);
-    // Merged nodes hold at most 6 of 8 records; unmerged ones at least 2
-    // of a pair: at most one leaf per key kept, far fewer than before.
-    EXPECT_LE(thin.leaves, kN / 50);
-    EXPECT_LT(thin.height, full.height);
-    for (Key k = 0; k < kN; ++k) {
-      Result<Value> v = d.Get(k * 7 + 3);
-      if (k % 50 == 0) {
-        ASSERT_TRUE(v.ok()) << k;
-        EXPECT_EQ(v.value(), k);
-      } else {
-        EXPECT_TRUE(v.status().is_not_found()) << k;
-      }
-    }
-    for (Key k = 0; k < kN; k += 50) ASSERT_TRUE(d.Remove(k * 7 + 3).ok());
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
-    const IndexStats empty = d.Stats();
-    EXPECT_EQ(empty.entries, 0u);
-    EXPECT_EQ(empty.height, 1u);
-    EXPECT_EQ(empty.leaves, 1u);
-    // The emptied tree grows again.
-    for (Key k = 0; k < 500; ++k) ASSERT_TRUE(d.Insert(k, k + 1).ok());
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
-    std::vector<KV> all;
-    d.Range(0, std::nullopt, SIZE_MAX, &all);
-    ASSERT_EQ(all.size(), 500u);
-    for (Key k = 0; k < 500; ++k) EXPECT_EQ(all[k].value, k + 1);
-  }
+  for (const char* opt : {"node=256", "node=256,sentinel=off", "node=256,fingerprints=on"})
+    testing_util::ExpectDeletesShrinkTheTree("fastfair", opt, 4);
 }
 
 // An insert in the middle of a leaf: the copy into the free slot and the

@@ -56,4 +56,57 @@ inline void ExpectRangesMatch(Db& d, const std::map<Key, Value>& oracle) {
   EXPECT_EQ(part.front().key, mid->first);
 }
 
+// Deletes that merge nodes shrink the tree (fastfair, circtree): 4000 keys
+// inserted, all but one in 50 removed from both ends toward the middle,
+// then the rest; the tree verifies, holds exactly the kept pairs, ends as
+// one empty leaf and grows again. min_height: the full tree's height at
+// least (so that inner nodes merge too).
+inline void ExpectDeletesShrinkTheTree(const std::string& kind, const std::string& opt, uint32_t min_height) {
+  SCOPED_TRACE(kind + " " + opt);
+  auto db = Db::CreateInMemory(kind, opt);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  Db& d = *db.value();
+  constexpr Key kN = 4000;
+  for (Key k = 0; k < kN; ++k) ASSERT_TRUE(d.Insert(k * 7 + 3, k).ok());
+  const IndexStats full = d.Stats();
+  ASSERT_GE(full.height, min_height);
+  for (Key i = 0; i < kN / 2; ++i) {
+    for (Key k : {i, kN - 1 - i}) {
+      if (k % 50 != 0) {
+        ASSERT_TRUE(d.Remove(k * 7 + 3).ok()) << k;
+      }
+    }
+  }
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  const IndexStats thin = d.Stats();
+  EXPECT_EQ(thin.entries, kN / 50);
+  // Merged nodes hold at most 3/4 of their slots and unmerged neighbours
+  // at least a quarter between them: at most one leaf per key kept.
+  EXPECT_LE(thin.leaves, kN / 50);
+  EXPECT_LT(thin.leaves, full.leaves / 4);
+  EXPECT_LT(thin.height, full.height);
+  for (Key k = 0; k < kN; ++k) {
+    Result<Value> v = d.Get(k * 7 + 3);
+    if (k % 50 == 0) {
+      ASSERT_TRUE(v.ok()) << k;
+      EXPECT_EQ(v.value(), k);
+    } else {
+      EXPECT_TRUE(v.status().is_not_found()) << k;
+    }
+  }
+  for (Key k = 0; k < kN; k += 50) ASSERT_TRUE(d.Remove(k * 7 + 3).ok());
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  const IndexStats empty = d.Stats();
+  EXPECT_EQ(empty.entries, 0u);
+  EXPECT_EQ(empty.height, 1u);
+  EXPECT_EQ(empty.leaves, 1u);
+  // The emptied tree grows again.
+  for (Key k = 0; k < 500; ++k) ASSERT_TRUE(d.Insert(k, k + 1).ok());
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  std::vector<KV> all;
+  d.Range(0, std::nullopt, SIZE_MAX, &all);
+  ASSERT_EQ(all.size(), 500u);
+  for (Key k = 0; k < 500; ++k) EXPECT_EQ(all[k].value, k + 1);
+}
+
 }  // namespace pmindex::testing_util

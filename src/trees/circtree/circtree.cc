@@ -13,13 +13,17 @@ namespace pmindex::circtree {
 
 namespace {
 
-using sorted_node::AwaitEven;  // circtree has no dead version: waits for an even one only
 using sorted_node::Ld;
 using sorted_node::Ld32;
 using sorted_node::Unchanged;
 
 inline Meta LdMeta(const Header* x) { return Meta::Unpack(Ld(x->meta)); }
 inline uint32_t LineOf(uint32_t i) { return i / CircTree::kRecsPerLine; }
+
+// A node's version, once no writer is inside (even), or kDead.
+[[gnu::always_inline]] inline uint64_t AwaitEven(const uint64_t& version) {
+  return sorted_node::AwaitEven<CircTree::kDead>(version);
+}
 
 }  // namespace
 
@@ -100,6 +104,10 @@ uint64_t CircTree::FindLeaf(Key k, uint64_t* version) const {
   for (;;) {
     Header* x = H(raw);
     const uint64_t v = AwaitEven(x->version);
+    if (v == kDead) {  // merged away: start again (no parent names it now)
+      raw = env_.pool->root(0);
+      continue;
+    }
     Meta m = LdMeta(x);
     m.count = std::min(m.count, lay_.cap);
     m.start = m.start < lay_.cap ? m.start : 0;
@@ -120,6 +128,7 @@ uint64_t CircTree::FindLeaf(Key k, uint64_t* version) const {
 }
 
 std::optional<Value> CircTree::lookup(Key k) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);  // a node merged away stays readable
   for (;;) {
     uint64_t v = 0;
     Header* x = H(FindLeaf(k, &v));
@@ -138,6 +147,7 @@ std::optional<Value> CircTree::lookup(Key k) {
 
 size_t CircTree::scan(Key from, size_t n, KV* out) {
   if (n == 0) return 0;
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
   size_t got = 0;
   Key cursor = from;
   bool inclusive = true;
@@ -149,6 +159,7 @@ size_t CircTree::scan(Key from, size_t n, KV* out) {
     uint64_t next = 0;
     for (;;) {
       v = AwaitEven(x->version);
+      if (v == kDead) break;
       batch.clear();
       Meta m = LdMeta(x);
       m.count = std::min(m.count, lay_.cap);
@@ -162,6 +173,10 @@ size_t CircTree::scan(Key from, size_t n, KV* out) {
       }
       next = Ld(x->sibling, std::memory_order_acquire);
       if (Unchanged(x->version, v)) break;
+    }
+    if (v == kDead) {  // merged into its left neighbour: find the cursor's leaf again
+      raw = FindLeaf(cursor, &v);
+      continue;
     }
     for (const KV& kv : batch) {
       out[got++] = kv;
@@ -412,6 +427,7 @@ void CircTree::NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh) {
 }
 
 Status CircTree::Write(Op op, Key k, Value v) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
   std::lock_guard g(mu_);
   uint64_t path[kMaxHeight];
   uint32_t depth = 0;
@@ -439,11 +455,10 @@ Status CircTree::Write(Op op, Key k, Value v) {
     if (!found) return Status::NotFound();
     // The shorter side moves; on a tie, the side the metadata word names
     // (no extra persist to change it).
-    const uint32_t lmoves = p, rmoves = n - 1 - p;
-    const bool left = lmoves < rmoves || (lmoves == rmoves && lm.left);
     BeginWrite(leaf);
-    ShiftDelete(leaf, p, left);
+    ShiftDelete(leaf, p, DeleteSide(lm, p));
     EndWrite(leaf);
+    if (Underfull(leaf) && raw != env_.pool->root(0)) Rebalance(path, depth, raw);
     return Status::OK();
   }
   if (found) {
@@ -505,6 +520,128 @@ Status CircTree::Write(Op op, Key k, Value v) {
   }
   PMINDEX_CHECK(used == need, "circtree: split used %u of %u new nodes", used, need);
   return Status::OK();
+}
+
+// ------------------------------------------------------------------ merges
+
+void CircTree::FlushRing(Header* x, uint32_t start, uint32_t a, uint32_t b, pm::Site site) {
+  if (a >= b) return;
+  Rec* r = R(x);
+  const uint32_t p0 = Phys(start, a);
+  const uint32_t n = b - a;
+  const uint32_t run = std::min(n, lay_.cap - p0);  // up to the ring's physical end
+  pm::flush(&r[p0], run * sizeof(Rec), site);
+  if (n > run) pm::flush(&r[0], (n - run) * sizeof(Rec), site);
+}
+
+void CircTree::Rebalance(const uint64_t* path, uint32_t depth, uint64_t node) {
+  // One writer at a time (mu_): the path the delete's descent took is
+  // still the tree's.
+  for (int32_t d = static_cast<int32_t>(depth) - 1; d >= 0; --d) {
+    if (!MergeWithNeighbour(path[d], node)) break;
+    node = path[d];  // the parent lost a separator: it may be underfull now
+  }
+  CollapseRoot();
+}
+
+bool CircTree::MergeWithNeighbour(uint64_t parent, uint64_t node) {
+  Header* par = H(parent);
+  const Meta pmeta = Meta::Unpack(par->meta);
+  const Rec* pr = R(par);
+  auto child = [&](uint32_t i) { return pr[Phys(pmeta.start, i)].val; };
+  // Where the parent names node: -1 = its leftmost child. A node no parent
+  // names (a split or merge a crash cut short, reached by a sibling
+  // pointer) is left alone.
+  int64_t at = -2;
+  if (par->leftmost == node) {
+    at = -1;
+  } else {
+    for (uint32_t i = 0; i < pmeta.count && at == -2; ++i)
+      if (child(i) == node) at = i;
+  }
+  if (at == -2 || (at == -1 && pmeta.count == 0)) return false;
+  // The pair (left, right) under the parent: node and its right neighbour
+  // if node is the leftmost child, else node's left neighbour and node;
+  // sep_idx is the logical index of the separator that names right.
+  const uint32_t sep_idx = at == -1 ? 0 : static_cast<uint32_t>(at);
+  const uint64_t r_raw = child(sep_idx);
+  const uint64_t l_raw = sep_idx == 0 ? par->leftmost : child(sep_idx - 1);
+  Header* l = H(l_raw);
+  Header* r = H(r_raw);
+  if (l->sibling != r_raw) return false;  // an unnamed node between them
+  const uint32_t total =
+      Meta::Unpack(l->meta).count + Meta::Unpack(r->meta).count + (l->level > 0 ? 1 : 0);
+  // Only when the merged node keeps room, so that deletes and inserts at
+  // one boundary do not merge and split in turn.
+  if (!Underfull(H(node)) || total * 4 > lay_.cap * 3) return false;
+  Merge(l_raw, r_raw, parent, sep_idx);
+  return parent != env_.pool->root(0) && Underfull(par);
+}
+
+void CircTree::Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx) {
+  Header* l = H(l_raw);
+  Header* r = H(r_raw);
+  Header* par = H(p_raw);
+  // Readers of l and r wait (odd versions) until the merge is done; r's
+  // ends as kDead.
+  BeginWrite(l);
+  BeginWrite(r);
+  const Meta lm = Meta::Unpack(l->meta);
+  const Meta rm = Meta::Unpack(r->meta);
+  const uint64_t after = r->sibling;
+  Rec* lr = R(l);
+  const Rec* rr = R(r);
+  // 1. R's records (of an inner node: first its low key with its leftmost
+  //    child, the separator pulled down) into L's free slots after its
+  //    ring range: outside (start, count), unseen by readers and recovery.
+  uint32_t c = lm.count;
+  auto put = [&](Key key, uint64_t val) {
+    Rec& d = lr[Phys(lm.start, c)];
+    pm::store(&d.key, key);
+    pm::store(&d.val, val);
+    ++c;
+  };
+  if (l->level > 0) put(r->low, r->leftmost);
+  for (uint32_t i = 0; i < rm.count; ++i) {
+    const Rec& s = rr[Phys(rm.start, i)];
+    put(s.key, s.val);
+  }
+  // Flushed here, made durable by step 2's fences, before step 3 commits.
+  FlushRing(l, lm.start, lm.count, c);
+  // 2. The parent forgets R (its own crash-safe delete shift): keys >=
+  //    R.low now reach R through L's sibling pointer (the B-link rule).
+  BeginWrite(par);
+  ShiftDelete(par, sep_idx, DeleteSide(Meta::Unpack(par->meta), sep_idx));
+  EndWrite(par);
+  // 3. The commit, in line 0, which reaches PM in store order: the
+  //    metadata word (alone, recovery's split rule undoes it: L's records
+  //    at or above its sibling R's low are cut), then the sibling pointer
+  //    past R, which commits the merge.
+  pm::store(&l->meta, Meta{lm.start, c, lm.left}.Pack(), std::memory_order_release);
+  pm::store(&l->sibling, after, std::memory_order_release);
+  pm::flush(&l->meta, sizeof(uint64_t));
+  pm::fence();
+  SetAux(l, lm.count, lm.count, c);
+  // 4. R is gone: a reader that meets it starts again from the root; it is
+  //    freed once no reader can hold it (after a crash: unreachable, and
+  //    recovery's adoption of the reachable nodes reclaims it).
+  pm::store(&r->version, kDead, std::memory_order_release);
+  EndWrite(l);
+  env_.alloc->Retire(PPtr(r_raw));
+}
+
+void CircTree::CollapseRoot() {
+  // An inner root left with no record (and no sibling: a root split a crash
+  // cut short keeps its top level) hands the root to its only child.
+  for (;;) {
+    const uint64_t raw = env_.pool->root(0);
+    Header* x = H(raw);
+    if (x->level == 0 || Meta::Unpack(x->meta).count != 0 || x->sibling != 0) return;
+    BeginWrite(x);
+    env_.pool->WriteRoot(0, x->leftmost);
+    pm::store(&x->version, kDead, std::memory_order_release);
+    env_.alloc->Retire(PPtr(raw));
+  }
 }
 
 Status CircTree::insert(Key k, Value v) { return Write(Op::kInsert, k, v); }

@@ -46,6 +46,17 @@
 // copies what it needs and retries when the version moved; a node reached
 // through a parent that has not been told of its split yet is left by the
 // sibling pointer, the B-link rule). Writers are serialized by one mutex.
+//
+// Merges (fastfair's, on the ring): a delete that leaves a node with fewer
+// than a quarter of its slots merges it with its neighbour under the same
+// parent (into the LEFT one of the pair) when both fit in three quarters
+// of a node. R's records are stored into L's free slots past L's ring
+// range (invisible), the parent deletes R's separator (its own delete
+// shift), then L's metadata word and L's sibling pointer (= R's sibling),
+// one line, commit. R's version becomes kDead (a reader that meets it
+// starts again from the root) and R is retired through the allocator's
+// epochs; readers run inside alloc::Allocator::EpochGuard. An inner root
+// left with no record hands root slot 0 to its only child.
 #pragma once
 
 #include <cstdint>
@@ -111,6 +122,8 @@ class CircTree final : public Index {
   static constexpr uint64_t kNodeTag = 0x4545525443524943;  // "CIRCTREE"
   static constexpr uint32_t kMaxHeight = 40;
   static constexpr uint32_t kRecsPerLine = sorted_node::kRecsPerLine;
+  // The version of a node merged away (odd: no writer ever ends it).
+  static constexpr uint64_t kDead = ~uint64_t{0};
 
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Layout& lay, Search s);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Layout& lay, Search s);
@@ -179,6 +192,28 @@ class CircTree final : public Index {
   Key Split(uint64_t x_raw, uint64_t fresh);
   void NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh);
   void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
+  // Flushes the slots of logical records [a, b) of a ring starting at
+  // `start` (two runs when they wrap); one flush site for --mutate.
+  void FlushRing(Header* x, uint32_t start, uint32_t a, uint32_t b, pm::Site site = pm::Site::current());
+
+  // Merges (under mu_). path[0..depth) are the nodes the descent to `node`
+  // (a leaf a delete left underfull) went through.
+  bool Underfull(const Header* x) const { return Meta::Unpack(x->meta).count * 4 < lay_.cap; }
+  void Rebalance(const uint64_t* path, uint32_t depth, uint64_t node);
+  // Merges underfull `node` with its neighbour under `parent` if both are
+  // named there, adjacent on their level and fit in three quarters of a
+  // node; true if it did and the parent (not the root) is underfull now.
+  bool MergeWithNeighbour(uint64_t parent, uint64_t node);
+  void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
+  // An inner root with no record and no sibling hands root slot 0 to its
+  // only child, as often as that holds.
+  void CollapseRoot();
+  // The side a delete of logical p of x shifts (the shorter; on a tie the
+  // one the metadata word names).
+  static bool DeleteSide(Meta m, uint32_t p) {
+    const uint32_t lmoves = p, rmoves = m.count - 1 - p;
+    return lmoves < rmoves || (lmoves == rmoves && m.left);
+  }
 
   // Recovery and walks.
   using NodeView = sorted_node::NodeView;

@@ -268,10 +268,14 @@ TEST(CircTreeMerge, ReadersDuringMergesSeeEveryKeptKey) {
     std::thread r1(reader, 1), r2(reader, 2);
     for (int wave = 0; wave < 12; ++wave) {
       for (Key k = 0; k < kKept * 10; ++k)
-        if (k % 10 != 0) ASSERT_TRUE(d.Insert(k, k).ok());
+        if (k % 10 != 0) {
+          ASSERT_TRUE(d.Insert(k, k).ok());
+        }
       for (Key i = 0; i < kKept * 10; ++i) {
         const Key k = wave % 2 ? kKept * 10 - 1 - i : i;  // from either end
-        if (k % 10 != 0) ASSERT_TRUE(d.Remove(k).ok()) << k;
+        if (k % 10 != 0) {
+          ASSERT_TRUE(d.Remove(k).ok()) << k;
+        }
       }
     }
     stop = true;

@@ -73,7 +73,9 @@ std::unique_ptr<Pool> ExpectIntact(const std::vector<std::byte>& bytes, int keys
 // The bytes of `pool` as a clean close leaves them, its index `idx` closed
 // (or only destroyed, without close()).
 std::vector<std::byte> CloseToBytes(Pool* pool, std::unique_ptr<Index> idx, bool call_close) {
-  if (call_close) EXPECT_TRUE(idx->close().ok());
+  if (call_close) {
+    EXPECT_TRUE(idx->close().ok());
+  }
   idx.reset();
   auto b = pool->bytes();
   std::vector<std::byte> bytes(b.begin(), b.end());

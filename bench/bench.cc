@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
 #include "pmindex/db.h"
@@ -348,6 +349,10 @@ Result<PhaseRun> RunPhase(Api& idx, std::shared_ptr<const workload::Workload> w,
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < T; ++t) {
     threads.emplace_back([&, t] {
+      if (cfg.numa_nodes > 1) {
+        // Cannot fail: t % nodes is a node of the simulated topology.
+        (void)alloc::Topology::Default()->place_this_thread(static_cast<int>(t % cfg.numa_nodes));
+      }
       OpStream& st = *streams[t];
       ThreadResult& r = results[t];
       std::vector<KV> buf(scan_buf);
@@ -664,7 +669,7 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
       rep.persistent = info->persistent;
       rep.threads = cfg.threads;
       rep.repeat = cfg.repeat;
-      std::vector<double> tput, cput, secs, p50, p90, p99, p999, lf, fe, nw, load, rec, crec;
+      std::vector<double> tput, cput, secs, p50, p90, p99, p999, lf, fe, nw, nl, nr, load, rec, crec;
       std::map<std::string, std::vector<double>> xd, xt;
       std::vector<std::string> xnames;
       std::vector<uint64_t> ops, pmb, drb;
@@ -682,6 +687,8 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
         lf.push_back(static_cast<double>(run.counters.lines_flushed) / n);
         fe.push_back(static_cast<double>(run.counters.fences) / n);
         nw.push_back(static_cast<double>(run.counters.naws) / n);
+        nl.push_back(static_cast<double>(run.counters.numa_local_visits) / n);
+        nr.push_back(static_cast<double>(run.counters.numa_remote_visits) / n);
         pmb.push_back(run.stats.pm_bytes);
         drb.push_back(run.stats.dram_bytes);
         load.push_back(rr.load_s);
@@ -705,6 +712,8 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
       rep.lines_flushed = Median(lf);
       rep.fences = Median(fe);
       rep.naws = Median(nw);
+      rep.numa_local = Median(nl);
+      rep.numa_remote = Median(nr);
       rep.pm_bytes = Median(pmb);
       rep.dram_bytes = Median(drb);
       rep.load_s = Median(load);
@@ -787,6 +796,11 @@ void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg)
                 static_cast<unsigned long long>(r.errors));
   }
   for (const PhaseReport& r : reports) {
+    if (cfg.numa_nodes > 1 && r.numa_local + r.numa_remote > 0) {
+      std::printf("%-12s phase %zu: NUMA node visits per op: %.2f local, %.2f remote (%.1f%% remote)\n",
+                  r.index.c_str(), r.phase_no, r.numa_local, r.numa_remote,
+                  100.0 * r.numa_remote / (r.numa_local + r.numa_remote));
+    }
     if (r.crash_recovery_s > 0)
       std::printf("%-12s phase %zu: recovery after a crash (%s of a crash image) %.6f s\n",
                   r.index.c_str(), r.phase_no, cfg.api == "db" ? "Db::Open" : "open_index",
@@ -824,6 +838,7 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
       {"dist", cfg.dist},       {"keyspace", cfg.keyspace},
       {"threads", cfg.threads}, {"repeat", cfg.repeat},
       {"pm_write_ns", cfg.pm_write_ns}, {"eadr", cfg.eadr},
+      {"numa_nodes", cfg.numa_nodes}, {"remote_ns", cfg.remote_ns},
       {"pool", cfg.pool_dir_is_temp ? std::string() : cfg.pool_dir},
       {"pool_size_mb", cfg.pool_size_mb}, {"pool_max_mb", cfg.pool_max_mb}, {"opt", cfg.opt_args},
       {"index_options", cfg.index_options},
@@ -853,7 +868,8 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
         {"ops_per_cpu_s", r.ops_per_cpu_s},
         {"latency_ns", {{"p50", r.latency.p50}, {"p90", r.latency.p90}, {"p99", r.latency.p99},
                         {"p999", r.latency.p999}}},
-        {"per_op", {{"lines_flushed", r.lines_flushed}, {"fences", r.fences}, {"naws", r.naws}}},
+        {"per_op", {{"lines_flushed", r.lines_flushed}, {"fences", r.fences}, {"naws", r.naws},
+                    {"numa_local_visits", r.numa_local}, {"numa_remote_visits", r.numa_remote}}},
         {"pm_bytes", r.pm_bytes},
         {"dram_bytes", r.dram_bytes},
         {"recovery_s", r.recovery_s},

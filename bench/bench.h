@@ -32,6 +32,10 @@ struct BenchConfig {
   unsigned repeat = 3;
   uint32_t pm_write_ns = 0;
   bool eadr = false;
+  // --numa-nodes N (> 1): N simulated NUMA nodes, worker thread t on node
+  // t % N, node visits metered (alloc/numa_meter.h). 0 or 1: the machine's.
+  unsigned numa_nodes = 0;
+  uint32_t remote_ns = 0;  // --remote-ns: wait per remote node visit
   std::string pool_dir;  // empty: a fresh temp dir, removed at exit
   bool pool_dir_is_temp = false;
   uint64_t pool_size_mb = 0;  // 0: sized from --keys
@@ -75,6 +79,7 @@ struct PhaseReport {
   double ops_per_cpu_s = 0;  // ops / CPU seconds of the worker threads (robust to a shared CPU)
   LatencyNs latency;
   double lines_flushed = 0, fences = 0, naws = 0;  // per op
+  double numa_local = 0, numa_remote = 0;           // node visits per op (metered indexes)
   uint64_t pm_bytes = 0, dram_bytes = 0;
   double recovery_s = 0;  // last phase of a persistent index only
   double crash_recovery_s = 0;  // --crash-reopen: open_index of a crash image, last phase only

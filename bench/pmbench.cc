@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "bench.h"
+#include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
 #include "pm/persist.h"
 #include "index/options.h"
 #include "pm/pool.h"
@@ -301,6 +303,12 @@ int Main(int argc, char** argv) {
   app.add_option("--repeat", cfg.repeat, "Runs per index, each on a fresh index; medians reported");
   app.add_option("--pm-write-ns", cfg.pm_write_ns, "Emulated extra PM write latency per flushed line");
   app.add_flag("--eadr", cfg.eadr, "eADR mode: flushes are no-ops, fences stay");
+  app.add_option("--numa-nodes", cfg.numa_nodes,
+                 "Simulate N NUMA nodes (2..64): pools' pages split among them, worker thread t on node "
+                 "t % N, PM node visits of the indexes that meter them counted local or remote "
+                 "(default: the machine's nodes, unmetered)");
+  app.add_option("--remote-ns", cfg.remote_ns,
+                 "With --numa-nodes: emulated extra latency per remote PM node visit");
   app.add_option("--pool", cfg.pool_dir,
                  "Directory for pool files (default: a fresh temporary directory, removed at exit)");
   app.add_option("--pool-size-mb", cfg.pool_size_mb, "First pool segment in MiB (0: sized from --keys)");
@@ -337,7 +345,8 @@ int Main(int argc, char** argv) {
                "of open_index as crash_recovery_s");
 
   const CLI::Validator not_negative(NotNegative, "", "not-negative");
-  for (const char* name : {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns",
+  for (const char* name : {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns", "--numa-nodes",
+                           "--remote-ns",
                            "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len",
                            "--latency-every"}) {
     app.get_option(name)->check(not_negative);
@@ -379,6 +388,9 @@ int Main(int argc, char** argv) {
   if (cfg.scan_len < 1 || cfg.scan_len > 1000000) Fail("bad --scan-len: must be in [1, 1000000]");
   if (cfg.latency_every < 1) Fail("bad --latency-every: must be >= 1");
   if (cfg.pm_write_ns > 100000) Fail("bad --pm-write-ns: must be <= 100000");
+  if (cfg.numa_nodes > 64) Fail("bad --numa-nodes: must be <= 64");
+  if (cfg.remote_ns > 100000) Fail("bad --remote-ns: must be <= 100000");
+  if (cfg.remote_ns > 0 && cfg.numa_nodes < 2) Fail("bad --remote-ns: needs --numa-nodes 2 or more");
   if (cfg.api != "index" && cfg.api != "db") Fail("bad --api '" + cfg.api + "': must be index or db");
   if (cfg.keyspace != "random" && cfg.keyspace != "dense")
     Fail("bad --keyspace '" + cfg.keyspace + "': must be random or dense");
@@ -480,6 +492,13 @@ int Main(int argc, char** argv) {
   PreparePoolDir(cfg, tmp);
   pmindex::pm::SetEadr(cfg.eadr);
   pmindex::pm::SetPmWriteNs(cfg.pm_write_ns);
+  if (cfg.numa_nodes > 1) {
+    auto topo = pmindex::alloc::Topology::Simulated(static_cast<int>(cfg.numa_nodes));
+    pmindex::alloc::Topology::SetDefault(topo);
+    (void)topo->place_this_thread(0);  // the loader and the recovery run on node 0
+    pmindex::alloc::SetNumaMetering(true);
+    pmindex::pm::SetRemoteAccessNs(cfg.remote_ns);
+  }
 
   auto reports = pmindex::bench::RunAll(cfg, w.value());
   if (!reports.ok()) {

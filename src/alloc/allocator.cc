@@ -24,6 +24,7 @@
 #include "alloc/allocator.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
@@ -72,7 +73,15 @@ struct alignas(64) NodeState {
 };
 
 struct ThreadCache {
-  std::vector<uint64_t> blocks[kNumClasses];  // pool offsets
+  std::vector<uint64_t> blocks[kNumClasses];  // pool offsets; allocations by the mode
+  // Allocations for a given node (Alloc(n, node)), per node, made on first
+  // use: the paper's per-node slab managers (issue 10).
+  std::vector<std::array<std::vector<uint64_t>, kNumClasses>> by_node;
+  std::vector<uint64_t>& For(int node, int c, int nodes) {
+    if (node < 0) return blocks[c];
+    if (by_node.empty()) by_node.resize(static_cast<size_t>(nodes));
+    return by_node[static_cast<size_t>(node)][static_cast<size_t>(c)];
+  }
 };
 
 struct BlockRef {
@@ -107,6 +116,11 @@ struct Allocator::Impl final : ThreadSlotOwner {
   std::vector<std::unique_ptr<NodeState>> node_state;
   std::atomic<uint64_t> remote_allocs{0};
   std::atomic<uint64_t> rr_next{0};
+  // Real topology with more than one node: each node's page runs are bound
+  // to it (Topology::bind). Failures are counted, not fatal (a DAX file's
+  // pages live where the device is; a file system may not honour mbind).
+  bool bind_pages = false;
+  std::atomic<uint64_t> bind_failures{0};
 
   std::atomic<bool> recovering{false};
   std::mutex recovery_mu;
@@ -160,7 +174,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
   void ThreadExited(void* slot) override {
     auto* c = static_cast<ThreadCache*>(slot);
-    for (int k = 0; k < kNumClasses; ++k) FlushClass(*c, k, 0);
+    FlushAll(*c);
     std::lock_guard<std::mutex> lock(caches_mu);
     std::erase_if(caches, [&](const std::unique_ptr<ThreadCache>& p) { return p.get() == c; });
   }
@@ -220,22 +234,45 @@ struct Allocator::Impl final : ThreadSlotOwner {
     if (count == 0) return;
     uint32_t share = std::max<uint32_t>(1, count / nodes);
     uint32_t first = std::min(count, std::max(share, need));
-    {
-      std::lock_guard<std::mutex> lock(node_state[home]->mu);
-      AddExtent(*node_state[home], start, first);
-    }
+    GiveRun(home, start, first);
     uint32_t pos = start + first, left = count - first;
     for (int i = 1; i < nodes && left > 0; ++i) {
       int n = (home + i) % nodes;
       uint32_t take = i == nodes - 1 ? left : std::min(left, share);
-      std::lock_guard<std::mutex> lock(node_state[n]->mu);
-      AddExtent(*node_state[n], pos, take);
+      GiveRun(n, pos, take);
       pos += take;
       left -= take;
     }
-    if (left > 0) {
-      std::lock_guard<std::mutex> lock(node_state[home]->mu);
-      AddExtent(*node_state[home], pos, left);
+    if (left > 0) GiveRun(home, pos, left);
+  }
+  // Free pages [start, start+len) become node n's (bound to it first).
+  void GiveRun(int n, uint32_t start, uint32_t len) {
+    BindRun(n, start, len);
+    std::lock_guard<std::mutex> lock(node_state[n]->mu);
+    AddExtent(*node_state[n], start, len);
+  }
+  void BindRun(int n, uint32_t start, uint32_t len) {
+    if (!bind_pages || len == 0) return;
+    Status s = topo->bind(pool->base() + PageOffset(start), uint64_t{len} * kPageBytes, n);
+    if (!s.ok()) bind_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Binds the owned pages of [0, m) to the nodes their words name, in runs.
+  void BindOwned(size_t m) {
+    size_t i = 0;
+    while (i < m) {
+      const PageInfo& p = Page(static_cast<uint32_t>(i));
+      if (p.kind.load(std::memory_order_relaxed) == PageKind::kFree) {
+        ++i;
+        continue;
+      }
+      const int n = p.node.load(std::memory_order_relaxed);
+      size_t j = i + 1;
+      while (j < m && Page(static_cast<uint32_t>(j)).kind.load(std::memory_order_relaxed) != PageKind::kFree &&
+             Page(static_cast<uint32_t>(j)).node.load(std::memory_order_relaxed) == n) {
+        ++j;
+      }
+      BindRun(n, static_cast<uint32_t>(i), static_cast<uint32_t>(j - i));
+      i = j;
     }
   }
 
@@ -347,8 +384,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
 
   // Returns cached blocks of class c beyond the first `keep` to their pages.
-  void FlushClass(ThreadCache& tc, int c, size_t keep) {
-    auto& v = tc.blocks[c];
+  void FlushClass(ThreadCache& tc, int c, size_t keep) { FlushBlocks(tc.blocks[c], keep); }
+  void FlushBlocks(std::vector<uint64_t>& v, size_t keep) {
     if (v.size() <= keep) return;
     // Group by node so that each node's lock is taken once per run.
     std::sort(v.begin() + keep, v.end(), [&](uint64_t a, uint64_t b) {
@@ -370,6 +407,9 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
   void FlushAll(ThreadCache& tc) {
     for (int c = 0; c < kNumClasses; ++c) FlushClass(tc, c, 0);
+    for (auto& per_class : tc.by_node) {
+      for (auto& v : per_class) FlushBlocks(v, 0);
+    }
   }
 
   uint32_t PageIndex(uint64_t off) const {
@@ -458,12 +498,12 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
 
   // ---------------------------------------------------------- alloc/free
-  Result<PPtr> AllocSmall(size_t n) {
+  Result<PPtr> AllocSmall(size_t n, int node) {
     const int c = ClassOf(n);
     ThreadCache& tc = Cache();
-    auto& v = tc.blocks[c];
+    auto& v = tc.For(node, c, nodes);
     if (v.empty()) {
-      Status s = Refill(tc, c);
+      Status s = Refill(tc, v, c, node < 0 ? ChooseNode() : node);
       if (!s.ok()) return s;
     }
     const uint64_t off = v.back();
@@ -477,9 +517,9 @@ struct Allocator::Impl final : ThreadSlotOwner {
     return Ptr(off);
   }
 
-  Status Refill(ThreadCache& tc, int c) {
-    const int home = ChooseNode();
-    auto& v = tc.blocks[c];
+  // Fills v with blocks of class c from node `home`'s pages, else from the
+  // next nodes' (a remote allocation), else from new pages.
+  Status Refill(ThreadCache& tc, std::vector<uint64_t>& v, int c, int home) {
     bool flushed = false;
     for (;;) {
       const size_t seen = mapped.load(std::memory_order_acquire);
@@ -540,14 +580,14 @@ struct Allocator::Impl final : ThreadSlotOwner {
     AddExtent(ns, head, len);
   }
 
-  Result<PPtr> AllocSpan(size_t n) {
+  Result<PPtr> AllocSpan(size_t n, int node) {
     const uint64_t pages64 = (n + kPageBytes - 1) / kPageBytes;
     if (pages64 > entries) {
       return Status::OutOfSpace("allocator: request of " + std::to_string(n) +
                                 " bytes exceeds the pool's maximum size");
     }
     const uint32_t len = static_cast<uint32_t>(pages64);
-    const int home = ChooseNode();
+    const int home = node < 0 ? ChooseNode() : node;
     bool flushed = false;
     for (;;) {
       const size_t seen = mapped.load(std::memory_order_acquire);
@@ -703,6 +743,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
                  PageKind::kFree) {
         ++j;
       }
+      BindRun(n, static_cast<uint32_t>(i), static_cast<uint32_t>(j - i));
       AddExtent(*node_state[n], static_cast<uint32_t>(i), static_cast<uint32_t>(j - i));
       i = j;
     }
@@ -869,8 +910,9 @@ Result<std::unique_ptr<Allocator>> Allocator::Attach(Pool* pool, bool fresh,
   auto impl = std::make_unique<Impl>();
   impl->pool = pool;
   impl->opt = opt;
-  impl->topo = opt.topology ? opt.topology : Topology::Real();
+  impl->topo = opt.topology ? opt.topology : Topology::Default();
   impl->nodes = impl->topo->nodes();
+  impl->bind_pages = !impl->topo->simulated() && impl->nodes > 1;
   if (impl->nodes < 1 || impl->nodes > 65535) {
     return Status::InvalidArgument("allocator: topology has " + std::to_string(impl->nodes) +
                                    " nodes (want 1..65535)");
@@ -901,6 +943,7 @@ Result<std::unique_ptr<Allocator>> Allocator::Attach(Pool* pool, bool fresh,
   impl->EnsureChunks(m);
   impl->mapped.store(m, std::memory_order_release);
   PMINDEX_RETURN_IF_ERROR(impl->LoadPageTable(fresh));
+  if (impl->bind_pages) impl->BindOwned(m);
   impl->recovering.store(!fresh, std::memory_order_release);
   Impl* raw = impl.get();
   impl->epochs = std::make_unique<EpochDomain>([raw](uint64_t item) {
@@ -911,15 +954,19 @@ Result<std::unique_ptr<Allocator>> Allocator::Attach(Pool* pool, bool fresh,
   return a;
 }
 
-Result<PPtr> Allocator::Alloc(size_t n) {
+Result<PPtr> Allocator::Alloc(size_t n, int node) {
   impl_->CheckReady("Alloc");
+  if (node != kAnyNode && (node < 0 || node >= impl_->nodes)) {
+    return Status::InvalidArgument("allocator: node " + std::to_string(node) + " is not in [0, " +
+                                   std::to_string(impl_->nodes) + ")");
+  }
   if (n == 0) n = 1;
-  if (n <= kMaxSmallSize) return impl_->AllocSmall(n);
-  return impl_->AllocSpan(n);
+  if (n <= kMaxSmallSize) return impl_->AllocSmall(n, node);
+  return impl_->AllocSpan(n, node);
 }
 
-void* Allocator::AllocRaw(size_t n, PPtr* out) {
-  Result<PPtr> r = Alloc(n);
+void* Allocator::AllocRaw(size_t n, PPtr* out, int node) {
+  Result<PPtr> r = Alloc(n, node);
   PPtr p = r.ok() ? r.value() : PPtr();
   if (out != nullptr) *out = p;
   return impl_->pool->to_ptr(p);
@@ -996,6 +1043,18 @@ int Allocator::NodeOf(PPtr p) const {
   return impl_->Page(r.page).node.load(std::memory_order_relaxed);
 }
 
+int Allocator::NodeOfAddress(const void* p) const {
+  const Impl& im = *impl_;
+  const char* base = im.pool->base();
+  const char* c = static_cast<const char*>(p);
+  if (c < base + im.heap_begin) return -1;
+  const uint64_t idx = static_cast<uint64_t>(c - base - im.heap_begin) / kPageBytes;
+  if (idx >= im.mapped.load(std::memory_order_acquire)) return -1;
+  const PageInfo& pg = im.Page(static_cast<uint32_t>(idx));
+  if (pg.kind.load(std::memory_order_relaxed) == PageKind::kFree) return -1;
+  return pg.node.load(std::memory_order_relaxed);
+}
+
 bool Allocator::IsLive(PPtr p) const {
   BlockRef r;
   std::string why;
@@ -1038,6 +1097,7 @@ AllocStats Allocator::stats() const {
     }
   }
   s.remote_allocs = im.remote_allocs.load(std::memory_order_relaxed);
+  s.bind_failures = im.bind_failures.load(std::memory_order_relaxed);
   s.retired_pending = im.epochs->pending();
   return s;
 }

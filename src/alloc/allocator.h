@@ -40,15 +40,33 @@ class Topology {
   // The machine's NUMA nodes via libnuma (one node if unavailable).
   static std::shared_ptr<Topology> Real();
   // N virtual nodes (clamped to [1, 1024]); thread i (in order of first
-  // call of node_of_this_thread on this topology) is on node i % N.
+  // call of node_of_this_thread on this topology) is on node i % N, unless
+  // it placed itself with place_this_thread.
   static std::shared_ptr<Topology> Simulated(int nodes);
+  // The topology an allocator attaches with when AllocOptions::topology is
+  // null: Real() unless SetDefault gave another (pmbench --numa-nodes, tests).
+  // SetDefault(nullptr) restores Real(). Set it while no pool is attaching.
+  static std::shared_ptr<Topology> Default();
+  static void SetDefault(std::shared_ptr<Topology> t);
   virtual ~Topology() = default;
   virtual int nodes() const = 0;
   virtual int node_of_this_thread() = 0;
   virtual bool simulated() const = 0;
+  // Puts the calling thread on `node` from now on: simulated, it records
+  // the node; real, it restricts the thread to that node's CPUs (libnuma
+  // numa_run_on_node). InvalidArgument for a node outside [0, nodes()).
+  virtual Status place_this_thread(int node) = 0;
+  // Asks the kernel to place the pages of [addr, addr+len) on `node`
+  // (mbind, MPOL_PREFERRED, moving pages already there): a no-op when
+  // simulated; real, IOError if the kernel refuses (no libnuma, a node it
+  // does not have). The allocator calls it for each node's page runs when
+  // the machine has more than one node.
+  virtual Status bind(void* addr, size_t len, int node) = 0;
 };
 
 enum class NumaMode { kLocal, kRoundRobin, kGivenNode };
+// Alloc's node argument for "the node the allocator's mode chooses".
+inline constexpr int kAnyNode = -1;
 
 struct AllocOptions {
   std::shared_ptr<Topology> topology;  // null = Topology::Real()
@@ -83,6 +101,7 @@ struct AllocStats {
   uint64_t blocks_in_use = 0;
   uint64_t remote_allocs = 0;  // refills/spans served from another node's pages
   uint64_t retired_pending = 0;  // Retired blocks not yet freed
+  uint64_t bind_failures = 0;    // page runs the kernel would not bind (Topology::bind)
 };
 
 class Allocator {
@@ -97,10 +116,13 @@ class Allocator {
   ~Allocator();
 
   // Returns a block of at least n bytes, or OutOfSpace (the pool could not
-  // grow). Thread-safe.
-  Result<PPtr> Alloc(size_t n);
+  // grow). Thread-safe. `node`: kAnyNode takes the node the mode chooses;
+  // a node in [0, nodes) takes a block of that node's pages (per-thread
+  // caches per node; another node's pages only when that node has none
+  // free, counted in remote_allocs), else InvalidArgument.
+  Result<PPtr> Alloc(size_t n, int node = kAnyNode);
   // Convenience: raw pointer, nullptr when out of space.
-  void* AllocRaw(size_t n, PPtr* out = nullptr);
+  void* AllocRaw(size_t n, PPtr* out = nullptr, int node = kAnyNode);
   // Frees now. REQUIRES: no other thread can still read the block. A
   // pointer that is not an allocated block (double free, misaligned, other
   // pool, free page) stops the process with one clear line.
@@ -138,6 +160,10 @@ class Allocator {
   // stops with a clear message). NodeOf: the NUMA node recorded in the
   // block's page word.
   int NodeOf(PPtr p) const;
+  // The node of the owned page holding address p, or -1 (not in this
+  // pool's heap, or a free page). No checks beyond that: cheap enough for
+  // metering every node visit (numa_meter.h).
+  int NodeOfAddress(const void* p) const;
   // Returns true iff p is the start of a block that is currently handed out
   // (or marked, during recovery). Any p is accepted.
   bool IsLive(PPtr p) const;

@@ -14,6 +14,7 @@ constinit thread_local ThreadCounterBlock tl_counters;
 Tracer* g_tracer = nullptr;
 bool g_eadr = false;
 uint64_t g_write_ticks_per_line = 0;
+uint64_t g_remote_ticks = 0;
 bool g_plain_flush = false;  // set by UpdatePlainFlush once the kind is known
 
 namespace {
@@ -43,6 +44,8 @@ Counters Read(const ThreadCounterBlock& b) {
   c.fences = b.fences.load(std::memory_order_relaxed);
   c.naws = b.naws.load(std::memory_order_relaxed);
   c.pm_bytes_allocated = static_cast<uint64_t>(b.pm_bytes.load(std::memory_order_relaxed));
+  c.numa_local_visits = b.numa_local.load(std::memory_order_relaxed);
+  c.numa_remote_visits = b.numa_remote.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -101,10 +104,12 @@ void RegisterThread() {
   tl_counters.registered = true;
 }
 
-void EmulateWriteLatency(uint64_t lines) {
-  uint64_t until = __rdtsc() + lines * g_write_ticks_per_line;
+void SpinTicks(uint64_t ticks) {
+  const uint64_t until = __rdtsc() + ticks;
   while (__rdtsc() < until) _mm_pause();
 }
+
+void EmulateWriteLatency(uint64_t lines) { SpinTicks(lines * g_write_ticks_per_line); }
 }  // namespace detail
 
 const char* FlushKindName(FlushKind k) {
@@ -121,6 +126,8 @@ Counters& Counters::operator+=(const Counters& o) {
   fences += o.fences;
   naws += o.naws;
   pm_bytes_allocated += o.pm_bytes_allocated;
+  numa_local_visits += o.numa_local_visits;
+  numa_remote_visits += o.numa_remote_visits;
   return *this;
 }
 
@@ -130,6 +137,8 @@ Counters Counters::operator-(const Counters& o) const {
   c.fences -= o.fences;
   c.naws -= o.naws;
   c.pm_bytes_allocated -= o.pm_bytes_allocated;
+  c.numa_local_visits -= o.numa_local_visits;
+  c.numa_remote_visits -= o.numa_remote_visits;
   return c;
 }
 
@@ -152,6 +161,8 @@ void ResetCounters() {
     b->fences.store(0, std::memory_order_relaxed);
     b->naws.store(0, std::memory_order_relaxed);
     b->pm_bytes.store(0, std::memory_order_relaxed);
+    b->numa_local.store(0, std::memory_order_relaxed);
+    b->numa_remote.store(0, std::memory_order_relaxed);
   }
 }
 
@@ -189,6 +200,14 @@ void SetPmWriteNs(uint32_t ns) {
   detail::UpdatePlainFlush();
 }
 uint32_t PmWriteNs() { return g_write_ns; }
+
+static uint32_t g_remote_ns = 0;
+
+void SetRemoteAccessNs(uint32_t ns) {
+  g_remote_ns = ns;
+  detail::g_remote_ticks = ns == 0 ? 0 : static_cast<uint64_t>(ns * TscTicksPerNs() + 0.5);
+}
+uint32_t RemoteAccessNs() { return g_remote_ns; }
 
 void SetEadr(bool on) {
   detail::g_eadr = on;

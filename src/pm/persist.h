@@ -48,6 +48,11 @@ struct Counters {
   uint64_t fences = 0;
   uint64_t naws = 0;
   uint64_t pm_bytes_allocated = 0;  // net bytes (allocations minus frees)
+  // PM nodes visited on the calling thread's own NUMA node and on another
+  // one, counted where an index meters its visits (alloc/numa_meter.h) while
+  // metering is on. Zero otherwise.
+  uint64_t numa_local_visits = 0;
+  uint64_t numa_remote_visits = 0;
   Counters& operator+=(const Counters& o);
   Counters operator-(const Counters& o) const;
 };
@@ -79,6 +84,11 @@ void SetPmWriteNs(uint32_t ns);  // 0 disables emulation
 uint32_t PmWriteNs();
 void SetEadr(bool on);
 bool Eadr();
+// Remote-access emulation: a TSC busy-wait of N ns per remote node visit
+// (CountNodeVisit), so that locality shows in timings on a machine whose
+// NUMA nodes are simulated. 0 disables it.
+void SetRemoteAccessNs(uint32_t ns);
+uint32_t RemoteAccessNs();
 double TscTicksPerNs();  // calibrated once, on first use
 
 namespace detail {
@@ -87,6 +97,8 @@ struct alignas(64) ThreadCounterBlock {
   std::atomic<uint64_t> fences{0};
   std::atomic<uint64_t> naws{0};
   std::atomic<int64_t> pm_bytes{0};
+  std::atomic<uint64_t> numa_local{0};
+  std::atomic<uint64_t> numa_remote{0};
   bool registered = false;
 };
 // constinit: no dynamic initialization, so other translation units reach
@@ -108,7 +120,22 @@ extern Tracer* g_tracer;
 extern FlushKind g_flush_kind;
 extern bool g_eadr;
 extern uint64_t g_write_ticks_per_line;  // 0 = no emulation
+extern uint64_t g_remote_ticks;          // 0 = no remote-access emulation
+void SpinTicks(uint64_t ticks);
 }  // namespace detail
+
+// Counts one visit of a PM node on the calling thread's NUMA node (remote
+// false) or on another one, and waits RemoteAccessNs for a remote one.
+// Called by alloc::MeterVisit, not by index code directly.
+inline void CountNodeVisit(bool remote) {
+  detail::ThreadCounterBlock& b = detail::Mine();
+  if (!remote) {
+    detail::Bump(b.numa_local, 1);
+    return;
+  }
+  detail::Bump(b.numa_remote, 1);
+  if (detail::g_remote_ticks != 0) detail::SpinTicks(detail::g_remote_ticks);
+}
 
 // Two of the calling thread's counters, each read with one inline 8-byte
 // load, for code that measures its own cost on a write path (the split

@@ -4,8 +4,14 @@
 //
 // Randomized tests print their seed on failure; PMINDEX_SEED=<n> replays.
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <linux/mempolicy.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +24,7 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
 #include "alloc/page_word.h"
 #include "alloc/size_classes.h"
 #include "gtest/gtest.h"
@@ -738,6 +745,160 @@ TEST(AllocNuma, GivenNodeModeAndRemoteAllocations) {
   EXPECT_EQ(a->stats().pages_owned, v.size());
   for (PPtr p : v) a->Free(p);
   EXPECT_EQ(a->NodeOf(MustAlloc(*a, 64)), 2);
+}
+
+TEST(AllocNuma, AllocOnAGivenNodeWhateverTheMode) {
+  auto pool = MakePool(32 * kMiB, 64 * kMiB);
+  AllocOptions opt;
+  opt.topology = Topology::Simulated(4);
+  opt.mode = NumaMode::kRoundRobin;
+  auto a = MustAttach(pool.get(), true, opt);
+  for (int round = 0; round < 3; ++round) {
+    for (int node = 0; node < 4; ++node) {
+      for (size_t n : {size_t{64}, size_t{256}, size_t{4096}, size_t{2 * kPage}}) {
+        auto r = a->Alloc(n, node);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        EXPECT_EQ(a->NodeOf(r.value()), node) << n;
+        EXPECT_EQ(a->NodeOfAddress(pool->to_ptr(r.value())), node);
+        // Any byte of the block, not only its start.
+        EXPECT_EQ(a->NodeOfAddress(static_cast<char*>(pool->to_ptr(r.value())) + n - 1), node);
+      }
+    }
+  }
+  EXPECT_EQ(a->stats().remote_allocs, 0u);
+  // The mode still applies to kAnyNode.
+  std::vector<int> rr;
+  for (int i = 0; i < 4; ++i) rr.push_back(a->NodeOf(MustAlloc(*a, kPage)));
+  std::sort(rr.begin(), rr.end());
+  EXPECT_EQ(rr, (std::vector<int>{0, 1, 2, 3}));
+  for (int bad : {-2, 4, 1000}) {
+    auto r = a->Alloc(64, bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << bad;
+  }
+  // Outside the heap, or in a free page: no node.
+  EXPECT_EQ(a->NodeOfAddress(pool->base()), -1);
+  int local = 0;
+  EXPECT_EQ(a->NodeOfAddress(&local), -1);
+}
+
+TEST(AllocNuma, PerNodeCachesGoBackWhenTheThreadExits) {
+  auto pool = MakePool(32 * kMiB, 64 * kMiB);
+  AllocOptions opt;
+  opt.topology = Topology::Simulated(2);
+  opt.thread_cache_blocks = 64;
+  auto a = MustAttach(pool.get(), true, opt);
+  std::vector<PPtr> kept;
+  std::thread([&] {
+    for (int node = 0; node < 2; ++node) kept.push_back(a->Alloc(128, node).value());
+  }).join();
+  // The thread's caches held the rest of each refill; only the two blocks
+  // it kept are in use now, and the other blocks of their pages are free.
+  EXPECT_EQ(a->stats().blocks_in_use, 2u);
+  EXPECT_EQ(a->stats().pages_owned, 2u);
+  for (PPtr p : kept) a->Free(p);
+  a->Reclaim();
+}
+
+TEST(AllocNuma, PlacingAThreadOnANode) {
+  auto topo = Topology::Simulated(3);
+  std::vector<int> seen(6, -1);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 6; ++t) {
+    ts.emplace_back([&, t] {
+      EXPECT_TRUE(topo->place_this_thread((t * 2) % 3).ok());
+      seen[t] = topo->node_of_this_thread();
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(seen[t], (t * 2) % 3) << t;
+  // A thread can move, and a node outside the topology is refused.
+  EXPECT_TRUE(topo->place_this_thread(1).ok());
+  EXPECT_EQ(topo->node_of_this_thread(), 1);
+  EXPECT_TRUE(topo->place_this_thread(2).ok());
+  EXPECT_EQ(topo->node_of_this_thread(), 2);
+  EXPECT_EQ(topo->place_this_thread(3).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(topo->place_this_thread(-1).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Topology::Real()->place_this_thread(Topology::Real()->nodes()).code(),
+            Status::Code::kInvalidArgument);
+}
+
+TEST(AllocNuma, DefaultTopologyIsWhatAllocatorsAttachWith) {
+  auto pool = MakePool();
+  auto topo = Topology::Simulated(5);
+  Topology::SetDefault(topo);
+  auto a = MustAttach(pool.get(), true);
+  Topology::SetDefault(nullptr);
+  EXPECT_EQ(&a->topology(), topo.get());
+  EXPECT_EQ(Topology::Default(), Topology::Real());
+  auto pool2 = MakePool();
+  auto b = MustAttach(pool2.get(), true);
+  EXPECT_EQ(&b->topology(), Topology::Real().get());
+}
+
+TEST(AllocNuma, MeterCountsLocalAndRemoteVisits) {
+  auto pool = MakePool(32 * kMiB, 64 * kMiB);
+  AllocOptions opt;
+  opt.topology = Topology::Simulated(2);
+  auto a = MustAttach(pool.get(), true, opt);
+  void* on0 = pool->to_ptr(a->Alloc(256, 0).value());
+  void* on1 = pool->to_ptr(a->Alloc(256, 1).value());
+  pm::Counters before = pm::ThreadCounters();
+  MeterVisit(*a, on0);  // metering off: nothing counted
+  EXPECT_EQ((pm::ThreadCounters() - before).numa_local_visits, 0u);
+  SetNumaMetering(true);
+  ASSERT_TRUE(opt.topology->place_this_thread(0).ok());
+  before = pm::ThreadCounters();
+  for (int i = 0; i < 3; ++i) MeterVisit(*a, on0);
+  for (int i = 0; i < 2; ++i) MeterVisit(*a, on1);
+  int outside = 0;
+  MeterVisit(*a, &outside);  // not in the pool: not counted
+  pm::Counters d = pm::ThreadCounters() - before;
+  EXPECT_EQ(d.numa_local_visits, 3u);
+  EXPECT_EQ(d.numa_remote_visits, 2u);
+  // Another thread, on node 1, sees the same blocks the other way round.
+  std::thread([&] {
+    ASSERT_TRUE(opt.topology->place_this_thread(1).ok());
+    pm::Counters b = pm::ThreadCounters();
+    MeterVisit(*a, on0);
+    MeterVisit(*a, on1);
+    MeterVisit(*a, on1);
+    pm::Counters e = pm::ThreadCounters() - b;
+    EXPECT_EQ(e.numa_local_visits, 2u);
+    EXPECT_EQ(e.numa_remote_visits, 1u);
+  }).join();
+  // A remote visit waits RemoteAccessNs (a lower bound only: the test
+  // asserts no upper one on a shared machine).
+  pm::SetRemoteAccessNs(200000);  // 0.2 ms
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) MeterVisit(*a, on1);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  pm::SetRemoteAccessNs(0);
+  SetNumaMetering(false);
+  EXPECT_GE(waited, std::chrono::microseconds(5 * 200 * 9 / 10));
+}
+
+// Binding pages to a node through the kernel (the path a real multi-node
+// machine takes; this one has a node 0 and no other).
+TEST(AllocNuma, RealTopologyBindsPagesToANode) {
+  auto real = Topology::Real();
+  const size_t len = 4 * kPage;
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  Status s = real->bind(m, len, 0);
+  if (s.code() == Status::Code::kIOError && s.message().find("without libnuma") != std::string_view::npos) {
+    munmap(m, len);
+    GTEST_SKIP() << s.ToString();
+  }
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  int policy = -1;
+  unsigned long mask = 0;
+  ASSERT_EQ(syscall(SYS_get_mempolicy, &policy, &mask, 8 * sizeof(mask), m, MPOL_F_ADDR), 0)
+      << std::strerror(errno);
+  EXPECT_EQ(policy, MPOL_PREFERRED);
+  EXPECT_EQ(mask, 1ul);
+  EXPECT_EQ(real->bind(m, len, real->nodes()).code(), Status::Code::kInvalidArgument);
+  munmap(m, len);
 }
 
 // -------------------------------------------------------------- concurrency

@@ -40,6 +40,8 @@ expect_error "bad --api 'foo': must be index or db" --api foo
 expect_error "bad --threads" --threads 0
 expect_error "phase distribution" --workload 'update@zipf:x'
 expect_error "bad --dist 'hotrange:0.1:1:2'" --dist hotrange:0.1:1:2
+expect_error "bad --numa-nodes: must be <= 64" --numa-nodes 65
+expect_error "bad --remote-ns: needs --numa-nodes 2 or more" --remote-ns 10
 # Unsigned options refuse a sign instead of wrapping it around to 2^64 - 5.
 expect_error "--keys: invalid value '-5': must be a non-negative integer" --keys -5
 expect_error "--seed: invalid value '-1'" --index null --keys 10 --ops 10 --seed -1

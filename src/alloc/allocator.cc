@@ -629,9 +629,11 @@ struct Allocator::Impl final : ThreadSlotOwner {
                   op, p.raw());
     pm::CountAllocated(-static_cast<int64_t>(ClassSize(r.cls)));
     ThreadCache& tc = Cache();
-    auto& v = tc.blocks[r.cls];
+    // A thread that allocates by node keeps freed blocks in the slab of
+    // their node, where its next allocation for that node finds them.
+    auto& v = tc.by_node.empty() ? tc.blocks[r.cls] : tc.For(pg.node.load(std::memory_order_relaxed), r.cls, nodes);
     v.push_back(p.offset());
-    if (v.size() > cache_cap) FlushClass(tc, r.cls, cache_cap / 2);
+    if (v.size() > cache_cap) FlushBlocks(v, cache_cap / 2);
   }
 
   // ------------------------------------------------------------ recovery

@@ -296,7 +296,8 @@ int Main(int argc, char** argv) {
                  "uniform|zipf[:THETA]|latest|sequential|hotspot:F[:P]|hotrange:F[:P[:S]] "
                  "(hotspot: F*n hot keys scattered over the key space; hotrange: F*n hot keys "
                  "contiguous in key order from position S*n, and a share P of inserts get fresh keys in that "
-                 "range; P = their share of reads, default 0.95)");
+                 "range; P = their share of reads, default 0.95)|threadrange[:P[:K]] (thread t of T reads the "
+                 "key-order slice (t+K) mod T of the present keys with probability P)");
   app.add_option("--keyspace", cfg.keyspace,
                  "random (distinct random 64-bit keys) or dense (1..N); dense-insert implies dense");
   app.add_option("--threads", cfg.threads, "Worker threads per phase");

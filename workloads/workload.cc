@@ -162,6 +162,9 @@ std::string Distribution::ToString() const {
     case Kind::kHotRange:
       std::snprintf(buf, sizeof buf, "hotrange:%g:%g:%g", hot_fraction, hot_ops, hot_start);
       return buf;
+    case Kind::kThreadRange:
+      std::snprintf(buf, sizeof buf, "threadrange:%g:%u", hot_ops, shift);
+      return buf;
   }
   return "?";
 }
@@ -174,7 +177,7 @@ Result<Distribution> ParseDistribution(std::string_view text) {
   auto bad = [&](std::string_view why) {
     return Status::InvalidArgument("bad --dist " + Quote(text) + ": " + std::string(why) +
                                    " (expected uniform, zipf[:THETA], latest, sequential, "
-                                   "hotspot:F[:P] or hotrange:F[:P[:S]])");
+                                   "hotspot:F[:P], hotrange:F[:P[:S]] or threadrange[:P[:K]])");
   };
   if (name == "uniform" || name == "sequential" || name == "latest") {
     if (colon != std::string_view::npos && name != "latest") return bad("takes no parameter");
@@ -211,6 +214,18 @@ Result<Distribution> ParseDistribution(std::string_view text) {
     if (c3 != std::string_view::npos &&
         (!ParseDouble(rest.substr(c3 + 1), &d.hot_start) || d.hot_start < 0 || d.hot_start > 1))
       return bad("hot range start S must be a number in [0, 1]");
+    return d;
+  }
+  if (name == "threadrange") {
+    d.kind = Distribution::Kind::kThreadRange;
+    if (colon == std::string_view::npos) return d;
+    auto c2 = arg.find(':');
+    if (!ParseDouble(arg.substr(0, c2), &d.hot_ops) || d.hot_ops < 0 || d.hot_ops > 1)
+      return bad("hot operation share P must be a number in [0, 1]");
+    if (c2 == std::string_view::npos) return d;
+    uint64_t k = 0;
+    if (!ParseU64(arg.substr(c2 + 1), &k) || k > 1000000) return bad("shift K must be an integer in [0, 1000000]");
+    d.shift = static_cast<uint32_t>(k);
     return d;
   }
   return bad("unknown distribution");
@@ -695,7 +710,8 @@ Result<PhasePlan> Workload::Plan(const State& state, size_t phase_no, unsigned t
     } else if (plan.dist.kind == Distribution::Kind::kLatest) {
       Zipf::Zeta(n, plan.dist.theta);  // warm the cache the streams use
     } else if (plan.dist.kind == Distribution::Kind::kSequential ||
-               plan.dist.kind == Distribution::Kind::kHotRange) {
+               plan.dist.kind == Distribution::Kind::kHotRange ||
+               plan.dist.kind == Distribution::Kind::kThreadRange) {
       auto keys = std::make_shared<std::vector<Key>>(n);
       for (uint64_t i = 0; i < n; ++i) (*keys)[i] = ks_.key(plan.readable.at(i));
       if (ks_.kind() != KeyKind::kDense || plan.readable.ranges().size() > 1)
@@ -868,9 +884,19 @@ uint64_t OpStream::PickReadRank() {
     }
     case Distribution::Kind::kSequential:
     case Distribution::Kind::kHotRange:
+    case Distribution::Kind::kThreadRange:
       break;  // handled by the caller (key order, not rank order)
   }
   return rd.at(0);
+}
+
+uint64_t OpStream::PickThreadRangePos() {
+  const uint64_t n = plan_->sorted_readable->size();
+  const uint64_t T = std::max(1u, plan_->threads);
+  const uint64_t slice = (thread_ + plan_->dist.shift) % T;
+  const uint64_t first = n * slice / T, end = n * (slice + 1) / T;
+  if (end > first && rng_.Unit() < plan_->dist.hot_ops) return first + rng_.Below(end - first);
+  return rng_.Below(n);
 }
 
 uint64_t OpStream::PickHotRangePos() {
@@ -935,6 +961,8 @@ bool OpStream::Next(Op* op) {
         if (++seq_pos_ == keys.size()) seq_pos_ = 0;
       } else if (plan_->dist.kind == Distribution::Kind::kHotRange) {
         op->key = (*plan_->sorted_readable)[PickHotRangePos()];
+      } else if (plan_->dist.kind == Distribution::Kind::kThreadRange) {
+        op->key = (*plan_->sorted_readable)[PickThreadRangePos()];
       } else {
         op->key = ks.key(PickReadRank());
       }

@@ -52,6 +52,15 @@
 //                  Unlike the others it also places inserts: a share P of
 //                  them get fresh keys inside the hot key range, the rest
 //                  outside it (random key space, op-count mode only)
+//   threadrange[:P[:K]]
+//                  every thread has its own hot key range: the present
+//                  keys in key order are cut into T slices (T threads of
+//                  the phase) and thread t reads slice (t + K) mod T with
+//                  probability P (default 0.95, K default 0), any present
+//                  key otherwise. Paper 003's threads with distinct
+//                  localities; a later phase with another K is the
+//                  access-pattern shift that makes nodes migrate
+//                  ("lookup:1000000@threadrange,lookup:1000000@threadrange:0.95:1")
 // A phase may override the run's distribution: "update:1000@hotrange:0.05"
 // (see ParseWorkload), e.g. to move a hot range between phases.
 //
@@ -155,16 +164,17 @@ inline constexpr size_t kOpTypes = 6;
 const char* OpTypeName(OpType t);
 
 struct Distribution {
-  enum class Kind : uint8_t { kUniform, kZipf, kLatest, kSequential, kHotspot, kHotRange };
+  enum class Kind : uint8_t { kUniform, kZipf, kLatest, kSequential, kHotspot, kHotRange, kThreadRange };
   Kind kind = Kind::kUniform;
   double theta = 0.99;        // zipf, latest
   double hot_fraction = 0.2;  // hotspot/hotrange: share of keys that are hot
   double hot_ops = 0.95;      // hotspot/hotrange: share of operations on hot keys
   double hot_start = 0;       // hotrange: key-order position of the range, share of n
+  uint32_t shift = 0;         // threadrange: thread t reads slice (t + shift) % T
   std::string ToString() const;
 };
 // "uniform" | "zipf" | "zipf:0.99" | "latest" | "sequential" |
-// "hotspot:F" | "hotspot:F:P" | "hotrange:F[:P[:S]]". InvalidArgument
+// "hotspot:F" | "hotspot:F:P" | "hotrange:F[:P[:S]]" | "threadrange[:P[:K]]". InvalidArgument
 // naming the bad part.
 Result<Distribution> ParseDistribution(std::string_view text);
 
@@ -310,7 +320,7 @@ struct PhasePlan {
   // (replacing the ranks of `inserts`); empty otherwise.
   std::vector<std::vector<uint64_t>> insert_ranks;
   uint64_t next_rank_after = 0;
-  std::shared_ptr<const std::vector<Key>> sorted_readable;  // sequential, hotrange
+  std::shared_ptr<const std::vector<Key>> sorted_readable;  // sequential, hotrange, threadrange
   uint64_t hot_first = 0, hot_count = 0;  // hotrange: positions in sorted_readable
   std::shared_ptr<const Zipf> zipf;                         // zipf / latest over readable
   uint64_t seed = 0;
@@ -373,6 +383,7 @@ class OpStream {
  private:
   uint64_t PickReadRank();
   uint64_t PickHotRangePos();  // hotrange: a position in plan_->sorted_readable
+  uint64_t PickThreadRangePos();  // threadrange: a position in plan_->sorted_readable
   void RefillBlock();
 
   std::shared_ptr<const Workload> w_;

@@ -331,6 +331,65 @@ TEST(WorkloadDist, HotRangeIsAContiguousKeyRange) {
   }
 }
 
+TEST(WorkloadDist, ThreadRangeParses) {
+  auto d = ParseDistribution("threadrange");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.value().kind, Distribution::Kind::kThreadRange);
+  EXPECT_DOUBLE_EQ(d.value().hot_ops, 0.95);
+  EXPECT_EQ(d.value().shift, 0u);
+  auto d2 = ParseDistribution("threadrange:0.8:3");
+  ASSERT_TRUE(d2.ok());
+  EXPECT_DOUBLE_EQ(d2.value().hot_ops, 0.8);
+  EXPECT_EQ(d2.value().shift, 3u);
+  EXPECT_EQ(ParseDistribution(d2.value().ToString()).value().shift, 3u);
+  for (const char* bad : {"threadrange:2", "threadrange:x", "threadrange:0.5:-1", "threadrange:0.5:y",
+                          "threadrange:0.5:1.5"}) {
+    EXPECT_FALSE(ParseDistribution(bad).ok()) << bad;
+  }
+}
+
+// threadrange:P:K: with T threads, thread t reads the key-order slice
+// (t + K) mod T with probability P; a phase with another K moves every
+// thread to another thread's keys (the access-pattern shift of paper 003).
+TEST(WorkloadDist, ThreadRangeGivesEachThreadItsOwnSlice) {
+  WorkloadConfig cfg;
+  cfg.seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed));
+  cfg.keys = 30000;
+  cfg.default_ops = 60000;
+  cfg.phases = ParseWorkload("lookup@threadrange:0.9,lookup@threadrange:0.9:1").value();
+  auto w = Workload::Make(cfg).value();
+  std::vector<Key> sorted;
+  for (const KV& kv : w->LoadPairs()) sorted.push_back(kv.key);
+  const unsigned T = 3;
+  State st = w->InitialState();
+  for (size_t phase = 1; phase <= 2; ++phase) {
+    auto plan = w->Plan(st, phase, T, /*time_mode=*/false);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    const PhasePlan& pl = plan.value();
+    std::vector<std::unique_ptr<OpStream>> streams;
+    for (unsigned t = 0; t < T; ++t) {
+      streams.push_back(std::make_unique<OpStream>(w, pl, t));
+      const unsigned slice = (t + (phase == 1 ? 0 : 1)) % T;
+      const Key lo = sorted[30000 * slice / T], hi = sorted[30000 * (slice + 1) / T - 1];
+      Op op;
+      size_t n = 0, in = 0;
+      while (streams.back()->Next(&op)) {
+        ++n;
+        ASSERT_TRUE(std::binary_search(sorted.begin(), sorted.end(), op.key));
+        in += op.key >= lo && op.key <= hi;
+      }
+      ASSERT_EQ(n, 20000u);
+      // 0.9 of the reads in the slice, plus the uniform draws that land in
+      // it (a third of the other 0.1).
+      EXPECT_NEAR(static_cast<double>(in) / n, 0.9 + 0.1 / 3, 0.015) << "thread " << t;
+    }
+    std::vector<const OpStream*> done;
+    for (auto& s : streams) done.push_back(s.get());
+    w->Commit(&st, pl, done);
+  }
+}
+
 // "PHASE@DIST" overrides the run's distribution for that phase only: a hot
 // range that moves between phases.
 TEST(WorkloadDist, PhaseDistributionOverride) {

@@ -1,0 +1,47 @@
+// TLBtree (paper 003; docs/layout/tlbtree.md): the two-layer tree of
+// two_layer.h with one DRAM top layer. This file holds its options and
+// its registration only.
+#include <memory>
+#include <string>
+
+#include "index/registry.h"
+#include "trees/tlbtree/two_layer.h"
+
+namespace pmindex::tlbtree {
+namespace {
+
+Result<TwoLayerConfig> Parse(const Options& o) {
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"height", "rebuild"}));
+  TwoLayerConfig c;
+  Result<uint64_t> h = o.get_uint("height", 3, 2, TwoLayerTree::kMaxHeight);
+  if (!h.ok()) return h.status();
+  Result<uint64_t> r = o.get_uint("rebuild", 8, 1, 1u << 20);
+  if (!r.ok()) return r.status();
+  c.height = static_cast<uint32_t>(h.value());
+  c.rebuild = static_cast<uint32_t>(r.value());
+  return c;
+}
+
+PMINDEX_REGISTER_INDEX(tlbtree, {
+    .name = "tlbtree",
+    .persistent = true,
+    .options_help =
+        "height=N (levels of every bottom-layer subindex, 2..8; default 3) rebuild=N (rebuild the top layer when "
+        "an operation walks N or more subindex roots past its top-layer entry, 1..1048576; default 8)",
+    .test_configs = {"height=2,rebuild=1", "height=2", "height=3,rebuild=2"},
+    .validate = [](const Options& o) -> Status { return Parse(o).status(); },
+    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+      Result<TwoLayerConfig> c = Parse(o);
+      if (!c.ok()) return c.status();
+      return TwoLayerTree::Create(env, c.value(), "tlbtree");
+    },
+    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+      Result<TwoLayerConfig> c = Parse(o);
+      if (!c.ok()) return c.status();
+      return TwoLayerTree::Open(env, c.value(), "tlbtree");
+    },
+    .marks_in_use = true,
+});
+
+}  // namespace
+}  // namespace pmindex::tlbtree

@@ -1,0 +1,361 @@
+// tlbtree unit tests: the state word and the top layer on their own, then
+// the tree through its interface: splits at every level and root-chain
+// growth, a full top-layer leaf that forces chain walks and a rebuild,
+// reopen after a clean close and after a "crash" (a copy of a live pool),
+// random operations against a std::map oracle across reopens, option
+// checks, and readers running while a writer splits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "index/index.h"
+#include "pm/pool.h"
+#include "pm/pool_format.h"
+#include "pmindex/db.h"
+#include "trees/tlbtree/top_layer.h"
+#include "trees/tlbtree/wo_node.h"
+#include "unit/sorted_node_checks.h"
+#include "unit/temp_files.h"
+
+namespace pmindex::tlbtree {
+namespace {
+
+using testing_util::TestSeed;
+
+double Extra(const IndexStats& s, const std::string& name) {
+  for (const auto& [n, v] : s.extra)
+    if (n == name) return v;
+  ADD_FAILURE() << "no stats counter " << name;
+  return -1;
+}
+
+TEST(TlbTreeState, SlotArrayInsertRemoveAndFlags) {
+  uint64_t s = st::Identity(0);
+  EXPECT_EQ(st::Count(s), 0u);
+  s = st::Insert(s, 0, 7);  // [7]
+  s = st::Insert(s, 0, 3);  // [3 7]
+  s = st::Insert(s, 2, 11); // [3 7 11]
+  s = st::Insert(s, 1, 0);  // [3 0 7 11]
+  ASSERT_EQ(st::Count(s), 4u);
+  EXPECT_EQ(st::Slot(s, 0), 3u);
+  EXPECT_EQ(st::Slot(s, 1), 0u);
+  EXPECT_EQ(st::Slot(s, 2), 7u);
+  EXPECT_EQ(st::Slot(s, 3), 11u);
+  EXPECT_EQ(st::UsedMask(s), (1u << 3) | 1u | (1u << 7) | (1u << 11));
+  s = st::Remove(s, 1);  // [3 7 11]
+  ASSERT_EQ(st::Count(s), 3u);
+  EXPECT_EQ(st::Slot(s, 1), 7u);
+  EXPECT_EQ(st::Slot(s, 2), 11u);
+  const uint64_t b = st::Bump(s | st::kSibBit | st::kLatch);
+  EXPECT_TRUE(st::Latched(b));
+  EXPECT_EQ(st::Sib(b), 1u);
+  EXPECT_EQ(st::Count(b), 3u);
+  EXPECT_NE(b, s | st::kSibBit | st::kLatch);
+  // The counter wraps without touching the other bits.
+  uint64_t w = s;
+  for (int i = 0; i < 1024; ++i) w = st::Bump(w);
+  EXPECT_EQ(w, s);
+  // A full array of 12 and a truncation to 6.
+  uint64_t f = st::Identity(kSlots);
+  EXPECT_EQ(st::Count(f), kSlots);
+  EXPECT_EQ(st::Slot(f, 11), 11u);
+  EXPECT_EQ(st::Count(st::Truncate(f, 6)), 6u);
+  EXPECT_EQ(st::UsedMask(st::Truncate(f, 6)), 0x3fu);
+}
+
+TEST(TlbTreeTop, FindsTheLastEntryAtOrBelowAndAbsorbsNewOnes) {
+  std::vector<std::pair<Key, uint64_t>> chain;
+  for (uint64_t i = 0; i < 1000; ++i) chain.push_back({i * 100, i + 1});
+  TopLayer t(chain);
+  EXPECT_EQ(t.leaves(), (1000u + TopLayer::kLeafFill - 1) / TopLayer::kLeafFill);
+  EXPECT_GE(t.levels(), 3u);
+  for (Key k : {uint64_t{0}, uint64_t{99}, uint64_t{100}, uint64_t{55555}, uint64_t{99900}, ~uint64_t{0}})
+    EXPECT_EQ(t.Find(k), std::min<uint64_t>(k / 100, 999) + 1) << k;
+  // A leaf absorbs three new entries, then is full.
+  EXPECT_EQ(t.Insert(150, 5000), TopLayer::Add::kAdded);
+  EXPECT_EQ(t.Insert(150, 5000), TopLayer::Add::kPresent);
+  EXPECT_EQ(t.Insert(160, 5001), TopLayer::Add::kAdded);
+  EXPECT_EQ(t.Insert(170, 5002), TopLayer::Add::kAdded);
+  EXPECT_EQ(t.Insert(180, 5003), TopLayer::Add::kFull);
+  EXPECT_EQ(t.Find(155), 5000u);
+  EXPECT_EQ(t.Find(175), 5002u);
+  EXPECT_EQ(t.Find(185), 5002u);
+  EXPECT_EQ(t.Find(200), 3u);
+}
+
+TEST(TlbTreeOptions, BadOptionsAreRefused) {
+  for (const char* bad : {"height=1", "height=9", "height=x", "rebuild=0", "node=512", "height=2,height=3"}) {
+    auto db = Db::CreateInMemory("tlbtree", bad);
+    EXPECT_TRUE(db.status().is_invalid_argument()) << bad << ": " << db.status().ToString();
+  }
+  for (const char* good : {"", "height=2", "height=8,rebuild=1"}) {
+    auto db = Db::CreateInMemory("tlbtree", good);
+    EXPECT_TRUE(db.ok()) << good << ": " << db.status().ToString();
+  }
+}
+
+// Ascending inserts at height 2: leaves split, roots fill and split (new
+// subindexes on the chain), and the top layer's gapped leaf fills; with
+// rebuild=2 the chain walks then trigger rebuilds. Every key is found
+// before and after.
+TEST(TlbTreeSplits, RootChainGrowsAndTopLayerRebuilds) {
+  auto db = Db::CreateInMemory("tlbtree", "height=2,rebuild=2");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  Db& d = *db.value();
+  const Key n = 6000;
+  for (Key k = 0; k < n; ++k) {
+    ASSERT_TRUE(d.Insert(k * 7, k).ok()) << k;
+    if (k % 1500 == 0) {
+      ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    }
+  }
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  IndexStats s = d.Stats();
+  EXPECT_EQ(s.height, 2u);
+  EXPECT_EQ(s.entries, n);
+  EXPECT_GT(Extra(s, "root_splits"), 10);
+  EXPECT_GT(Extra(s, "subindexes"), 10);
+  EXPECT_GT(Extra(s, "top_skipped"), 0);  // a top-layer leaf was full
+  const double rebuilds = Extra(s, "top_rebuilds");
+  EXPECT_GT(rebuilds, 0);
+  for (Key k = 0; k < n; ++k) ASSERT_EQ(d.Get(k * 7).value(), k) << k;
+  EXPECT_FALSE(d.Get(8).ok());
+  std::vector<KV> all;
+  EXPECT_EQ(d.Range(0, std::nullopt, SIZE_MAX, &all), n);  // the scan crosses subindexes
+  for (Key k = 0; k < n; ++k) ASSERT_EQ(all[k].key, k * 7);
+}
+
+// Without rebuilds (rebuild= above any walk), subindexes the full
+// top-layer leaf could not take are found by walking the chain of roots;
+// the same pool reopened gets a top layer built from the chain, which
+// holds every subindex.
+TEST(TlbTreeSplits, StaleTopLayerIsCorrectByChainWalks) {
+  testing::TempDir dir;
+  const std::string path = dir.path("tlb.pool");
+  const Key n = 5000;
+  double subindexes = 0;
+  {
+    auto db = Db::Create(path, "tlbtree", "height=2,rebuild=1000000");
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Db& d = *db.value();
+    for (Key k = 0; k < n; ++k) ASSERT_TRUE(d.Insert(k * 3, k).ok()) << k;
+    const IndexStats s = d.Stats();
+    EXPECT_EQ(Extra(s, "top_rebuilds"), 0);
+    EXPECT_GT(Extra(s, "top_skipped"), 10);
+    subindexes = Extra(s, "subindexes");
+    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    for (Key k = 0; k < n; ++k) ASSERT_EQ(d.Get(k * 3).value(), k) << k;
+    ASSERT_TRUE(d.Close().ok());
+  }
+  auto db = Db::Open(path, "tlbtree");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  Db& d = *db.value();
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  const IndexStats s = d.Stats();
+  EXPECT_EQ(Extra(s, "subindexes"), subindexes);
+  // Built from the chain: 12 entries per leaf, none left out.
+  EXPECT_EQ(Extra(s, "top_leaves"), std::ceil(subindexes / TopLayer::kLeafFill));
+  for (Key k = 0; k < n; ++k) ASSERT_EQ(d.Get(k * 3).value(), k) << k;
+}
+
+// Height 3 with random keys: splits of leaves, of inner nodes below the
+// roots and of roots; the leaves' sibling links cross subindexes.
+TEST(TlbTreeSplits, EveryLevelSplitsAtHeightThree) {
+  auto db = Db::CreateInMemory("tlbtree", "height=3,rebuild=1");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  Db& d = *db.value();
+  std::mt19937_64 rng(TestSeed());
+  std::map<Key, Value> oracle;
+  while (oracle.size() < 20000) {
+    const Key k = rng();
+    if (oracle.count(k)) continue;
+    ASSERT_TRUE(d.Insert(k, ~k).ok());
+    oracle[k] = ~k;
+  }
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  IndexStats s = d.Stats();
+  EXPECT_EQ(s.height, 3u);
+  EXPECT_GT(s.inner_nodes, Extra(s, "subindexes") * 2);  // inner nodes below the roots
+  EXPECT_GT(Extra(s, "root_splits"), 0);
+  ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
+}
+
+// Random operations against a std::map, with clean reopens between
+// rounds: the reopened tree verifies, rebuilds its top layer from the
+// chain and finds the same pairs. Deletes empty leaves out (no merges).
+TEST(TlbTreeOracle, RandomOpsMatchAMapAcrossReopens) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  testing::TempDir dir;
+  const std::string path = dir.path("tlb.pool");
+  std::mt19937_64 rng(seed);
+  std::map<Key, Value> oracle;
+  {
+    auto db = Db::Create(path, "tlbtree", "height=2,rebuild=3");
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE(db.value()->Close().ok());
+  }
+  for (int round = 0; round < 4; ++round) {
+    auto db = Db::Open(path, "tlbtree");
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Db& d = *db.value();
+    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    for (const auto& [k, v] : oracle) ASSERT_EQ(d.Get(k).value(), v) << k;
+    for (int i = 0; i < 6000; ++i) {
+      const Key k = i == 0 ? 0 : i == 1 ? ~uint64_t{0} : rng() % 20000;
+      const Value v = rng();
+      const bool present = oracle.count(k) != 0;
+      switch (rng() % 5) {
+        case 0:
+        case 1: {
+          Status s = d.Insert(k, v);
+          ASSERT_EQ(s.ok(), !present) << s.ToString();
+          if (!present) oracle[k] = v;
+          break;
+        }
+        case 2: {
+          Status s = d.Update(k, v);
+          ASSERT_EQ(s.ok(), present) << s.ToString();
+          if (present) oracle[k] = v;
+          break;
+        }
+        case 3:
+          ASSERT_TRUE(d.Upsert(k, v).ok());
+          oracle[k] = v;
+          break;
+        default: {
+          Status s = d.Remove(k);
+          ASSERT_EQ(s.ok(), present) << s.ToString();
+          oracle.erase(k);
+        }
+      }
+    }
+    // Empty a key range: its leaves stay, empty.
+    if (round == 2) {
+      for (auto it = oracle.lower_bound(5000); it != oracle.end() && it->first < 9000;) {
+        ASSERT_TRUE(d.Remove(it->first).ok());
+        it = oracle.erase(it);
+      }
+      std::vector<KV> part;
+      d.Range(5000, 9000, SIZE_MAX, &part);
+      EXPECT_TRUE(part.empty());
+    }
+    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    EXPECT_EQ(d.Stats().entries, oracle.size());
+    ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
+    ASSERT_TRUE(d.Close().ok());
+  }
+}
+
+// A copy of a live pool (no close: what a crash leaves) opens, rebuilds
+// the top layer from the chain of roots and holds every key; so does a
+// cleanly closed one.
+TEST(TlbTreeRecovery, OpenAfterCrashAndAfterCloseRebuildsTheTopLayer) {
+  PoolOptions po;
+  po.size = 16ull << 20;
+  po.kind = "tlbtree";
+  po.index_options = "height=2,rebuild=4";
+  auto pool = Pool::CreateInMemory(po);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto idx = create_index("tlbtree", "height=2,rebuild=4", pool.value().get());
+  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  std::vector<KV> load;
+  for (Key k = 0; k < 3000; ++k) load.push_back(KV{k * 4, k});
+  ASSERT_TRUE(idx.value()->bulk_load(load, 0.9).ok());
+  EXPECT_TRUE(idx.value()->bulk_load(load, 0.9).is_invalid_argument());  // not empty any more
+  for (Key k = 0; k < 3000; ++k) ASSERT_TRUE(idx.value()->insert(k * 4 + 1, k).ok());
+  ASSERT_TRUE(idx.value()->verify().ok());
+  const uint64_t subs = static_cast<uint64_t>(Extra(idx.value()->stats(), "subindexes"));
+  EXPECT_GT(subs, 20u);
+  for (bool crash : {true, false}) {
+    SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
+    std::vector<std::byte> bytes(pool.value()->bytes().begin(), pool.value()->bytes().end());
+    if (!crash) {
+      // A clean close: the index closed and gone, the clean flag set as
+      // Pool::Close sets it.
+      ASSERT_TRUE(idx.value()->close().ok());
+      idx.value().reset();
+      bytes.assign(pool.value()->bytes().begin(), pool.value()->bytes().end());
+      const uint64_t one = 1;
+      std::memcpy(bytes.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
+    }
+    auto img = Pool::OpenImage(bytes);
+    ASSERT_TRUE(img.ok()) << img.status().ToString();
+    auto re = open_index(img.value().get());
+    ASSERT_TRUE(re.ok()) << re.status().ToString();
+    Index& t = *re.value();
+    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    const IndexStats s = t.stats();
+    EXPECT_EQ(s.entries, 6000u);
+    EXPECT_EQ(static_cast<uint64_t>(Extra(s, "subindexes")), subs);
+    EXPECT_GE(Extra(s, "top_leaves"), static_cast<double>(subs / TopLayer::kLeafFill));
+    for (Key k = 0; k < 3000; ++k) {
+      ASSERT_EQ(t.lookup(k * 4).value_or(~0ull), k);
+      ASSERT_EQ(t.lookup(k * 4 + 1).value_or(~0ull), k);
+      ASSERT_FALSE(t.lookup(k * 4 + 2).has_value());
+    }
+    ASSERT_TRUE(t.insert(1u << 30, 1).ok());
+    ASSERT_TRUE(t.verify().ok());
+    ASSERT_TRUE(t.close().ok());
+  }
+}
+
+// Readers (lookups and scans) while two writers insert and remove: the
+// kept keys k*8 are always found with their values and scans see them in
+// order, none missing.
+TEST(TlbTreeConcurrency, ReadersDuringWritersSeeEveryKeptKey) {
+  auto db = Db::CreateInMemory("tlbtree", "height=2,rebuild=2");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  Db& d = *db.value();
+  const Key kept = 3000;
+  for (Key k = 0; k < kept; ++k) ASSERT_TRUE(d.Insert(k * 8, k).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> writers_done{0};
+  std::atomic<uint64_t> bad{0};
+  auto writer = [&](Key off) {
+    for (int wave = 0; wave < 3; ++wave) {
+      for (Key k = 0; k < kept; ++k)
+        if (!d.Insert(k * 8 + off, wave).ok()) bad.fetch_add(1);
+      for (Key k = 0; k < kept; k += 2)
+        if (!d.Remove(k * 8 + off).ok()) bad.fetch_add(1);
+      for (Key k = 1; k < kept; k += 2)
+        if (!d.Remove(k * 8 + off).ok()) bad.fetch_add(1);
+    }
+    writers_done.fetch_add(1);
+  };
+  std::thread w1(writer, 1), w2(writer, 5);
+  std::thread reader([&] {
+    std::mt19937_64 rng(7);
+    while (writers_done.load() < 2) {
+      const Key k = rng() % kept;
+      Result<Value> v = d.Get(k * 8);
+      if (!v.ok() || v.value() != k) bad.fetch_add(1);
+      std::vector<KV> part;
+      d.Range(k * 8, std::nullopt, 50, &part);
+      Key want = k;
+      for (const KV& kv : part) {
+        if (kv.key % 8 != 0) continue;
+        if (kv.key != want * 8 || kv.value != want) bad.fetch_add(1);
+        ++want;
+      }
+    }
+  });
+  w1.join();
+  w2.join();
+  reader.join();
+  EXPECT_EQ(bad.load(), 0u);
+  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  EXPECT_EQ(d.Stats().entries, kept);
+}
+
+}  // namespace
+}  // namespace pmindex::tlbtree

@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it (README: "Run the tests").
 #   1. release build: every unit, scenario and crash-simulator test, the
 #      pmcrash mutation runs of PMCRASH_MUTATE_CI_INDEXES included;
-#   2. ASan+UBSan build: unit, scenario, CLI and crash-simulator tests,
+#   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY):
+#      unit, scenario, CLI and crash-simulator tests,
 #      pmcrash over every index included (recovery from crash images reads
 #      the most hostile bytes; a smaller image budget per crash point, 2);
 #      the CLI test once (pmpool_cli), its per-kind copies in release only,
@@ -39,7 +40,7 @@ step "release tests"
 (cd build/release && ctest -j "$jobs" --output-on-failure)
 
 step "ASan+UBSan build"
-configure build/asan Asan -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_MUTATE=OFF \
+configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_MUTATE=OFF \
   "-DPMCRASH_MUTATE_CI_INDEXES="
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"

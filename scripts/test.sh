@@ -5,7 +5,8 @@
 #   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY):
 #      unit, scenario, CLI and crash-simulator tests,
 #      pmcrash over every index included (recovery from crash images reads
-#      the most hostile bytes; a smaller image budget per crash point, 2);
+#      the most hostile bytes; a smaller image budget per crash point, 2,
+#      and 25 ops per workload instead of 50);
 #      the CLI test once (pmpool_cli), its per-kind copies in release only,
 #      to keep the whole run within 30 minutes on 2 cores;
 #   3. TSan build: every unit and scenario test (not a name filter, so no
@@ -40,7 +41,7 @@ step "release tests"
 (cd build/release && ctest -j "$jobs" --output-on-failure)
 
 step "ASan+UBSan build"
-configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_MUTATE=OFF \
+configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_OPS=25 -DPMCRASH_CTEST_MUTATE=OFF \
   "-DPMCRASH_MUTATE_CI_INDEXES="
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"

@@ -23,6 +23,11 @@
 namespace pmindex::alloc {
 namespace {
 
+Status NodeOutside(int node, int nodes) {
+  return Status::InvalidArgument("NUMA node " + std::to_string(node) + " is not in [0, " +
+                                 std::to_string(nodes) + ")");
+}
+
 class RealTopology final : public Topology {
  public:
   RealTopology() {
@@ -44,7 +49,7 @@ class RealTopology final : public Topology {
   bool simulated() const override { return false; }
 
   Status place_this_thread(int node) override {
-    if (node < 0 || node >= nodes_) return BadNode(node);
+    if (node < 0 || node >= nodes_) return NodeOutside(node, nodes_);
 #ifdef PMINDEX_HAVE_LIBNUMA
     if (numa_available() >= 0 && numa_run_on_node(node) != 0) {
       return Status::IOError(std::string("numa_run_on_node: ") + std::strerror(errno));
@@ -54,7 +59,7 @@ class RealTopology final : public Topology {
   }
 
   Status bind(void* addr, size_t len, int node) override {
-    if (node < 0 || node >= nodes_) return BadNode(node);
+    if (node < 0 || node >= nodes_) return NodeOutside(node, nodes_);
 #ifdef PMINDEX_HAVE_LIBNUMA
     if (numa_available() < 0) return Status::IOError("mbind: the kernel has no NUMA support");
     // One bit per node; maxnode counts bits (the kernel reads maxnode - 1).
@@ -74,10 +79,6 @@ class RealTopology final : public Topology {
   }
 
  private:
-  Status BadNode(int node) const {
-    return Status::InvalidArgument("NUMA node " + std::to_string(node) + " is not in [0, " +
-                                   std::to_string(nodes_) + ")");
-  }
   int nodes_ = 1;
 };
 
@@ -99,10 +100,7 @@ class SimulatedTopology final : public Topology {
   bool simulated() const override { return true; }
 
   Status place_this_thread(int node) override {
-    if (node < 0 || node >= nodes_) {
-      return Status::InvalidArgument("NUMA node " + std::to_string(node) + " is not in [0, " +
-                                     std::to_string(nodes_) + ")");
-    }
+    if (node < 0 || node >= nodes_) return NodeOutside(node, nodes_);
     for (auto& [id, n] : Assigned()) {
       if (id == id_) {
         n = node;

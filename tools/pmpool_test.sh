@@ -24,7 +24,7 @@ fail() {
 }
 
 state() { # bytes (regular files) and mtime of a file
-  if [ -f "$1" ]; then echo "$(sha256sum <"$1") $(stat -c %Y.%y "$1")"
+  if [ -f "$1" ]; then echo "$(cksum <"$1") $(stat -c %Y.%y "$1")"
   elif [ -e "$1" ]; then stat -c %F.%Y.%y "$1"
   else echo absent; fi
 }

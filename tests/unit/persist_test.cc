@@ -2,6 +2,7 @@
 // global), eADR, write-latency emulation, the tracer hook.
 #include <x86intrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -111,18 +112,24 @@ TEST(PersistCounters, EadrMakesFlushesFree) {
   SetEadr(true);
   EXPECT_TRUE(Eadr());
   static Buffer buf;
-  Counters before = ThreadCounters();
-  uint64_t t0 = __rdtsc();
-  flush(buf.bytes, sizeof(buf.bytes));
-  persist(buf.bytes, 100);
-  naw(reinterpret_cast<uint64_t*>(buf.bytes), 5);
-  uint64_t ticks = __rdtsc() - t0;
-  Counters d = ThreadCounters() - before;
-  EXPECT_EQ(d.lines_flushed, 0u);
-  EXPECT_EQ(d.fences, 2u);  // fences stay
-  EXPECT_EQ(d.naws, 1u);
+  // The fastest of five tries: one try can be preempted on a busy machine
+  // (a CI run measured 40 us once), five in a row cannot all be.
+  uint64_t ticks = UINT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    Counters before = ThreadCounters();
+    uint64_t t0 = __rdtsc();
+    flush(buf.bytes, sizeof(buf.bytes));
+    persist(buf.bytes, 100);
+    naw(reinterpret_cast<uint64_t*>(buf.bytes), 5);
+    ticks = std::min<uint64_t>(ticks, __rdtsc() - t0);
+    Counters d = ThreadCounters() - before;
+    EXPECT_EQ(d.lines_flushed, 0u);
+    EXPECT_EQ(d.fences, 2u);  // fences stay
+    EXPECT_EQ(d.naws, 1u);
+  }
   // No latency was emulated: far below the 66 us that 66 lines would cost.
   EXPECT_LT(static_cast<double>(ticks) / TscTicksPerNs(), 30000.0);
+  Counters before;
   SetEadr(false);
   before = ThreadCounters();
   flush(buf.bytes, 64);

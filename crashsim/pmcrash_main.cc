@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc/allocator.h"
 #include "index/registry.h"
 #include "simulator.h"
 #include "crash_workload.h"
@@ -35,6 +36,7 @@ const char kUsage[] =
     "               [--opt k=v,...] [--replay POINT:IMAGE] [--mutant KIND@SITE]\n"
     "               [--mutate-alloc] [--pool-mb N] [--further-ops N] [--timeout S]\n"
     "               [--no-fork] [--max-failures N] [--configs first|all] [--list]\n"
+    "               [--numa-nodes N]\n"
     "  --index      a persistent index (test-only fixtures included), or 'all'\n"
     "               (every registered persistent index, each of its test configs,\n"
     "               or only the first with --configs first)\n"
@@ -52,7 +54,9 @@ const char kUsage[] =
     "               redundant (--mutate-alloc: src/alloc/ sites too)\n"
     "  --workload   mixed (default), insert, seq, delete, churn, update, bulk,\n"
     "               bulk-small, recovery, or 'all'; a comma list runs each\n"
-    "  --replay     check exactly one crash image (printed with each failure)\n";
+    "  --replay     check exactly one crash image (printed with each failure)\n"
+    "  --numa-nodes simulated NUMA nodes of the pools (1: the machine's); default:\n"
+    "               each index's own test setting (nobtree: 4, the others: 1)\n";
 
 [[noreturn]] void Usage(const std::string& msg) {
   std::fprintf(stderr, "pmcrash: %s\n%s", msg.c_str(), kUsage);
@@ -200,6 +204,7 @@ int main(int argc, char** argv) {
   Config base;
   std::string index, json, workloads = "mixed";
   bool mutate = false, mutate_alloc = false, list = false, opt_given = false, first_config = false;
+  int numa_nodes = 0;  // 0: each index's IndexInfo::test_numa_nodes
   std::vector<uint64_t> seeds = {base.seed};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -249,6 +254,7 @@ int main(int argc, char** argv) {
       first_config = c == "first";
     }
     else if (a == "--list") list = true;
+    else if (a == "--numa-nodes") numa_nodes = static_cast<int>(ParseU64(a, val(), 1, 64));
     else if (a == "--help" || a == "-h") {
       std::printf("%s", kUsage);
       return 0;
@@ -323,6 +329,11 @@ int main(int argc, char** argv) {
   std::vector<Job> jobs;
   bool all_ok = true;
   for (const auto& [name, opt] : targets) {
+    // The topology every pool of this index attaches with (forked checks
+    // inherit it; the main thread is node 0).
+    const int nodes = numa_nodes > 0 ? numa_nodes : reg.Find(name)->test_numa_nodes;
+    pmindex::alloc::Topology::SetDefault(nodes > 1 ? pmindex::alloc::Topology::Simulated(nodes) : nullptr);
+    const std::string numa_flag = numa_nodes > 0 ? " --numa-nodes " + std::to_string(numa_nodes) : "";
     if (mutate) {
       // One kill matrix per index config, over all the chosen workloads.
       Job j;
@@ -330,10 +341,10 @@ int main(int argc, char** argv) {
       j.cfg.index = name;
       j.cfg.options = opt;
       j.cfg.workload = wl.size() == 1 ? wl[0] : workloads;
-      std::printf("pmcrash --index %s%s%s --workload %s --ops %llu %s --mode %s --budget %llu --mutate\n",
+      std::printf("pmcrash --index %s%s%s --workload %s --ops %llu %s --mode %s --budget %llu%s --mutate\n",
                   name.c_str(), opt.empty() ? "" : " --opt ", opt.c_str(), j.cfg.workload.c_str(),
                   (unsigned long long)j.cfg.ops, seed_flag.c_str(),
-                  pmindex::crash::ModeName(j.cfg.mode), (unsigned long long)j.cfg.budget);
+                  pmindex::crash::ModeName(j.cfg.mode), (unsigned long long)j.cfg.budget, numa_flag.c_str());
       std::fflush(stdout);
       j.mutated = true;
       j.seeds = seeds;
@@ -360,10 +371,10 @@ int main(int argc, char** argv) {
       j.cfg.options = opt;
       j.cfg.workload = w;
       j.cfg.seed = seed;
-      std::printf("pmcrash --index %s%s%s --workload %s --ops %llu --seed %llu --mode %s --budget %llu%s%s\n",
+      std::printf("pmcrash --index %s%s%s --workload %s --ops %llu --seed %llu --mode %s --budget %llu%s%s%s\n",
                   name.c_str(), opt.empty() ? "" : " --opt ", opt.c_str(), w.c_str(),
                   (unsigned long long)j.cfg.ops, (unsigned long long)j.cfg.seed,
-                  pmindex::crash::ModeName(j.cfg.mode), (unsigned long long)j.cfg.budget,
+                  pmindex::crash::ModeName(j.cfg.mode), (unsigned long long)j.cfg.budget, numa_flag.c_str(),
                   j.cfg.mutation.kind == pmindex::crash::MutKind::kNone ? "" : " --mutant ",
                   j.cfg.mutation.ToString().c_str());
       std::fflush(stdout);

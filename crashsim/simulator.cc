@@ -121,6 +121,7 @@ std::string CheckAllocator(Index& x, bool leaks) {
   if (a == nullptr) return "persistent index has no allocator";
   // Retired blocks are unreachable but still live until reclaimed; no
   // other thread runs, so reclaiming here frees all of them.
+  x.quiesce();  // background work (nobtree migrations) finished first
   a->Reclaim();
   std::set<uint64_t> reach;
   std::string dup;

@@ -36,3 +36,16 @@ inline void MeterVisit(Allocator& a, const void* p) {
 }
 
 }  // namespace pmindex::alloc
+
+namespace pmindex::alloc {
+
+// Counts n visits of nodes that live on NUMA node `node` (structures the
+// index places itself, such as a replicated DRAM layer standing for one
+// kept on that node's PM).
+inline void MeterNodeVisits(Allocator& a, int node, uint32_t n) {
+  if (__builtin_expect(!NumaMetering(), 1)) return;
+  const bool remote = node != a.topology().node_of_this_thread();
+  for (uint32_t i = 0; i < n; ++i) pm::CountNodeVisit(remote);
+}
+
+}  // namespace pmindex::alloc

@@ -77,6 +77,12 @@ class Index : public detail::PointLookup {
   // roots (recovery by reachability, leak checks). NotSupported otherwise.
   virtual Status for_each_block(const std::function<void(PPtr)>& fn);
 
+  // Waits until background work the index started on its own is done and
+  // frees the blocks it retired (nobtree: queued migrations). Call while
+  // no operation runs (leak checks, benchmarks between phases). Default:
+  // nothing to wait for.
+  virtual void quiesce() {}
+
   // Clean shutdown (persist what open would otherwise rebuild, set flags).
   // Idempotent; the destructor calls it. No operation may follow. An index
   // whose open did not complete (abandoned()) writes nothing here.

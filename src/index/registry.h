@@ -64,6 +64,10 @@ struct IndexInfo {
   // open_index refuses (Corruption, nothing written) beyond that.
   uint32_t unreachable_after_clean = 0;
   uint32_t unreachable_per_writer = 4;
+  // Simulated NUMA nodes the shared scenarios give this index's pools
+  // (alloc::Topology::Simulated; 0: the machine's topology), for indexes
+  // whose code paths differ with more than one node (nobtree).
+  int test_numa_nodes = 0;
 };
 
 class Registry {

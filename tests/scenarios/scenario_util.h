@@ -308,6 +308,29 @@ inline PoolOptions TestPoolOptions(const IndexParam& p) {
   return o;
 }
 
+// For its lifetime, pools attach with the simulated NUMA nodes the kind's
+// IndexInfo::test_numa_nodes asks for (none: nothing changes). The
+// allocator keeps the topology it attached with.
+class NumaScope {
+ public:
+  explicit NumaScope(std::string_view kind) {
+    const IndexInfo* info = Registry::Get().Find(kind);
+    if (info == nullptr || info->test_numa_nodes <= 0) return;
+    prev_ = alloc::Topology::Default();
+    alloc::Topology::SetDefault(alloc::Topology::Simulated(info->test_numa_nodes));
+    set_ = true;
+  }
+  ~NumaScope() {
+    if (set_) alloc::Topology::SetDefault(prev_);
+  }
+  NumaScope(const NumaScope&) = delete;
+  NumaScope& operator=(const NumaScope&) = delete;
+
+ private:
+  bool set_ = false;
+  std::shared_ptr<alloc::Topology> prev_;
+};
+
 // A fresh index: volatile, or persistent in an in-memory pool.
 inline Result<TestIndex> MakeIndex(const IndexParam& p, std::optional<PoolOptions> popt = {}) {
   TestIndex t;
@@ -316,6 +339,7 @@ inline Result<TestIndex> MakeIndex(const IndexParam& p, std::optional<PoolOption
     if (!pool.ok()) return pool.status();
     t.pool = std::move(pool.value());
   }
+  NumaScope numa(p.info->name);
   auto idx = create_index(p.info->name, p.config, t.pool.get());
   if (!idx.ok()) return idx.status();
   t.idx = std::move(idx.value());
@@ -330,6 +354,7 @@ inline Result<TestIndex> MakeFileIndex(const IndexParam& p, const std::string& p
   if (!pool.ok()) return pool.status();
   t.pool = std::move(pool.value());
   t.path = path;
+  NumaScope numa(p.info->name);
   auto idx = create_index(p.info->name, p.config, t.pool.get());
   if (!idx.ok()) return idx.status();
   t.idx = std::move(idx.value());
@@ -346,6 +371,7 @@ inline Result<TestIndex> ReopenFile(TestIndex& t) {
   if (!pool.ok()) return pool.status();
   r.pool = std::move(pool.value());
   r.path = path;
+  NumaScope numa(r.pool->kind());
   auto idx = open_index(r.pool.get());
   if (!idx.ok()) return idx.status();
   r.idx = std::move(idx.value());
@@ -359,6 +385,7 @@ inline Result<TestIndex> OpenImageCopy(std::span<const std::byte> image) {
   auto pool = Pool::OpenImage(image);
   if (!pool.ok()) return pool.status();
   r.pool = std::move(pool.value());
+  NumaScope numa(r.pool->kind());
   auto idx = open_index(r.pool.get());
   if (!idx.ok()) return idx.status();
   r.idx = std::move(idx.value());
@@ -628,6 +655,7 @@ class MapOracle {
 inline ::testing::AssertionResult NoLeaks(Index& idx) {
   if (idx.allocator() == nullptr)
     return ::testing::AssertionFailure() << "persistent index without an allocator";
+  idx.quiesce();  // background work done, retired blocks freed
   std::set<uint64_t> live, reached;
   idx.allocator()->ForEachLiveBlock([&](PPtr p, size_t) { live.insert(p.raw()); });
   size_t dup = 0;

@@ -74,8 +74,9 @@ class TopLayer {
     inner_.assign(up.rbegin(), up.rend());
   }
 
-  // The root of the last entry whose key is <= k (lock-free).
-  uint64_t Find(Key k) const {
+  // The root of the last entry whose key is <= k (lock-free); *low, if
+  // given, gets that entry's key (the subindex's low key; 0: the first).
+  uint64_t Find(Key k, Key* low = nullptr) const {
     const Leaf& l = leaves_[LeafFor(k)];
     for (unsigned spins = 0;; ++spins) {
       const uint64_t v = l.ver.load(std::memory_order_acquire);
@@ -85,10 +86,13 @@ class TopLayer {
       }
       const uint32_t n = std::min(l.n.load(std::memory_order_relaxed), kLeafSlots);
       uint64_t root = l.ptr[0].load(std::memory_order_relaxed);
+      uint32_t at = 0;
       for (uint32_t i = 1; i < n; ++i) {
         if (l.key[i].load(std::memory_order_relaxed) > k) break;
         root = l.ptr[i].load(std::memory_order_relaxed);
+        at = i;
       }
+      if (low != nullptr) *low = l.key[at].load(std::memory_order_relaxed);
 #if defined(PMINDEX_TSAN)  // TSan does not model fences (sync/version_lock.h)
       if (l.ver.load(std::memory_order_acquire) == v) return root;
 #else

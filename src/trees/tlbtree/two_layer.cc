@@ -7,6 +7,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "alloc/numa_meter.h"
 #include "common/sorted_node.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
@@ -33,26 +34,31 @@ inline void Backoff(unsigned* spins) {
   }
 }
 
-// The child of inner node x (state s) for k: the last key <= k names it.
-inline uint64_t ChildFor(const Node* x, uint64_t s, Key k) {
+// The child of inner node x (state s) for k: the last key <= k names it;
+// *sep = that key (untouched when it is the leftmost child).
+inline uint64_t ChildFor(const Node* x, uint64_t s, Key k, Key* sep, bool* named) {
   uint64_t child = Ld(x->leftmost);
   for (uint32_t i = 0, n = CountOf(s); i < n; ++i) {
     const Rec& r = x->rec[SlotAt(s, i)];
-    if (Ld(r.key) > k) break;
+    const Key rk = Ld(r.key);
+    if (rk > k) break;
     child = Ld(r.val);
+    *sep = rk;
+    *named = true;
   }
   return child;
 }
 
+std::atomic<uint64_t> g_instances{0};
+
+// True iff NOBtree's migration moved x (its tag says so). Out of line:
+// inlined into the write paths, GCC 12 takes the tag load for an overflow
+// of a zero-sized region (a false -Wstringop-overflow).
+[[gnu::noinline]] bool Moved(const Node* x) { return Ld(x->tag) != kNodeTag; }
+
 // The bytes InitNode wrote for a node of n records: line 0 and the
 // record lines in use (the rest of the block is never read).
 constexpr size_t WrittenBytes(uint32_t n) { return offsetof(Node, rec) + n * sizeof(Rec); }
-
-struct Low {
-  bool has = false;  // false: the first node of its level (no lower bound)
-  Key key = 0;
-  bool operator==(const Low&) const = default;
-};
 
 }  // namespace
 
@@ -60,17 +66,36 @@ TwoLayerTree::TwoLayerTree(const IndexEnv& env, const TwoLayerConfig& c, std::st
     : env_(env),
       cfg_(c),
       name_(std::move(name)),
-      top_epochs_([](uint64_t item) { delete reinterpret_cast<TopLayer*>(item); }) {}
+      instance_(g_instances.fetch_add(1, std::memory_order_relaxed) + 1),
+      top_epochs_([](uint64_t item) { delete reinterpret_cast<TopLayer*>(item); }) {
+  if (c.replicate_top) ntops_ = static_cast<uint32_t>(std::clamp(env.alloc->topology().nodes(), 1, 64));
+  tops_ = std::make_unique<std::atomic<TopLayer*>[]>(ntops_);
+  for (uint32_t i = 0; i < ntops_; ++i) tops_[i].store(nullptr, std::memory_order_relaxed);
+  if (c.migration != Migration::kOff) access_ = std::make_unique<AccessStats>();
+}
 
 TwoLayerTree::~TwoLayerTree() {
   IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
+  StopCoordinator();
   top_epochs_.Reclaim();  // no thread is inside: frees every replaced top layer
-  delete top_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < ntops_; ++i) delete tops_[i].load(std::memory_order_acquire);
+}
+
+TwoLayerTree::Tally& TwoLayerTree::Mine() const {
+  thread_local Tally t;
+  if (t.owner != instance_) t = Tally{instance_};
+  return t;
 }
 
 std::string TwoLayerTree::Where(uint64_t raw) const { return sorted_node::NodeWhere(name_, raw); }
 
-Result<PPtr> TwoLayerTree::AllocNode(uint64_t /*near*/) { return env_.alloc->Alloc(kNodeBytes); }
+Result<PPtr> TwoLayerTree::AllocNode(int node) {
+  if (node < 0 && cfg_.placement == Placement::kRoundRobin) {
+    const int nodes = env_.alloc->topology().nodes();
+    node = nodes > 1 ? static_cast<int>(Mine().turn++ % static_cast<uint32_t>(nodes)) : alloc::kAnyNode;
+  }
+  return env_.alloc->Alloc(kNodeBytes, node < 0 ? alloc::kAnyNode : node);
+}
 
 void TwoLayerTree::InitNode(Node* x, uint32_t level, uint64_t leftmost, SibRec sib, std::span<const Rec> recs) const {
   // Not reachable yet: no order matters; the caller flushes the node.
@@ -99,25 +124,36 @@ uint32_t TwoLayerTree::LowerBound(const Node* x, uint64_t s, Key k) {
   return i;
 }
 
-uint64_t TwoLayerTree::Descend(Key k, uint64_t* path, uint32_t* hops) const {
-  uint64_t raw = TopFor()->Find(k);
+uint64_t TwoLayerTree::Descend(Key k, uint64_t* path, uint32_t* hops, Low* lows) const {
+  const uint32_t r = TopIndex();
+  const TopLayer* t = tops_[r].load(std::memory_order_acquire);
+  Key top_low = 0;
+  uint64_t raw = t->Find(k, &top_low);
+  alloc::MeterNodeVisits(*env_.alloc, static_cast<int>(r), t->levels());
+  Low low{top_low != 0, top_low};  // a root's low key is its top entry's (0: the first root)
   *hops = 0;
   uint32_t level = cfg_.height - 1;
   for (;;) {
     const Node* x = N(raw);
+    alloc::MeterVisit(*env_.alloc, x);
     const uint64_t s = LdState(x);
     const SibRec& sr = x->sib[st::Sib(s)];
     const uint64_t sk = Ld(sr.key), sp = Ld(sr.ptr);
     const bool right = sp != 0 && k >= sk;
-    const uint64_t child = (!right && level > 0) ? ChildFor(x, s, k) : 0;
+    Key sep = 0;
+    bool named = false;
+    const uint64_t child = (!right && level > 0) ? ChildFor(x, s, k, &sep, &named) : 0;
     if (!Same(x, s)) continue;  // a writer committed meanwhile: read x again
     if (right) {
       raw = sp;
+      low = Low{true, sk};
       if (level == cfg_.height - 1) ++*hops;  // a walk along the chain of roots
       continue;
     }
     if (path != nullptr) path[level] = raw;
+    if (lows != nullptr) lows[level] = low;
     if (level == 0) return raw;
+    if (named) low = Low{true, sep};
     raw = child;
     --level;
   }
@@ -137,6 +173,7 @@ uint64_t TwoLayerTree::LatchFor(uint64_t raw, Key k, uint64_t* s) {
     if (!Same(x, cur)) continue;
     if (sp != 0 && k >= sk) {  // the B-link rule: k's node is further right
       raw = sp;
+      alloc::MeterVisit(*env_.alloc, N(raw));
       continue;
     }
     const uint64_t want = cur | st::kLatch;
@@ -154,6 +191,16 @@ uint64_t TwoLayerTree::LatchFor(uint64_t raw, Key k, uint64_t* s) {
 
 void TwoLayerTree::Unlatch(Node* x, uint64_t s_latched) const {
   pm::store(&x->state, s_latched & ~st::kLatch, std::memory_order_release);
+}
+
+bool TwoLayerTree::TryLatch(Node* x, uint64_t* s) const {
+  uint64_t cur = LdState(x);
+  if (st::Latched(cur) || !pm::compare_exchange(&x->state, cur, cur | st::kLatch)) return false;
+#if !defined(PMINDEX_TSAN)  // as in LatchFor
+  std::atomic_thread_fence(std::memory_order_release);
+#endif
+  *s = cur | st::kLatch;
+  return true;
 }
 
 // ------------------------------------------------------------------ writers
@@ -176,11 +223,18 @@ void TwoLayerTree::AddRecord(Node* x, uint64_t s, Key k, uint64_t v) {
 }
 
 Status TwoLayerTree::Write(Op op, Key k, Value v) {
+  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved leaf stays readable
+  if (access_) moved_guard.emplace(*env_.alloc);
   alloc::EpochDomain::Guard g(top_epochs_);
   uint64_t path[kMaxHeight] = {};
   uint32_t hops = 0;
   uint64_t s = 0;
-  const uint64_t raw = LatchFor(Descend(k, path, &hops), k, &s);
+  uint64_t raw = 0;
+  for (;;) {
+    raw = LatchFor(Descend(k, path, &hops), k, &s);
+    if (!access_ || !Moved(N(raw))) break;
+    Unlatch(N(raw), s);  // migration moved this leaf meanwhile: descend again
+  }
   Node* x = N(raw);
   const uint32_t n = CountOf(s);
   const uint32_t p = LowerBound(x, s, k);
@@ -216,14 +270,20 @@ Status TwoLayerTree::Write(Op op, Key k, Value v) {
     r = SplitInsert(raw, s, k, v, 0, path);
   }
   MaybeRebuild(hops);
+  if (access_) {
+    path[0] = raw;
+    NotePath(path, k);
+  }
   return r;
 }
 
 Status TwoLayerTree::SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, uint32_t level,
-                                 const uint64_t* path) {
+                                 const uint64_t* descent) {
+  uint64_t path[kMaxHeight];
+  std::copy(descent, descent + kMaxHeight, path);
   for (bool first = true;; first = false) {
     Node* x = N(raw);
-    Result<PPtr> a = AllocNode(raw);
+    Result<PPtr> a = AllocNode();
     if (!a.ok()) {
       Unlatch(x, s);
       // The first split: nothing happened. Above it: the new node stays
@@ -283,7 +343,15 @@ Status TwoLayerTree::SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, ui
       return Status::OK();
     }
     uint64_t ps = 0;
-    const uint64_t praw = LatchFor(path[level + 1], sep, &ps);
+    uint64_t praw = LatchFor(path[level + 1], sep, &ps);
+    while (access_ && Moved(N(praw))) {
+      // NOBtree's migration moved the parent since the descent: find its
+      // copy by descending again (y is still linked by x's sibling record).
+      Unlatch(N(praw), ps);
+      uint32_t h = 0;
+      Descend(sep, path, &h);
+      praw = LatchFor(path[level + 1], sep, &ps);
+    }
     k = sep;
     v = yraw;
     ++level;
@@ -304,9 +372,12 @@ Status TwoLayerTree::remove(Key k) { return Write(Op::kRemove, k, 0); }
 // ------------------------------------------------------------------ readers
 
 std::optional<Value> TwoLayerTree::lookup(Key k) {
+  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved leaf stays readable
+  if (access_) moved_guard.emplace(*env_.alloc);
   alloc::EpochDomain::Guard g(top_epochs_);
   uint32_t hops = 0;
-  uint64_t raw = Descend(k, nullptr, &hops);
+  uint64_t path[kMaxHeight];
+  uint64_t raw = Descend(k, access_ ? path : nullptr, &hops);
   for (;;) {
     const Node* x = N(raw);
     const uint64_t s = LdState(x);
@@ -318,9 +389,14 @@ std::optional<Value> TwoLayerTree::lookup(Key k) {
     if (!Same(x, s)) continue;
     if (sp != 0 && k >= sk) {  // the leaf split after the descent chose it
       raw = sp;
+      alloc::MeterVisit(*env_.alloc, N(raw));
       continue;
     }
     MaybeRebuild(hops);
+    if (access_) {
+      path[0] = raw;
+      NotePath(path, k);
+    }
     if (!found) return std::nullopt;
     return val;
   }
@@ -328,9 +404,12 @@ std::optional<Value> TwoLayerTree::lookup(Key k) {
 
 size_t TwoLayerTree::scan(Key from, size_t n, KV* out) {
   if (n == 0) return 0;
+  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved leaf stays readable
+  if (access_) moved_guard.emplace(*env_.alloc);
   alloc::EpochDomain::Guard g(top_epochs_);
   uint32_t hops = 0;
-  uint64_t raw = Descend(from, nullptr, &hops);
+  uint64_t path[kMaxHeight];
+  uint64_t raw = Descend(from, access_ ? path : nullptr, &hops);
   size_t got = 0;
   Key lo = from;  // every key still to report is >= lo
   while (raw != 0 && got < n) {
@@ -350,8 +429,10 @@ size_t TwoLayerTree::scan(Key from, size_t n, KV* out) {
     // The next leaf's keys are all >= its split key (it never lowers).
     if (sp != 0) lo = std::max(lo, sk);
     raw = sp;
+    if (raw != 0 && got < n) alloc::MeterVisit(*env_.alloc, N(raw));
   }
   MaybeRebuild(hops);
+  if (access_) NotePath(path, from);
   return got;
 }
 
@@ -374,23 +455,40 @@ std::vector<std::pair<Key, uint64_t>> TwoLayerTree::Chain() const {
   return chain;
 }
 
-void TwoLayerTree::RebuildTop() {
-  auto* t = new TopLayer(Chain());
-  TopLayer* old = top_.exchange(t, std::memory_order_acq_rel);
-  if (old != nullptr) {
-    rebuilds_.fetch_add(1, std::memory_order_relaxed);
-    top_epochs_.Retire(reinterpret_cast<uint64_t>(old));
+void TwoLayerTree::Install(const std::vector<std::pair<Key, uint64_t>>& chain) {
+  bool replaced = false;
+  for (uint32_t i = 0; i < ntops_; ++i) {  // one copy per replica, none shared
+    TopLayer* old = tops_[i].exchange(new TopLayer(chain), std::memory_order_acq_rel);
+    if (old != nullptr) {
+      replaced = true;
+      top_epochs_.Retire(reinterpret_cast<uint64_t>(old));
+    }
   }
+  if (replaced) rebuilds_.fetch_add(1, std::memory_order_relaxed);
 }
+
+void TwoLayerTree::RebuildTop() { Install(Chain()); }
 
 void TwoLayerTree::TopAdd(Key k, uint64_t root) {
   std::lock_guard g(top_mu_);
-  if (top_.load(std::memory_order_relaxed)->Insert(k, root) == TopLayer::Add::kFull)
-    skipped_.fetch_add(1, std::memory_order_relaxed);
+  bool full = false;
+  for (uint32_t i = 0; i < ntops_; ++i)  // every replica at once (the paper's synchronous update)
+    full |= tops_[i].load(std::memory_order_relaxed)->Insert(k, root) == TopLayer::Add::kFull;
+  if (full) skipped_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void TwoLayerTree::MaybeRebuild(uint32_t hops) {
-  if (hops < cfg_.rebuild) return;
+  if (cfg_.rebuild_avg > 0) {
+    Tally& t = Mine();
+    t.hops += hops;
+    if (++t.window < kAvgWindow) return;
+    const bool over = static_cast<double>(t.hops) > cfg_.rebuild_avg * t.window;
+    t.window = 0;
+    t.hops = 0;
+    if (!over) return;
+  } else if (hops < cfg_.rebuild) {
+    return;
+  }
   std::unique_lock g(top_mu_, std::try_to_lock);
   if (g.owns_lock()) RebuildTop();  // else another thread is at it
 }
@@ -404,7 +502,7 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Create(const IndexEnv& env, const T
   uint64_t below = 0;
   std::vector<uint64_t> made;
   for (uint32_t level = 0; level < c.height; ++level) {
-    Result<PPtr> a = t->AllocNode(below);
+    Result<PPtr> a = t->AllocNode();
     if (!a.ok()) {
       for (uint64_t m : made) env.alloc->Free(PPtr(m));
       return a.status();
@@ -415,9 +513,24 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Create(const IndexEnv& env, const T
     pm::flush(t->N(raw), WrittenBytes(0));
     below = raw;
   }
+  if (c.migration != Migration::kOff) {  // NOBtree: the migration log, idle
+    Result<PPtr> a = env.alloc->Alloc(sizeof(MigrationLog));
+    if (!a.ok()) {
+      for (uint64_t m : made) env.alloc->Free(PPtr(m));
+      return a.status();
+    }
+    auto* lg = env.pool->to_ptr<MigrationLog>(a.value());
+    for (uint64_t* w : {&lg->armed, &lg->from, &lg->to, &lg->parent, &lg->slot, &lg->prev, &lg->pad}) pm::store(w, uint64_t{0});
+    pm::store(&lg->tag, kLogTag);
+    pm::flush(lg, sizeof(MigrationLog));
+    pm::fence();
+    env.pool->WriteRoot(1, a.value().raw());
+    t->log_ = a.value().raw();
+  }
   pm::fence();  // the subindex durable before the root slot names it
   env.pool->WriteRoot(0, below);
-  t->top_.store(new TopLayer(t->Chain()), std::memory_order_release);
+  t->Install(t->Chain());
+  t->StartCoordinator();
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -451,7 +564,7 @@ Status TwoLayerTree::bulk_load(std::span<const KV> sorted, double fill) {
     const size_t nodes = (items.size() + take - 1) / take;
     std::vector<uint64_t> raws(nodes);
     for (size_t i = 0; i < nodes; ++i) {
-      Result<PPtr> a = AllocNode(0);
+      Result<PPtr> a = AllocNode();
       if (!a.ok()) return fail(a.status());
       raws[i] = a.value().raw();
       made.push_back(raws[i]);
@@ -476,9 +589,12 @@ Status TwoLayerTree::bulk_load(std::span<const KV> sorted, double fill) {
 }
 
 Status TwoLayerTree::close() {
+  StopCoordinator();
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
   std::lock_guard g(top_mu_);
+  std::lock_guard m(migrate_mu_);
+  if (access_) env_.alloc->Reclaim();  // moved leaves: no operation runs, all go back now
   common::ContentSum content;
   PMINDEX_RETURN_IF_ERROR(Walk(false, nullptr, &content, nullptr));
   common::WriteContentRecord(*env_.pool, content);
@@ -499,8 +615,8 @@ Status TwoLayerTree::ViewNode(uint64_t raw, uint32_t level, View* v) const {
   if (n > kSlots) return Status::Corruption(Where(raw) + " has a count above its capacity");
   v->state = s;
   v->level = level;
-  v->leftmost = Ld(x->leftmost);
-  v->sib = SibRec{Ld(x->sib[st::Sib(s)].key), Ld(x->sib[st::Sib(s)].ptr)};
+  v->leftmost = Fix(Ld(x->leftmost));
+  v->sib = SibRec{Ld(x->sib[st::Sib(s)].key), Fix(Ld(x->sib[st::Sib(s)].ptr))};
   v->recs.clear();
   uint32_t seen = 0;
   for (uint32_t i = 0; i < n; ++i) {
@@ -508,7 +624,7 @@ Status TwoLayerTree::ViewNode(uint64_t raw, uint32_t level, View* v) const {
     if (slot >= kSlots || (seen & (1u << slot)))
       return Status::Corruption(Where(raw) + ": bad slot array");
     seen |= 1u << slot;
-    const Rec r{Ld(x->rec[slot].key), Ld(x->rec[slot].val)};
+    const Rec r{Ld(x->rec[slot].key), level > 0 ? Fix(Ld(x->rec[slot].val)) : Ld(x->rec[slot].val)};
     if (!v->recs.empty() && v->recs.back().key >= r.key) return Status::Corruption(Where(raw) + ": keys not ascending");
     if (v->sib.ptr != 0 && r.key >= v->sib.key)
       return Status::Corruption(Where(raw) + ": key " + std::to_string(r.key) + " at or above its split key");
@@ -592,8 +708,8 @@ Status TwoLayerTree::Walk(bool strict, std::vector<uint64_t>* nodes, common::Con
       level_first = named[0];
     }
   }
-  if (strict) {
-    const TopLayer* t = top_.load(std::memory_order_acquire);
+  for (uint32_t replica = 0; strict && replica < ntops_; ++replica) {
+    const TopLayer* t = tops_[replica].load(std::memory_order_acquire);
     bool have_prev = false;
     Key prev = 0;
     uint64_t entries = 0;
@@ -613,6 +729,8 @@ Status TwoLayerTree::Walk(bool strict, std::vector<uint64_t>* nodes, common::Con
     PMINDEX_RETURN_IF_ERROR(bad);
     if (entries == 0) return Status::Corruption(name_ + ": top layer is empty");
   }
+  if (strict && log_ != 0 && Ld(env_.pool->to_ptr<MigrationLog>(PPtr(log_))->armed) != 0)
+    return Status::Corruption(name_ + ": the migration log is armed while no move runs");
   if (stats != nullptr) {
     stats->height = cfg_.height;
     stats->extra.push_back({"subindexes", static_cast<double>(chain.size())});
@@ -624,7 +742,9 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const Two
   std::unique_ptr<TwoLayerTree> t(new TwoLayerTree(env, c, std::move(name)));
   std::vector<uint64_t> nodes;
   common::ContentSum content;
+  PMINDEX_RETURN_IF_ERROR(t->ReadLog());  // reads only
   PMINDEX_RETURN_IF_ERROR(t->Walk(false, &nodes, &content, nullptr));  // reads only
+  if (t->log_ != 0) nodes.push_back(t->log_);
   PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, t->name_));
   PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, nodes, t->name_));  // no write before
   // Repairs: a latch a crash left set is cleared. The store is not
@@ -634,37 +754,50 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const Two
   // inactive sibling record is never read; a separator a crash kept from
   // a parent is covered by the sibling link.)
   for (uint64_t raw : nodes) {
+    if (raw == t->log_) continue;
     Node* x = t->N(raw);
     if (st::Latched(x->state)) pm::store(&x->state, x->state & ~st::kLatch);
   }
-  t->top_.store(new TopLayer(t->Chain()), std::memory_order_release);
+  t->FinishLog();  // an armed log: its move is redone (idempotent), then disarmed
+  t->Install(t->Chain());
+  t->StartCoordinator();
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
 
 Status TwoLayerTree::verify() {
   std::lock_guard g(top_mu_);
+  std::lock_guard m(migrate_mu_);
   return Walk(true, nullptr, nullptr, nullptr);
 }
 
 IndexStats TwoLayerTree::stats() {
   std::lock_guard g(top_mu_);
+  std::lock_guard m(migrate_mu_);
   IndexStats s;
   IgnoreError(Walk(false, nullptr, nullptr, &s), "stats of a damaged tree are partial; verify() reports why");
-  const TopLayer* t = top_.load(std::memory_order_acquire);
-  s.dram_bytes = t->bytes();
+  const TopLayer* t = tops_[0].load(std::memory_order_acquire);
+  s.dram_bytes = t->bytes() * ntops_;
   s.extra.push_back({"top_leaves", static_cast<double>(t->leaves())});
   s.extra.push_back({"top_levels", static_cast<double>(t->levels())});
   s.extra.push_back({"top_rebuilds", static_cast<double>(top_rebuilds())});
   s.extra.push_back({"top_skipped", static_cast<double>(top_skipped())});
   s.extra.push_back({"root_splits", static_cast<double>(root_splits())});
+  s.extra.push_back({"top_replicas", static_cast<double>(ntops_)});
+  if (access_) {
+    s.extra.push_back({"migrations", static_cast<double>(migrations())});
+    s.extra.push_back({"migration_aborts", static_cast<double>(migration_aborts())});
+    s.extra.push_back({"migrations_queued", static_cast<double>(migrations_queued_.load(std::memory_order_relaxed))});
+  }
   return s;
 }
 
 Status TwoLayerTree::for_each_block(const std::function<void(PPtr)>& fn) {
   std::lock_guard g(top_mu_);
+  std::lock_guard m(migrate_mu_);
   std::vector<uint64_t> nodes;
   PMINDEX_RETURN_IF_ERROR(Walk(false, &nodes, nullptr, nullptr));
+  if (log_ != 0) nodes.push_back(log_);
   for (uint64_t n : nodes) fn(PPtr(n));
   return Status::OK();
 }

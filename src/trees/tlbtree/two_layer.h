@@ -1,8 +1,8 @@
-// The two-layer tree of TLBtree (paper 003; docs/layout/tlbtree.md), kept
-// apart from the tlbtree registration so that NOBtree (issue 10) can reuse
-// it: TwoLayerConfig holds the seams NOBtree will fill (replicas of the top
-// layer, placement of new bottom nodes); only the TLBtree setting (one
-// replica, the allocator's default placement) is implemented here.
+// The two-layer tree of TLBtree and NOBtree (paper 003;
+// docs/layout/tlbtree.md, docs/layout/nobtree.md). TwoLayerConfig selects
+// the tree: TLBtree is one DRAM top layer and the allocator's placement;
+// NOBtree adds a top-layer replica per NUMA node, round-robin placement of
+// bottom nodes, the average-walk rebuild trigger and leaf migration.
 //
 // Bottom layer: a forest of subindexes, each a B-link tree of exactly
 // `height` levels of write-optimized 256-byte nodes (wo_node.h). The whole
@@ -13,24 +13,31 @@
 // chain of roots, which is the source of truth for which subindexes exist.
 //
 // Top layer: top_layer.h, a DRAM cache over the chain of roots, rebuilt
-// from the chain at every open and whenever one operation walks more than
-// `rebuild` roots along the chain past the entry the top layer gave it.
+// from the chain at every open and when walks along the chain grow long
+// (TLBtree: one operation walks `rebuild` roots; NOBtree: a thread's
+// operations walk more than `rebuild_avg` roots on average).
 //
 // Concurrency: readers take no lock: they read a node's state word, what
 // they need, then the state word again (equal: the read was consistent).
 // Writers latch a node by setting the latch bit in its state word (CAS),
 // one node at a time, bottom up (a split releases the child before it
-// latches the parent, as in Lehman and Yao's B-link tree). Nothing is ever
-// freed in the bottom layer (no merges), so no node a reader holds can be
-// reused. Replaced top layers are freed through an epoch domain.
+// latches the parent, as in Lehman and Yao's B-link tree). Only NOBtree's
+// migration frees bottom nodes: it try-latches the leaf, its parent and
+// its left neighbour (never waiting, so it cannot deadlock with writers),
+// and retires the old leaf through the allocator's epochs, inside which
+// every NOBtree operation runs. Replaced top layers are freed through an
+// epoch domain of their own.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alloc/allocator.h"
@@ -38,20 +45,32 @@
 #include "common/content_record.h"
 #include "index/index.h"
 #include "index/registry.h"
+#include "trees/tlbtree/access_stats.h"
 #include "trees/tlbtree/top_layer.h"
 #include "trees/tlbtree/wo_node.h"
 
 namespace pmindex::tlbtree {
 
-// Where a new bottom-layer node is allocated. TLBtree: the allocator's
-// own choice. (NOBtree, later: the NUMA node of the subindex.)
-enum class Placement : uint8_t { kAllocatorDefault };
+// Where a new bottom-layer node is allocated: TLBtree, the allocator's
+// own choice; NOBtree, the NUMA nodes in turn (each thread keeps its own
+// turn, so no shared counter sits on the insert path).
+enum class Placement : uint8_t { kAllocatorDefault, kRoundRobin };
+// NOBtree's leaf migration: off; a background coordinator thread draining
+// a queue (the paper's); or inline, the operation that judges a leaf moves
+// it before it returns (deterministic: tests and pmcrash).
+enum class Migration : uint8_t { kOff, kBackground, kInline };
 
 struct TwoLayerConfig {
-  uint32_t height = 3;    // levels of every subindex (2..8)
-  uint32_t rebuild = 8;   // rebuild the top layer when an operation walks this many roots
-  uint32_t top_replicas = 1;  // copies of the top layer (NOBtree: one per NUMA node); only 1 now
+  uint32_t height = 3;   // levels of every subindex (2..8)
+  uint32_t rebuild = 8;  // TLBtree: rebuild the top layer when an operation walks this many roots
+  // NOBtree (> 0, then `rebuild` is unused): rebuild when a thread's last
+  // kAvgWindow operations walked more than this many roots on average.
+  double rebuild_avg = 0;
+  bool replicate_top = false;  // one top layer per NUMA node of the allocator's topology
   Placement placement = Placement::kAllocatorDefault;
+  Migration migration = Migration::kOff;
+  uint32_t sample = 10;  // every sample-th operation of a thread feeds the access statistics
+  uint32_t hot = 16;     // sampled accesses of a leaf after which it is judged
 };
 
 class TwoLayerTree : public Index {
@@ -74,24 +93,44 @@ class TwoLayerTree : public Index {
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   Status close() override;
+  void quiesce() override;  // DrainMigrations, then the moved nodes are freed
   ~TwoLayerTree() override;
 
   // Counters (also in stats().extra).
   uint64_t top_rebuilds() const { return rebuilds_.load(std::memory_order_relaxed); }
   uint64_t top_skipped() const { return skipped_.load(std::memory_order_relaxed); }
   uint64_t root_splits() const { return root_splits_.load(std::memory_order_relaxed); }
+  uint64_t migrations() const { return migrations_.load(std::memory_order_relaxed); }
+  uint64_t migration_aborts() const { return migration_aborts_.load(std::memory_order_relaxed); }
+  static constexpr uint32_t kAvgWindow = 256;  // operations per rebuild_avg check
 
- protected:
-  TwoLayerTree(const IndexEnv& env, const TwoLayerConfig& c, std::string name);
-
-  // Seams for NOBtree. The top layer a thread searches (one replica now).
-  virtual const TopLayer* TopFor() const { return top_.load(std::memory_order_acquire); }
-  // A new bottom node; `near` is the node it splits from (0: none).
-  virtual Result<PPtr> AllocNode(uint64_t near);
+  // Waits until the coordinator's queue is empty and no move runs (tests,
+  // pmbench phases); returns at once without a coordinator.
+  void DrainMigrations();
+  // Moves the node of `level` (below the roots) on k's path to NUMA node
+  // `node` now (tests). False if the move was given up (see MigrateNode).
+  bool MigrateNodeOf(Key k, uint32_t level, int node);
 
  private:
+  TwoLayerTree(const IndexEnv& env, const TwoLayerConfig& c, std::string name);
+
+  // The replica of the top layer this thread searches (its NUMA node's).
+  uint32_t TopIndex() const {
+    if (ntops_ == 1) return 0;
+    return static_cast<uint32_t>(env_.alloc->topology().node_of_this_thread()) % ntops_;
+  }
+  // A new bottom node (placement as configured; node >= 0 forces one).
+  Result<PPtr> AllocNode(int node = -1);
+
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
   // A node's contents as recovery and verify see them (read-only).
+  // A node's lower bound as a descent derives it (has: the node is not
+  // the first of its level).
+  struct Low {
+    bool has = false;
+    Key key = 0;
+    bool operator==(const Low&) const = default;
+  };
   struct View {
     uint64_t state = 0;
     uint32_t level = 0;
@@ -105,11 +144,14 @@ class TwoLayerTree : public Index {
 
   // Readers. Descends to the leaf for k without locks; path[l] = the node
   // used on level l (after moving right); *hops = roots walked.
-  uint64_t Descend(Key k, uint64_t* path, uint32_t* hops) const;
+  // lows, if given, gets each path node's lower bound.
+  uint64_t Descend(Key k, uint64_t* path, uint32_t* hops, Low* lows = nullptr) const;
   // Latches the node of `raw`'s level whose range holds k, moving right
   // from raw; returns it and its latched state in *s.
   uint64_t LatchFor(uint64_t raw, Key k, uint64_t* s);
   void Unlatch(Node* x, uint64_t s_latched) const;
+  // Latches x if it is not latched now (never waits); *s = latched state.
+  bool TryLatch(Node* x, uint64_t* s) const;
   // Position of the first key >= k in x under state s (count if none).
   static uint32_t LowerBound(const Node* x, uint64_t s, Key k);
 
@@ -122,6 +164,8 @@ class TwoLayerTree : public Index {
   // fails with OutOfSpace and changes nothing if no node can be allocated.
   Status SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, uint32_t level, const uint64_t* path);
   void TopAdd(Key k, uint64_t root);
+  // Replaces every replica by one built from chain (old ones retired).
+  void Install(const std::vector<std::pair<Key, uint64_t>>& chain);
   void MaybeRebuild(uint32_t hops);
   void RebuildTop();
 
@@ -135,17 +179,68 @@ class TwoLayerTree : public Index {
   Status Walk(bool strict, std::vector<uint64_t>* nodes, common::ContentSum* content, IndexStats* st) const;
   std::vector<std::pair<Key, uint64_t>> Chain() const;
 
+  // NOBtree's migration (two_layer_migrate.cc). After an operation whose
+  // descent for key k took `path`: samples every node below the roots
+  // into the access statistics and moves (inline) or queues (background)
+  // the ones judged.
+  void NotePath(const uint64_t* path, Key k);
+  // Moves node `raw` (level `level` < height - 1, on k's path) to NUMA
+  // node `node`: copies it, logs the move, repoints its parent and left
+  // neighbour, marks it moved and retires it. Gives up (false, nothing
+  // changed) when a latch is taken, the node is not where k leads, or it
+  // is an empty leaf.
+  bool MigrateNode(uint64_t raw, uint32_t level, Key k, int node);
+  void CoordinatorLoop();
+  void StartCoordinator();
+  void StopCoordinator();
+  // Open: reads the migration log (root slot 1); an armed one sets the
+  // remap for Walk and is redone by FinishLog once the nodes are adopted.
+  Status ReadLog();
+  void FinishLog();
+  uint64_t Fix(uint64_t p) const { return p != 0 && p == remap_from_ ? remap_to_ : p; }
+  // Per-thread, per-tree tallies (no shared counter on the hot path).
+  struct Tally {
+    uint64_t owner = 0;  // instance_ of the tree they count for
+    uint64_t ops = 0;    // operations (sampling)
+    uint64_t hops = 0;   // roots walked in the current rebuild_avg window
+    uint32_t window = 0;
+    uint32_t turn = 0;   // round-robin placement
+  };
+  Tally& Mine() const;
+
   IndexEnv env_;
   TwoLayerConfig cfg_;
   std::string name_;
   bool ready_ = false;
   bool closed_ = false;
-  std::atomic<TopLayer*> top_{nullptr};
+  uint64_t instance_ = 0;
+  uint32_t ntops_ = 1;
+  std::unique_ptr<std::atomic<TopLayer*>[]> tops_;  // one per replica
   std::mutex top_mu_;  // top-layer inserts and rebuilds
   alloc::EpochDomain top_epochs_;
   std::atomic<uint64_t> rebuilds_{0};
   std::atomic<uint64_t> skipped_{0};
   std::atomic<uint64_t> root_splits_{0};
+  // Migration (NOBtree).
+  uint64_t log_ = 0;  // the MigrationLog block (root slot 1)
+  uint64_t remap_from_ = 0, remap_to_ = 0;  // Open only: an armed log's move
+  std::unique_ptr<AccessStats> access_;
+  std::mutex migrate_mu_;  // one move at a time; walks exclude moves
+  struct Task {
+    uint64_t raw;
+    Key key;
+    uint32_t level;
+    int node;
+  };
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  bool busy_ = false;  // the coordinator is moving a leaf
+  std::thread coordinator_;
+  std::atomic<uint64_t> migrations_{0};
+  std::atomic<uint64_t> migration_aborts_{0};
+  std::atomic<uint64_t> migrations_queued_{0};
 };
 
 }  // namespace pmindex::tlbtree

@@ -27,6 +27,9 @@ namespace pmindex::tlbtree {
 inline constexpr uint32_t kNodeBytes = 256;
 inline constexpr uint32_t kSlots = 12;
 inline constexpr uint64_t kNodeTag = 0x45455254424C5400;  // "\0TLBTREE", low byte 0
+// The tag of a leaf NOBtree's migration copied to another node: no longer
+// linked (a writer that latches it starts over), freed through epochs.
+inline constexpr uint64_t kMovedTag = 0x444556004F4D4E00;
 
 struct Rec {
   uint64_t key;
@@ -53,6 +56,24 @@ struct alignas(64) Node {
 static_assert(sizeof(Node) == kNodeBytes);
 static_assert(offsetof(Node, state) == 0 && offsetof(Node, leftmost) == 8 && offsetof(Node, sib) == 16);
 static_assert(offsetof(Node, tag) == 48 && offsetof(Node, level) == 56 && offsetof(Node, rec) == 64);
+
+// NOBtree's migration log (one 64-byte block, pool root slot 1): a leaf
+// move changes two pointers (its parent's and its left neighbour's), which
+// no single store can do, so they are redone from here after a crash.
+struct alignas(64) MigrationLog {
+  uint64_t armed;   // 0: idle; kLogArmed: from/to/... are a move to redo
+  uint64_t from;    // the leaf moved (PPtr raw)
+  uint64_t to;      // its copy, complete and durable before arming
+  uint64_t parent;  // the level-1 node naming `from`
+  uint64_t slot;    // where: kLeftmostSlot or the physical record slot
+  uint64_t prev;    // the leaf whose live sibling record names `from` (0: none)
+  uint64_t tag;     // kLogTag
+  uint64_t pad;
+};
+static_assert(sizeof(MigrationLog) == 64);
+inline constexpr uint64_t kLogTag = 0x474F4C4554424F4E;  // "NOBTELOG"
+inline constexpr uint64_t kLogArmed = 0x44454D5241;       // "ARMED"
+inline constexpr uint64_t kLeftmostSlot = 0xFF;
 
 // State word helpers (pure functions on the 64-bit value).
 namespace st {

@@ -1,0 +1,277 @@
+// NOBtree's leaf migration (paper 003, section III.D; docs/layout/nobtree.md):
+// the access statistics feed, the coordinator, the move itself and its log.
+#include <algorithm>
+
+#include "alloc/numa_meter.h"
+#include "common/sorted_node.h"
+#include "pm/persist.h"
+#include "pm/pptr_decode.h"
+#include "trees/tlbtree/two_layer.h"
+
+namespace pmindex::tlbtree {
+
+namespace {
+
+using sorted_node::Ld;
+
+constexpr size_t kQueueCap = 4096;  // judgments beyond it are dropped (the coordinator is behind)
+
+uint32_t Count(uint64_t s) { return std::min(st::Count(s), kSlots); }
+uint32_t SlotOf(uint64_t s, uint32_t i) { return std::min(st::Slot(s, i), kSlots - 1); }
+
+// An 8-byte pointer word repointed from `from` to `to` (flushed, not fenced).
+void Repoint(uint64_t* word, uint64_t to) {
+  pm::store(word, to, std::memory_order_release);
+  pm::flush(word, sizeof(uint64_t));
+}
+
+}  // namespace
+
+void TwoLayerTree::NotePath(const uint64_t* path, Key k) {
+  Tally& t = Mine();
+  if (++t.ops % cfg_.sample != 0) return;
+  alloc::Allocator& a = *env_.alloc;
+  const int from = a.topology().node_of_this_thread();
+  // Every node of the path below the roots (a root is named by the top
+  // layers and the chain of roots, and stays where it is).
+  for (uint32_t level = 0; level + 1 < cfg_.height; ++level) {
+    const uint64_t raw = path[level];
+    const int to = access_->Record(raw, from, a.NodeOfAddress(N(raw)), cfg_.hot);
+    if (to < 0) continue;
+    if (cfg_.migration == Migration::kInline) {
+      MigrateNode(raw, level, k, to);
+      continue;
+    }
+    {
+      std::lock_guard g(queue_mu_);
+      if (stop_ || queue_.size() >= kQueueCap) return;
+      queue_.push_back(Task{raw, k, level, to});
+    }
+    migrations_queued_.fetch_add(1, std::memory_order_relaxed);
+    queue_cv_.notify_all();
+  }
+}
+
+bool TwoLayerTree::MigrateNodeOf(Key k, uint32_t level, int node) {
+  if (node < 0 || node >= env_.alloc->topology().nodes() || level + 1 >= cfg_.height) return false;
+  uint64_t path[kMaxHeight] = {};
+  {
+    alloc::EpochDomain::Guard g(top_epochs_);
+    uint32_t hops = 0;
+    Descend(k, path, &hops);
+  }
+  return MigrateNode(path[level], level, k, node);
+}
+
+bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
+  if (log_ == 0 || level + 1 >= cfg_.height) return false;
+  std::lock_guard one(migrate_mu_);
+  alloc::Allocator::EpochGuard ag(*env_.alloc);
+  alloc::EpochDomain::Guard g(top_epochs_);
+  auto give_up = [&] {
+    migration_aborts_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  };
+  // Where the node is linked: its parent (path[level + 1]) and, unless it
+  // is the first of its level, the node of its level holding the key just
+  // below its low key.
+  uint64_t path[kMaxHeight] = {};
+  Low lows[kMaxHeight];
+  uint32_t hops = 0;
+  Descend(k, path, &hops, lows);
+  if (path[level] != raw) return give_up();
+  uint64_t prev = 0;
+  if (lows[level].has) {
+    if (lows[level].key == 0) return give_up();
+    uint64_t left[kMaxHeight] = {};
+    Descend(lows[level].key - 1, left, &hops);
+    prev = left[level];
+    if (prev == raw) return give_up();
+  }
+  Node* x = N(raw);
+  Node* p = N(path[level + 1]);
+  Node* w = prev != 0 ? N(prev) : nullptr;
+  // Three latches, each taken only if free: a writer holds one latch at a
+  // time and never waits while holding it, and this never waits at all.
+  uint64_t ps = 0, ws = 0, xs = 0;
+  if (!TryLatch(p, &ps)) return give_up();
+  if (w != nullptr && !TryLatch(w, &ws)) {
+    Unlatch(p, ps);
+    return give_up();
+  }
+  if (!TryLatch(x, &xs)) {
+    if (w != nullptr) Unlatch(w, ws);
+    Unlatch(p, ps);
+    return give_up();
+  }
+  auto release = [&](bool moved) {
+    // A move bumps every version, so a reader that read a pointer while it
+    // changed reads the node again.
+    const auto unlatch = [&](Node* n, uint64_t s) {
+      pm::store(&n->state, (moved ? st::Bump(s) : s) & ~st::kLatch, std::memory_order_release);
+    };
+    unlatch(x, xs);
+    if (w != nullptr) unlatch(w, ws);
+    unlatch(p, ps);
+  };
+  // Under the latches nothing below changes: check what the descents saw.
+  uint64_t slot = ~uint64_t{0};
+  if (Ld(p->leftmost) == raw) {
+    slot = kLeftmostSlot;
+  } else {
+    for (uint32_t i = 0, n = Count(ps); i < n; ++i)
+      if (Ld(p->rec[SlotOf(ps, i)].val) == raw) slot = SlotOf(ps, i);
+  }
+  const uint32_t n = Count(xs);
+  const bool linked = slot != ~uint64_t{0} && (w == nullptr || Ld(w->sib[st::Sib(ws)].ptr) == raw);
+  if (!linked || (level == 0 && n == 0) || Ld(x->tag) != kNodeTag || sorted_node::Ld32(x->level) != level ||
+      Ld(p->tag) != kNodeTag || (w != nullptr && Ld(w->tag) != kNodeTag)) {
+    release(false);
+    return give_up();
+  }
+  Result<PPtr> a = AllocNode(node);
+  if (!a.ok()) {
+    release(false);
+    return give_up();
+  }
+  const uint64_t yraw = a.value().raw();
+  // 1. The copy, complete and durable (unreachable until step 3).
+  Rec recs[kSlots];
+  for (uint32_t i = 0; i < n; ++i) {
+    const Rec& r = x->rec[SlotOf(xs, i)];
+    recs[i] = Rec{Ld(r.key), Ld(r.val)};
+  }
+  const SibRec& live = x->sib[st::Sib(xs)];
+  Node* y = N(yraw);
+  InitNode(y, level, Ld(x->leftmost), SibRec{Ld(live.key), Ld(live.ptr)}, std::span<const Rec>(recs, n));
+  pm::flush(y, offsetof(Node, rec) + n * sizeof(Rec));
+  pm::fence();
+  // 2. The log: what to redo, then armed.
+  auto* lg = env_.pool->to_ptr<MigrationLog>(PPtr(log_));
+  pm::store(&lg->from, raw);
+  pm::store(&lg->to, yraw);
+  pm::store(&lg->parent, path[level + 1]);
+  pm::store(&lg->slot, slot);
+  pm::store(&lg->prev, prev);
+  pm::flush(lg, sizeof(MigrationLog));
+  pm::fence();
+  pm::store(&lg->armed, kLogArmed);
+  pm::flush(&lg->armed, sizeof(uint64_t));
+  pm::fence();
+  // 3. The two pointers (a crash between them: open redoes both).
+  Repoint(slot == kLeftmostSlot ? &p->leftmost : &p->rec[slot].val, yraw);
+  if (w != nullptr) Repoint(&w->sib[st::Sib(ws)].ptr, yraw);
+  pm::fence();
+  // 4. Disarmed before the next move writes the log again.
+  pm::store(&lg->armed, uint64_t{0});
+  pm::flush(&lg->armed, sizeof(uint64_t));
+  pm::fence();
+  // 5. The old node: readers may still be in it (its records are the
+  //    ones the copy has); a writer that latches it starts over.
+  pm::store(&x->tag, kMovedTag);
+  release(true);
+  env_.alloc->Retire(PPtr(raw));
+  migrations_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// ------------------------------------------------------------------ coordinator
+
+void TwoLayerTree::StartCoordinator() {
+  if (cfg_.migration != Migration::kBackground || coordinator_.joinable()) return;
+  stop_ = false;
+  coordinator_ = std::thread([this] { CoordinatorLoop(); });
+}
+
+void TwoLayerTree::CoordinatorLoop() {
+  // Simulated nodes: the coordinator takes node 0 itself rather than the
+  // next node in turn, which belongs to the next operation thread.
+  alloc::Topology& topo = env_.alloc->topology();
+  if (topo.simulated()) IgnoreError(topo.place_this_thread(0), "node 0 always exists");
+  std::unique_lock l(queue_mu_);
+  for (;;) {
+    queue_cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const Task t = queue_.front();
+    queue_.pop_front();
+    busy_ = true;
+    l.unlock();
+    MigrateNode(t.raw, t.level, t.key, t.node);
+    l.lock();
+    busy_ = false;
+    queue_cv_.notify_all();
+  }
+}
+
+void TwoLayerTree::StopCoordinator() {
+  {
+    std::lock_guard g(queue_mu_);
+    stop_ = true;
+    queue_.clear();
+  }
+  queue_cv_.notify_all();
+  if (coordinator_.joinable()) coordinator_.join();
+}
+
+void TwoLayerTree::DrainMigrations() {
+  std::unique_lock l(queue_mu_);
+  if (!coordinator_.joinable()) return;
+  queue_cv_.wait(l, [&] { return stop_ || (queue_.empty() && !busy_); });
+}
+
+void TwoLayerTree::quiesce() {
+  if (!access_) return;
+  DrainMigrations();
+  std::lock_guard m(migrate_mu_);
+  env_.alloc->Reclaim();  // no operation runs: every moved node goes back
+}
+
+// ------------------------------------------------------------------ the log at open
+
+Status TwoLayerTree::ReadLog() {
+  if (cfg_.migration == Migration::kOff) return Status::OK();
+  const uint64_t raw = env_.pool->root(1);
+  auto d = pm::Decode<MigrationLog>(*env_.pool, raw, sizeof(MigrationLog), 64, name_ + ": migration log (root slot 1)");
+  if (!d.ok()) return d.status();
+  const MigrationLog* lg = d.value();
+  if (Ld(lg->tag) != kLogTag) return Status::Corruption(name_ + ": the migration log (root slot 1) has no log tag");
+  log_ = raw;
+  const uint64_t armed = Ld(lg->armed);
+  if (armed == 0) return Status::OK();
+  if (armed != kLogArmed) return Status::Corruption(name_ + ": the migration log's armed word is neither idle nor armed");
+  const uint64_t slot = Ld(lg->slot);
+  if (slot != kLeftmostSlot && slot >= kSlots) return Status::Corruption(name_ + ": the migration log names no parent slot");
+  for (uint64_t node : {Ld(lg->from), Ld(lg->to), Ld(lg->parent)}) {
+    auto n = pm::Decode<Node>(*env_.pool, node, kNodeBytes, 64, name_ + ": a node of the migration log");
+    if (!n.ok()) return n.status();
+  }
+  if (Ld(lg->prev) != 0) {
+    auto n = pm::Decode<Node>(*env_.pool, Ld(lg->prev), kNodeBytes, 64, name_ + ": a node of the migration log");
+    if (!n.ok()) return n.status();
+  }
+  // Walk reads the pointers as the redo will leave them.
+  remap_from_ = Ld(lg->from);
+  remap_to_ = Ld(lg->to);
+  return Status::OK();
+}
+
+void TwoLayerTree::FinishLog() {
+  if (remap_from_ == 0) return;
+  auto* lg = env_.pool->to_ptr<MigrationLog>(PPtr(log_));
+  Node* p = N(Ld(lg->parent));
+  const uint64_t slot = Ld(lg->slot);
+  uint64_t* pp = slot == kLeftmostSlot ? &p->leftmost : &p->rec[slot].val;
+  if (Ld(*pp) == remap_from_) Repoint(pp, remap_to_);
+  if (Ld(lg->prev) != 0) {
+    Node* w = N(Ld(lg->prev));
+    uint64_t* wp = &w->sib[st::Sib(Ld(w->state))].ptr;
+    if (Ld(*wp) == remap_from_) Repoint(wp, remap_to_);
+  }
+  pm::fence();
+  pm::store(&lg->armed, uint64_t{0});
+  pm::flush(&lg->armed, sizeof(uint64_t));
+  pm::fence();
+  remap_from_ = remap_to_ = 0;
+}
+
+}  // namespace pmindex::tlbtree

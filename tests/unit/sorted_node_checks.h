@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -107,6 +108,20 @@ inline void ExpectDeletesShrinkTheTree(const std::string& kind, const std::strin
   d.Range(0, std::nullopt, SIZE_MAX, &all);
   ASSERT_EQ(all.size(), 500u);
   for (Key k = 0; k < 500; ++k) EXPECT_EQ(all[k].value, k + 1);
+}
+
+// Db::CreateInMemory(kind, o) refuses every option string of `bad` with
+// InvalidArgument and accepts every one of `good`.
+inline void ExpectOptions(const std::string& kind, std::initializer_list<const char*> bad,
+                          std::initializer_list<const char*> good) {
+  for (const char* o : bad) {
+    auto db = Db::CreateInMemory(kind, o);
+    EXPECT_TRUE(db.status().is_invalid_argument()) << kind << " " << o << ": " << db.status().ToString();
+  }
+  for (const char* o : good) {
+    auto db = Db::CreateInMemory(kind, o);
+    EXPECT_TRUE(db.ok()) << kind << " " << o << ": " << db.status().ToString();
+  }
 }
 
 }  // namespace pmindex::testing_util

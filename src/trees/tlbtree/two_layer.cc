@@ -513,22 +513,11 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Create(const IndexEnv& env, const T
     pm::flush(t->N(raw), WrittenBytes(0));
     below = raw;
   }
-  if (c.migration != Migration::kOff) {  // NOBtree: the migration log, idle
-    Result<PPtr> a = env.alloc->Alloc(sizeof(MigrationLog));
-    if (!a.ok()) {
-      for (uint64_t m : made) env.alloc->Free(PPtr(m));
-      return a.status();
-    }
-    auto* lg = env.pool->to_ptr<MigrationLog>(a.value());
-    for (uint64_t* w : {&lg->armed, &lg->from, &lg->to, &lg->parent, &lg->slot, &lg->prev, &lg->pad}) pm::store(w, uint64_t{0});
-    pm::store(&lg->tag, kLogTag);
-    pm::flush(lg, sizeof(MigrationLog));
-    pm::fence();
-    env.pool->WriteRoot(1, a.value().raw());
-    t->log_ = a.value().raw();
-  }
   pm::fence();  // the subindex durable before the root slot names it
   env.pool->WriteRoot(0, below);
+  // NOBtree: then its migration log (a crash before it is written: open
+  // writes it).
+  if (c.migration != Migration::kOff) PMINDEX_RETURN_IF_ERROR(t->MakeLog());
   t->Install(t->Chain());
   t->StartCoordinator();
   t->ready_ = true;
@@ -759,6 +748,7 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const Two
     if (st::Latched(x->state)) pm::store(&x->state, x->state & ~st::kLatch);
   }
   t->FinishLog();  // an armed log: its move is redone (idempotent), then disarmed
+  if (c.migration != Migration::kOff && t->log_ == 0) PMINDEX_RETURN_IF_ERROR(t->MakeLog());
   t->Install(t->Chain());
   t->StartCoordinator();
   t->ready_ = true;

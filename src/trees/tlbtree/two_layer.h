@@ -196,6 +196,8 @@ class TwoLayerTree : public Index {
   // Open: reads the migration log (root slot 1); an armed one sets the
   // remap for Walk and is redone by FinishLog once the nodes are adopted.
   Status ReadLog();
+  // Writes an idle migration log and names it in root slot 1.
+  Status MakeLog();
   void FinishLog();
   uint64_t Fix(uint64_t p) const { return p != 0 && p == remap_from_ ? remap_to_ : p; }
   // Per-thread, per-tree tallies (no shared counter on the hot path).

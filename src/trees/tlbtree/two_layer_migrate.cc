@@ -145,27 +145,29 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
   Node* y = N(yraw);
   InitNode(y, level, Ld(x->leftmost), SibRec{Ld(live.key), Ld(live.ptr)}, std::span<const Rec>(recs, n));
   pm::flush(y, offsetof(Node, rec) + n * sizeof(Rec));
-  pm::fence();
-  // 2. The log: what to redo, then armed.
+  pm::fence();  // the copy durable before the log can name it
+  // 2. The log: what to redo, then armed. All of it is one line, whose
+  //    stores reach PM in order: one flush, and `armed` never persists
+  //    without the fields stored before it.
   auto* lg = env_.pool->to_ptr<MigrationLog>(PPtr(log_));
   pm::store(&lg->from, raw);
   pm::store(&lg->to, yraw);
   pm::store(&lg->parent, path[level + 1]);
   pm::store(&lg->slot, slot);
   pm::store(&lg->prev, prev);
-  pm::flush(lg, sizeof(MigrationLog));
-  pm::fence();
   pm::store(&lg->armed, kLogArmed);
-  pm::flush(&lg->armed, sizeof(uint64_t));
+  pm::flush(lg, sizeof(MigrationLog));
   pm::fence();
   // 3. The two pointers (a crash between them: open redoes both).
   Repoint(slot == kLeftmostSlot ? &p->leftmost : &p->rec[slot].val, yraw);
   if (w != nullptr) Repoint(&w->sib[st::Sib(ws)].ptr, yraw);
   pm::fence();
-  // 4. Disarmed before the next move writes the log again.
+  // 4. Disarmed, without a flush of its own: the log is one line, whose
+  //    stores reach PM in order, so the next move's log stores cannot
+  //    persist before this one; until the line is flushed again a crash
+  //    redoes this finished move, which changes nothing (the mutation run
+  //    found the flush and fence that were here redundant).
   pm::store(&lg->armed, uint64_t{0});
-  pm::flush(&lg->armed, sizeof(uint64_t));
-  pm::fence();
   // 5. The old node: readers may still be in it (its records are the
   //    ones the copy has); a writer that latches it starts over.
   pm::store(&x->tag, kMovedTag);
@@ -228,9 +230,24 @@ void TwoLayerTree::quiesce() {
 
 // ------------------------------------------------------------------ the log at open
 
+Status TwoLayerTree::MakeLog() {
+  Result<PPtr> a = env_.alloc->Alloc(sizeof(MigrationLog));
+  if (!a.ok()) return a.status();
+  auto* lg = env_.pool->to_ptr<MigrationLog>(a.value());
+  for (uint64_t* w : {&lg->armed, &lg->from, &lg->to, &lg->parent, &lg->slot, &lg->prev, &lg->pad})
+    pm::store(w, uint64_t{0});
+  pm::store(&lg->tag, kLogTag);
+  pm::flush(lg, sizeof(MigrationLog));
+  pm::fence();  // the idle log durable before the root slot names it
+  env_.pool->WriteRoot(1, a.value().raw());
+  log_ = a.value().raw();
+  return Status::OK();
+}
+
 Status TwoLayerTree::ReadLog() {
   if (cfg_.migration == Migration::kOff) return Status::OK();
   const uint64_t raw = env_.pool->root(1);
+  if (raw == 0) return Status::OK();  // a crash in create before the log: open writes it
   auto d = pm::Decode<MigrationLog>(*env_.pool, raw, sizeof(MigrationLog), 64, name_ + ": migration log (root slot 1)");
   if (!d.ok()) return d.status();
   const MigrationLog* lg = d.value();

@@ -8,7 +8,9 @@
 #      the most hostile bytes; a smaller image budget per crash point, 2,
 #      and 25 ops per workload instead of 50);
 #      the CLI test once (pmpool_cli), its per-kind copies in release only,
-#      to keep the whole run within 30 minutes on 2 cores;
+#      and the shared scenarios over the first test config of each index
+#      only (PMINDEX_SCENARIO_CONFIGS=first; release and TSan run them
+#      all), to keep the whole run within 30 minutes on 2 cores;
 #   3. TSan build: every unit and scenario test (not a name filter, so no
 #      threaded test is missed), except suites that run one thread and
 #      start none, to keep the whole run within 30 minutes (release and
@@ -45,7 +47,7 @@ configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DP
   "-DPMCRASH_MUTATE_CI_INDEXES="
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"
-(cd build/asan && ctest -j "$jobs" --output-on-failure -E '^pmpool_cli_')
+(cd build/asan && PMINDEX_SCENARIO_CONFIGS=first ctest -j "$jobs" --output-on-failure -E '^pmpool_cli_')
 
 step "TSan build"
 configure build/tsan Tsan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF -DPMINDEX_BUILD_TOOLS=OFF

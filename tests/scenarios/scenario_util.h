@@ -7,6 +7,10 @@
 //   PMINDEX_SEED=<n>             replay one seed (else a fresh seed per test)
 //   PMINDEX_SCALE=<x>            multiply operation counts (default 1)
 //   PMINDEX_SCENARIO_INDEX=name  run only this index (comma-separated list)
+//   PMINDEX_SCENARIO_CONFIGS=first  only the first of each index's test
+//                                configs (the ASan+UBSan run of
+//                                scripts/test.sh; ctest discovers the
+//                                tests when it runs, in this environment)
 //
 // Every randomized scenario opens with `SeedScope seed;` which adds
 // "seed=<n> (replay: PMINDEX_SEED=<n>)" to every failure message.
@@ -205,6 +209,8 @@ inline std::vector<IndexParam> Params(Want want) {
     if (!keep) continue;
     std::vector<std::string> configs = info->test_configs;
     if (configs.empty()) configs.push_back("");
+    const char* which = std::getenv("PMINDEX_SCENARIO_CONFIGS");
+    if (which != nullptr && std::string_view(which) == "first") configs.resize(1);
     for (const std::string& c : configs) {
       std::string n = SanitizeName(c.empty() ? info->name : info->name + "_" + c);
       std::string unique = n;

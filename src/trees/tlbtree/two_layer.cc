@@ -515,8 +515,8 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Create(const IndexEnv& env, const T
   }
   pm::fence();  // the subindex durable before the root slot names it
   env.pool->WriteRoot(0, below);
-  // NOBtree: then its migration log (a crash before it is written: open
-  // writes it).
+  // NOBtree: then its migration log (a crash before it is written: the
+  // first move writes it; open cannot, the allocator is still recovering).
   if (c.migration != Migration::kOff) PMINDEX_RETURN_IF_ERROR(t->MakeLog());
   t->Install(t->Chain());
   t->StartCoordinator();
@@ -748,7 +748,6 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const Two
     if (st::Latched(x->state)) pm::store(&x->state, x->state & ~st::kLatch);
   }
   t->FinishLog();  // an armed log: its move is redone (idempotent), then disarmed
-  if (c.migration != Migration::kOff && t->log_ == 0) PMINDEX_RETURN_IF_ERROR(t->MakeLog());
   t->Install(t->Chain());
   t->StartCoordinator();
   t->ready_ = true;

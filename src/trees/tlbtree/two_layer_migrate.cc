@@ -64,8 +64,12 @@ bool TwoLayerTree::MigrateNodeOf(Key k, uint32_t level, int node) {
 }
 
 bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
-  if (log_ == 0 || level + 1 >= cfg_.height) return false;
+  if (level + 1 >= cfg_.height) return false;
   std::lock_guard one(migrate_mu_);
+  if (log_ == 0 && !MakeLog().ok()) {  // a crash in create came before the log
+    migration_aborts_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   alloc::Allocator::EpochGuard ag(*env_.alloc);
   alloc::EpochDomain::Guard g(top_epochs_);
   auto give_up = [&] {
@@ -247,7 +251,7 @@ Status TwoLayerTree::MakeLog() {
 Status TwoLayerTree::ReadLog() {
   if (cfg_.migration == Migration::kOff) return Status::OK();
   const uint64_t raw = env_.pool->root(1);
-  if (raw == 0) return Status::OK();  // a crash in create before the log: open writes it
+  if (raw == 0) return Status::OK();  // a crash in create before the log: the first move writes it
   auto d = pm::Decode<MigrationLog>(*env_.pool, raw, sizeof(MigrationLog), 64, name_ + ": migration log (root slot 1)");
   if (!d.ok()) return d.status();
   const MigrationLog* lg = d.value();

@@ -144,9 +144,9 @@ TEST(NobTreeMigration, InlineMovesReadLeavesToTheReadersNode) {
   ASSERT_TRUE(m.idx->close().ok());
 }
 
-// MigrateNodeOf moves the leaf and the level-1 node of a key to a given
-// node (roots never move); writes that split moved nodes find their
-// copies; a pool copied right after (a crash) and one closed cleanly both
+// MigrateNodeOf moves the leaf, the level-1 node and some subindex roots
+// of keys to given nodes (not the first root); writes that split moved
+// nodes find their copies; a pool copied right after (a crash) and one closed cleanly both
 // open with every key and an idle log.
 TEST(NobTreeMigration, MovedNodesSurviveSplitsReopenAndCrash) {
   SimulatedNodes sim(4);
@@ -158,11 +158,16 @@ TEST(NobTreeMigration, MovedNodesSurviveSplitsReopenAndCrash) {
   for (Key k = 0; k < n; k += 10) {
     moved += t->MigrateNodeOf(k * 4, 0, static_cast<int>(k / 10 % 4)) ? 1 : 0;
     if (k % 100 == 0) moved += t->MigrateNodeOf(k * 4, 1, static_cast<int>(k / 100 % 4)) ? 1 : 0;
+    if (k % 1000 == 500) moved += t->MigrateNodeOf(k * 4, 2, static_cast<int>(k / 1000 % 4)) ? 1 : 0;
   }
   EXPECT_GT(moved, 400);
   EXPECT_EQ(t->migrations(), static_cast<uint64_t>(moved));
+  EXPECT_GT(Extra(m.idx->stats(), "subindexes"), 2);
   EXPECT_FALSE(t->MigrateNodeOf(0, 0, 4));  // no such NUMA node
-  EXPECT_FALSE(t->MigrateNodeOf(0, 2, 1));  // a root
+  EXPECT_FALSE(t->MigrateNodeOf(0, 2, 1));  // the first root (root slot 0 names it)
+  EXPECT_FALSE(t->MigrateNodeOf(0, 3, 1));  // no such level
+  // A subindex root moves: the top layers name the copy.
+  EXPECT_TRUE(t->MigrateNodeOf((n - 1) * 4, 2, 3));
   ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
   // Fill the moved leaves and their moved parents until they split.
   for (Key k = 0; k < n; ++k)

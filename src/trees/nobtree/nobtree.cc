@@ -30,7 +30,7 @@ Result<TwoLayerConfig> Parse(const Options& o) {
   if (!m.ok()) return m.status();
   Result<uint64_t> s = o.get_uint("sample", 10, 1, 1u << 20);
   if (!s.ok()) return s.status();
-  Result<uint64_t> hot = o.get_uint("hot", 16, 1, 1u << 20);
+  Result<uint64_t> hot = o.get_uint("hot", 8, 1, 1u << 20);
   if (!hot.ok()) return hot.status();
   c.height = static_cast<uint32_t>(h.value());
   c.rebuild_avg = r.value();
@@ -50,7 +50,7 @@ PMINDEX_REGISTER_INDEX(nobtree, {
         "a thread's operations walk more than X subindex roots on average past their top-layer entry; default 0.5) "
         "migrate=background|inline|off (leaf migration by a coordinator thread, by the operation that judges the "
         "leaf, or none; default background) sample=N (every N-th operation of a thread feeds the access "
-        "statistics; default 10) hot=N (sampled accesses after which a leaf is judged; default 16)",
+        "statistics; default 10) hot=N (sampled accesses after which a node is judged; default 8)",
     .test_configs = {"height=2,migrate=inline,sample=1,hot=2", "height=2,migrate=background,sample=1,hot=2",
                      "migrate=off"},
     .validate = [](const Options& o) -> Status { return Parse(o).status(); },

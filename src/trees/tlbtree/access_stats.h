@@ -1,5 +1,5 @@
 // NOBtree's access statistics (paper 003, section III.D "Identifying the
-// Node to Be Migrated"): a DRAM hash table, keyed by a leaf's address,
+// Node to Be Migrated"): a DRAM hash table of 32768 slots, keyed by a node's address,
 // counting sampled accesses per NUMA node. A leaf whose sampled accesses
 // reach `hot` is judged once: if one node made more than half of them and
 // the leaf lives elsewhere, that node is where it should move; either way
@@ -19,10 +19,11 @@ namespace pmindex::tlbtree {
 
 class AccessStats {
  public:
-  static constexpr uint32_t kSlots = 4096;  // power of two
+  static constexpr uint32_t kSlots = 1u << 15;  // power of two (2 MiB)
   static constexpr uint32_t kNodes = 8;     // nodes counted; accesses from others are not
 
   AccessStats() : slots_(std::make_unique<Slot[]>(kSlots)) {}
+  static constexpr uint64_t bytes() { return uint64_t{kSlots} * sizeof(Slot); }
 
   // Counts one sampled access of `leaf` (living on node `home`) from node
   // `from`. Returns the node it should move to, or -1.

@@ -129,6 +129,20 @@ class TopLayer {
     return Add::kAdded;
   }
 
+  // Points the entry (k, from) at `to` (NOBtree moved that subindex root
+  // to another NUMA node). Under the owner's mutex. One 8-byte store: a
+  // reader gets either root, and the old one stays readable until its
+  // epoch ends.
+  void Replace(Key k, uint64_t from, uint64_t to) {
+    Leaf& l = leaves_[LeafFor(k)];
+    for (uint32_t i = 0, n = std::min(l.n.load(std::memory_order_relaxed), kLeafSlots); i < n; ++i) {
+      if (l.key[i].load(std::memory_order_relaxed) == k && l.ptr[i].load(std::memory_order_relaxed) == from) {
+        l.ptr[i].store(to, std::memory_order_release);
+        return;
+      }
+    }
+  }
+
   // Every entry in order (no writer running).
   void ForEach(const std::function<void(uint32_t leaf, Key, uint64_t)>& fn) const {
     for (uint32_t i = 0; i < nleaves_; ++i) {

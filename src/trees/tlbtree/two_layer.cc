@@ -471,6 +471,13 @@ void TwoLayerTree::RebuildTop() { Install(Chain()); }
 
 void TwoLayerTree::TopAdd(Key k, uint64_t root) {
   std::lock_guard g(top_mu_);
+  if (access_ && Moved(N(root))) {
+    // NOBtree moved the new root between its split and this insert (the
+    // move replaced no entry: there was none yet). Naming the old node
+    // would outlive it; the chain of roots leads to the copy.
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   bool full = false;
   for (uint32_t i = 0; i < ntops_; ++i)  // every replica at once (the paper's synchronous update)
     full |= tops_[i].load(std::memory_order_relaxed)->Insert(k, root) == TopLayer::Add::kFull;
@@ -766,7 +773,7 @@ IndexStats TwoLayerTree::stats() {
   IndexStats s;
   IgnoreError(Walk(false, nullptr, nullptr, &s), "stats of a damaged tree are partial; verify() reports why");
   const TopLayer* t = tops_[0].load(std::memory_order_acquire);
-  s.dram_bytes = t->bytes() * ntops_;
+  s.dram_bytes = t->bytes() * ntops_ + (access_ ? AccessStats::bytes() : 0);
   s.extra.push_back({"top_leaves", static_cast<double>(t->leaves())});
   s.extra.push_back({"top_levels", static_cast<double>(t->levels())});
   s.extra.push_back({"top_rebuilds", static_cast<double>(top_rebuilds())});

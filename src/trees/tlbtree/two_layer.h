@@ -70,7 +70,7 @@ struct TwoLayerConfig {
   Placement placement = Placement::kAllocatorDefault;
   Migration migration = Migration::kOff;
   uint32_t sample = 10;  // every sample-th operation of a thread feeds the access statistics
-  uint32_t hot = 16;     // sampled accesses of a leaf after which it is judged
+  uint32_t hot = 8;      // sampled accesses of a node after which it is judged
 };
 
 class TwoLayerTree : public Index {

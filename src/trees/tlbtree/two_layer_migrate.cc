@@ -32,10 +32,10 @@ void TwoLayerTree::NotePath(const uint64_t* path, Key k) {
   if (++t.ops % cfg_.sample != 0) return;
   alloc::Allocator& a = *env_.alloc;
   const int from = a.topology().node_of_this_thread();
-  // Every node of the path below the roots (a root is named by the top
-  // layers and the chain of roots, and stays where it is).
-  for (uint32_t level = 0; level + 1 < cfg_.height; ++level) {
+  // Every node of the path but the first root (root slot 0 names it).
+  for (uint32_t level = 0; level < cfg_.height; ++level) {
     const uint64_t raw = path[level];
+    if (level + 1 == cfg_.height && raw == env_.pool->root(0)) continue;
     const int to = access_->Record(raw, from, a.NodeOfAddress(N(raw)), cfg_.hot);
     if (to < 0) continue;
     if (cfg_.migration == Migration::kInline) {
@@ -53,7 +53,7 @@ void TwoLayerTree::NotePath(const uint64_t* path, Key k) {
 }
 
 bool TwoLayerTree::MigrateNodeOf(Key k, uint32_t level, int node) {
-  if (node < 0 || node >= env_.alloc->topology().nodes() || level + 1 >= cfg_.height) return false;
+  if (node < 0 || node >= env_.alloc->topology().nodes() || level >= cfg_.height) return false;
   uint64_t path[kMaxHeight] = {};
   {
     alloc::EpochDomain::Guard g(top_epochs_);
@@ -64,7 +64,12 @@ bool TwoLayerTree::MigrateNodeOf(Key k, uint32_t level, int node) {
 }
 
 bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
-  if (level + 1 >= cfg_.height) return false;
+  if (level >= cfg_.height) return false;
+  const bool root = level + 1 == cfg_.height;
+  // A root is named by the top layers too: its move excludes their
+  // rebuilds and inserts (lock order: top layers, then moves).
+  std::unique_lock<std::mutex> top_lock(top_mu_, std::defer_lock);
+  if (root) top_lock.lock();
   std::lock_guard one(migrate_mu_);
   if (log_ == 0 && !MakeLog().ok()) {  // a crash in create came before the log
     migration_aborts_.fetch_add(1, std::memory_order_relaxed);
@@ -76,14 +81,14 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
     migration_aborts_.fetch_add(1, std::memory_order_relaxed);
     return false;
   };
-  // Where the node is linked: its parent (path[level + 1]) and, unless it
-  // is the first of its level, the node of its level holding the key just
-  // below its low key.
+  // Where the node is linked: its parent (path[level + 1]; a root has
+  // none) and, unless it is the first of its level, the node of its level
+  // holding the key just below its low key.
   uint64_t path[kMaxHeight] = {};
   Low lows[kMaxHeight];
   uint32_t hops = 0;
   Descend(k, path, &hops, lows);
-  if (path[level] != raw) return give_up();
+  if (path[level] != raw || (root && raw == env_.pool->root(0))) return give_up();
   uint64_t prev = 0;
   if (lows[level].has) {
     if (lows[level].key == 0) return give_up();
@@ -93,19 +98,19 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
     if (prev == raw) return give_up();
   }
   Node* x = N(raw);
-  Node* p = N(path[level + 1]);
+  Node* p = root ? nullptr : N(path[level + 1]);
   Node* w = prev != 0 ? N(prev) : nullptr;
   // Three latches, each taken only if free: a writer holds one latch at a
   // time and never waits while holding it, and this never waits at all.
   uint64_t ps = 0, ws = 0, xs = 0;
-  if (!TryLatch(p, &ps)) return give_up();
+  if (p != nullptr && !TryLatch(p, &ps)) return give_up();
   if (w != nullptr && !TryLatch(w, &ws)) {
-    Unlatch(p, ps);
+    if (p != nullptr) Unlatch(p, ps);
     return give_up();
   }
   if (!TryLatch(x, &xs)) {
     if (w != nullptr) Unlatch(w, ws);
-    Unlatch(p, ps);
+    if (p != nullptr) Unlatch(p, ps);
     return give_up();
   }
   auto release = [&](bool moved) {
@@ -116,20 +121,23 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
     };
     unlatch(x, xs);
     if (w != nullptr) unlatch(w, ws);
-    unlatch(p, ps);
+    if (p != nullptr) unlatch(p, ps);
   };
   // Under the latches nothing below changes: check what the descents saw.
   uint64_t slot = ~uint64_t{0};
-  if (Ld(p->leftmost) == raw) {
+  if (p == nullptr) {
+    slot = kNoParentSlot;
+  } else if (Ld(p->leftmost) == raw) {
     slot = kLeftmostSlot;
   } else {
     for (uint32_t i = 0, n = Count(ps); i < n; ++i)
       if (Ld(p->rec[SlotOf(ps, i)].val) == raw) slot = SlotOf(ps, i);
   }
   const uint32_t n = Count(xs);
-  const bool linked = slot != ~uint64_t{0} && (w == nullptr || Ld(w->sib[st::Sib(ws)].ptr) == raw);
+  const bool linked = slot != ~uint64_t{0} && (w == nullptr || Ld(w->sib[st::Sib(ws)].ptr) == raw) &&
+                      (!root || w != nullptr);
   if (!linked || (level == 0 && n == 0) || Ld(x->tag) != kNodeTag || sorted_node::Ld32(x->level) != level ||
-      Ld(p->tag) != kNodeTag || (w != nullptr && Ld(w->tag) != kNodeTag)) {
+      (p != nullptr && Ld(p->tag) != kNodeTag) || (w != nullptr && Ld(w->tag) != kNodeTag)) {
     release(false);
     return give_up();
   }
@@ -156,14 +164,14 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
   auto* lg = env_.pool->to_ptr<MigrationLog>(PPtr(log_));
   pm::store(&lg->from, raw);
   pm::store(&lg->to, yraw);
-  pm::store(&lg->parent, path[level + 1]);
+  pm::store(&lg->parent, root ? uint64_t{0} : path[level + 1]);
   pm::store(&lg->slot, slot);
   pm::store(&lg->prev, prev);
   pm::store(&lg->armed, kLogArmed);
   pm::flush(lg, sizeof(MigrationLog));
   pm::fence();
   // 3. The two pointers (a crash between them: open redoes both).
-  Repoint(slot == kLeftmostSlot ? &p->leftmost : &p->rec[slot].val, yraw);
+  if (p != nullptr) Repoint(slot == kLeftmostSlot ? &p->leftmost : &p->rec[slot].val, yraw);
   if (w != nullptr) Repoint(&w->sib[st::Sib(ws)].ptr, yraw);
   pm::fence();
   // 4. Disarmed, without a flush of its own: the log is one line, whose
@@ -175,6 +183,9 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
   // 5. The old node: readers may still be in it (its records are the
   //    ones the copy has); a writer that latches it starts over.
   pm::store(&x->tag, kMovedTag);
+  if (root) {  // the top layers' entry for the subindex (DRAM)
+    for (uint32_t i = 0; i < ntops_; ++i) tops_[i].load(std::memory_order_relaxed)->Replace(lows[level].key, raw, yraw);
+  }
   release(true);
   env_.alloc->Retire(PPtr(raw));
   migrations_.fetch_add(1, std::memory_order_relaxed);
@@ -261,13 +272,14 @@ Status TwoLayerTree::ReadLog() {
   if (armed == 0) return Status::OK();
   if (armed != kLogArmed) return Status::Corruption(name_ + ": the migration log's armed word is neither idle nor armed");
   const uint64_t slot = Ld(lg->slot);
-  if (slot != kLeftmostSlot && slot >= kSlots) return Status::Corruption(name_ + ": the migration log names no parent slot");
-  for (uint64_t node : {Ld(lg->from), Ld(lg->to), Ld(lg->parent)}) {
+  const bool root = slot == kNoParentSlot;
+  if (slot != kLeftmostSlot && !root && slot >= kSlots)
+    return Status::Corruption(name_ + ": the migration log names no parent slot");
+  if (root != (Ld(lg->parent) == 0) || (root && Ld(lg->prev) == 0))
+    return Status::Corruption(name_ + ": the migration log's parent and slot disagree");
+  for (uint64_t node : {Ld(lg->from), Ld(lg->to), Ld(lg->parent), Ld(lg->prev)}) {
+    if (node == 0) continue;
     auto n = pm::Decode<Node>(*env_.pool, node, kNodeBytes, 64, name_ + ": a node of the migration log");
-    if (!n.ok()) return n.status();
-  }
-  if (Ld(lg->prev) != 0) {
-    auto n = pm::Decode<Node>(*env_.pool, Ld(lg->prev), kNodeBytes, 64, name_ + ": a node of the migration log");
     if (!n.ok()) return n.status();
   }
   // Walk reads the pointers as the redo will leave them.
@@ -279,10 +291,12 @@ Status TwoLayerTree::ReadLog() {
 void TwoLayerTree::FinishLog() {
   if (remap_from_ == 0) return;
   auto* lg = env_.pool->to_ptr<MigrationLog>(PPtr(log_));
-  Node* p = N(Ld(lg->parent));
   const uint64_t slot = Ld(lg->slot);
-  uint64_t* pp = slot == kLeftmostSlot ? &p->leftmost : &p->rec[slot].val;
-  if (Ld(*pp) == remap_from_) Repoint(pp, remap_to_);
+  if (slot != kNoParentSlot) {
+    Node* p = N(Ld(lg->parent));
+    uint64_t* pp = slot == kLeftmostSlot ? &p->leftmost : &p->rec[slot].val;
+    if (Ld(*pp) == remap_from_) Repoint(pp, remap_to_);
+  }
   if (Ld(lg->prev) != 0) {
     Node* w = N(Ld(lg->prev));
     uint64_t* wp = &w->sib[st::Sib(Ld(w->state))].ptr;

@@ -64,8 +64,8 @@ struct alignas(64) MigrationLog {
   uint64_t armed;   // 0: idle; kLogArmed: from/to/... are a move to redo
   uint64_t from;    // the leaf moved (PPtr raw)
   uint64_t to;      // its copy, complete and durable before arming
-  uint64_t parent;  // the level-1 node naming `from`
-  uint64_t slot;    // where: kLeftmostSlot or the physical record slot
+  uint64_t parent;  // the node one level up naming `from` (0: a root)
+  uint64_t slot;    // where: kLeftmostSlot, the physical record slot, or kNoParentSlot (a root)
   uint64_t prev;    // the leaf whose live sibling record names `from` (0: none)
   uint64_t tag;     // kLogTag
   uint64_t pad;
@@ -74,6 +74,7 @@ static_assert(sizeof(MigrationLog) == 64);
 inline constexpr uint64_t kLogTag = 0x474F4C4554424F4E;  // "NOBTELOG"
 inline constexpr uint64_t kLogArmed = 0x44454D5241;       // "ARMED"
 inline constexpr uint64_t kLeftmostSlot = 0xFF;
+inline constexpr uint64_t kNoParentSlot = 0xFE;  // a subindex root: no parent names it
 
 // State word helpers (pure functions on the 64-bit value).
 namespace st {

@@ -155,6 +155,7 @@ TEST_P(Reopen, FromImage) {
   const size_t n = Ops(10000, 1000);
   ASSERT_TRUE(Churn(o, rng, n, 0, UINT64_MAX));
   ASSERT_TRUE(Churn(o, rng, n, 0, 5000));
+  t->quiesce();  // idle: no background work (nobtree's migrations) writes meanwhile
   std::vector<std::byte> live(t.pool->bytes().begin(), t.pool->bytes().end());
   {
     SCOPED_TRACE("image of a live pool");

@@ -179,14 +179,7 @@ TEST(NobTreeMigration, MovedNodesSurviveSplitsReopenAndCrash) {
   ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
-    std::vector<std::byte> bytes(m.pool->bytes().begin(), m.pool->bytes().end());
-    if (!crash) {
-      ASSERT_TRUE(m.idx->close().ok());
-      m.idx.reset();
-      bytes.assign(m.pool->bytes().begin(), m.pool->bytes().end());
-      const uint64_t one = 1;
-      std::memcpy(bytes.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
-    }
+    const std::vector<std::byte> bytes = testing_util::PoolImage(*m.pool, &m.idx, crash);
     auto img = Pool::OpenImage(bytes);
     ASSERT_TRUE(img.ok()) << img.status().ToString();
     auto re = open_index(img.value().get());

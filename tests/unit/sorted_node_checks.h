@@ -7,16 +7,22 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <initializer_list>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "index/index.h"
+#include "pm/pool.h"
+#include "pm/pool_format.h"
 #include "pmindex/db.h"
 
 namespace pmindex::testing_util {
@@ -122,6 +128,22 @@ inline void ExpectOptions(const std::string& kind, std::initializer_list<const c
     auto db = Db::CreateInMemory(kind, o);
     EXPECT_TRUE(db.ok()) << kind << " " << o << ": " << db.status().ToString();
   }
+}
+
+// The bytes of `pool` as a crash at a quiescent point leaves them
+// (crash), or as a clean close does: *idx closed and destroyed first, then
+// the clean flag set as Pool::Close sets it.
+inline std::vector<std::byte> PoolImage(Pool& pool, std::unique_ptr<Index>* idx, bool crash) {
+  if (!crash) {
+    EXPECT_TRUE((*idx)->close().ok());
+    idx->reset();
+  }
+  std::vector<std::byte> bytes(pool.bytes().begin(), pool.bytes().end());
+  if (!crash) {
+    const uint64_t one = 1;
+    std::memcpy(bytes.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
+  }
+  return bytes;
 }
 
 }  // namespace pmindex::testing_util

@@ -272,16 +272,7 @@ TEST(TlbTreeRecovery, OpenAfterCrashAndAfterCloseRebuildsTheTopLayer) {
   EXPECT_GT(subs, 20u);
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
-    std::vector<std::byte> bytes(pool.value()->bytes().begin(), pool.value()->bytes().end());
-    if (!crash) {
-      // A clean close: the index closed and gone, the clean flag set as
-      // Pool::Close sets it.
-      ASSERT_TRUE(idx.value()->close().ok());
-      idx.value().reset();
-      bytes.assign(pool.value()->bytes().begin(), pool.value()->bytes().end());
-      const uint64_t one = 1;
-      std::memcpy(bytes.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
-    }
+    const std::vector<std::byte> bytes = testing_util::PoolImage(*pool.value(), &idx.value(), crash);
     auto img = Pool::OpenImage(bytes);
     ASSERT_TRUE(img.ok()) << img.status().ToString();
     auto re = open_index(img.value().get());

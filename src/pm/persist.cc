@@ -203,6 +203,16 @@ uint32_t PmWriteNs() { return g_write_ns; }
 
 static uint32_t g_remote_ns = 0;
 
+void CountNodeVisit(bool remote) {
+  detail::ThreadCounterBlock& b = detail::Mine();
+  if (!remote) {
+    detail::Bump(b.numa_local, 1);
+    return;
+  }
+  detail::Bump(b.numa_remote, 1);
+  if (detail::g_remote_ticks != 0) detail::SpinTicks(detail::g_remote_ticks);
+}
+
 void SetRemoteAccessNs(uint32_t ns) {
   g_remote_ns = ns;
   detail::g_remote_ticks = ns == 0 ? 0 : static_cast<uint64_t>(ns * TscTicksPerNs() + 0.5);

@@ -127,15 +127,10 @@ void SpinTicks(uint64_t ticks);
 // Counts one visit of a PM node on the calling thread's NUMA node (remote
 // false) or on another one, and waits RemoteAccessNs for a remote one.
 // Called by alloc::MeterVisit, not by index code directly.
-inline void CountNodeVisit(bool remote) {
-  detail::ThreadCounterBlock& b = detail::Mine();
-  if (!remote) {
-    detail::Bump(b.numa_local, 1);
-    return;
-  }
-  detail::Bump(b.numa_remote, 1);
-  if (detail::g_remote_ticks != 0) detail::SpinTicks(detail::g_remote_ticks);
-}
+// Out of line (persist.cc): it runs only while metering is on, and GCC
+// 12's UBSan took the thread-local block for a null pointer when this was
+// inlined into the index code of the ASan+UBSan build.
+void CountNodeVisit(bool remote);
 
 // Two of the calling thread's counters, each read with one inline 8-byte
 // load, for code that measures its own cost on a write path (the split

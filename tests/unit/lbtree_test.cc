@@ -161,6 +161,60 @@ TEST(LbtreeLeaf, Split512) { SplitCase<2>(true); SplitCase<2>(false); }
 TEST(LbtreeLeaf, Split768) { SplitCase<3>(true); SplitCase<3>(false); }
 TEST(LbtreeLeaf, Split1024) { SplitCase<4>(true); SplitCase<4>(false); }
 
+// A bulk-loaded full leaf (Fill: each block's entries in descending order
+// from its first packed slot) splits so that the moved half frees block
+// 0's header line: a new key that stays in the old leaf commits in the
+// split's own write-back (2 fences in all, as for a key that goes to the
+// new leaf), and the next insert into the old leaf costs one line.
+template <int M>
+void FullFilledLeafSplit(bool new_key_high) {
+  constexpr int kN = Leaf<M>::kSlots;
+  LeafBuf<M> l;
+  LeafBuf<M> nl;
+  std::vector<KV> e(kN);
+  std::map<uint64_t, uint64_t> all;
+  for (int i = 0; i < kN; ++i) {
+    e[i] = {uint64_t{1000} + 10 * i, uint64_t{1} + i};
+    all[e[i].key] = e[i].value;
+  }
+  Leaf<M>::Fill(l.mem, e.data(), kN, PPtr());
+  ASSERT_EQ(l->Check(), "");
+  ASSERT_EQ(Contents(l.mem), all);
+  // Block 0's header line holds its largest entries, all in the upper half.
+  for (int s = 0; s < 3; ++s) EXPECT_GE(l->blk[0].slot[s].key, e[kN / 2].key) << s;
+  const uint64_t k = new_key_high ? 1000 + 10 * kN + 5 : 1003;
+  all[k] = 7;
+  const pm::Counters before = pm::ThreadCounters();
+  const uint64_t split = l->SplitInsert(k, 7, nl.mem, PPtr::Make(1, 0x40000));
+  const pm::Counters d = pm::ThreadCounters() - before;
+  EXPECT_EQ(d.fences, 2u);
+  EXPECT_EQ(split, e[kN / 2].key);
+  EXPECT_EQ(l->Check(), "");
+  EXPECT_EQ(nl->Check(), "");
+  auto a = Contents(l.mem), b = Contents(nl.mem);
+  std::map<uint64_t, uint64_t> merged = a;
+  merged.insert(b.begin(), b.end());
+  EXPECT_EQ(merged, all);
+  for (auto& [key, val] : a) EXPECT_LT(key, split);
+  if (!new_key_high) {
+    EXPECT_EQ(l->Locate(k) / Leaf<M>::kSlotsPerBlock, 0);  // block 0 ...
+    EXPECT_LT(l->Locate(k) % Leaf<M>::kSlotsPerBlock, 3);  // ... header line
+  }
+  const uint64_t lines = pm::ThreadCounters().lines_flushed;
+  l->Insert(1001, 9);
+  EXPECT_EQ(pm::ThreadCounters().lines_flushed - lines, 1u);
+  EXPECT_EQ(l->Check(), "");
+}
+TEST(LbtreeLeaf, FullFilledLeafSplitsInTwoFences) {
+  for (bool high : {false, true}) {
+    SCOPED_TRACE(high ? "new key high" : "new key low");
+    FullFilledLeafSplit<1>(high);
+    FullFilledLeafSplit<2>(high);
+    FullFilledLeafSplit<3>(high);
+    FullFilledLeafSplit<4>(high);
+  }
+}
+
 // Two splits in a row flip alt twice: blocks 1.. go front -> back -> front.
 TEST(LbtreeLeaf, RepeatedSplitsSwitchHeadersBackAndForth) {
   LeafBuf<2> l;

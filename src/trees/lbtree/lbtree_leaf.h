@@ -314,8 +314,10 @@ class Leaf {
   // entry for the old leaf is written inside the split's NAW section, into
   // a slot the split frees. In the state before the NAW that slot still
   // holds a live entry (the moved one, whose new copy is not linked yet),
-  // so a crash could lose it. Here the split's NAW completes first and the
-  // entry is then inserted by Algorithm 2 (one more NAW section).
+  // so a crash could lose it. Here the entry is written after the split's
+  // NAW store: into a freed slot of block 0's header line, in the same
+  // write-back as the NAW (same-line stores persist in order), else by
+  // Algorithm 2 after the NAW completes (one more NAW section).
   template <typename Route>
   uint64_t SplitInsert(uint64_t k, uint64_t v, Leaf* nl, PPtr nl_ptr, Route&& route) {
     const bool a = alt();
@@ -396,8 +398,35 @@ class Leaf {
     // moved bits of block 0. Its fingerprints (word 1) are unchanged. It
     // releases l if k went to nl; else the insert's commit does.
     const uint64_t w0 = oh[0].w[0] ^ Header::kAltBit;
-    pm::naw(&blk[0].hdr[0], to_new ? w0 & ~Header::kLockBit : w0);
-    if (!to_new) Insert(k, v, /*release=*/true);
+    const uint32_t free_line0 = ~oh[0].bitmap() & LineMask(0) & kFullBlock;
+    if (to_new) {
+      pm::naw(&blk[0].hdr[0], w0 & ~Header::kLockBit);
+    } else if (free_line0 != 0) {
+      // k stays here and the split freed a slot in block 0's header line:
+      // the split's commit and the insert's share that line, so they share
+      // one write-back. The line's stores persist in program order, and
+      // each prefix is a state of the tree: the split's word 0 first (the
+      // freed slot becomes unused space only here, so nothing writes it
+      // before), then the entry and its fingerprint word (unused space),
+      // then word 0 with the slot's bit, which commits the insert and
+      // releases l. One flush + fence instead of two (a store to a line
+      // whose write-back is in flight waits for it: docs/layout/lbtree.md,
+      // "Split").
+      const int s = __builtin_ctz(free_line0);
+      pm::store(&blk[0].hdr[0], w0);
+      pm::store(&blk[0].slot[s].key, k);
+      pm::store(&blk[0].slot[s].value, v);
+      Header d{{w0, oh[0].w[1]}};
+      d.set_bit(s);
+      d.set_fp(s, common::Fingerprint(k));
+      pm::store(&blk[0].hdr[1], d.w[1]);
+      pm::store(&blk[0].hdr[0], d.w[0] & ~Header::kLockBit, std::memory_order_release);
+      pm::flush(&blk[0].hdr[0], 8);
+      pm::fence();
+    } else {
+      pm::naw(&blk[0].hdr[0], w0);
+      Insert(k, v, /*release=*/true);
+    }
     // nl is linked durably: release it (the word's value is known; a load
     // of the line would wait for its write-back).
     pm::store(&nl->blk[0].hdr[0], nh[0].w[0] & ~Header::kLockBit, std::memory_order_release);
@@ -433,19 +462,27 @@ class Leaf {
     pm::store(&blk[0].hdr[0], blk[0].hdr[0] & ~Header::kLockBit);
   }
 
-  // Bulk load: n <= kSlots sorted entries, spread evenly over the blocks
-  // and packed at the END of each block (line 0 left free for inserts, as
-  // after a split), sibling `next`. Not persisted: the caller flushes.
+  // Bulk load: n <= kSlots sorted entries, dealt round-robin over the
+  // blocks and packed at the END of each block (line 0 left free for
+  // inserts, as after a split), each block's entries in DESCENDING key
+  // order from its first packed slot, sibling `next`. The order is for the
+  // leaf's first split: it moves the larger half, so in a full leaf it
+  // frees block 0's header line (and the larger half of every block), and
+  // a new key that stays in this leaf commits in the split's own
+  // write-back (SplitInsert), as do the inserts after it (Algorithm 2
+  // prefers the header line). In ascending order the split frees lines 2-3
+  // and every insert into the old leaf moves entries first (2 NAW
+  // sections). Not persisted: the caller flushes.
   // Bytes Fill(n) writes: every block (headers, tails, packed entries).
   static constexpr size_t FilledBytes(int) { return kBytes; }
   static void Fill(Leaf* l, const KV* e, int n, PPtr next) {
     pm::fill(l, 0, kBytes);
-    int pos = 0;
     for (int b = 0; b < kBlocks; ++b) {
       const int cnt = n / kBlocks + (b < n % kBlocks ? 1 : 0);
       Header h;
-      for (int i = 0; i < cnt; ++i, ++pos) {
-        const int s = kSlotsPerBlock - cnt + i;
+      for (int i = 0; i < cnt; ++i) {
+        const int pos = b + i * kBlocks;         // the block's i-th smallest entry
+        const int s = kSlotsPerBlock - 1 - i;    // smallest in the last slot
         pm::store(&l->blk[b].slot[s].key, e[pos].key);
         pm::store(&l->blk[b].slot[s].value, e[pos].value);
         h.set_bit(s);

@@ -13,8 +13,18 @@
 #                   -include shim/rtm_spinlock.h: their concurrency control
 #                   is Intel RTM; on a CPU without TSX _xbegin() never
 #                   starts a transaction and every operation retries
-#                   forever. The shim turns _xbegin/_xend/_xabort into one
-#                   global spinlock (uncontended single-threaded).
+#                   forever. The shim turns _xbegin/_xend/_xabort into a
+#                   global lock, here in its single-thread mode
+#                   (-DPMINDEX_PEER_RTM_SINGLE: taken with a plain store at
+#                   _xbegin, released with a locked exchange at _xend, the
+#                   ordering of an RTM commit). compare.py runs one thread.
+#   lbtree-spin   the same with the shim's default mode, a spinlock taken
+#                 by an atomic exchange at _xbegin: correct with several
+#                 threads, but every region then waits before its first
+#                 load for the write-backs the previous operation fenced
+#                 (8% of a fill-1.0 insert, 23% of a delete here;
+#                 docs/benchmarking.md). The timed comparisons up to
+#                 2026-11-26 used this mode.
 #   lbtree-count  the same with their own NVMFLUSH_STAT mode (counts clwb
 #                 and sfence instead of issuing them, printed after insert
 #                 and del as "num_clwb=..., num_sfence=..."). Their
@@ -31,7 +41,9 @@ flags=(-O3 -std=c++11 -pthread -mrtm -msse4.1 -mavx2 -w)
 shim=(-include "$peers_dir/shim/rtm_spinlock.h")
 srcs=(tree.cc mempool.cc nvm-common.cc)
 
-run_logged "$CXX" -o "$build/lbtree" "${flags[@]}" "${shim[@]}" -I"$checkout/common" \
+run_logged "$CXX" -o "$build/lbtree" "${flags[@]}" -DPMINDEX_PEER_RTM_SINGLE "${shim[@]}" -I"$checkout/common" \
+  "$checkout/lbtree-src/lbtree.cc" "${srcs[@]/#/$checkout/common/}" -lpmem
+run_logged "$CXX" -o "$build/lbtree-spin" "${flags[@]}" "${shim[@]}" -I"$checkout/common" \
   "$checkout/lbtree-src/lbtree.cc" "${srcs[@]/#/$checkout/common/}" -lpmem
 
 rm -rf "$build/count-common"
@@ -41,4 +53,4 @@ sed_checked "$build/count-common/nvm-common.h" 's/^#define NVMFLUSH_REAL[[:space
 run_logged "$CXX" -o "$build/lbtree-count" "${flags[@]}" "${shim[@]}" -I"$build/count-common" \
   "$checkout/lbtree-src/lbtree.cc" "${srcs[@]/#/$build/count-common/}" -lpmem
 
-echo "lbtree: built $build/lbtree and $build/lbtree-count (log: $log)"
+echo "lbtree: built $build/lbtree, $build/lbtree-spin and $build/lbtree-count (log: $log)"

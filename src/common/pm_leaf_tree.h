@@ -706,9 +706,11 @@ class PmLeafTree final : public Index {
     ParallelFor(kept.size(), [&](size_t i) {
       KV buf[kSlots];
       const int n = pool_->to_ptr<LeafT>(kept[i].ptr)->Collect(buf);
-      const uint64_t cut = drops.empty() ? ~uint64_t{0} : DropFrom(drops, kept[i].ptr);
+      // As WalkSegment keeps them (drops: keys >= the cut leave the leaf).
+      const bool cuts = !drops.empty();
+      const uint64_t cut = cuts ? DropFrom(drops, kept[i].ptr) : 0;
       for (int j = 0; j < n; ++j)
-        if (buf[j].key < cut) pairs_->Visit(buf[j].key, buf[j].value);
+        if (!cuts || buf[j].key < cut) pairs_->Visit(buf[j].key, buf[j].value);
     });
     return pairs_->status();
   }

@@ -13,7 +13,8 @@
 // 3. Store::Repair, before any other call: the head versions of
 //    transactions that committed get their timestamp (then the
 //    transaction records are freed); those of transactions that did not
-//    are unlinked and freed; records without a live version are removed.
+//    are unlinked and freed; records without a live version are queued for
+//    removal by the first writes.
 //    Each step is crash-safe and idempotent: a crash during it leaves a
 //    state the next recovery repairs the same way.
 // 4. The clock restarts at root slot 5, above every timestamp the pool
@@ -175,17 +176,11 @@ Status Store::Repair(const Recovery& r) {
   txns.erase(std::unique(txns.begin(), txns.end()), txns.end());
   for (uint64_t t : txns) alloc_->Free(PPtr(t));
   // Records left without a live version (a tombstone, a transaction's new
-  // key that did not commit, a purge a crash cut short): removed now, as
-  // no snapshot exists yet.
-  for (uint64_t raw : r.dead()) {
-    const Record* rec = pool_->to_ptr<const Record>(PPtr(raw));
-    const std::string key(rec->key());
-    const uint64_t prefix = Prefix(key);
-    Where w;
-    PMINDEX_RETURN_IF_ERROR(Locate(key, prefix, &w));
-    // Out of space: the record stays, absent, for a later purge.
-    if (w.rec_raw == raw) Purge(key, prefix, w);
-  }
+  // key that did not commit, a purge a crash cut short) go to the purge
+  // queue: the first writes remove them from the index (and Close removes
+  // the rest). Recovery itself changes no index entry, so the index is
+  // exactly as its own recovery left it.
+  for (uint64_t raw : r.dead()) QueuePurge(pool_->to_ptr<const Record>(PPtr(raw))->key());
   alloc_->Reclaim();
   return Status::OK();
 }

@@ -20,17 +20,10 @@
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "persistent_kinds.h"
 
 namespace pmindex {
 namespace {
-
-std::vector<std::pair<std::string, std::string>> PersistentKinds() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const IndexInfo* info : Registry::Get().All())
-    if (info->persistent && !info->test_only && info->stores_data)
-      out.emplace_back(info->name, info->test_configs.empty() ? "" : info->test_configs[0]);
-  return out;
-}
 
 // Records every visit, whether the pool's clean flag was still set then,
 // and fails the open when told to.
@@ -105,12 +98,21 @@ std::vector<std::byte> Bytes(Filled& f, bool clean) {
   return b;
 }
 
+// The bytes of a store-flagged pool of `kind` after Fill, cleanly closed
+// or crashed; *model (may be null) gets its pairs.
+std::vector<std::byte> StoreBytes(const std::string& kind, const std::string& options, bool clean,
+                                  std::map<Key, Value>* model) {
+  Filled f = Fill(kind, options, pm::kIncompatKvStore);
+  if (model != nullptr) *model = f.model;
+  return Bytes(f, clean);
+}
+
 TEST_P(PairVisitorOverKind, EveryLivePairBeforeTheFirstWrite) {
   const auto& [kind, options] = GetParam();
   for (bool clean : {true, false}) {
     SCOPED_TRACE(clean ? "cleanly closed" : "crashed");
-    Filled f = Fill(kind, options, pm::kIncompatKvStore);
-    const std::vector<std::byte> bytes = Bytes(f, clean);
+    std::map<Key, Value> model;
+    const std::vector<std::byte> bytes = StoreBytes(kind, options, clean, &model);
     auto pool = Pool::OpenImage(bytes);
     ASSERT_TRUE(pool.ok());
     Recorder rec;
@@ -118,8 +120,8 @@ TEST_P(PairVisitorOverKind, EveryLivePairBeforeTheFirstWrite) {
     oo.pairs = &rec;
     auto idx = open_index(pool.value().get(), oo);
     ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-    EXPECT_EQ(rec.pairs_, f.model);
-    EXPECT_GE(rec.visits_, f.model.size());
+    EXPECT_EQ(rec.pairs_, model);
+    EXPECT_GE(rec.visits_, model.size());
     if (clean) {
       EXPECT_EQ(rec.after_first_write_, 0u) << "visits after the clean flag was cleared";
     }
@@ -130,8 +132,7 @@ TEST_P(PairVisitorOverKind, ItsErrorRefusesTheOpenUnchanged) {
   const auto& [kind, options] = GetParam();
   for (bool clean : {true, false}) {
     SCOPED_TRACE(clean ? "cleanly closed" : "crashed");
-    Filled f = Fill(kind, options, pm::kIncompatKvStore);
-    const std::vector<std::byte> bytes = Bytes(f, clean);
+    const std::vector<std::byte> bytes = StoreBytes(kind, options, clean, nullptr);
     auto pool = Pool::OpenImage(bytes);
     ASSERT_TRUE(pool.ok());
     {
@@ -147,12 +148,8 @@ TEST_P(PairVisitorOverKind, ItsErrorRefusesTheOpenUnchanged) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, PairVisitorOverKind, ::testing::ValuesIn(PersistentKinds()),
-                         [](const auto& info) {
-                           std::string n = info.param.first;
-                           for (char& c : n) c = (c == '-') ? '_' : c;
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Kinds, PairVisitorOverKind, ::testing::ValuesIn(testing_util::PersistentKinds()),
+                         [](const auto& info) { return testing_util::KindName(info.param); });
 
 TEST(PairVisitor, StorePoolsNeedOneAndPlainPoolsRefuseOne) {
   for (uint64_t flags : {uint64_t{0}, pm::kIncompatKvStore}) {

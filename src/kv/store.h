@@ -195,6 +195,7 @@ class Store {
   Result<PPtr> AllocBucket(const std::vector<Bucket::Entry>& entries);
   uint64_t Prune(uint64_t head);
   Result<uint64_t> PrepareNewKey(std::string_view key, const Where& w, uint64_t rec);
+  Status MakeNewKey(std::string_view key, const Where& w, const NewVersion& nv, uint64_t* rec, uint64_t* value);
   Status InstallNewKey(uint64_t prefix, const Where& w, uint64_t value);
   void FreeNewKey(const Where& w, uint64_t rec, uint64_t value);
   bool RetireChain(uint64_t ver);

@@ -557,7 +557,7 @@ Status Store::Write(std::string_view key, const std::string_view* value, Cond co
     if (value == nullptr) {
       // A removed key's record goes once no snapshot can read below the
       // tombstone: now, unless a registered snapshot is older.
-      purge_later = Purge(key, prefix, w) == PurgeResult::kNotYet;
+      purge_later = Purge(prefix, w) == PurgeResult::kNotYet;
     }
   }
   if (purge_later) QueuePurge(key);
@@ -568,8 +568,7 @@ Status Store::Write(std::string_view key, const std::string_view* value, Cond co
 
 // ---------------------------------------------------------------- purging
 
-Store::PurgeResult Store::Purge(std::string_view key, uint64_t prefix, const Where& w) {
-  (void)key;
+Store::PurgeResult Store::Purge(uint64_t prefix, const Where& w) {
   const uint64_t head = Load(w.rec->head);
   if (head != 0) {
     const Version* x = At<const Version>(head, Version::kHeaderBytes);
@@ -626,7 +625,7 @@ void Store::DrainPurges(size_t max_items) {
     LatchGuard latch(latches_, prefix);
     Where w;
     if (!Locate(key, prefix, &w).ok() || w.rec == nullptr) continue;
-    if (Purge(key, prefix, w) == PurgeResult::kNotYet) {
+    if (Purge(prefix, w) == PurgeResult::kNotYet) {
       again.push_back(std::move(key));
       break;  // an old snapshot holds it; so it holds the ones behind it
     }

@@ -202,7 +202,7 @@ class Store {
   // Removes a record whose newest version is a tombstone no snapshot can
   // read below (or that has none) from its prefix. REQUIRES its latch.
   enum class PurgeResult { kDone, kLive, kNotYet, kFailed };
-  PurgeResult Purge(std::string_view key, uint64_t prefix, const Where& w);
+  PurgeResult Purge(uint64_t prefix, const Where& w);
   void QueuePurge(std::string_view key);
   void DrainPurges(size_t max_items);
   void Undo(const std::vector<Linked>& linked);

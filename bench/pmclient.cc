@@ -41,7 +41,9 @@ int Main(int argc, char** argv) {
       "pmclient: runs YCSB-style workloads (the shared workloads of pmbench) against a key-value\n"
       "server over the memcached text protocol or RESP2, one blocking connection per thread,\n"
       "and reports throughput, latency percentiles and checked results (docs/benchmarking.md)."};
-  app.option_defaults()->always_capture_default();
+  // An option given twice takes its last value (scripts append overrides).
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
   app.set_version_flag("--version", std::string("pmclient (pmindex) ") + pmindex::version(),
                        "Print the pmindex version and exit");
   app.add_option("--server", cfg.server, "HOST:PORT (or [IPV6]:PORT) of the server")->required();

@@ -69,6 +69,13 @@ TEST(ClientRecords, ValuesCheckAgainstTheirKeyAndVersion) {
   bad.replace(16, 16, v.substr(16, 16));
   EXPECT_STREQ(CheckValue(bad, 12345, 1024, false), "value with corrupt data");
 
+  // Longer than the filler's 64 KiB pattern: it wraps around.
+  std::string large;
+  FormatValue(5, 1, 200000, &large);
+  EXPECT_EQ(CheckValue(large, 5, 200000, false), nullptr);
+  large[150000] = large[150000] == 'A' ? 'B' : 'A';
+  EXPECT_STREQ(CheckValue(large, 5, 200000, false), "value with corrupt data");
+
   std::string minimal;
   FormatValue(UINT64_MAX, UINT64_MAX, kValueHeaderBytes, &minimal);
   EXPECT_EQ(minimal, "ffffffffffffffffffffffffffffffff");

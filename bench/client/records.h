@@ -12,8 +12,9 @@
 // and a version:
 //   bytes  0..15  the key, 16 lowercase hex digits
 //   bytes 16..31  the version, 16 lowercase hex digits
-//   bytes 32..    filler from a generator seeded by (key, version), in the
-//                 64-character alphabet [A-Za-z0-9+/]
+//   bytes 32..    filler: a window, at an offset derived from (key,
+//                 version), of one fixed 64 KiB pseudo-random pattern in
+//                 the alphabet [A-Za-z0-9+/], repeated as needed
 // The load and inserts write version 0; an update or read-modify-write
 // writes the version its workload op carries (op.value - ValueFor(key),
 // a per-thread update count, >= 1). A read checks that the value is one

@@ -22,9 +22,10 @@
 //             of the keys (pmserver's SCAN walks keys in bytewise order and
 //             its cursor names the key to start from);
 //           RESP --scan-mode zset: ZRANGEBYLEX Z [K + LIMIT 0 L, then MGET
-//             (YCSB's Redis binding: every insert also does ZADD Z 0 K and
-//             every delete ZREM Z K, from the load on, when some phase of
-//             the run scans);
+//             (a sorted set of the keys, as YCSB's Redis binding keeps one,
+//             but scored 0 so that it is in key order: every insert also
+//             does ZADD Z 0 K and every delete ZREM Z K, from the load on,
+//             when some phase of the run scans);
 //           the scan must start at K, ascend, and every value must check.
 #pragma once
 

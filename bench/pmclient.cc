@@ -59,12 +59,13 @@ int Main(int argc, char** argv) {
   app.add_option("--dist", cfg.dist, "Read distribution, as pmbench --dist (YCSB-D reads use latest)");
   app.add_option("--threads", cfg.threads, "Client threads, each with its own connection");
   app.add_flag("--load,!--no-load", cfg.load,
-               "Before each repeat, empty the server (see --flush) and insert the records; "
+               "On by default: before each repeat, empty the server (see --flush) and insert the "
+               "records; "
                "--no-load: the server already holds them (from a run with the same --records and "
                "--seed), and values of any version are accepted");
   app.add_flag("--flush,!--no-flush", cfg.flush,
-               "With --load: empty the server first (memcached flush_all, RESP FLUSHALL): this "
-               "REMOVES EVERY KEY of the server");
+               "On by default: with --load, empty the server first (memcached flush_all, RESP "
+               "FLUSHALL): this REMOVES EVERY KEY of the server");
   app.add_option("--repeat", cfg.repeat,
                  "Runs (each: flush, load, every phase); medians reported");
   app.add_option("--json", cfg.json_path, "Write the results as JSON to this file");

@@ -73,12 +73,6 @@ class LoadProgress {
   std::thread th_;
 };
 
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 struct ThreadResult {
   uint64_t ops = 0, errors = 0, misses = 0;
   double cpu_s = 0;
@@ -835,17 +829,7 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
     });
   }
   json doc = {{"machine", machine}, {"config", config}, {"runs", runs}};
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) return Status::IOError("cannot write --json " + path);
-    out << doc.dump(2) << "\n";
-    if (!out) return Status::IOError("cannot write --json " + path);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::IOError("cannot write --json " + path + ": " + ec.message());
-  return Status::OK();
+  return WriteFileAtomically(path, doc.dump(2) + "\n", "--json");
 }
 
 }  // namespace pmindex::bench

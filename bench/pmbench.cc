@@ -341,17 +341,7 @@ int Main(int argc, char** argv) {
             "--remote-ns", "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len",
             "--latency-every"});
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::CallForVersion&) {
-    std::printf("%s\n", app.version().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    Fail(std::string(e.what()) + " (see pmbench --help)");
-  }
+  if (!pmindex::bench::ParseCommandLine(app, argc, argv, "pmbench")) return 0;
   cfg.check = !no_check;
   const bool keys_given = app.count("--keys") != 0;
   if (!write_keys.empty()) {
@@ -468,14 +458,8 @@ int Main(int argc, char** argv) {
   if (w.value()->keyspace().kind() == wl::KeyKind::kDense) cfg.keyspace = "dense";
   DryRun(cfg, w.value());
 
-  if (!cfg.json_path.empty()) {
-    fs::path jp = fs::absolute(cfg.json_path);
-    std::error_code ec;
-    bool exists = fs::exists(jp, ec);
-    if ((exists && (fs::is_directory(jp, ec) || access(jp.c_str(), W_OK) != 0)) ||
-        (!exists && access(jp.parent_path().c_str(), W_OK | X_OK) != 0))
-      Fail("cannot write --json file '" + cfg.json_path + "'");
-  }
+  if (!cfg.json_path.empty() && !pmindex::bench::CanWriteFile(cfg.json_path))
+    Fail("cannot write --json file '" + cfg.json_path + "'");
 
   TempDir tmp;
   PreparePoolDir(cfg, tmp);

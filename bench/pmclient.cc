@@ -8,12 +8,9 @@
 // key refused, a server error reply); 2 a usage or environment error (one
 // line on stderr): bad flags, cannot connect, the connection failed, a
 // reply the protocol does not allow.
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "cli.h"
@@ -87,17 +84,7 @@ int Main(int argc, char** argv) {
       app, {"--records", "--value-size", "--ops", "--threads", "--repeat", "--seed", "--pipeline",
             "--scan-len", "--latency-every", "--timeout-ms"});
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::CallForVersion&) {
-    std::printf("%s\n", app.version().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    Fail(std::string(e.what()) + " (see pmclient --help)");
-  }
+  if (!pmindex::bench::ParseCommandLine(app, argc, argv, "pmclient")) return 0;
   cfg.check = !no_check;
 
   if (protocol == "memcached") cfg.protocol = Protocol::kMemcached;
@@ -148,15 +135,8 @@ int Main(int argc, char** argv) {
   if (pmindex::Status s = pmindex::client::CheckPlans(cfg, w.value()); !s.ok())
     Fail(std::string(s.message()));
 
-  if (!cfg.json_path.empty()) {
-    namespace fs = std::filesystem;
-    fs::path jp = fs::absolute(cfg.json_path);
-    std::error_code ec;
-    bool exists = fs::exists(jp, ec);
-    if ((exists && (fs::is_directory(jp, ec) || access(jp.c_str(), W_OK) != 0)) ||
-        (!exists && access(jp.parent_path().c_str(), W_OK | X_OK) != 0))
-      Fail("cannot write --json file '" + cfg.json_path + "'");
-  }
+  if (!cfg.json_path.empty() && !pmindex::bench::CanWriteFile(cfg.json_path))
+    Fail("cannot write --json file '" + cfg.json_path + "'");
 
   auto report = pmindex::client::RunClient(cfg, w.value());
   if (!report.ok()) Fail(cfg.server + ": " + report.status().ToString());

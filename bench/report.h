@@ -7,9 +7,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
+
+#include "pmindex/status.h"
 
 namespace pmindex::bench {
 
@@ -81,6 +85,30 @@ inline std::string UtcNow() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
+}
+
+// CPU seconds the calling thread has used.
+inline double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Writes `text` to `path` through a temporary file renamed over it, so a
+// reader never sees half a file. `what` names the file in errors ("--json").
+inline Status WriteFileAtomically(const std::string& path, const std::string& text,
+                                  const std::string& what) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) return Status::IOError("cannot write " + what + " " + path);
+    out << text;
+    if (!out) return Status::IOError("cannot write " + what + " " + path);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::IOError("cannot write " + what + " " + path + ": " + ec.message());
+  return Status::OK();
 }
 
 }  // namespace pmindex::bench

@@ -3,9 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -44,12 +41,6 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
           .count());
-}
-
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // What one client thread saw in one phase (or the load).
@@ -378,7 +369,7 @@ Result<PhaseRun> RunOps(const ClientConfig& cfg, std::vector<std::unique_ptr<Ses
     std::vector<Op> batch(cfg.pipeline);
     std::vector<uint64_t> lat(cfg.pipeline);
     uint64_t i = 0;
-    const double cpu0 = ThreadCpuSeconds();
+    const double cpu0 = bench::ThreadCpuSeconds();
     while (!stop.load(std::memory_order_relaxed)) {
       size_t n = 0;
       while (n < batch.size() && next(t, &batch[n])) ++n;
@@ -391,7 +382,7 @@ Result<PhaseRun> RunOps(const ClientConfig& cfg, std::vector<std::unique_ptr<Ses
       for (size_t j = 0; j < n; ++j, ++i)
         if (i % cfg.latency_every == 0) r.lat_ns.push_back(lat[j]);
     }
-    r.cpu_s = ThreadCpuSeconds() - cpu0;
+    r.cpu_s = bench::ThreadCpuSeconds() - cpu0;
   });
   return Gather(results, secs);
 }
@@ -690,17 +681,7 @@ Status WriteJson(const std::string& path, const ClientReport& report, const Clie
     });
   }
   json doc = {{"machine", machine}, {"config", config}, {"runs", runs}};
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) return Status::IOError("cannot write --json " + path);
-    out << doc.dump(2) << "\n";
-    if (!out) return Status::IOError("cannot write --json " + path);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::IOError("cannot write --json " + path + ": " + ec.message());
-  return Status::OK();
+  return bench::WriteFileAtomically(path, doc.dump(2) + "\n", "--json");
 }
 
 }  // namespace pmindex::client

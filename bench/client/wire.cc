@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -296,27 +297,35 @@ Status ReplyReader::Read(Protocol p, McShape shape, Reply* out) {
       if (s == ParseStatus::kMalformed)
         return Status::Corruption(std::string("bad ") + ProtocolName(p) + " reply: " + error);
     }
-    // Need more bytes: move the partial reply to the front, and grow the
-    // buffer if the partial reply fills it.
-    if (begin_ != 0) {
-      std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
-      end_ -= begin_;
-      begin_ = 0;
-    }
-    if (cap_ - end_ < 4096) {
-      const size_t cap = cap_ == 0 ? size_t{64} << 10 : cap_ * 2;
-      auto grown = std::make_unique<char[]>(cap);
-      if (end_ != 0) std::memcpy(grown.get(), buf_.get(), end_);
-      buf_ = std::move(grown);
-      cap_ = cap;
-    }
-    Result<size_t> n = source_(buf_.get() + end_, cap_ - end_);
-    if (!n.ok()) return n.status();
-    if (n.value() == 0)
-      return Status::IOError(end_ == 0 ? "the server closed the connection"
-                                       : "the server closed the connection in the middle of a reply");
-    end_ += n.value();
+    if (Status s = Fill(); !s.ok()) return s;
   }
+}
+
+void ReplyReader::Reserve() {
+  // Move the unparsed bytes to the front, and grow the buffer if they fill it.
+  if (begin_ != 0) {
+    std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (cap_ - end_ < 4096) {
+    const size_t cap = cap_ == 0 ? size_t{64} << 10 : cap_ * 2;
+    auto grown = std::make_unique<char[]>(cap);
+    if (end_ != 0) std::memcpy(grown.get(), buf_.get(), end_);
+    buf_ = std::move(grown);
+    cap_ = cap;
+  }
+}
+
+Status ReplyReader::Fill() {
+  Reserve();
+  Result<size_t> n = source_(buf_.get() + end_, cap_ - end_);
+  if (!n.ok()) return n.status();
+  if (n.value() == 0)
+    return Status::IOError(end_ == begin_ ? "the server closed the connection"
+                                          : "the server closed the connection in the middle of a reply");
+  end_ += n.value();
+  return Status::OK();
 }
 
 // ----------------------------------------------------------- connection
@@ -377,9 +386,12 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& host,
   // Requests are small and each waits for its reply: send at once.
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return Adopt(fd, timeout_ms);
+}
+
+std::unique_ptr<Connection> Connection::Adopt(int fd, int timeout_ms) {
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return std::unique_ptr<Connection>(new Connection(fd, timeout_ms));
 }
 
@@ -400,15 +412,23 @@ Connection::~Connection() { close(fd_); }
 
 Status Connection::Send(std::string_view bytes) {
   while (!bytes.empty()) {
-    const ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return Status::IOError("the server took no data for " + std::to_string(timeout_ms_) +
-                               " ms");
-      return Errno("send");
+    // Without waiting first: the usual request fits the socket's buffer.
+    const ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
     }
-    bytes.remove_prefix(static_cast<size_t>(n));
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return Errno("send");
+    // The buffer is full: wait until the server takes more, and buffer its
+    // replies meanwhile.
+    pollfd p{fd_, POLLIN | POLLOUT, 0};
+    const int ready = poll(&p, 1, timeout_ms_);
+    if (ready < 0 && errno != EINTR) return Errno("poll");
+    if (ready == 0)
+      return Status::IOError("the server took no data for " + std::to_string(timeout_ms_) + " ms");
+    if (ready > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+      if (Status s = reader_.Fill(); !s.ok()) return s;
   }
   return Status::OK();
 }

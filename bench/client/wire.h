@@ -106,8 +106,14 @@ class ReplyReader {
   Status Read(Protocol p, McShape shape, Reply* out);
   // Bytes received and not yet parsed.
   size_t buffered() const { return end_ - begin_; }
+  // Reads once from the source into the buffer, parsing nothing: for bytes
+  // that are known to be waiting (a read must not block). IOError if the
+  // source failed or ended.
+  Status Fill();
 
  private:
+  // Makes room for at least 4 KiB more after the buffered bytes.
+  void Reserve();
   Source source_;
   std::unique_ptr<char[]> buf_;
   size_t cap_ = 0, begin_ = 0, end_ = 0;
@@ -123,11 +129,15 @@ class Connection {
  public:
   static Result<std::unique_ptr<Connection>> Open(const std::string& host, const std::string& port,
                                                   int timeout_ms);
+  // A connection over a connected stream socket `fd`, which it then owns.
+  static std::unique_ptr<Connection> Adopt(int fd, int timeout_ms);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Sends all of `bytes`.
+  // Sends all of `bytes`. Replies that arrive meanwhile are buffered for
+  // Receive: a server that stops reading requests until its replies are
+  // read (pmserver does) cannot block a long pipelined send forever.
   Status Send(std::string_view bytes);
   Status Receive(Protocol p, McShape shape, Reply* out) { return reader_.Read(p, shape, out); }
 

@@ -91,10 +91,9 @@ class Session {
       if (Status s = conn_->Send(out_); !s.ok()) return s;
       for (const Expect& e : expect_) {
         if (Status s = conn_->Receive(cfg_.protocol, e.shape, &reply_); !s.ok()) return s;
+        lat[e.slot] = NowNs() - start;
         Absorb(e.slot, stage, reply_);
       }
-      const uint64_t now = NowNs();
-      for (const Expect& e : expect_) lat[e.slot] = now - start;
     }
     r->ops += n;
     return Status::OK();

@@ -51,8 +51,8 @@ size_t FillerOffset(Key k, uint64_t version) {
   return workload::DeriveSeed(k, version, 0x76616c7565ull) % kPeriod;
 }
 
-// Calls fn(pattern_piece, piece_len) for consecutive pieces of the n-byte
-// filler of (k, version).
+// Calls fn(piece, len) for consecutive pieces of the n-byte filler of
+// (k, version), until they cover it or fn returns false.
 template <class Fn>
 void ForFiller(Key k, uint64_t version, size_t n, Fn fn) {
   const char* pattern = Pattern();

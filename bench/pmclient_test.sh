@@ -2,8 +2,9 @@
 # pmclient end to end (ctest pmclient_servers, label client): against a
 # real memcached and a real redis-server, each started here on a free
 # loopback port and stopped after, when installed (scripts/figures/
-# servers-deps.sh installs them; CI does not). Exit 77 (skipped) when
-# neither is installed.
+# servers-deps.sh installs them; CI does not), and against pmserver when
+# $PMSERVER names its binary (YCSB-E through its ordered SCAN). Exit 77
+# (skipped) when none is there.
 #   - YCSB A-F and deletes with checked values, 2 threads, JSON as documented
 #     (memcached: E skipped with its reason; Redis: E through a sorted set);
 #   - pipelined batches;
@@ -123,8 +124,25 @@ else
   echo "pmclient_test: redis-server not installed (scripts/figures/servers-deps.sh): not tested" >&2
 fi
 
+if [ -n "${PMSERVER:-}" ] && [ -x "$PMSERVER" ]; then
+  tested=1
+  port=$(free_port)
+  mport=$(free_port)
+  "$PMSERVER" --pool "$work/kv.pool" --create lbtree --resp-port "$port" --memcached-port "$mport" \
+    --bind 127.0.0.1 >"$work/pmserver.log" 2>&1 &
+  pids+=($!)
+  wait_port "$port" && wait_port "$mport" || { fail "pmserver did not start"; cat "$work/pmserver.log" >&2; }
+  run pmserver_resp 0 --server "127.0.0.1:$port" --protocol resp --scan-mode range "${common[@]}" \
+    --workload "$ycsb" --json "$work/pmserver.json"
+  check_json "$work/pmserver.json" resp ""
+  run pmserver_mc 0 --server "127.0.0.1:$mport" --protocol memcached "${common[@]}" \
+    --workload ycsb-a,ycsb-d,ycsb-f,delete:500 --pipeline 4
+else
+  echo "pmclient_test: PMSERVER is not a pmserver binary: pmserver not tested" >&2
+fi
+
 if [ "$tested" = 0 ]; then
-  echo "pmclient_test: SKIPPED: neither memcached nor redis-server is installed" >&2
+  echo "pmclient_test: SKIPPED: none of memcached, redis-server and pmserver is there" >&2
   exit 77
 fi
 [ "$fails" = 0 ] && echo "pmclient_test: all passed" || echo "pmclient_test: $fails failure(s)" >&2

@@ -398,16 +398,17 @@ Status Flush(const ClientConfig& cfg, Session& s) {
   return Status::OK();
 }
 
-// What the server says it is: memcached "version", RESP "INFO server"
-// (redis_version, or pmserver's server and version lines). "" if it does
-// not say.
+// What the server says it is: memcached "version" (the version alone:
+// memcached and pmserver both answer "VERSION <version>"), RESP "INFO
+// server" ("redis <redis_version>", or pmserver's "<server> <version>").
+// "" if it does not say.
 Result<std::string> ServerVersion(const ClientConfig& cfg, Session& s) {
   Reply rep;
   std::string req;
   if (cfg.protocol == Protocol::kMemcached) {
     if (Status st = s.Call("version\r\n", McShape::kLine, &rep); !st.ok()) return st;
     if (rep.kind == Reply::Kind::kStatus && rep.text.starts_with("VERSION "))
-      return "memcached " + rep.text.substr(8);
+      return rep.text.substr(8);
     return std::string();
   }
   AppendResp(&req, {"INFO", "server"});

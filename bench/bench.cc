@@ -35,15 +35,6 @@ double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-template <class T>
-T Median(std::vector<T> v) {
-  if (v.empty()) return T{};
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  if (n % 2 == 1) return v[n / 2];
-  return static_cast<T>((v[n / 2 - 1] + v[n / 2]) / 2);
-}
-
 // Prints "loading ..." on stderr if the load takes over a second, and the
 // time taken when it ends.
 class LoadProgress {
@@ -81,12 +72,6 @@ class LoadProgress {
   double secs_ = 0;
   std::thread th_;
 };
-
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 struct ThreadResult {
   uint64_t ops = 0, errors = 0, misses = 0;
@@ -440,15 +425,7 @@ Result<PhaseRun> RunPhase(Api& idx, std::shared_ptr<const workload::Workload> w,
     if (run.first_error.empty()) run.first_error = r.first_error;
     lat.insert(lat.end(), r.lat_ticks.begin(), r.lat_ticks.end());
   }
-  if (!lat.empty()) {
-    std::sort(lat.begin(), lat.end());
-    const double tpn = pm::TscTicksPerNs();
-    auto pct = [&](double p) {
-      size_t k = static_cast<size_t>(p * static_cast<double>(lat.size() - 1) + 0.5);
-      return static_cast<double>(lat[std::min(k, lat.size() - 1)]) / tpn;
-    };
-    run.lat = LatencyNs{pct(0.50), pct(0.90), pct(0.99), pct(0.999)};
-  }
+  run.lat = Percentiles(std::move(lat), pm::TscTicksPerNs());
   run.stats = idx.stats();
   return run;
 }
@@ -734,41 +711,9 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
 // ----------------------------------------------------------------- report
 namespace {
 
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto c = line.find(':');
-      if (c != std::string::npos) {
-        std::string m = line.substr(c + 1);
-        m.erase(0, m.find_first_not_of(' '));
-        return m;
-      }
-    }
-  }
-  return "unknown";
-}
-
-std::string Human(double v) {
-  char buf[32];
-  if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
-  else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  else if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", v / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.0f", v);
-  return buf;
-}
-
 std::string Mib(uint64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(b) / (1 << 20));
-  return buf;
-}
-
-std::string UtcNow() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
 }
 
@@ -884,17 +829,7 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
     });
   }
   json doc = {{"machine", machine}, {"config", config}, {"runs", runs}};
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) return Status::IOError("cannot write --json " + path);
-    out << doc.dump(2) << "\n";
-    if (!out) return Status::IOError("cannot write --json " + path);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::IOError("cannot write --json " + path + ": " + ec.message());
-  return Status::OK();
+  return WriteFileAtomically(path, doc.dump(2) + "\n", "--json");
 }
 
 }  // namespace pmindex::bench

@@ -14,6 +14,7 @@
 #include "index/index.h"
 #include "index/registry.h"
 #include "pmindex/status.h"
+#include "report.h"
 #include "workload.h"
 
 namespace pmindex::bench {
@@ -60,10 +61,6 @@ struct BenchConfig {
   std::string keys_file;
   std::vector<std::string> op_keys_args;               // raw --op-keys values
   std::map<std::string, std::string> op_keys;          // type name -> file
-};
-
-struct LatencyNs {
-  double p50 = 0, p90 = 0, p99 = 0, p999 = 0;
 };
 
 // One (index, phase) over all repeats; scalar fields are medians.

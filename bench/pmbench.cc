@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "cli.h"
 #include "alloc/allocator.h"
 #include "alloc/numa_meter.h"
 #include "pm/persist.h"
@@ -260,16 +261,6 @@ void DryRun(const BenchConfig& cfg, std::shared_ptr<const pmindex::workload::Wor
   }
 }
 
-// Counts, sizes and seeds are unsigned: CLI11 would wrap "-5" around to
-// 2^64 - 5 (and then report "at most 2^34"), so a sign is refused up front.
-std::string NotNegative(std::string& text) {
-  size_t i = text.find_first_not_of(" \t");
-  if (i != std::string::npos && text[i] == '-') {
-    return "invalid value '" + text + "': must be a non-negative integer";
-  }
-  return {};
-}
-
 int Main(int argc, char** argv) {
   BenchConfig cfg;
   bool list = false;
@@ -345,25 +336,12 @@ int Main(int argc, char** argv) {
                "(as a killed process leaves it: no close, clean flag unset) and report the time "
                "of open_index as crash_recovery_s");
 
-  const CLI::Validator not_negative(NotNegative, "", "not-negative");
-  for (const char* name : {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns", "--numa-nodes",
-                           "--remote-ns",
-                           "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len",
-                           "--latency-every"}) {
-    app.get_option(name)->check(not_negative);
-  }
+  pmindex::bench::RequireNotNegative(
+      app, {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns", "--numa-nodes",
+            "--remote-ns", "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len",
+            "--latency-every"});
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::CallForVersion&) {
-    std::printf("%s\n", app.version().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    Fail(std::string(e.what()) + " (see pmbench --help)");
-  }
+  if (!pmindex::bench::ParseCommandLine(app, argc, argv, "pmbench")) return 0;
   cfg.check = !no_check;
   const bool keys_given = app.count("--keys") != 0;
   if (!write_keys.empty()) {
@@ -480,14 +458,8 @@ int Main(int argc, char** argv) {
   if (w.value()->keyspace().kind() == wl::KeyKind::kDense) cfg.keyspace = "dense";
   DryRun(cfg, w.value());
 
-  if (!cfg.json_path.empty()) {
-    fs::path jp = fs::absolute(cfg.json_path);
-    std::error_code ec;
-    bool exists = fs::exists(jp, ec);
-    if ((exists && (fs::is_directory(jp, ec) || access(jp.c_str(), W_OK) != 0)) ||
-        (!exists && access(jp.parent_path().c_str(), W_OK | X_OK) != 0))
-      Fail("cannot write --json file '" + cfg.json_path + "'");
-  }
+  if (!cfg.json_path.empty() && !pmindex::bench::CanWriteFile(cfg.json_path))
+    Fail("cannot write --json file '" + cfg.json_path + "'");
 
   TempDir tmp;
   PreparePoolDir(cfg, tmp);

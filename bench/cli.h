@@ -1,0 +1,60 @@
+// Command-line helpers shared by pmbench and pmclient (CLI11).
+#pragma once
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace pmindex::bench {
+
+// Counts, sizes and seeds are unsigned: CLI11 would wrap "-5" around to
+// 2^64 - 5 (and then report "at most 2^34"), so a sign is refused up front.
+inline std::string NotNegative(std::string& text) {
+  size_t i = text.find_first_not_of(" \t");
+  if (i != std::string::npos && text[i] == '-') {
+    return "invalid value '" + text + "': must be a non-negative integer";
+  }
+  return {};
+}
+
+// Adds the NotNegative check to each named option of `app`.
+inline void RequireNotNegative(CLI::App& app, std::initializer_list<const char*> names) {
+  const CLI::Validator not_negative(NotNegative, "", "not-negative");
+  for (const char* name : names) app.get_option(name)->check(not_negative);
+}
+
+// Parses the command line into `app`. Returns true if the program should
+// go on, false after printing --help or --version (exit 0 then). A bad
+// command line prints "TOOL: error: WHAT (see TOOL --help)" and exits 2.
+inline bool ParseCommandLine(CLI::App& app, int argc, char** argv, const char* tool) {
+  try {
+    app.parse(argc, argv);
+    return true;
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+  } catch (const CLI::CallForVersion&) {
+    std::printf("%s\n", app.version().c_str());
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", tool, e.what(), tool);
+    std::exit(2);
+  }
+  return false;
+}
+
+// True if `path` can be written (checked before a run, so that a long run
+// does not end without its output): an existing writable file, or a new
+// file in a writable directory.
+inline bool CanWriteFile(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p = fs::absolute(path);
+  std::error_code ec;
+  if (fs::exists(p, ec)) return !fs::is_directory(p, ec) && access(p.c_str(), W_OK) == 0;
+  return access(p.parent_path().c_str(), W_OK | X_OK) == 0;
+}
+
+}  // namespace pmindex::bench

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ libgtest-dev libnuma-dev libcli11-dev nlohmann-json3-dev
-      libabsl-dev pkg-config python3 python3-venv)
+      libabsl-dev libasio-dev pkg-config python3 python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,8 +17,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python packages for tools/plot, in a virtual environment inside the
-# build folder (argument 1, default build/).
+# Python packages for tools/plot and the server protocol tests (pymemcache,
+# redis-py), in a virtual environment inside the build folder (argument 1,
+# default build/).
 if [ "${PMINDEX_NO_VENV:-0}" != 1 ]; then
   build=${1:-build}
   venv="$build/.venv"
@@ -28,5 +29,8 @@ if [ "${PMINDEX_NO_VENV:-0}" != 1 ]; then
   fi
   if ! "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
     "$venv/bin/pip" install -q -r "$(dirname "$0")/../tools/requirements.txt"
+  fi
+  if ! "$venv/bin/python" -c "import pymemcache, redis" 2>/dev/null; then
+    "$venv/bin/pip" install -q -r "$(dirname "$0")/../tests/server/requirements.txt"
   fi
 fi

@@ -4,6 +4,9 @@
 // Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 1 if the store
 // cannot be opened or created or does not close cleanly, 2 for a usage
 // error or a port that cannot be bound.
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -122,6 +125,15 @@ int main(int argc, char** argv) {
                 std::string(kv.value()->index_kind()).c_str(), opts.threads);
     std::fflush(stdout);
     server.Run();
+    // Destroying the server restores the default action of SIGINT and
+    // SIGTERM; a second signal during the store's Close must not kill the
+    // process, so they stay blocked (and are dropped) until exit. Run has
+    // joined every other thread.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
   }
   pmindex::Status s = kv.value()->Close();
   if (!s.ok()) {

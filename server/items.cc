@@ -1,9 +1,10 @@
 #include "server/items.h"
 
-#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <limits>
+
+#include "server/numbers.h"
 
 namespace pmindex::server {
 
@@ -63,17 +64,6 @@ int64_t WallClockMs() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-namespace {
-// A decimal number with nothing else around it (memcached and Redis both
-// refuse "12 " and "+12").
-template <class T>
-bool ParseDecimal(std::string_view s, T* v) {
-  if (s.empty() || s[0] == '+') return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-}  // namespace
 
 Items::Items(Store& store, Stats& stats, Clock now_ms)
     : store_(store), stats_(stats), now_ms_(std::move(now_ms)) {}
@@ -274,7 +264,7 @@ Result<ItemOutcome> Items::IncrDecr(std::string_view key, uint64_t delta, bool i
     uint64_t v = 0;
     if (!live) {
       c.outcome = ItemOutcome::kNotFound;
-    } else if (!ParseDecimal(live->data, &v)) {
+    } else if (!ParseNumber(live->data, &v)) {
       c.outcome = ItemOutcome::kNotNumeric;
     } else {
       // incr wraps around at 2^64 (unsigned arithmetic); decr stops at 0.
@@ -298,7 +288,7 @@ Result<ItemOutcome> Items::IncrBy(std::string_view key, int64_t delta, int64_t* 
   return Modify(key, [&](const Item* live) {
     Change c;
     int64_t v = 0;
-    if (live && !ParseDecimal(live->data, &v)) {
+    if (live && !ParseNumber(live->data, &v)) {
       c.outcome = ItemOutcome::kNotNumeric;
     } else if (__builtin_add_overflow(v, delta, &v)) {
       c.outcome = ItemOutcome::kOverflow;

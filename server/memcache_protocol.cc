@@ -1,10 +1,10 @@
 #include "server/memcache_protocol.h"
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 
 #include "pmindex/version.h"
+#include "server/numbers.h"
 
 namespace pmindex::server {
 
@@ -13,14 +13,6 @@ namespace {
 constexpr int64_t kRelativeExptimeLimit = 60 * 60 * 24 * 30;  // 30 days, in seconds
 
 constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
-
-// A whole token as a number (no sign for unsigned types, nothing after).
-template <class T>
-bool ParseNumber(std::string_view s, T* v) {
-  if (s.empty() || s[0] == '+') return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
-  return ec == std::errc() && p == s.data() + s.size();
-}
 
 // memcached keys: 1 to 250 bytes, no control characters (the tokenizer
 // already split at spaces).

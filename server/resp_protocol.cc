@@ -2,19 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <limits>
+
+#include "server/numbers.h"
 
 namespace pmindex::server {
 
 namespace {
-
-template <class T>
-bool ParseInt(std::string_view s, T* v) {
-  if (s.empty() || s[0] == '+') return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
-  return ec == std::errc() && p == s.data() + s.size();
-}
 
 std::string Upper(std::string_view s) {
   std::string u(s);
@@ -219,7 +213,7 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
     return pos;
   }
   int64_t n = 0;
-  if (!ParseInt(line.substr(1), &n) || n > static_cast<int64_t>(kMaxArgs)) {
+  if (!ParseNumber(line.substr(1), &n) || n > static_cast<int64_t>(kMaxArgs)) {
     ProtocolError("invalid multibulk length", out);
     return in.size();
   }
@@ -235,7 +229,7 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
       return in.size();
     }
     int64_t len = 0;
-    if (!ParseInt(line.substr(1), &len) || len < 0 ||
+    if (!ParseNumber(line.substr(1), &len) || len < 0 ||
         static_cast<uint64_t>(len) > items_.max_data_bytes() + item_codec::kMaxHeaderBytes) {
       ProtocolError("invalid bulk length", out);
       return in.size();
@@ -303,7 +297,7 @@ void RespProtocol::Run(std::string* out) {
         int64_t t = 0;
         const int64_t unit = opt == "EX" || opt == "EXAT" ? 1000 : 1;
         const int64_t base = opt == "EX" || opt == "PX" ? now() : 0;
-        if (!ParseInt(args_[++i], &t)) return Error(kNotInteger, out);
+        if (!ParseNumber(args_[++i], &t)) return Error(kNotInteger, out);
         if (t <= 0 || __builtin_mul_overflow(t, unit, &t) ||
             __builtin_add_overflow(t, base, &expiry_ms)) {
           return Error("ERR invalid expire time in 'set' command", out);
@@ -337,7 +331,7 @@ void RespProtocol::Run(std::string* out) {
     const bool by = cmd.size() == 6;
     if (!arity(argc == (by ? 3u : 2u)) || !keys_ok(1, argc)) return;
     int64_t delta = 1;
-    if (by && !ParseInt(args_[2], &delta)) return Error(kNotInteger, out);
+    if (by && !ParseNumber(args_[2], &delta)) return Error(kNotInteger, out);
     if (cmd[0] == 'D') {
       if (delta == std::numeric_limits<int64_t>::min())
         return Error("ERR decrement would overflow", out);
@@ -388,7 +382,7 @@ void RespProtocol::Run(std::string* out) {
   if (cmd == "EXPIRE" || cmd == "PEXPIRE") {
     if (!arity(argc == 3) || !keys_ok(1, 2)) return;
     int64_t t = 0;
-    if (!ParseInt(args_[2], &t)) return Error(kNotInteger, out);
+    if (!ParseNumber(args_[2], &t)) return Error(kNotInteger, out);
     int64_t expiry_ms = 1;  // t <= 0: expired at once, as Redis deletes the key
     if (t > 0 && (__builtin_mul_overflow(t, cmd == "EXPIRE" ? 1000 : 1, &t) ||
                   __builtin_add_overflow(t, now(), &expiry_ms))) {
@@ -409,7 +403,7 @@ void RespProtocol::Run(std::string* out) {
       if (opt == "MATCH") {
         pattern = args_[i + 1];
       } else if (opt == "COUNT") {
-        if (!ParseInt(args_[i + 1], &count)) return Error(kNotInteger, out);
+        if (!ParseNumber(args_[i + 1], &count)) return Error(kNotInteger, out);
         if (count < 1) return Error(kSyntax, out);
         count = std::min<size_t>(count, 100000);
       } else {

@@ -47,7 +47,7 @@ int64_t MemcachedExpiry(int64_t exptime, int64_t now_ms) {
 
 size_t MemcacheProtocol::Consume(std::string_view in, std::string* out) {
   size_t pos = 0;
-  while (!close_ && pos < in.size()) {
+  while (!close_ && pos < in.size() && out->size() < kReplyBudgetBytes) {
     if (swallow_ > 0) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(swallow_, in.size() - pos));
       pos += n;
@@ -150,6 +150,8 @@ void MemcacheProtocol::RunGet(bool with_cas, std::string* out) {
     reply.append(" ").append(std::to_string(r->data.size()));
     if (with_cas) reply.append(" ").append(std::to_string(r->version));
     reply.append("\r\n").append(r->data).append("\r\n");
+    if (reply.size() > kMaxMultiReplyBytes)
+      return Reply("SERVER_ERROR out of memory writing get response", out);
   }
   out->append(reply);
   out->append("END\r\n");

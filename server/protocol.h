@@ -22,6 +22,13 @@ namespace pmindex::server {
 // line, a RESP inline command or a RESP length line). A longer line gets
 // an error reply and the connection closes: it cannot be resynchronized.
 inline constexpr size_t kMaxLineBytes = 64 * 1024;
+// Consume stops running requests once this many reply bytes wait in *out
+// (the caller writes them and calls again), so that a pipeline of reads
+// cannot make one connection hold unbounded replies.
+inline constexpr size_t kReplyBudgetBytes = 1 << 20;
+// The largest reply of one multi-key read (memcached get, RESP MGET);
+// a larger one is refused with an error instead.
+inline constexpr size_t kMaxMultiReplyBytes = 64u << 20;
 
 class Protocol {
  public:
@@ -31,9 +38,12 @@ class Protocol {
   Protocol& operator=(const Protocol&) = delete;
 
   // Runs the complete requests at the front of `in` and appends their
-  // replies to *out. Returns how many bytes of `in` it consumed; the rest
-  // is the start of an incomplete request, to be passed again with more
-  // bytes after it. Once close_requested(), it consumes all input and runs
+  // replies to *out, stopping early once *out holds kReplyBudgetBytes.
+  // Returns how many bytes of `in` it consumed; the rest is complete
+  // requests left for the next call (if it stopped early) or the start of
+  // an incomplete request, to be passed again with more bytes after it.
+  // So: call again after sending *out if it is not empty; read more
+  // otherwise. Once close_requested(), it consumes all input and runs
   // nothing more.
   virtual size_t Consume(std::string_view in, std::string* out) = 0;
 

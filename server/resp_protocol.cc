@@ -178,7 +178,7 @@ bool CursorToKey(std::string_view cursor, size_t max_key_bytes, std::string* key
 
 size_t RespProtocol::Consume(std::string_view in, std::string* out) {
   size_t pos = 0;
-  while (!close_ && pos < in.size()) {
+  while (!close_ && pos < in.size() && out->size() < kReplyBudgetBytes) {
     const size_t used = Parse(in.substr(pos), out);
     if (used == 0) break;
     pos += used;
@@ -352,6 +352,7 @@ void RespProtocol::Run(std::string* out) {
       Result<Item> r = items_.Get(args_[i]);
       if (r.ok()) {
         Bulk(r->data, &reply);
+        if (reply.size() > kMaxMultiReplyBytes) return Error("ERR reply too large", out);
       } else if (r.status().is_not_found()) {
         Nil(&reply);
       } else {

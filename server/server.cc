@@ -102,13 +102,19 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnRead(const asio::error_code& ec, size_t n) {
     Stats::Add(server_.items.stats().bytes_read, n);
-    if (n > 0) {
+    Process(ec);
+  }
+
+  // Runs what the input holds, then writes the replies, or reads more if
+  // there are none. An error or end of input (`ec`) ends the session once
+  // the input is used up; an incomplete request at its end is dropped
+  // (nothing of it ran).
+  void Process(const asio::error_code& ec) {
+    if (!in_.empty()) {
       const size_t used = protocol_->Consume(in_, &out_);
       in_.erase(0, used);
     }
     if (!out_.empty()) return Write();
-    // An error or end of input ends the session (any partial request is
-    // dropped: nothing of it was run).
     if (ec || protocol_->close_requested()) return Close();
     Read();
   }
@@ -120,9 +126,10 @@ class Session : public std::enable_shared_from_this<Session> {
                         self->writing_ = false;
                         Stats::Add(self->server_.items.stats().bytes_written, n);
                         self->out_.clear();
-                        if (ec || self->protocol_->close_requested() || self->draining_)
-                          return self->Close();
-                        self->Read();
+                        if (ec || self->protocol_->close_requested()) return self->Close();
+                        // Requests left by the reply budget run before the
+                        // next read (also when draining: they were read).
+                        self->Process({});
                       });
   }
 

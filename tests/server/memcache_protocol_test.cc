@@ -182,6 +182,31 @@ TEST(Memcache, MalformedCommands) {
       "ERROR\r\nEND\r\n");
 }
 
+TEST(Memcache, PipelinedReadsStopAtTheReplyBudget) {
+  Mc h;
+  const std::string v(400'000, 'v');
+  ASSERT_EQ(h.Feed("set big 0 0 400000\r\n" + v + "\r\n"), "STORED\r\n");
+  std::string gets;
+  for (int i = 0; i < 5; ++i) gets += "get big\r\n";
+  std::string out;
+  const size_t used = h.protocol.Consume(gets, &out);
+  // Each reply is "VALUE big 0 400000\r\n" data "\r\nEND\r\n": three pass
+  // 1 MiB, and the other two requests wait for the next call.
+  EXPECT_EQ(used, 3 * 9u);
+  EXPECT_EQ(out.size(), 3 * (v.size() + 27));
+  EXPECT_EQ(h.Feed(gets).size(), 5 * (v.size() + 27));
+}
+
+TEST(Memcache, HugeMultiGetIsRefused) {
+  Mc h;
+  const std::string v(1'000'000, 'v');
+  ASSERT_EQ(h.Feed("set big 0 0 1000000\r\n" + v + "\r\n"), "STORED\r\n");
+  std::string get = "get";
+  for (int i = 0; i < 70; ++i) get += " big";  // 70 MB of reply
+  EXPECT_EQ(h.Feed(get + "\r\nget nope\r\n"),
+            "SERVER_ERROR out of memory writing get response\r\nEND\r\n");
+}
+
 TEST(Memcache, ControlCharacterInKeyIsRefused) {
   Mc h;
   EXPECT_EQ(h.Feed(std::string("get a\x01z\r\n")), "CLIENT_ERROR bad command line format\r\n");

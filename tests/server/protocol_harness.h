@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "server/items.h"
+#include "server/protocol.h"
 #include "tests/server/map_store.h"
 
 namespace pmindex::server::testing {
@@ -23,14 +24,20 @@ class Harness {
       : store(max_value_bytes), items(store, stats, [this] { return now_ms; }), protocol(items) {}
 
   // Appends `bytes` to the connection's input and returns the replies
-  // they complete.
+  // they complete. As the server's session: after replies, Consume runs
+  // again (requests left by the reply budget), until it has none.
   std::string Feed(std::string_view bytes) {
     buffer_.append(bytes);
-    std::string out;
-    const size_t used = protocol.Consume(buffer_, &out);
-    EXPECT_LE(used, buffer_.size());
-    buffer_.erase(0, used);
-    return out;
+    std::string all;
+    for (;;) {
+      std::string out;
+      const size_t used = protocol.Consume(buffer_, &out);
+      EXPECT_LE(used, buffer_.size());
+      buffer_.erase(0, used);
+      if (out.empty()) return all;
+      EXPECT_LT(out.size(), kReplyBudgetBytes + kMaxMultiReplyBytes + kMaxLineBytes);
+      all += out;
+    }
   }
   size_t pending() const { return buffer_.size(); }
 

@@ -349,8 +349,11 @@ def test_sigterm_closes_cleanly_and_data_survives(ctx):
         assert s.stop()[0] == 0
 
 
-def test_kill9_under_load_keeps_every_acknowledged_write(ctx):
-    pool = ctx.pool("crash")
+def acked_writes_survive(ctx, name, stop_server):
+    """Six client threads write over both protocols and record each write
+    the server acknowledged; `stop_server(s)` ends the server under that
+    load; a new server on the same pool must hold every recorded write."""
+    pool = ctx.pool(name)
     s = Server(ctx.binary, pool, threads=2)
     acked = [dict() for _ in range(6)]
     stop = threading.Event()
@@ -391,7 +394,7 @@ def test_kill9_under_load_keeps_every_acknowledged_write(ctx):
     for t in threads:
         t.start()
     time.sleep(2.5)
-    s.kill9()
+    stop_server(s)
     stop.set()
     for t in threads:
         t.join(timeout=30)
@@ -411,10 +414,22 @@ def test_kill9_under_load_keeps_every_acknowledged_write(ctx):
         assert c.set("after", b"1") is True
         _, cas = c.gets("after")
         assert c.cas("after", b"2", cas) is True
-        print(f"    kill -9 after {total} acknowledged writes: all present")
+        print(f"    {name}: {total} acknowledged writes, all present after the restart")
     finally:
         code, out, err = s.stop()
         assert code == 0, (code, out, err)
+
+
+def test_kill9_under_load_keeps_every_acknowledged_write(ctx):
+    acked_writes_survive(ctx, "kill-9", Server.kill9)
+
+
+def test_sigterm_under_load_exits_cleanly_keeping_every_acknowledged_write(ctx):
+    def sigterm(s):
+        code, out, err = s.stop()
+        assert code == 0 and "store closed" in out, (code, out, err)
+
+    acked_writes_survive(ctx, "sigterm", sigterm)
 
 
 def test_usage_errors(ctx):

@@ -6,33 +6,59 @@
 // bytes), which no structural check can see, is then refused before
 // anything is written. docs/crash-testing.md ("Pool fuzzer") says what it
 // covers and what not (a pool that crashed).
+//
+// The same sum carries open_index's pair visitor (index/pair_visitor.h,
+// issue 11): a ContentSum made from the IndexEnv of an open tells the
+// visitor every pair it adds, so a kind whose read-only validation sums
+// the pairs as its repairs will leave them, on the clean and the crashed
+// path, visits them with nothing more than passing env through; and
+// CheckContentRecord returns the visitor's first error.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/status.h"
 
 namespace pmindex::common {
 
-// Order-independent: add the live pairs in any order.
+// Order-independent: add the live pairs in any order. Made from an open's
+// IndexEnv, Add also visits the pair (env.pairs; thread-safe, so sums of
+// parallel walks may each carry it). Add(const ContentSum&) adds a sum
+// only: its pairs were visited when they were added to it.
 class ContentSum {
  public:
-  void Add(uint64_t key, uint64_t value) { sum_ += pm::ContentTerm(key, value); }
+  ContentSum() = default;
+  explicit ContentSum(const IndexEnv& env) : pairs_(env.pairs) {}
+  void Add(uint64_t key, uint64_t value) {
+    sum_ += pm::ContentTerm(key, value);
+    if (pairs_ != nullptr) [[unlikely]] pairs_->Visit(key, value);
+  }
   void Add(const ContentSum& other) { sum_ += other.sum_; }
   uint64_t value() const { return sum_; }
+  PairVisitor* pairs() const { return pairs_; }
 
  private:
   uint64_t sum_ = 0;
+  PairVisitor* pairs_ = nullptr;
 };
 
-// OK unless the pool was closed cleanly with a content record that differs
-// from `sum` (salvage copies are not checked: they keep what they reach).
+// The pair visitor's first error (OK without a visitor). Kinds that do not
+// call CheckContentRecord on every path call it before their first write.
+inline Status CheckPairVisits(const IndexEnv& env) {
+  return env.pairs != nullptr ? env.pairs->status() : Status::OK();
+}
+
+// The first error of the sum's pair visitor, else OK unless the pool was
+// closed cleanly with a content record that differs from `sum` (salvage
+// copies are not checked: they keep what they reach).
 inline Status CheckContentRecord(const Pool& pool, bool salvage, const ContentSum& sum,
                                  std::string_view tree) {
+  if (sum.pairs() != nullptr) PMINDEX_RETURN_IF_ERROR(sum.pairs()->status());
   if (salvage || !pool.was_clean()) return Status::OK();
   const uint64_t rec = pool.root(pm::kContentSlot);
   if (rec == 0 || rec == pm::ContentRecord(sum.value())) return Status::OK();

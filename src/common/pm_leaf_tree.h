@@ -143,7 +143,8 @@ class PmLeafTree final : public Index {
       : pool_(env.pool),
         alloc_(env.alloc),
         rebuild_threads_(std::max(1, rebuild_threads)),
-        salvage_(env.salvage) {}
+        salvage_(env.salvage),
+        pairs_(env.pairs) {}
   ~PmLeafTree() override {
     IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
   }
@@ -634,6 +635,7 @@ class PmLeafTree final : public Index {
     kept.push_back(all[0]);
     for (size_t i = 1; i < all.size(); ++i)
       if (all[i].count != 0) kept.push_back(all[i]);
+    PMINDEX_RETURN_IF_ERROR(VisitKeptPairs(kept, drops));
     PMINDEX_RETURN_IF_ERROR(CheckCleanCloseRecord(kept));
     // Every kept block must be one the allocator accepts (else
     // FinishRecovery refuses the pool after the repairs below): marked in
@@ -691,6 +693,26 @@ class PmLeafTree final : public Index {
       hinted_leaves_ = kept.size();
     }
     return Status::OK();
+  }
+
+  // The pair visitor (IndexEnv::pairs, issue 11) learns the pairs of the
+  // kept leaves as the repairs leave them (the meta repair's drops applied;
+  // RecoverLeaf changes no pair), before the bound check and the first
+  // write; returns its first error. Not from WalkSegment's sums: a hinted
+  // segment walk may read a leaf the list does not hold (a split's new
+  // leaf before its link) before recovery falls back to the list alone.
+  Status VisitKeptPairs(const std::vector<LeafInfo>& kept, const std::vector<MetaDrop>& drops) const {
+    if (pairs_ == nullptr) return Status::OK();
+    ParallelFor(kept.size(), [&](size_t i) {
+      KV buf[kSlots];
+      const int n = pool_->to_ptr<LeafT>(kept[i].ptr)->Collect(buf);
+      // As WalkSegment keeps them (drops: keys >= the cut leave the leaf).
+      const bool cuts = !drops.empty();
+      const uint64_t cut = cuts ? DropFrom(drops, kept[i].ptr) : 0;
+      for (int j = 0; j < n; ++j)
+        if (!cuts || buf[j].key < cut) pairs_->Visit(buf[j].key, buf[j].value);
+    });
+    return pairs_->status();
   }
 
   // ---------------------------------------------------------- damage checks
@@ -924,6 +946,7 @@ class PmLeafTree final : public Index {
   alloc::Allocator* alloc_;
   int rebuild_threads_;
   bool salvage_;  // IndexEnv::salvage: the damage checks are off
+  PairVisitor* pairs_;  // IndexEnv::pairs: told every kept pair at open
   Policy policy_;
   Routing routing_;
   LeafT* head_ = nullptr;  // the PM list's head (changed only by bulk_load and open)

@@ -25,29 +25,6 @@ constexpr size_t kBatch = 256;
 // Close). InvalidArgument: the call sequence is wrong, the pool is fine.
 Status Closed() { return Status::InvalidArgument("the Db is closed"); }
 
-// Reads at most n pairs with key >= *from into out, keeps them only while
-// their keys strictly ascend (a scan racing a writer must still never make
-// a caller go backwards), and moves *from past the last pair kept. *more
-// becomes false once the index has nothing after the batch.
-size_t ScanBatch(Index& index, Key* from, bool* more, size_t n, KV* out) {
-  size_t got = index.scan(*from, n, out);
-  size_t kept = 0;
-  for (size_t i = 0; i < got; ++i) {
-    if (out[i].key < *from || (kept > 0 && out[i].key <= out[kept - 1].key)) continue;
-    out[kept++] = out[i];
-  }
-  *more = got == n && kept > 0;
-  if (kept > 0) {
-    Key last = out[kept - 1].key;
-    if (last == UINT64_MAX) {
-      *more = false;  // no key after it; last + 1 would wrap to 0
-    } else {
-      *from = last + 1;
-    }
-  }
-  return kept;
-}
-
 // Db::NewIterator's iterator: a buffer of one batch, refilled from the key
 // after the last one it held. It reaches the index through the Db's own
 // pointer, which Close resets, so that it ends cleanly after Close instead

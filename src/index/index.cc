@@ -9,6 +9,7 @@
 
 #include "alloc/allocator.h"
 #include "index/registry.h"
+#include "pm/pool_format.h"
 
 namespace pmindex {
 
@@ -138,7 +139,27 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool) {
 }
 
 Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound) {
+  OpenIndexOptions opt;
+  opt.bound = bound;
+  return open_index(pool, opt);
+}
+
+Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& opt) {
   if (pool == nullptr) return Status::InvalidArgument("open_index: no pool given");
+  const ReclaimBound bound = opt.bound;
+  // A key-value store's index values point to the store's blocks: opened
+  // without the store's visitor, recovery would free all of them. Refused
+  // before anything is read or written (docs/pool-format.md).
+  const bool kv_pool = (pool->incompat_flags() & pm::kIncompatKvStore) != 0;
+  if (kv_pool && opt.pairs == nullptr) {
+    return Status::WrongKind("pool holds a key-value store over index kind \"" +
+                             std::string(pool->kind()) +
+                             "\", not a plain index: open it with KvStore::Open");
+  }
+  if (!kv_pool && opt.pairs != nullptr) {
+    return Status::WrongKind("pool holds a plain index of kind \"" + std::string(pool->kind()) +
+                             "\", not a key-value store: open it with Db::Open");
+  }
   const IndexInfo* info = Registry::Get().Find(pool->kind());
   if (info == nullptr) {
     return Status::NotSupported("pool holds index kind \"" + std::string(pool->kind()) +
@@ -189,10 +210,23 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound) {
       a->SetRecoveryBound(UINT64_MAX);
       break;
   }
-  auto idx = info->open(IndexEnv{pool, a.get(), bound == ReclaimBound::kNone}, opts_r.value());
+  if (opt.pairs != nullptr) opt.pairs->Start(pool, a.get());
+  IndexEnv env{pool, a.get(), bound == ReclaimBound::kNone};
+  env.pairs = opt.pairs;
+  auto idx = info->open(env, opts_r.value());
   if (!idx.ok()) return failed(idx.status());
   if (idx.value() == nullptr) {
     return failed(Status::Corruption("index kind \"" + info->name + "\": open returned null"));
+  }
+  if (opt.pairs != nullptr) {
+    // Every kind returns the visitor's error before its first write
+    // (common::CheckContentRecord / CheckPairVisits); this is the net for
+    // one that did not, before FinishRecovery frees anything.
+    s = opt.pairs->status();
+    if (!s.ok()) {
+      idx.value()->abandoned_ = true;
+      return failed(s);
+    }
   }
   // FinishRecovery writes the page table (idempotent if open marked it).
   s = pool->MarkInUse();
@@ -210,6 +244,25 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound) {
   idx.value()->pool_lease_ = std::move(lease).value();
   pool->IndexReady();
   return idx;
+}
+
+size_t ScanBatch(Index& index, Key* from, bool* more, size_t n, KV* out) {
+  size_t got = index.scan(*from, n, out);
+  size_t kept = 0;
+  for (size_t i = 0; i < got; ++i) {
+    if (out[i].key < *from || (kept > 0 && out[i].key <= out[kept - 1].key)) continue;
+    out[kept++] = out[i];
+  }
+  *more = got == n && kept > 0;
+  if (kept > 0) {
+    Key last = out[kept - 1].key;
+    if (last == UINT64_MAX) {
+      *more = false;  // no key after it; last + 1 would wrap to 0
+    } else {
+      *from = last + 1;
+    }
+  }
+  return kept;
 }
 
 Result<std::unique_ptr<Pool>> create_pool_for(std::string_view kind, std::string_view options,

@@ -46,6 +46,8 @@ class Allocator;
 }
 
 enum class ReclaimBound;
+struct OpenIndexOptions;
+class PairVisitor;
 
 // detail::PointLookup (pmindex/types.h) declares lookup, so that Db::Get
 // can be inline in the public header without this interface.
@@ -103,7 +105,7 @@ class Index : public detail::PointLookup {
 
  private:
   friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);
-  friend Result<std::unique_ptr<Index>> open_index(Pool*, ReclaimBound);
+  friend Result<std::unique_ptr<Index>> open_index(Pool*, const OpenIndexOptions&);
   std::unique_ptr<alloc::Allocator> alloc_;
   Pool* pool_ = nullptr;
   // Held while the index is alive: a second create_index / open_index on
@@ -146,6 +148,27 @@ enum class ReclaimBound {
   kNone,
 };
 Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound);
+
+// open_index with everything it can be told (issue 11).
+struct OpenIndexOptions {
+  ReclaimBound bound = ReclaimBound::kByCleanFlag;
+  // Told every live pair while the kind's open validates them, before the
+  // allocator's recovery bound is checked and before the first write
+  // (index/pair_visitor.h); its first error refuses the open. Required
+  // for, and only accepted with, a pool flagged pm::kIncompatKvStore (a
+  // key-value store's pool, whose values point to blocks the index does
+  // not know): open_index refuses such a pool without one (WrongKind,
+  // nothing written), and a plain pool with one (WrongKind).
+  PairVisitor* pairs = nullptr;
+};
+Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& opt);
+
+// Reads at most n pairs with key >= *from into out, keeps them only while
+// their keys strictly ascend (a scan racing a writer must still never make
+// a caller go backwards), and moves *from past the last pair kept. *more
+// becomes false once the index has nothing after the batch. (Db's ranges
+// and iterators, the key-value store's scans.)
+size_t ScanBatch(Index& index, Key* from, bool* more, size_t n, KV* out);
 
 // Creates a pool file for `kind` with `options` after validating them:
 // bad options fail before any file is written.

@@ -18,6 +18,7 @@
 
 #include "index/index.h"
 #include "index/options.h"
+#include "index/pair_visitor.h"
 #include "pm/pool.h"
 #include "pmindex/status.h"
 
@@ -34,6 +35,10 @@ struct IndexEnv {
   // what it cannot validate (writing the cut into the copy) instead of
   // refusing the whole pool.
   bool salvage = false;
+  // open only, a key-value store's pool only (index/pair_visitor.h): told
+  // every live pair before CheckRecoveryBound and the first write. Kinds
+  // pass it on through common::ContentSum.
+  PairVisitor* pairs = nullptr;
 };
 
 using IndexFactory =

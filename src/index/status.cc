@@ -18,6 +18,7 @@ const char* Status::CodeName(Code c) {
     case Code::kOutOfSpace: return "out of space";
     case Code::kBusy: return "busy";
     case Code::kWrongKind: return "wrong index kind";
+    case Code::kAborted: return "aborted";
   }
   return "unknown";
 }

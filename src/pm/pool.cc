@@ -112,6 +112,9 @@ Result<Geometry> GeometryFor(const PoolOptions& opt) {
       opt.index_options.find('\0') != std::string::npos) {
     return Status::InvalidArgument("index kind and options must not contain NUL bytes");
   }
+  if ((opt.incompat_flags & ~pm::kKnownIncompatFlags) != 0) {
+    return Status::InvalidArgument("unknown incompatible pool feature flags");
+  }
   if (opt.index_options.size() >= pm::kOptionsCapacity) {
     return Status::InvalidArgument("index options string is longer than " +
                                    std::to_string(pm::kOptionsCapacity - 1) + " characters");
@@ -167,6 +170,7 @@ PoolHeader MakeHeader(const Geometry& g, const PoolOptions& opt) {
   h.page_table_entries = g.entries;
   h.create_time = static_cast<uint64_t>(time(nullptr));
   h.pool_id = opt.pool_id;
+  h.incompat_flags = opt.incompat_flags;
   std::memcpy(h.kind, opt.kind.data(), opt.kind.size());
   std::memcpy(h.options, opt.index_options.data(), opt.index_options.size());
   h.checksum = pm::HeaderChecksum(h);
@@ -468,6 +472,7 @@ struct Pool::Impl {
   bool in_use = false;  // MarkInUse() cleared the clean flag (or found it clear)
   std::shared_ptr<IndexState> index_state = std::make_shared<IndexState>();
   std::string kind, options;
+  uint64_t incompat_flags = 0;  // the header's, as validated at open/create
   std::mutex grow_mu;
   struct Segment {
     char* addr;
@@ -643,6 +648,7 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
   im.durability = Durability::kPowerFailure;
   im.kind = h.kind;
   im.options = h.options;
+  im.incompat_flags = h.incompat_flags;
   im.open = true;  // from here on, ~Pool unmaps and unlocks
   PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
   for (uint64_t i = 0; i < h.segments; ++i) {
@@ -687,6 +693,7 @@ Result<std::unique_ptr<Pool>> Pool::CreateInMemory(const PoolOptions& opt) {
   im.durability = Durability::kVolatile;
   im.kind = opt.kind;
   im.options = opt.index_options;
+  im.incompat_flags = opt.incompat_flags;
   im.was_clean = true;
   im.open = true;
   PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
@@ -728,6 +735,7 @@ Result<std::unique_ptr<Pool>> Pool::OpenImage(std::span<const std::byte> image,
   im.durability = Durability::kVolatile;
   im.kind = h.kind;
   im.options = h.options;
+  im.incompat_flags = h.incompat_flags;
   im.open = true;
   PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
   PMINDEX_RETURN_IF_ERROR(CommitAnonymous(pool->base_, want, -1, /*populate=*/true));
@@ -929,6 +937,7 @@ bool Pool::was_clean() const { return impl_->was_clean; }
 std::string_view Pool::kind() const { return impl_->kind; }
 std::string_view Pool::index_options() const { return impl_->options; }
 uint16_t Pool::id() const { return id_; }
+uint64_t Pool::incompat_flags() const { return impl_->incompat_flags; }
 
 Pool::Info Pool::info() const {
   Info info;

@@ -44,6 +44,7 @@ namespace pmindex {
 
 class Index;
 enum class ReclaimBound;  // index/index.h
+struct OpenIndexOptions;  // index/index.h
 
 // An 8-byte persistent pointer: pool id in the top 16 bits, byte offset
 // from the pool base below. 0 is null.
@@ -86,6 +87,10 @@ struct PoolOptions {
   std::string kind;                    // index kind stored in the header
   std::string index_options;           // "key=value,..." stored in the header
   uint16_t pool_id = 1;                // goes in the top bits of every PPtr
+  // Incompatible features of the pool's content (pool_format.h, e.g.
+  // pm::kIncompatKvStore), written into the header at create; a bit this
+  // build does not know is InvalidArgument.
+  uint64_t incompat_flags = 0;
   // In-memory pools only: fill fresh memory with this byte (the crash
   // simulator's poison) instead of zeros. -1 = zeros.
   int poison = -1;
@@ -176,6 +181,9 @@ class Pool {
   std::string_view kind() const;
   std::string_view index_options() const;
   uint16_t id() const;
+  // The header's incompatible-feature flags (pool_format.h): e.g.
+  // pm::kIncompatKvStore for a pool that holds a key-value store.
+  uint64_t incompat_flags() const;
 
   // Address translation. REQUIRES: p is null or points into this pool.
   char* base() const { return base_; }
@@ -233,7 +241,7 @@ class Pool {
   // or open failed after MarkInUse (the pool then stays unclean at Close),
   // IndexReady that one succeeded.
   friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);
-  friend Result<std::unique_ptr<Index>> open_index(Pool*, ReclaimBound);
+  friend Result<std::unique_ptr<Index>> open_index(Pool*, const OpenIndexOptions&);
   Result<std::shared_ptr<void>> AttachIndex(std::string_view op);
   void IndexFailed();
   void IndexReady();

@@ -27,7 +27,7 @@
 // per root slot and a single page table; it is refused with NotSupported).
 // A reader refuses any other version and any bit of `incompat_flags` it
 // does not know (NotSupported); bits of `compat_flags` it does not know are
-// ignored. No incompatible feature is defined yet.
+// ignored. One incompatible feature is defined: kIncompatKvStore.
 //
 // Page table (version 2): two copies of `page_table_entries` words, copy A
 // at kHeaderSize and copy B at PageTableMirrorOffset(max_size), each
@@ -54,7 +54,14 @@ namespace pmindex::pm {
 
 inline constexpr uint64_t kPoolMagic = 0x314C4F4F504D5058ull;  // "XPMPOOL1" little-endian
 inline constexpr uint32_t kPoolFormatVersion = 2;
-inline constexpr uint64_t kKnownIncompatFlags = 0;  // none defined yet
+// The pool holds a key-value store (src/kv, docs/layout/kv.md): the values
+// of its index are pointers to the store's blocks, which the index does not
+// know about. Only an open that follows them (kv::Store, through
+// open_index's pair visitor) may recover such a pool; a plain open_index
+// would let the allocator free every store block, so it refuses the pool
+// with WrongKind (docs/pool-format.md "Key-value store pools").
+inline constexpr uint64_t kIncompatKvStore = uint64_t{1} << 0;
+inline constexpr uint64_t kKnownIncompatFlags = kIncompatKvStore;
 inline constexpr size_t kHeaderSize = 4096;
 inline constexpr size_t kKindCapacity = 32;        // <= 31 chars + NUL
 inline constexpr size_t kOptionsCapacity = 1025;   // <= 1024 chars + NUL
@@ -118,6 +125,13 @@ static_assert(offsetof(PoolHeader, segments) == kMutableOffset + 136);
 // same slot: no 64-byte overwrite reaches both copies of one slot.
 static_assert(offsetof(PoolHeader, root_b) == kMutableOffset + 192);
 static_assert(offsetof(PoolHeader, root_b) % 64 == 0);
+
+// Root slots 3 and 4 are unused by every kind. Slot 5 belongs to the
+// key-value store (src/kv, docs/layout/kv.md): in a pool flagged
+// kIncompatKvStore it holds the store's clock reservation, a timestamp above
+// every commit timestamp the store has handed out (0: the store's create
+// did not get that far). No index kind may use it.
+inline constexpr unsigned kStoreSlot = 5;
 
 // The clean-close record (issue 15): root slot 7, by convention of the
 // persistent kinds that keep one (lbtree, fptree, wbtree, cddstree).

@@ -180,7 +180,7 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
   std::vector<uint64_t> nodes{mp.raw()};
   uint32_t leaf_depth = UINT32_MAX;
   uint64_t entries = 0;
-  common::ContentSum content;
+  common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
   PMINDEX_RETURN_IF_ERROR(
       t->Validate(t->meta_->root, 0, 0, false, 0, &leaf_depth, &entries, &content, &nodes));
   // A cleanly closed pool holds what its close recorded (a zeroed leaf

@@ -829,7 +829,7 @@ Result<std::unique_ptr<Index>> CircTree::Open(const IndexEnv& env, const Layout&
   std::unique_ptr<CircTree> t(new CircTree(env, lay, s));
   const uint64_t root = env.pool->root(0);
   std::vector<uint64_t> nodes;
-  common::ContentSum content;
+  common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
   PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes, &content));  // reads only
   PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, "circtree"));
   PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, nodes, "circtree"));  // no write before

@@ -755,7 +755,7 @@ Result<std::unique_ptr<Index>> FastFair::Open(const IndexEnv& env, const Layout&
   std::unique_ptr<FastFair> t(new FastFair(env, lay, s, f));
   const uint64_t root = env.pool->root(0);
   std::vector<uint64_t> nodes;
-  common::ContentSum content;
+  common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
   PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes, &content));  // reads only
   PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, "fastfair"));
   PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, nodes, "fastfair"));  // no write before

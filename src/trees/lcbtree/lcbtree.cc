@@ -87,7 +87,7 @@ Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_
   const uint64_t root = t->log_->count != 0 ? t->log_->old_root : t->meta_->root;
   std::vector<uint64_t> leaves, nodes;
   uint64_t entries = 0;
-  common::ContentSum content;
+  common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
   Status vs = t->VerifyNode(root, 0, false, 0, false, 0, &leaves, &entries, &nodes, &content);
   if (vs.ok()) vs = t->CheckShape(root, leaves);
   t->undo_view_.clear();

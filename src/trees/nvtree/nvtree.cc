@@ -616,8 +616,8 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
   // every LN's elements once, which rebuild-from-LN and the snapshot
   // otherwise avoid. Not for salvage copies.
   // The same walk sums the live pairs, compared below with the content
-  // record (issue 15).
-  common::ContentSum content;
+  // record (issue 15), and tells them to the pair visitor (IndexEnv::pairs).
+  common::ContentSum content(env);
   if (!env.salvage) {
     Status f = t->CheckLnFences(&content);
     if (!f.ok()) {

@@ -737,7 +737,7 @@ Status TwoLayerTree::Walk(bool strict, std::vector<uint64_t>* nodes, common::Con
 Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const TwoLayerConfig& c, std::string name) {
   std::unique_ptr<TwoLayerTree> t(new TwoLayerTree(env, c, std::move(name)));
   std::vector<uint64_t> nodes;
-  common::ContentSum content;
+  common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
   PMINDEX_RETURN_IF_ERROR(t->ReadLog());  // reads only
   PMINDEX_RETURN_IF_ERROR(t->Walk(false, &nodes, &content, nullptr));  // reads only
   if (t->log_ != 0) nodes.push_back(t->log_);

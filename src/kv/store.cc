@@ -1,0 +1,891 @@
+// kv::Store (store.h): reads, writes, transactions, reclamation. Recovery
+// is in recovery.cc, the validating walk in walk.cc; docs/layout/kv.md
+// gives the persist order of every operation below.
+#include "kv/store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "kv/walk.h"
+#include "pm/persist.h"
+#include "pm/pool_format.h"
+#include "pm/pptr_decode.h"
+
+namespace pmindex::kv {
+
+namespace {
+
+// Index pairs read per scan call.
+constexpr size_t kBatch = 64;
+// The commit timestamp of a version no reader may see (a transaction not
+// committed).
+constexpr uint64_t kNever = UINT64_MAX;
+
+uint64_t Load(const uint64_t& w) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w)).load(std::memory_order_acquire);
+}
+
+Status Damaged(std::string_view what, uint64_t raw) {
+  return Status::Corruption("kv: " + std::string(what) + " " + HexWord(raw) + " does not fit the pool");
+}
+
+}  // namespace
+
+// A reserved timestamp; published (in order) when it goes, whatever
+// happened to the change that reserved it.
+class Store::Ticket {
+ public:
+  Ticket(CommitClock* clock, uint64_t ts) : clock_(clock), ts_(ts) {}
+  Ticket(Ticket&& o) noexcept : clock_(std::exchange(o.clock_, nullptr)), ts_(o.ts_) {}
+  Ticket(const Ticket&) = delete;
+  Ticket& operator=(const Ticket&) = delete;
+  Ticket& operator=(Ticket&&) = delete;
+  ~Ticket() {
+    if (clock_ != nullptr) clock_->Publish(ts_);
+  }
+  uint64_t ts() const { return ts_; }
+  void Publish() {
+    clock_->Publish(ts_);
+    clock_ = nullptr;
+  }
+
+ private:
+  CommitClock* clock_;
+  uint64_t ts_;
+};
+
+Store::Store(Pool* pool, std::unique_ptr<Index> index, const StoreOptions& opts)
+    : pool_(pool), index_(std::move(index)), alloc_(index_->allocator()), opts_(opts) {
+  if (opts_.clock_chunk == 0) opts_.clock_chunk = 1;
+}
+
+Store::~Store() { IgnoreError(Close(), "a destructor has no caller to report to; Close() returns it"); }
+
+Result<std::unique_ptr<Store>> Store::Create(Pool* pool, std::string_view kind, std::string_view options,
+                                             const StoreOptions& opts) {
+  if (pool == nullptr) return Status::InvalidArgument("kv: no pool given");
+  if ((pool->incompat_flags() & pm::kIncompatKvStore) == 0)
+    return Status::InvalidArgument("kv: the pool was not created for a key-value store");
+  auto idx = create_index(kind, options, pool);
+  if (!idx.ok()) return idx.status();
+  std::unique_ptr<Store> s(new Store(pool, std::move(idx).value(), opts));
+  s->clock_.Reset(1);
+  // The clock's durable bound (root slot 5); non-zero also says the store
+  // was created completely (docs/layout/kv.md "Create").
+  const uint64_t r = 1 + s->opts_.clock_chunk;
+  pool->WriteRoot(pm::kStoreSlot, r);
+  s->reserved_.store(r, std::memory_order_release);
+  return s;
+}
+
+Status Store::Close() {
+  if (closed()) return Status::OK();
+  DrainPurges(SIZE_MAX);
+  closed_.store(true, std::memory_order_release);
+  Status s = index_->close();
+  index_.reset();  // its allocator goes with it
+  alloc_ = nullptr;
+  return s;
+}
+
+// ---------------------------------------------------------------- reading
+
+template <class T>
+T* Store::At(uint64_t raw, size_t bytes) const {
+  if (pm::CheckPPtr(*pool_, raw, bytes, 64) != pm::PPtrFault::kOk) return nullptr;
+  return pool_->to_ptr<T>(PPtr(raw));
+}
+
+namespace {
+// The record at raw, its key included, or null.
+template <class AtFn>
+Record* RecordOf(AtFn at, uint64_t raw) {
+  Record* r = at(raw, Record::kHeaderBytes);
+  if (r == nullptr || r->tag != kRecordTag || r->key_len == 0 || r->key_len > kMaxKeyBytes) return nullptr;
+  return at(raw, Record::Bytes(r->key_len));
+}
+}  // namespace
+
+Status Store::Locate(std::string_view key, uint64_t prefix, Where* w) const {
+  const std::optional<Value> v = index_->lookup(prefix);
+  if (!v) return Status::OK();
+  w->value = *v;
+  auto rec_at = [this](uint64_t raw, size_t bytes) { return At<Record>(raw, bytes); };
+  const uint16_t* tag = At<const uint16_t>(*v, 16);
+  if (tag == nullptr) return Damaged("index value", *v);
+  if (*tag == kRecordTag) {
+    Record* r = RecordOf(rec_at, *v);
+    if (r == nullptr) return Damaged("record", *v);
+    if (r->key() == key) {
+      w->rec = r;
+      w->rec_raw = *v;
+    } else {
+      w->other = r;
+      w->other_raw = *v;
+    }
+    return Status::OK();
+  }
+  if (*tag != kBucketTag) return Status::Corruption("kv: index value " + HexWord(*v) + " is neither record nor bucket");
+  Bucket* b = At<Bucket>(*v, Bucket::kHeaderBytes);
+  const uint32_t n = b->count;
+  b = n >= 2 ? At<Bucket>(*v, Bucket::Bytes(n)) : nullptr;
+  if (b == nullptr) return Damaged("bucket", *v);
+  w->bucket = b;
+  // The run of entries whose bytes 8..15 match, then full keys.
+  const Bucket::Entry* e = b->entries();
+  const uint64_t n8 = Next8(key);
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (e[mid].next8 < n8) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  for (; lo < n && e[lo].next8 == n8; ++lo) {
+    Record* r = RecordOf(rec_at, e[lo].record);
+    if (r == nullptr) return Damaged("record", e[lo].record);
+    const int c = CompareKeys(r->key(), key);
+    if (c == 0) {
+      w->rec = r;
+      w->rec_raw = e[lo].record;
+      break;
+    }
+    if (c > 0) break;
+  }
+  w->pos = lo;
+  return Status::OK();
+}
+
+uint64_t Store::CommitTsOf(const Version& v) const {
+  const uint64_t stamp = Load(v.stamp);
+  if (IsCommittedStamp(stamp)) return StampTs(stamp);
+  const TxnRecord* t = At<const TxnRecord>(stamp, sizeof(TxnRecord));
+  if (t == nullptr) return kNever;
+  const uint64_t c = Load(t->commit);
+  return c == 0 ? kNever : StampTs(c);
+}
+
+// The newest version of the chain at `head` committed at or before ts;
+// *skipped: a newer one was passed over.
+const Version* Store::VisibleAt(uint64_t head, uint64_t ts, bool* skipped) const {
+  for (uint64_t raw = head; raw != 0;) {
+    const Version* x = At<const Version>(raw, Version::kHeaderBytes);
+    if (x == nullptr) return nullptr;
+    if (CommitTsOf(*x) <= ts) return x;
+    *skipped = true;
+    raw = Load(x->older);
+  }
+  return nullptr;
+}
+
+Status Store::ValueView(const Version& v, std::string_view* out) const {
+  if (v.separate()) {
+    const char* p = At<const char>(v.value, v.len);
+    if (p == nullptr) return Damaged("value block", v.value);
+    *out = std::string_view(p, v.len);
+    return Status::OK();
+  }
+  const uint64_t raw = pool_->to_pptr(&v).raw();
+  if (At<const Version>(raw, Version::Bytes(v.len, v.tombstone())) == nullptr) return Damaged("version", raw);
+  *out = std::string_view(v.inline_bytes(), v.len);
+  return Status::OK();
+}
+
+Status Store::CopyValue(const Version& v, std::string* out) const {
+  std::string_view view;
+  PMINDEX_RETURN_IF_ERROR(ValueView(v, &view));
+  out->assign(view);
+  return Status::OK();
+}
+
+Result<VersionedValue> Store::Read(std::string_view key, bool want_value) const {
+  const uint64_t prefix = Prefix(key);
+  alloc::Allocator::EpochGuard g(*alloc_);
+  for (;;) {
+    // Linearizable without a registered snapshot: the newest version at or
+    // below the visible timestamp s, loaded before the chain. Reclamation
+    // may cut a chain only below a version at or below the writers' bound,
+    // which is at or below the visible timestamp of their time: a reader
+    // that meets a cut end after skipping only newer versions sees a
+    // visible timestamp above s if it loads it again, and reads again.
+    const uint64_t s = clock_.visible();
+    Where w;
+    PMINDEX_RETURN_IF_ERROR(Locate(key, prefix, &w));
+    if (w.rec == nullptr) return Status::NotFound();
+    bool skipped = false;
+    const Version* v = VisibleAt(Load(w.rec->head), s, &skipped);
+    if (v == nullptr) {
+      if (skipped && clock_.visible() != s) continue;
+      return Status::NotFound();
+    }
+    if (v->tombstone()) return Status::NotFound();
+    VersionedValue out;
+    out.version = CommitTsOf(*v);
+    if (want_value) PMINDEX_RETURN_IF_ERROR(CopyValue(*v, &out.value));
+    return out;
+  }
+}
+
+Store::Snapshot Store::AcquireSnapshot() {
+  Snapshot s;
+  s.slot = snapshots_.Acquire(clock_, &s.ts);
+  return s;
+}
+
+void Store::ReleaseSnapshot(Snapshot* s) {
+  if (s->slot == nullptr) return;
+  snapshots_.Release(s->slot);
+  s->slot = nullptr;
+  // Records whose removal waited for this snapshot.
+  if (!closed() && purge_size_.load(std::memory_order_relaxed) != 0) DrainPurges(8);
+}
+
+Result<std::optional<std::string>> Store::ReadAt(std::string_view key, uint64_t ts) const {
+  alloc::Allocator::EpochGuard g(*alloc_);
+  Where w;
+  PMINDEX_RETURN_IF_ERROR(Locate(key, Prefix(key), &w));
+  if (w.rec == nullptr) return std::optional<std::string>();
+  bool skipped = false;
+  const Version* v = VisibleAt(Load(w.rec->head), ts, &skipped);
+  if (v == nullptr || v->tombstone()) return std::optional<std::string>();
+  std::string out;
+  PMINDEX_RETURN_IF_ERROR(CopyValue(*v, &out));
+  return std::optional<std::string>(std::move(out));
+}
+
+Status Store::ScanAt(uint64_t ts, std::string_view from, std::optional<std::string_view> to,
+                     const PairFn& fn) const {
+  Key next = Prefix(from);
+  const Key last = to ? Prefix(*to) : UINT64_MAX;
+  auto rec_at = [this](uint64_t raw, size_t bytes) { return At<Record>(raw, bytes); };
+  KV batch[kBatch];
+  bool more = true;
+  while (more) {
+    alloc::Allocator::EpochGuard g(*alloc_);
+    const size_t n = ScanBatch(*index_, &next, &more, kBatch, batch);
+    for (size_t i = 0; i < n; ++i) {
+      if (batch[i].key > last) return Status::OK();
+      // The records under this prefix, in key order.
+      const uint64_t raw = batch[i].value;
+      const uint16_t* tag = At<const uint16_t>(raw, 16);
+      if (tag == nullptr) return Damaged("index value", raw);
+      const Bucket::Entry* e = nullptr;
+      uint32_t count = 1;
+      Bucket::Entry single{0, raw};
+      if (*tag == kBucketTag) {
+        const Bucket* b = At<const Bucket>(raw, Bucket::kHeaderBytes);
+        count = b->count;
+        b = count >= 2 ? At<const Bucket>(raw, Bucket::Bytes(count)) : nullptr;
+        if (b == nullptr) return Damaged("bucket", raw);
+        e = b->entries();
+      } else {
+        e = &single;
+      }
+      for (uint32_t j = 0; j < count; ++j) {
+        const Record* r = RecordOf(rec_at, e[j].record);
+        if (r == nullptr) return Damaged("record", e[j].record);
+        const std::string_view key = r->key();
+        if (CompareKeys(key, from) < 0) continue;
+        if (to && CompareKeys(key, *to) >= 0) return Status::OK();
+        bool skipped = false;
+        const Version* v = VisibleAt(Load(r->head), ts, &skipped);
+        if (v == nullptr || v->tombstone()) continue;
+        std::string_view value;
+        PMINDEX_RETURN_IF_ERROR(ValueView(*v, &value));
+        if (!fn(key, value)) return Status::OK();
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- clock
+
+Store::Ticket Store::Reserve() {
+  const uint64_t ts = clock_.Reserve();
+  if (ts >= reserved_.load(std::memory_order_acquire)) [[unlikely]] ExtendReservation(ts);
+  return Ticket(&clock_, ts);
+}
+
+void Store::ExtendReservation(uint64_t ts) {
+  std::lock_guard<std::mutex> g(reserve_mu_);
+  if (ts < reserved_.load(std::memory_order_acquire)) return;
+  const uint64_t r = ts + opts_.clock_chunk;
+  // Durable (WriteRoot fences) before any version carries a timestamp at
+  // or above the old bound: recovery restarts the clock at this value, so
+  // timestamps grow across restarts (PutIfVersion's versions stay unique).
+  pool_->WriteRoot(pm::kStoreSlot, r);
+  reserved_.store(r, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------- writing
+
+Result<Store::NewVersion> Store::AllocVersion(const std::string_view* value) {
+  NewVersion nv;
+  const bool tomb = value == nullptr;
+  nv.len = tomb ? 0 : static_cast<uint32_t>(value->size());
+  nv.flags = tomb ? Version::kTombstone : 0;
+  if (!tomb && !Version::Inline(nv.len)) {
+    auto vb = alloc_->Alloc(nv.len);
+    if (!vb.ok()) return vb.status();
+    nv.value = vb.value();
+    nv.flags |= Version::kSeparate;
+    char* p = pool_->to_ptr<char>(nv.value);
+    pm::copy(p, value->data(), nv.len);
+    // Durable by the fence before the version is linked.
+    pm::flush(p, nv.len);
+  }
+  nv.bytes = Version::Bytes(nv.len, tomb);
+  auto vr = alloc_->Alloc(nv.bytes);
+  if (!vr.ok()) {
+    if (nv.value) alloc_->Free(nv.value);
+    return vr.status();
+  }
+  nv.ver = vr.value();
+  nv.v = pool_->to_ptr<Version>(nv.ver);
+  if (!tomb && Version::Inline(nv.len)) pm::copy(nv.v->inline_bytes(), value->data(), nv.len);
+  return nv;
+}
+
+// Writes the version's header and flushes the version (the caller's fence
+// makes it durable before the link).
+void Store::SealVersion(const NewVersion& nv, uint64_t stamp, uint64_t older) {
+  const Version h{kVersionTag, nv.flags, nv.len, stamp, older, nv.value.raw()};
+  pm::copy(nv.v, &h, sizeof h);
+  pm::flush(nv.v, nv.bytes);
+}
+
+void Store::FreeUnlinked(const NewVersion& nv) {
+  alloc_->Free(nv.ver);
+  if (nv.value) alloc_->Free(nv.value);
+}
+
+Result<PPtr> Store::AllocRecord(std::string_view key, uint64_t head) {
+  const size_t bytes = Record::Bytes(key.size());
+  auto r = alloc_->Alloc(bytes);
+  if (!r.ok()) return r.status();
+  Record* rec = pool_->to_ptr<Record>(r.value());
+  const Record h{kRecordTag, 0, static_cast<uint32_t>(key.size()), head};
+  pm::copy(rec, &h, sizeof h);
+  pm::copy(rec->key_bytes(), key.data(), key.size());
+  // Durable by the fence before the index (or a bucket) names it.
+  pm::flush(rec, bytes);
+  return r.value();
+}
+
+Result<PPtr> Store::AllocBucket(const std::vector<Bucket::Entry>& entries) {
+  const size_t bytes = Bucket::Bytes(entries.size());
+  auto r = alloc_->Alloc(bytes);
+  if (!r.ok()) return r.status();
+  Bucket* b = pool_->to_ptr<Bucket>(r.value());
+  const Bucket h{kBucketTag, 0, static_cast<uint32_t>(entries.size()), 0};
+  pm::copy(b, &h, sizeof h);
+  pm::copy(b->entries(), entries.data(), entries.size() * sizeof(Bucket::Entry));
+  // Durable by the fence before the index's update names it.
+  pm::flush(b, bytes);
+  return r.value();
+}
+
+// Reclamation, REQUIRES the prefix's latch: cuts the chain at `head` below
+// its newest version at or below the oldest snapshot any reader can hold
+// (Bound); returns the first version cut off (0: none), which the caller
+// retires once its own link is durable. The cut is flushed here and made
+// durable by the caller's fence before that link: a crash may leave it cut
+// and not linked, never linked to blocks that are reused.
+uint64_t Store::Prune(uint64_t head) {
+  const uint64_t b = snapshots_.Bound(clock_.visible());
+  for (uint64_t raw = head; raw != 0;) {
+    Version* x = At<Version>(raw, Version::kHeaderBytes);
+    if (x == nullptr) return 0;
+    const uint64_t older = Load(x->older);
+    if (CommitTsOf(*x) <= b) {
+      if (older == 0) return 0;
+      pm::store(&x->older, uint64_t{0}, std::memory_order_release);
+      pm::flush(&x->older, sizeof(uint64_t));
+      return older;
+    }
+    raw = older;
+  }
+  return 0;
+}
+
+// Retires every version of the chain from `ver` (and their value blocks):
+// true if a value block was among them.
+bool Store::RetireChain(uint64_t ver) {
+  bool large = false;
+  for (uint64_t raw = ver; raw != 0;) {
+    const Version* x = At<const Version>(raw, Version::kHeaderBytes);
+    if (x == nullptr) break;
+    const uint64_t older = Load(x->older);
+    if (x->separate()) {
+      alloc_->Retire(PPtr(x->value));
+      large = true;
+    }
+    alloc_->Retire(PPtr(raw));
+    reclaimed_.fetch_add(1, std::memory_order_relaxed);
+    raw = older;
+  }
+  return large;
+}
+
+// The index value a new key's record `rec` makes for its prefix: the
+// record itself for a free prefix, else a new bucket (allocated and
+// flushed; the caller's fence makes it durable before InstallNewKey).
+Result<uint64_t> Store::PrepareNewKey(std::string_view key, const Where& w, uint64_t rec) {
+  if (w.value == 0) return rec;
+  std::vector<Bucket::Entry> e;
+  const Bucket::Entry mine{Next8(key), rec};
+  if (w.other != nullptr) {
+    const Bucket::Entry theirs{Next8(w.other->key()), w.other_raw};
+    if (CompareKeys(w.other->key(), key) < 0) {
+      e = {theirs, mine};
+    } else {
+      e = {mine, theirs};
+    }
+  } else {
+    const Bucket::Entry* old = w.bucket->entries();
+    e.assign(old, old + w.bucket->count);
+    e.insert(e.begin() + w.pos, mine);
+  }
+  auto b = AllocBucket(e);
+  if (!b.ok()) return b.status();
+  return b.value().raw();
+}
+
+// Links a new key (REQUIRES its blocks durable): the index's insert or
+// update of the prefix is the commit point. The bucket it replaces is
+// retired.
+Status Store::InstallNewKey(uint64_t prefix, const Where& w, uint64_t value) {
+  if (w.value == 0) return index_->insert(prefix, value);
+  Status s = index_->update(prefix, value);
+  if (!s.ok()) return s.is_not_found() ? Status::Corruption("kv: a prefix vanished under its latch") : s;
+  if (w.bucket != nullptr) alloc_->Retire(PPtr(w.value));
+  return Status::OK();
+}
+
+// Frees what PrepareNewKey and AllocRecord made for a key that was not
+// linked.
+void Store::FreeNewKey(const Where& w, uint64_t rec, uint64_t value) {
+  if (value != 0 && w.value != 0) alloc_->Free(PPtr(value));
+  if (rec != 0) alloc_->Free(PPtr(rec));
+}
+
+Status Store::Write(std::string_view key, const std::string_view* value, Cond cond, uint64_t version) {
+  const uint64_t prefix = Prefix(key);
+  bool large = false, purge_later = false;
+  {
+    LatchGuard latch(latches_, prefix);
+    Where w;
+    PMINDEX_RETURN_IF_ERROR(Locate(key, prefix, &w));
+    const uint64_t cur = w.rec != nullptr ? Load(w.rec->head) : 0;
+    const Version* cv = cur != 0 ? At<const Version>(cur, Version::kHeaderBytes) : nullptr;
+    if (cur != 0 && cv == nullptr) return Damaged("version", cur);
+    // Under the latch the head is committed and published (every writer of
+    // the prefix publishes before it lets go).
+    const bool live = cv != nullptr && !cv->tombstone();
+    switch (cond) {
+      case Cond::kNone:
+        break;
+      case Cond::kAbsent:
+        if (live) return Status::AlreadyExists();
+        break;
+      case Cond::kPresent:
+        if (!live) return Status::NotFound();
+        break;
+      case Cond::kVersion:
+        if (!live) return Status::NotFound();
+        if (CommitTsOf(*cv) != version)
+          return Status::Aborted("the key's newest version is " + std::to_string(CommitTsOf(*cv)) + ", not " +
+                                 std::to_string(version));
+        break;
+    }
+    if (value == nullptr && !live) return Status::NotFound();
+    auto nv = AllocVersion(value);
+    if (!nv.ok()) return nv.status();
+    uint64_t rec = 0, new_value = 0;
+    if (w.rec == nullptr) {
+      auto r = AllocRecord(key, nv.value().ver.raw());
+      if (r.ok()) rec = r.value().raw();
+      auto nvv = r.ok() ? PrepareNewKey(key, w, rec) : Result<uint64_t>(r.status());
+      if (!nvv.ok()) {
+        FreeNewKey(w, rec, 0);
+        FreeUnlinked(nv.value());
+        return nvv.status();
+      }
+      new_value = nvv.value();
+    }
+    const uint64_t cut = w.rec != nullptr ? Prune(cur) : 0;
+    Ticket t = Reserve();
+    SealVersion(nv.value(), CommittedStamp(t.ts()), cur);
+    // The version, its value block, a new record and bucket, and the cut:
+    // durable before the one write that links them.
+    pm::fence();
+    if (w.rec != nullptr) {
+      pm::naw(&w.rec->head, nv.value().ver.raw());
+    } else {
+      Status s = InstallNewKey(prefix, w, new_value);
+      if (!s.ok()) {
+        FreeNewKey(w, rec, new_value);
+        FreeUnlinked(nv.value());
+        return s;  // the ticket is published unused
+      }
+    }
+    t.Publish();
+    commits_.fetch_add(1, std::memory_order_relaxed);
+    if (cut != 0) large |= RetireChain(cut);
+    if (value == nullptr) {
+      // A removed key's record goes once no snapshot can read below the
+      // tombstone: now, unless a registered snapshot is older.
+      purge_later = Purge(key, prefix, w) == PurgeResult::kNotYet;
+    }
+  }
+  if (purge_later) QueuePurge(key);
+  if (large) alloc_->Reclaim();  // value blocks are whole pages: give them back soon
+  if (purge_size_.load(std::memory_order_relaxed) != 0) DrainPurges(4);
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- purging
+
+Store::PurgeResult Store::Purge(std::string_view key, uint64_t prefix, const Where& w) {
+  (void)key;
+  const uint64_t head = Load(w.rec->head);
+  if (head != 0) {
+    const Version* x = At<const Version>(head, Version::kHeaderBytes);
+    if (x == nullptr || !x->tombstone()) return PurgeResult::kLive;
+    const uint64_t ts = CommitTsOf(*x);
+    if (ts == kNever) return PurgeResult::kLive;  // a transaction's, in flight
+    if (ts > snapshots_.Bound(clock_.visible())) return PurgeResult::kNotYet;
+  }
+  // Unlink the record from its prefix: the index's remove or update (the
+  // commit point), after a new bucket without it is durable.
+  Status s;
+  uint64_t fresh = 0;
+  if (w.bucket == nullptr) {
+    s = index_->remove(prefix);
+  } else if (w.bucket->count == 2) {
+    s = index_->update(prefix, w.bucket->entries()[1 - w.pos].record);
+  } else {
+    std::vector<Bucket::Entry> e(w.bucket->entries(), w.bucket->entries() + w.bucket->count);
+    e.erase(e.begin() + w.pos);
+    auto b = AllocBucket(e);
+    if (!b.ok()) return PurgeResult::kFailed;
+    fresh = b.value().raw();
+    pm::fence();  // the new bucket durable before the index names it
+    s = index_->update(prefix, fresh);
+  }
+  if (!s.ok()) {
+    if (fresh != 0) alloc_->Free(PPtr(fresh));
+    return PurgeResult::kFailed;  // out of space: the record stays, absent
+  }
+  if (w.bucket != nullptr) alloc_->Retire(PPtr(w.value));
+  alloc_->Retire(PPtr(w.rec_raw));
+  if (head != 0) RetireChain(head);
+  return PurgeResult::kDone;
+}
+
+void Store::QueuePurge(std::string_view key) {
+  std::lock_guard<std::mutex> g(purge_mu_);
+  purge_.emplace_back(key);
+  purge_size_.store(purge_.size(), std::memory_order_relaxed);
+}
+
+void Store::DrainPurges(size_t max_items) {
+  std::vector<std::string> again;
+  for (size_t i = 0; i < max_items; ++i) {
+    std::string key;
+    {
+      std::lock_guard<std::mutex> g(purge_mu_);
+      if (purge_.empty()) break;
+      key = std::move(purge_.front());
+      purge_.pop_front();
+      purge_size_.store(purge_.size(), std::memory_order_relaxed);
+    }
+    const uint64_t prefix = Prefix(key);
+    LatchGuard latch(latches_, prefix);
+    Where w;
+    if (!Locate(key, prefix, &w).ok() || w.rec == nullptr) continue;
+    if (Purge(key, prefix, w) == PurgeResult::kNotYet) {
+      again.push_back(std::move(key));
+      break;  // an old snapshot holds it; so it holds the ones behind it
+    }
+  }
+  if (!again.empty()) {
+    std::lock_guard<std::mutex> g(purge_mu_);
+    for (auto& k : again) purge_.push_back(std::move(k));
+    purge_size_.store(purge_.size(), std::memory_order_relaxed);
+  }
+}
+
+// ---------------------------------------------------------------- transactions
+
+void Store::Undo(const std::vector<Linked>& linked) {
+  for (size_t i = linked.size(); i-- > 0;) {
+    const Linked& l = linked[i];
+    // Back to the head it replaced (no head for a record the transaction
+    // made: the record stays, empty, until a purge removes it). Each NAW
+    // alone is a state recovery accepts: the transaction record is not
+    // committed.
+    pm::naw(&l.rec->head, l.older);
+    alloc_->Retire(l.nv.ver);  // readers may have seen it (and skipped it)
+    if (l.nv.value) alloc_->Retire(l.nv.value);
+    if (l.new_record) QueuePurge(l.key);
+  }
+}
+
+Status Store::Commit(uint64_t snapshot, const Writes& writes) {
+  if (writes.empty()) return Status::OK();
+  std::vector<uint64_t> prefixes;
+  prefixes.reserve(writes.size());
+  for (const auto& [k, v] : writes) prefixes.push_back(Prefix(k));
+  std::vector<size_t> stripes = latches_.Lock(prefixes);
+  bool locked = true;
+  auto unlock = [&] {
+    if (locked) latches_.Unlock(stripes);
+    locked = false;
+  };
+  struct Release {
+    std::function<void()> fn;
+    ~Release() { fn(); }
+  } release{unlock};
+
+  // First committer wins: a written key must have no version committed
+  // after the snapshot. Heads are committed and published (latches held).
+  for (const auto& [k, v] : writes) {
+    Where w;
+    PMINDEX_RETURN_IF_ERROR(Locate(k, Prefix(k), &w));
+    const uint64_t cur = w.rec != nullptr ? Load(w.rec->head) : 0;
+    if (cur == 0) continue;
+    const Version* x = At<const Version>(cur, Version::kHeaderBytes);
+    if (x == nullptr) return Damaged("version", cur);
+    if (CommitTsOf(*x) > snapshot) {
+      aborts_.fetch_add(1, std::memory_order_relaxed);
+      return Status::Aborted("key written by another transaction after this one's snapshot (first committer wins)");
+    }
+  }
+
+  auto tr = alloc_->Alloc(sizeof(TxnRecord));
+  if (!tr.ok()) return tr.status();
+  const PPtr txn = tr.value();
+  TxnRecord* t = pool_->to_ptr<TxnRecord>(txn);
+  const TxnRecord th{kTxnTag, 0, static_cast<uint32_t>(writes.size()), 0, {}};
+  pm::copy(t, &th, sizeof th);
+  // Durable by the first version's fence, before any version names it.
+  pm::flush(t, sizeof th);
+
+  // Each version linked as the transaction's (readers skip it), one key at
+  // a time, so that a crash leaves at most one key's blocks unlinked.
+  std::vector<Linked> linked;
+  std::vector<uint64_t> cuts;
+  linked.reserve(writes.size());
+  auto fail = [&](Status s) {
+    Undo(linked);
+    alloc_->Retire(txn);
+    return s;
+  };
+  for (const auto& [k, val] : writes) {
+    if (stop_.kind == CommitStop::kBeforeCommit && linked.size() == stop_.links) {
+      return Status::Aborted("kv: commit stopped before its commit word (CommitStop)");
+    }
+    const uint64_t prefix = Prefix(k);
+    Where w;
+    Status ls = Locate(k, prefix, &w);
+    if (!ls.ok()) return fail(ls);
+    std::string_view sv;
+    if (val) sv = *val;
+    auto nv = AllocVersion(val ? &sv : nullptr);
+    if (!nv.ok()) return fail(nv.status());
+    Linked l;
+    l.key = k;
+    l.nv = nv.value();
+    uint64_t rec = 0, new_value = 0;
+    if (w.rec == nullptr) {
+      auto r = AllocRecord(k, l.nv.ver.raw());
+      if (r.ok()) rec = r.value().raw();
+      auto nvv = r.ok() ? PrepareNewKey(k, w, rec) : Result<uint64_t>(r.status());
+      if (!nvv.ok()) {
+        FreeNewKey(w, rec, 0);
+        FreeUnlinked(l.nv);
+        return fail(nvv.status());
+      }
+      new_value = nvv.value();
+      l.rec = pool_->to_ptr<Record>(PPtr(rec));
+      l.new_record = true;
+    } else {
+      l.rec = w.rec;
+      l.older = Load(w.rec->head);
+    }
+    const uint64_t cut = w.rec != nullptr ? Prune(l.older) : 0;
+    SealVersion(l.nv, txn.raw(), l.older);
+    // The transaction record, this version, its blocks and the cut:
+    // durable before the version is linked.
+    pm::fence();
+    if (w.rec != nullptr) {
+      pm::naw(&w.rec->head, l.nv.ver.raw());
+    } else {
+      Status s = InstallNewKey(prefix, w, new_value);
+      if (!s.ok()) {
+        FreeNewKey(w, rec, new_value);
+        FreeUnlinked(l.nv);
+        return fail(s);
+      }
+    }
+    if (cut != 0) cuts.push_back(cut);
+    linked.push_back(l);
+  }
+
+  Ticket ticket = Reserve();
+  const uint64_t stamp = CommittedStamp(ticket.ts());
+  // The commit point: every version is durable and linked; from this NAW
+  // on recovery keeps them all, before it none.
+  pm::naw(&t->commit, stamp);
+  ticket.Publish();
+  commits_.fetch_add(1, std::memory_order_relaxed);
+  if (stop_.kind == CommitStop::kAfterCommit) return Status::OK();
+  // Finalize: each version carries the timestamp itself, durable before
+  // the transaction record can be freed and reused.
+  for (const Linked& l : linked) {
+    pm::store(&l.nv.v->stamp, stamp, std::memory_order_release);
+    pm::flush(&l.nv.v->stamp, sizeof(uint64_t));
+  }
+  pm::fence();
+  unlock();
+  alloc_->Retire(txn);  // readers may still be reading its commit word
+  bool large = false;
+  for (uint64_t c : cuts) large |= RetireChain(c);
+  for (const Linked& l : linked) {
+    if (l.nv.flags & Version::kTombstone) QueuePurge(l.key);
+  }
+  if (large) alloc_->Reclaim();
+  if (purge_size_.load(std::memory_order_relaxed) != 0) DrainPurges(writes.size() + 4);
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- walks
+
+Status Store::ForEachPair(const std::function<Status(Key, Value)>& fn) const {
+  Key next = 0;
+  bool more = true;
+  KV batch[kBatch];
+  while (more) {
+    alloc::Allocator::EpochGuard g(*alloc_);
+    const size_t n = ScanBatch(*index_, &next, &more, kBatch, batch);
+    for (size_t i = 0; i < n; ++i) PMINDEX_RETURN_IF_ERROR(fn(batch[i].key, batch[i].value));
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// Verify's view of a block: allocated, and as large as the walk reads.
+class VerifySink final : public WalkSink {
+ public:
+  explicit VerifySink(const alloc::Allocator& a) : a_(a) {}
+  Status Block(PPtr p, size_t bytes) override {
+    if (!a_.IsLive(p)) return Status::Corruption("kv: block " + HexWord(p.raw()) + " is not an allocated block");
+    if (a_.BlockSize(p) < bytes)
+      return Status::Corruption("kv: block " + HexWord(p.raw()) + " is smaller than the " + std::to_string(bytes) +
+                                " bytes it holds");
+    return Status::OK();
+  }
+  void RecordDone(uint64_t rec, const Record& r, bool live, uint64_t versions) override {
+    (void)rec;
+    if (!order_.ok()) return;
+    if (have_prev_ && CompareKeys(prev_, r.key()) >= 0)
+      order_ = Status::Corruption("kv: keys not in ascending order at record " + HexWord(rec));
+    prev_.assign(r.key());
+    have_prev_ = true;
+    keys_ += live ? 1 : 0;
+    versions_ += versions;
+  }
+  Status order_;
+  uint64_t keys_ = 0, versions_ = 0;
+
+ private:
+  const alloc::Allocator& a_;
+  std::string prev_;
+  bool have_prev_ = false;
+};
+
+}  // namespace
+
+Status Store::Verify() {
+  std::vector<size_t> all = latches_.LockAll();
+  struct Unlock {
+    Latches& l;
+    std::vector<size_t>& s;
+    ~Unlock() { l.Unlock(s); }
+  } unlock{latches_, all};
+  PMINDEX_RETURN_IF_ERROR(index_->verify());
+  if (clock_.next() > reserved_.load(std::memory_order_acquire))
+    return Status::Corruption("kv: the clock ran past its reservation in root slot 5");
+  WalkRules rules;
+  rules.ts_limit = clock_.next();
+  rules.allow_pending = false;
+  VerifySink sink(*alloc_);
+  PMINDEX_RETURN_IF_ERROR(ForEachPair([&](Key k, Value v) {
+    PMINDEX_RETURN_IF_ERROR(WalkValue(*pool_, k, v, rules, sink, nullptr));
+    return sink.order_;
+  }));
+  return Status::OK();
+}
+
+KvStats Store::Stats() {
+  KvStats st;
+  st.commits = commits_.load(std::memory_order_relaxed);
+  st.aborts = aborts_.load(std::memory_order_relaxed);
+  st.reclaimed_versions = reclaimed_.load(std::memory_order_relaxed);
+  st.pm_bytes = alloc_->stats().bytes_in_use;
+  st.index = index_->stats();
+  // Counted as the walk meets them: exact while no writer runs.
+  class CountSink final : public WalkSink {
+   public:
+    Status Block(PPtr, size_t) override { return Status::OK(); }
+    void RecordDone(uint64_t, const Record&, bool live, uint64_t versions) override {
+      keys += live ? 1 : 0;
+      this->versions += versions;
+    }
+    uint64_t keys = 0, versions = 0;
+  } sink;
+  WalkRules rules;
+  rules.allow_pending = true;
+  IgnoreError(ForEachPair([&](Key k, Value v) {
+                IgnoreError(WalkValue(*pool_, k, v, rules, sink, nullptr),
+                            "a racing writer may leave a chain the walk refuses; the counts are what it met");
+                return Status::OK();
+              }),
+              "the counts are what the walk met");
+  st.keys = sink.keys;
+  st.versions = sink.versions;
+  return st;
+}
+
+Status Store::ForEachBlock(const std::function<void(PPtr)>& fn) {
+  PMINDEX_RETURN_IF_ERROR(index_->for_each_block(fn));
+  class BlockSink final : public WalkSink {
+   public:
+    explicit BlockSink(const std::function<void(PPtr)>& fn) : fn_(fn) {}
+    Status Block(PPtr p, size_t) override {
+      fn_(p);
+      return Status::OK();
+    }
+    // A transaction record in flight may head several chains: once.
+    Status TxnBlock(PPtr p) override {
+      if (txns_.insert(p.raw()).second) fn_(p);
+      return Status::OK();
+    }
+
+   private:
+    const std::function<void(PPtr)>& fn_;
+    std::set<uint64_t> txns_;
+  } sink(fn);
+  WalkRules rules;
+  rules.allow_pending = true;
+  return ForEachPair([&](Key k, Value v) { return WalkValue(*pool_, k, v, rules, sink, nullptr); });
+}
+
+}  // namespace pmindex::kv

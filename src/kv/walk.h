@@ -1,0 +1,62 @@
+// The store's one validating walk (docs/layout/kv.md "Recovery"): from an
+// index value to every block it reaches, checking each pointer (through
+// pm::Decode) and each invariant before anything past it is read. The
+// recovery visitor, Verify, Stats and ForEachBlock all walk with it; what
+// they do with each block is the sink's.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kv/kv_format.h"
+#include "pm/pool.h"
+#include "pmindex/status.h"
+
+namespace pmindex::kv {
+
+class WalkSink {
+ public:
+  virtual ~WalkSink() = default;
+  // Every block the walk reaches, with the bytes the walk will read from
+  // it, before it reads past the block's header: non-OK refuses the block
+  // (not an allocated block, or a smaller one) and ends the walk.
+  virtual Status Block(PPtr p, size_t bytes) = 0;
+  // The same for a transaction record (64 bytes), which may head several
+  // chains and so be met several times.
+  virtual Status TxnBlock(PPtr p) { return Block(p, sizeof(TxnRecord)); }
+  // The chain head of record `rec` is version `ver` of a transaction not
+  // finalized yet (its stamp names TxnRecord `txn`), committed at
+  // `commit_ts`, or not committed (0).
+  virtual void PendingHead(uint64_t rec, uint64_t ver, uint64_t txn, uint64_t commit_ts) {
+    (void)rec, (void)ver, (void)txn, (void)commit_ts;
+  }
+  // Every record, once its chain was walked: `live` iff its newest
+  // committed version holds a value (not a tombstone, not absent);
+  // `versions` in its chain (an in-flight one included).
+  virtual void RecordDone(uint64_t rec, const Record& r, bool live, uint64_t versions) {
+    (void)rec, (void)r, (void)live, (void)versions;
+  }
+};
+
+struct WalkRules {
+  // Every commit timestamp must be below it (root slot 5's reservation at
+  // recovery; the clock's next timestamp for Verify).
+  uint64_t ts_limit = UINT64_MAX;
+  // A version of a transaction not finalized may head a chain (recovery;
+  // not Verify, which excludes every writer).
+  bool allow_pending = false;
+};
+
+// Walks index value `raw`, stored under index key `prefix`: the record or
+// bucket, every record, its version chain and value blocks. Corruption
+// names the first violation: a bad pointer, tag, length, a key under the
+// wrong prefix or out of order, timestamps not strictly decreasing along a
+// chain or not below the limit, a pending version below a chain's head.
+// *max_ts (may be null) is raised to the largest timestamp seen. Reads only.
+Status WalkValue(const Pool& pool, uint64_t prefix, uint64_t raw, const WalkRules& rules,
+                 WalkSink& sink, uint64_t* max_ts);
+
+// The hex of a raw pointer, for messages.
+std::string HexWord(uint64_t v);
+
+}  // namespace pmindex::kv

@@ -1,0 +1,919 @@
+// The key-value store (issue 11): the public API (pmindex/kv.h) against a
+// std::map oracle, reopen after a clean close and from crash images,
+// transactions (snapshot reads, own writes, first committer wins, abort),
+// version reclamation, a store over every persistent kind, the pool's kind
+// both ways, the closed store, bad sizes, a full pool, and concurrent
+// transactions (run under TSan by scripts/test.sh).
+//
+// Randomized tests print their seed on failure (replay: PMINDEX_SEED=n).
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "gtest/gtest.h"
+#include "index/index.h"
+#include "index/registry.h"
+#include "kv/store.h"
+#include "pm/pool.h"
+#include "pm/pool_format.h"
+#include "pmindex/db.h"
+#include "pmindex/kv.h"
+#include "scenarios/scenario_util.h"
+#include "temp_files.h"
+
+namespace pmindex {
+namespace {
+
+using scenario::Rng;
+using scenario::SeedScope;
+using Model = std::map<std::string, std::string>;
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+// ------------------------------------------------------------ keys and values
+
+// Keys that stress the mapping onto 8-byte index keys: YCSB-like keys with
+// a shared 8-byte prefix (buckets), keys equal in their first 16 bytes
+// (bucket ties resolved on the records), keys that are prefixes of others,
+// NUL bytes, 1 KiB keys and random binary keys.
+std::vector<std::string> KeyPool(Rng& rng, size_t n) {
+  std::set<std::string> keys;
+  keys.insert(std::string("a"));
+  keys.insert(std::string("ab"));
+  keys.insert(std::string("ab\0", 3));
+  keys.insert(std::string("ab\0\0", 4));
+  keys.insert(std::string("\0", 1));
+  keys.insert(std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff", 9));
+  keys.insert(std::string(KvStore::kMaxKeyBytes, 'k'));
+  keys.insert(std::string(KvStore::kMaxKeyBytes - 1, 'k'));
+  while (keys.size() < n) {
+    std::string k;
+    switch (rng.uniform(5)) {
+      case 0:
+        k = "user" + std::to_string(rng.range(1000000000000000000ull, 1000100000000000000ull));
+        break;
+      case 1:
+        k = "same-16-bytes-xx" + std::to_string(rng.uniform(50));
+        break;
+      case 2:
+        k = std::string("usr\0", 4) + std::to_string(rng.uniform(100));
+        break;
+      case 3: {
+        k.resize(rng.range(1, 40));
+        for (char& c : k) c = static_cast<char>(rng.uniform(4) == 0 ? 0 : rng.uniform(256));
+        break;
+      }
+      default:
+        k = std::string(rng.range(900, KvStore::kMaxKeyBytes), 'p') + std::to_string(rng.uniform(20));
+        k.resize(std::min(k.size(), KvStore::kMaxKeyBytes));
+        break;
+    }
+    keys.insert(k);
+  }
+  return {keys.begin(), keys.end()};
+}
+
+// Mostly small values, some empty, a few above the inline limit (their own
+// value block).
+std::string ValueOf(Rng& rng, uint64_t tag) {
+  size_t len;
+  const uint64_t r = rng.uniform(100);
+  if (r < 10) {
+    len = 0;
+  } else if (r < 85) {
+    len = rng.range(1, 120);
+  } else if (r < 99) {
+    len = rng.range(120, 6000);
+  } else {
+    len = rng.range(kv::Version::kMaxInline + 1, kv::Version::kMaxInline + 70000);
+  }
+  std::string v(len, '\0');
+  for (size_t i = 0; i < len; ++i) v[i] = static_cast<char>((tag * 131 + i * 7) & 0xff);
+  return v;
+}
+
+std::string Show(std::string_view k) {
+  std::string s;
+  for (char c : k.substr(0, 24)) {
+    if (c >= 32 && c < 127) {
+      s += c;
+    } else {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", static_cast<unsigned char>(c));
+      s += b;
+    }
+  }
+  if (k.size() > 24) s += "...(" + std::to_string(k.size()) + " bytes)";
+  return s;
+}
+
+Pairs ModelRange(const Model& m, const std::string& from, const std::optional<std::string>& to, size_t limit) {
+  Pairs out;
+  for (auto it = m.lower_bound(from); it != m.end() && out.size() < limit; ++it) {
+    if (to && it->first >= *to) break;
+    out.push_back(*it);
+  }
+  return out;
+}
+
+// The whole store through the API, in order.
+Pairs All(const KvStore& kv) {
+  Pairs out;
+  kv.Range("", std::nullopt, SIZE_MAX, &out);
+  return out;
+}
+
+// ------------------------------------------------------------ the engine on in-memory pools
+
+// A kv::Store on an in-memory pool (crash images need the pool's bytes).
+// The store goes before its pool.
+struct MemStore {
+  std::unique_ptr<Pool> pool;
+  std::unique_ptr<kv::Store> store;
+
+  MemStore(std::unique_ptr<Pool> p, std::unique_ptr<kv::Store> s) : pool(std::move(p)), store(std::move(s)) {}
+  MemStore(MemStore&&) = default;
+  MemStore& operator=(MemStore&& o) {
+    store.reset();
+    pool = std::move(o.pool);
+    store = std::move(o.store);
+    return *this;
+  }
+  ~MemStore() { store.reset(); }
+};
+
+MemStore NewMemStore(const std::string& kind, const std::string& options, uint64_t clock_chunk = 1 << 20) {
+  PoolOptions po;
+  po.size = 16ull << 20;
+  po.max_size = 256ull << 20;
+  po.kind = kind;
+  po.index_options = options;
+  po.incompat_flags = pm::kIncompatKvStore;
+  auto pool = Pool::CreateInMemory(po);
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  kv::StoreOptions so;
+  so.clock_chunk = clock_chunk;
+  auto s = kv::Store::Create(pool.value().get(), kind, options, so);
+  EXPECT_TRUE(s.ok()) << kind << ": " << s.status().ToString();
+  return {std::move(pool).value(), std::move(s).value()};
+}
+
+// The bytes a crash leaves at a quiescent point: the pool as it is, clean
+// flag clear (the store is still open).
+std::vector<std::byte> CrashBytes(const Pool& pool) { return {pool.bytes().begin(), pool.bytes().end()}; }
+
+// Opens (recovers) a store from bytes.
+MemStore OpenBytes(const std::vector<std::byte>& bytes, uint64_t clock_chunk = 1 << 20) {
+  auto pool = Pool::OpenImage(bytes);
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  kv::StoreOptions so;
+  so.clock_chunk = clock_chunk;
+  auto s = kv::Store::Open(pool.value().get(), so);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return {std::move(pool).value(), nullptr};
+  return {std::move(pool).value(), std::move(s).value()};
+}
+
+Model Contents(kv::Store& s) {
+  Model m;
+  EXPECT_TRUE(s.ScanAt(s.visible_ts(), "", std::nullopt, [&](std::string_view k, std::string_view v) {
+                 m.emplace(std::string(k), std::string(v));
+                 return true;
+               }).ok());
+  return m;
+}
+
+// The allocator holds exactly the blocks the index and the store reach:
+// none freed while reachable, none leaked.
+void ExpectNoLeak(kv::Store& s) {
+  s.allocator()->Reclaim();
+  std::set<uint64_t> reach;
+  ASSERT_TRUE(s.ForEachBlock([&](PPtr p) { EXPECT_TRUE(reach.insert(p.raw()).second) << "block reached twice"; }).ok());
+  std::set<uint64_t> live;
+  s.allocator()->ForEachLiveBlock([&](PPtr p, size_t) { live.insert(p.raw()); });
+  for (uint64_t p : reach) EXPECT_TRUE(live.count(p)) << "reachable block " << p << " is free";
+  for (uint64_t p : live) EXPECT_TRUE(reach.count(p)) << "leak: live block " << p << " is not reachable";
+}
+
+// Random single calls on a kv::Store against the model.
+void RandomOps(kv::Store& s, Model& m, Rng& rng, const std::vector<std::string>& keys, size_t ops, uint64_t* tag) {
+  for (size_t i = 0; i < ops; ++i) {
+    const std::string& k = keys[rng.uniform(keys.size())];
+    const bool has = m.count(k) != 0;
+    if (rng.uniform(4) == 0) {
+      Status st = s.Write(k, nullptr, kv::Store::Cond::kPresent, 0);
+      ASSERT_EQ(st.ok(), has) << st.ToString();
+      m.erase(k);
+    } else {
+      const std::string v = ValueOf(rng, ++*tag);
+      const std::string_view sv = v;
+      ASSERT_TRUE(s.Write(k, &sv, kv::Store::Cond::kNone, 0).ok());
+      m[k] = v;
+    }
+  }
+}
+
+// ------------------------------------------------------------ the API against an oracle
+
+TEST(Kv, RandomOpsAgainstAMap) {
+  SeedScope seed;
+  Rng rng(seed);
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  KvStore& s = *kv.value();
+  const std::vector<std::string> keys = KeyPool(rng, 600);
+  Model m;
+  std::map<std::string, uint64_t> versions;  // model key -> its version
+  const size_t ops = scenario::Ops(6000, 600);
+  for (size_t i = 0; i < ops; ++i) {
+    const std::string& k = keys[rng.uniform(keys.size())];
+    const bool has = m.count(k) != 0;
+    const std::string v = ValueOf(rng, i);
+    SCOPED_TRACE("op " + std::to_string(i) + " key " + Show(k));
+    switch (rng.uniform(10)) {
+      case 0:
+      case 1:
+      case 2: {
+        ASSERT_TRUE(s.Put(k, v).ok());
+        m[k] = v;
+        break;
+      }
+      case 3: {
+        Status st = s.PutIfAbsent(k, v);
+        ASSERT_EQ(st.ok(), !has) << st.ToString();
+        if (has) {
+          ASSERT_TRUE(st.is_already_exists()) << st.ToString();
+        }
+        if (!has) m[k] = v;
+        break;
+      }
+      case 4: {
+        Status st = s.PutIfPresent(k, v);
+        ASSERT_EQ(st.ok(), has) << st.ToString();
+        if (!has) {
+          ASSERT_TRUE(st.is_not_found()) << st.ToString();
+        }
+        if (has) m[k] = v;
+        break;
+      }
+      case 5: {
+        auto cur = s.GetVersioned(k);
+        ASSERT_EQ(cur.ok(), has);
+        if (!has) {
+          ASSERT_TRUE(s.PutIfVersion(k, v, 1).is_not_found());
+          break;
+        }
+        ASSERT_EQ(cur.value().value, m[k]);
+        // A stale version is refused, the current one accepted.
+        ASSERT_TRUE(s.PutIfVersion(k, v, cur.value().version - 1).IsAborted());
+        ASSERT_TRUE(s.PutIfVersion(k, v, cur.value().version).ok());
+        auto after = s.GetVersioned(k);
+        ASSERT_TRUE(after.ok());
+        ASSERT_GT(after.value().version, cur.value().version);
+        m[k] = v;
+        break;
+      }
+      case 6:
+      case 7: {
+        Status st = s.Remove(k);
+        ASSERT_EQ(st.ok(), has) << st.ToString();
+        if (!has) {
+          ASSERT_TRUE(st.is_not_found());
+        }
+        m.erase(k);
+        break;
+      }
+      case 8: {
+        auto got = s.Get(k);
+        ASSERT_EQ(got.ok(), has) << got.status().ToString();
+        if (has) {
+          ASSERT_EQ(got.value(), m[k]);
+        }
+        ASSERT_EQ(s.Exists(k), has);
+        break;
+      }
+      default: {
+        const std::string& from = rng.uniform(8) == 0 ? std::string() : keys[rng.uniform(keys.size())];
+        std::optional<std::string> to;
+        if (rng.uniform(3) != 0) to = keys[rng.uniform(keys.size())];
+        const size_t limit = rng.uniform(4) == 0 ? SIZE_MAX : rng.range(1, 40);
+        Pairs got;
+        const size_t n = s.Range(from, to ? std::optional<std::string_view>(*to) : std::nullopt, limit, &got);
+        ASSERT_EQ(n, got.size());
+        ASSERT_EQ(got, ModelRange(m, from, to, limit)) << "from " << Show(from) << " to " << (to ? Show(*to) : "end");
+        break;
+      }
+    }
+    if (i % 1000 == 999) {
+      ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+      ASSERT_EQ(s.Count(), m.size());
+    }
+  }
+  ASSERT_TRUE(s.Verify().ok());
+  ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
+  const KvStats st = s.Stats();
+  EXPECT_EQ(st.keys, m.size());
+  EXPECT_GE(st.versions, st.keys);
+  EXPECT_GT(st.commits, 0u);
+  EXPECT_GT(st.pm_bytes, 0u);
+}
+
+TEST(Kv, ValuesOfEverySizeAndOneMiB) {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  const std::vector<size_t> sizes = {0, 1, 31, 32, 33, 4096, kv::Version::kMaxInline, kv::Version::kMaxInline + 1,
+                                     300000, KvStore::kMaxValueBytes};
+  for (size_t n : sizes) {
+    std::string v(n, '\0');
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(i * 31 + n);
+    const std::string k = "size:" + std::to_string(n);
+    ASSERT_TRUE(s.Put(k, v).ok()) << n;
+    auto got = s.Get(k);
+    ASSERT_TRUE(got.ok()) << n;
+    ASSERT_EQ(got.value(), v) << n;
+  }
+  // A 1 MiB value overwritten many times: its pages come back.
+  const std::string big(KvStore::kMaxValueBytes, 'x');
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s.Put("size:" + std::to_string(KvStore::kMaxValueBytes), big).ok());
+  const uint64_t bytes = s.Stats().pm_bytes;
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s.Put("size:" + std::to_string(KvStore::kMaxValueBytes), big).ok());
+  EXPECT_LE(s.Stats().pm_bytes, bytes + 2 * KvStore::kMaxValueBytes);
+  ASSERT_TRUE(s.Verify().ok());
+}
+
+TEST(Kv, BadSizesWriteNothing) {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  ASSERT_TRUE(s.Put("k", "v").ok());
+  const std::string long_key(KvStore::kMaxKeyBytes + 1, 'k');
+  const std::string long_value(KvStore::kMaxValueBytes + 1, 'v');
+  const uint64_t commits = s.Stats().commits;
+  for (const Status& st : {s.Put("", "v"), s.Put(long_key, "v"), s.Put("k2", long_value), s.PutIfAbsent("", "v"),
+                           s.PutIfPresent("k", long_value), s.PutIfVersion(long_key, "v", 1), s.Remove("")}) {
+    EXPECT_TRUE(st.is_invalid_argument()) << st.ToString();
+  }
+  EXPECT_TRUE(s.Get("").status().is_invalid_argument());
+  EXPECT_TRUE(s.Get(long_key).status().is_invalid_argument());
+  EXPECT_FALSE(s.Exists(""));
+  auto tx = s.Begin();
+  EXPECT_TRUE(tx->Put("", "v").is_invalid_argument());
+  EXPECT_TRUE(tx->Put("k", long_value).is_invalid_argument());
+  EXPECT_TRUE(tx->Remove(long_key).is_invalid_argument());
+  EXPECT_TRUE(tx->Commit().ok());  // nothing buffered
+  EXPECT_EQ(s.Stats().commits, commits);
+  EXPECT_EQ(All(s), Pairs({{"k", "v"}}));
+  // The limits themselves are fine.
+  EXPECT_TRUE(s.Put(std::string(KvStore::kMaxKeyBytes, 'k'), "").ok());
+}
+
+TEST(Kv, ClosedStore) {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  ASSERT_TRUE(s.Put("k", "v").ok());
+  auto early = s.Begin();
+  ASSERT_TRUE(early->Put("x", "y").ok());
+  early.reset();  // every transaction must be gone before Close
+  ASSERT_TRUE(s.Close().ok());
+  ASSERT_TRUE(s.Close().ok());  // idempotent
+  auto closed = [](const Status& st) { return st.is_invalid_argument() && st.message() == "the store is closed"; };
+  EXPECT_TRUE(closed(s.Get("k").status()));
+  EXPECT_TRUE(closed(s.GetVersioned("k").status()));
+  EXPECT_TRUE(closed(s.Put("k", "v")));
+  EXPECT_TRUE(closed(s.PutIfAbsent("k", "v")));
+  EXPECT_TRUE(closed(s.PutIfPresent("k", "v")));
+  EXPECT_TRUE(closed(s.PutIfVersion("k", "v", 1)));
+  EXPECT_TRUE(closed(s.Remove("k")));
+  EXPECT_TRUE(closed(s.Verify()));
+  EXPECT_FALSE(s.Exists("k"));
+  EXPECT_EQ(s.Count(), 0u);
+  Pairs out;
+  EXPECT_EQ(s.Range("", std::nullopt, 10, &out), 0u);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(s.Stats().keys, 0u);
+  EXPECT_EQ(s.index_kind(), "lbtree");
+  auto tx = s.Begin();
+  EXPECT_TRUE(closed(tx->Get("k").status()));
+  EXPECT_TRUE(closed(tx->Put("k", "v")));
+  EXPECT_TRUE(closed(tx->Commit()));
+}
+
+// ------------------------------------------------------------ reopen
+
+TEST(Kv, ReopenAfterCleanClose) {
+  SeedScope seed;
+  Rng rng(seed);
+  testing::TempDir dir;
+  const std::string path = dir.path("kv.pool");
+  const std::vector<std::string> keys = KeyPool(rng, 300);
+  Model m;
+  uint64_t max_version = 0;
+  for (int round = 0; round < 3; ++round) {
+    auto kv = round == 0 ? KvStore::Create(path, "lbtree", "node=256") : KvStore::Open(path);
+    ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+    KvStore& s = *kv.value();
+    EXPECT_EQ(s.index_kind(), "lbtree");
+    EXPECT_EQ(s.index_options(), "node=256");
+    ASSERT_EQ(All(s), Pairs(m.begin(), m.end())) << "round " << round;
+    ASSERT_TRUE(s.Verify().ok());
+    for (const auto& [k, v] : m) {
+      auto g = s.GetVersioned(k);
+      ASSERT_TRUE(g.ok());
+      max_version = std::max(max_version, g.value().version);
+    }
+    // Versions keep growing across restarts.
+    ASSERT_TRUE(s.Put("clock", "tick").ok());
+    auto tick = s.GetVersioned("clock");
+    ASSERT_TRUE(tick.ok());
+    EXPECT_GT(tick.value().version, max_version);
+    max_version = tick.value().version;
+    m["clock"] = "tick";
+    for (int i = 0; i < 300; ++i) {
+      const std::string& k = keys[rng.uniform(keys.size())];
+      if (rng.uniform(3) == 0) {
+        if (m.erase(k)) {
+          ASSERT_TRUE(s.Remove(k).ok());
+        }
+      } else {
+        const std::string v = ValueOf(rng, i);
+        ASSERT_TRUE(s.Put(k, v).ok());
+        m[k] = v;
+      }
+    }
+    ASSERT_TRUE(s.Close().ok());
+  }
+}
+
+TEST(Kv, CrashImagesRecover) {
+  SeedScope seed;
+  Rng rng(seed);
+  // A small clock chunk: the reservation in root slot 5 moves many times.
+  MemStore ms = NewMemStore("lbtree", "node=256", 7);
+  const std::vector<std::string> keys = KeyPool(rng, 200);
+  Model m;
+  uint64_t tag = 0;
+  RandomOps(*ms.store, m, rng, keys, scenario::Ops(600, 200), &tag);
+  const uint64_t last = ms.store->visible_ts();
+  for (int crash = 0; crash < 3; ++crash) {
+    MemStore again = OpenBytes(CrashBytes(*ms.pool), 7);
+    ASSERT_NE(again.store, nullptr);
+    ASSERT_TRUE(again.store->Verify().ok()) << again.store->Verify().ToString();
+    ASSERT_EQ(Contents(*again.store), m);
+    ExpectNoLeak(*again.store);
+    EXPECT_GT(again.store->visible_ts() + 1, last);  // the clock restarts above every timestamp
+    RandomOps(*again.store, m, rng, keys, scenario::Ops(300, 100), &tag);
+    ms = std::move(again);
+  }
+}
+
+// ------------------------------------------------------------ transactions
+
+TEST(KvTransaction, SnapshotReadsAndOwnWrites) {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  ASSERT_TRUE(s.Put("a", "1").ok());
+  ASSERT_TRUE(s.Put("b", "2").ok());
+  ASSERT_TRUE(s.Put("c", "3").ok());
+  auto tx = s.Begin();
+  // Changes after the snapshot are invisible to it.
+  ASSERT_TRUE(s.Put("a", "10").ok());
+  ASSERT_TRUE(s.Remove("b").ok());
+  ASSERT_TRUE(s.Put("d", "4").ok());
+  EXPECT_EQ(tx->Get("a").value(), "1");
+  EXPECT_EQ(tx->Get("b").value(), "2");
+  EXPECT_TRUE(tx->Get("d").status().is_not_found());
+  Pairs r;
+  tx->Range("", std::nullopt, 10, &r);
+  EXPECT_EQ(r, Pairs({{"a", "1"}, {"b", "2"}, {"c", "3"}}));
+  // Own writes are visible to it, and to nobody else before Commit.
+  ASSERT_TRUE(tx->Put("e", "5").ok());
+  ASSERT_TRUE(tx->Remove("c").ok());
+  EXPECT_TRUE(tx->Remove("c").is_not_found());
+  EXPECT_TRUE(tx->Remove("zz").is_not_found());
+  ASSERT_TRUE(tx->Put("c", "33").ok());
+  EXPECT_EQ(tx->Get("e").value(), "5");
+  EXPECT_EQ(tx->Get("c").value(), "33");
+  r.clear();
+  tx->Range("b", std::string_view("e"), 10, &r);
+  EXPECT_EQ(r, Pairs({{"b", "2"}, {"c", "33"}}));
+  r.clear();
+  tx->Range("", std::nullopt, 2, &r);
+  EXPECT_EQ(r, Pairs({{"a", "1"}, {"b", "2"}}));
+  EXPECT_TRUE(s.Get("e").status().is_not_found());
+  EXPECT_EQ(s.Get("c").value(), "3");
+  const uint64_t snap = tx->snapshot();
+  // Disjoint writes: no conflict.
+  ASSERT_TRUE(tx->Commit().ok());
+  EXPECT_EQ(All(s), Pairs({{"a", "10"}, {"c", "33"}, {"d", "4"}, {"e", "5"}}));
+  EXPECT_GT(s.GetVersioned("e").value().version, snap);
+  EXPECT_TRUE(tx->Get("a").status().is_invalid_argument());
+  EXPECT_TRUE(tx->Commit().is_invalid_argument());
+}
+
+TEST(KvTransaction, FirstCommitterWins) {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  ASSERT_TRUE(s.Put("x", "0").ok());
+  auto t1 = s.Begin();
+  auto t2 = s.Begin();
+  ASSERT_TRUE(t1->Put("x", "1").ok());
+  ASSERT_TRUE(t1->Put("y", "1").ok());
+  ASSERT_TRUE(t2->Put("x", "2").ok());
+  ASSERT_TRUE(t2->Put("z", "2").ok());
+  ASSERT_TRUE(t1->Commit().ok());
+  Status st = t2->Commit();
+  EXPECT_TRUE(st.IsAborted()) << st.ToString();
+  EXPECT_TRUE(st.is_aborted());
+  // The loser changed nothing.
+  EXPECT_EQ(All(s), Pairs({{"x", "1"}, {"y", "1"}}));
+  EXPECT_EQ(s.Stats().aborts, 1u);
+  // A single Put counts as a committer too, and so does a remove.
+  auto t3 = s.Begin();
+  ASSERT_TRUE(t3->Put("y", "3").ok());
+  ASSERT_TRUE(s.Remove("y").ok());
+  EXPECT_TRUE(t3->Commit().IsAborted());
+  // A key created after the snapshot conflicts with a write of it.
+  auto t4 = s.Begin();
+  ASSERT_TRUE(t4->Put("new", "4").ok());
+  ASSERT_TRUE(s.Put("new", "single").ok());
+  EXPECT_TRUE(t4->Commit().IsAborted());
+  EXPECT_EQ(s.Get("new").value(), "single");
+  ASSERT_TRUE(s.Verify().ok());
+}
+
+TEST(KvTransaction, AbortLeavesNothing) {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  ASSERT_TRUE(s.Put("keep", "1").ok());
+  const uint64_t bytes = s.Stats().pm_bytes;
+  {
+    auto tx = s.Begin();
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(tx->Put("t" + std::to_string(i), std::string(100, 'v')).ok());
+    ASSERT_TRUE(tx->Remove("keep").ok());
+    tx->Abort();
+    EXPECT_TRUE(tx->Put("a", "b").is_invalid_argument());
+  }
+  {
+    auto tx = s.Begin();
+    ASSERT_TRUE(tx->Put("dropped", "x").ok());
+  }  // the destructor aborts
+  EXPECT_EQ(All(s), Pairs({{"keep", "1"}}));
+  EXPECT_EQ(s.Stats().pm_bytes, bytes);
+  ASSERT_TRUE(s.Verify().ok());
+}
+
+// Old versions go once no snapshot can read them: memory does not grow
+// under repeated overwrites, and a snapshot keeps what it needs.
+TEST(KvTransaction, VersionsReclaimed) {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Put("key" + std::to_string(k), "v0").ok());
+  for (int i = 0; i < 20; ++i)
+    for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Put("key" + std::to_string(k), std::string(200, 'a' + i % 26)).ok());
+  const KvStats before = s.Stats();
+  for (int i = 0; i < 300; ++i)
+    for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Put("key" + std::to_string(k), std::string(200, 'a' + i % 26)).ok());
+  const KvStats after = s.Stats();
+  EXPECT_LE(after.versions, 2u * 20);
+  EXPECT_LE(after.pm_bytes, before.pm_bytes + 64 * 1024);
+  EXPECT_GE(after.reclaimed_versions, 300u * 20 - 40);
+  // A snapshot pins the versions it can read.
+  auto tx = s.Begin();
+  const std::string seen = tx->Get("key3").value();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(s.Put("key3", "later" + std::to_string(i)).ok());
+  EXPECT_EQ(tx->Get("key3").value(), seen);
+  EXPECT_GE(s.Stats().versions, 20u + 10);
+  tx->Abort();
+  ASSERT_TRUE(s.Put("key3", "last").ok());
+  EXPECT_LE(s.Stats().versions, 2u * 20);
+  // Removed keys go entirely once no snapshot needs them.
+  for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Remove("key" + std::to_string(k)).ok());
+  EXPECT_EQ(s.Stats().versions, 0u);
+  EXPECT_EQ(s.Stats().index.entries, 0u);
+  ASSERT_TRUE(s.Verify().ok());
+}
+
+// A crash inside a commit: before the commit word nothing of it survives,
+// after it everything does (the versions not yet finalized are finalized
+// by recovery), and recovery leaves no block behind.
+TEST(KvTransaction, CrashInsideCommit) {
+  for (int after_commit = 0; after_commit < 2; ++after_commit) {
+    for (size_t links = 0; links <= 3; ++links) {
+      if (after_commit && links > 0) break;
+      SCOPED_TRACE("after_commit " + std::to_string(after_commit) + " links " + std::to_string(links));
+      MemStore ms = NewMemStore("lbtree", "");
+      Model m;
+      for (int i = 0; i < 40; ++i) {
+        const std::string k = "key" + std::to_string(i), v = std::string(i, 'v');
+        const std::string_view sv = v;
+        ASSERT_TRUE(ms.store->Write(k, &sv, kv::Store::Cond::kNone, 0).ok());
+        m[k] = v;
+      }
+      kv::Store::Writes w;
+      w["key1"] = "one";                                   // replaces
+      w["key2"] = std::nullopt;                            // removes
+      w["new-a"] = "a";                                    // new key, new prefix
+      w["key3-new"] = std::string(kv::Version::kMaxInline + 5, 'L');  // new key in a bucket, value block
+      Model after = m;
+      for (const auto& [k, v] : w) {
+        if (v) {
+          after[k] = *v;
+        } else {
+          after.erase(k);
+        }
+      }
+      ms.store->StopNextCommit({after_commit ? kv::CommitStop::kAfterCommit : kv::CommitStop::kBeforeCommit, links});
+      Status st = ms.store->Commit(ms.store->visible_ts(), w);
+      EXPECT_EQ(st.ok(), after_commit == 1) << st.ToString();
+      MemStore again = OpenBytes(CrashBytes(*ms.pool));
+      ASSERT_NE(again.store, nullptr);
+      ASSERT_TRUE(again.store->Verify().ok()) << again.store->Verify().ToString();
+      EXPECT_EQ(Contents(*again.store), after_commit ? after : m);
+      ExpectNoLeak(*again.store);
+    }
+  }
+}
+
+// ------------------------------------------------------------ every persistent kind
+
+std::vector<std::pair<std::string, std::string>> PersistentKinds() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const IndexInfo* info : Registry::Get().All())
+    if (info->persistent && !info->test_only && info->stores_data)
+      out.emplace_back(info->name, info->test_configs.empty() ? "" : info->test_configs[0]);
+  return out;
+}
+
+class KvOverKind : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(KvOverKind, OpsCrashImagesAndCommitCrashes) {
+  const auto& [kind, options] = GetParam();
+  SeedScope seed;
+  Rng rng(seed);
+  MemStore ms = NewMemStore(kind, options, 5);
+  const std::vector<std::string> keys = KeyPool(rng, 150);
+  Model m;
+  uint64_t tag = 0;
+  RandomOps(*ms.store, m, rng, keys, scenario::Ops(800, 200), &tag);
+  ASSERT_TRUE(ms.store->Verify().ok()) << ms.store->Verify().ToString();
+  // A crash at a quiescent point, then one inside a commit before its
+  // commit word (two keys linked) and one after it.
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    kv::Store::Writes w;
+    for (int i = 0; i < 4; ++i) {
+      const std::string& k = keys[rng.uniform(keys.size())];
+      if (rng.uniform(3) == 0 && m.count(k)) {
+        w[k] = std::nullopt;
+      } else {
+        w[k] = ValueOf(rng, ++tag);
+      }
+    }
+    Model after = m;
+    for (const auto& [k, v] : w) {
+      if (v) {
+        after[k] = *v;
+      } else {
+        after.erase(k);
+      }
+    }
+    if (step == 1) ms.store->StopNextCommit({kv::CommitStop::kBeforeCommit, 2});
+    if (step == 2) ms.store->StopNextCommit({kv::CommitStop::kAfterCommit, 0});
+    if (step > 0) {
+      Status st = ms.store->Commit(ms.store->visible_ts(), w);
+      ASSERT_EQ(st.ok(), step == 2) << st.ToString();
+      if (step == 2) m = after;
+    }
+    MemStore again = OpenBytes(CrashBytes(*ms.pool), 5);
+    ASSERT_NE(again.store, nullptr);
+    ASSERT_TRUE(again.store->Verify().ok()) << again.store->Verify().ToString();
+    ASSERT_EQ(Contents(*again.store), m);
+    ExpectNoLeak(*again.store);
+    RandomOps(*again.store, m, rng, keys, scenario::Ops(200, 50), &tag);
+    ms = std::move(again);
+  }
+  // A clean close and reopen.
+  auto bytes = [&] {
+    EXPECT_TRUE(ms.store->Close().ok());
+    ms.store.reset();
+    std::vector<std::byte> b = CrashBytes(*ms.pool);
+    const uint64_t one = 1;
+    std::memcpy(b.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
+    return b;
+  }();
+  MemStore clean = OpenBytes(bytes, 5);
+  ASSERT_NE(clean.store, nullptr);
+  ASSERT_EQ(Contents(*clean.store), m);
+  ExpectNoLeak(*clean.store);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, KvOverKind, ::testing::ValuesIn(PersistentKinds()),
+                         [](const auto& info) { return scenario::SanitizeName(info.param.first); });
+
+// ------------------------------------------------------------ the pool's kind both ways
+
+TEST(Kv, WrongKindBothWays) {
+  testing::TempDir dir;
+  const std::string plain = dir.path("plain.pool"), store = dir.path("store.pool");
+  {
+    auto db = Db::Create(plain, "lbtree");
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db.value()->Insert(1, 2).ok());
+  }
+  {
+    auto kv = KvStore::Create(store, "lbtree");
+    ASSERT_TRUE(kv.ok());
+    ASSERT_TRUE(kv.value()->Put("k", "v").ok());
+  }
+  const auto plain_before = testing::Snapshot::Of(plain), store_before = testing::Snapshot::Of(store);
+  auto kv = KvStore::Open(plain);
+  EXPECT_EQ(kv.status().code(), Status::Code::kWrongKind) << kv.status().ToString();
+  auto db = Db::Open(store);
+  EXPECT_EQ(db.status().code(), Status::Code::kWrongKind) << db.status().ToString();
+  // Neither refusal wrote a byte.
+  EXPECT_TRUE(testing::Snapshot::Of(plain) == plain_before);
+  EXPECT_TRUE(testing::Snapshot::Of(store) == store_before);
+  // And each opens as what it is.
+  EXPECT_TRUE(KvStore::Open(store).ok());
+  EXPECT_TRUE(Db::Open(plain).ok());
+  // A volatile kind cannot hold a store.
+  EXPECT_TRUE(KvStore::CreateInMemory("dram-btree").status().is_invalid_argument());
+  EXPECT_TRUE(KvStore::CreateInMemory("no-such-kind").status().is_invalid_argument());
+  EXPECT_TRUE(KvStore::Create(dir.path("x.pool"), "dram-btree").status().is_invalid_argument());
+  auto info = Pool::Inspect(store);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info.value().incompat_flags, pm::kIncompatKvStore);
+}
+
+// ------------------------------------------------------------ out of space
+
+TEST(Kv, OutOfSpaceLeavesTheStoreUsable) {
+  DbOptions o;
+  o.size = 4ull << 20;
+  o.max_size = 4ull << 20;
+  auto kv = KvStore::CreateInMemory("lbtree", "", o);
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  Model m;
+  Status st;
+  int i = 0;
+  for (; i < 100000; ++i) {
+    const std::string k = "key" + std::to_string(i * 7919 % 100003);
+    const std::string v(i % 3 == 0 ? 100 : 3000, static_cast<char>('a' + i % 26));
+    st = s.Put(k, v);
+    if (!st.ok()) break;
+    m[k] = v;
+  }
+  ASSERT_TRUE(st.is_out_of_space()) << st.ToString();
+  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+  ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
+  // A transaction that does not fit changes nothing either.
+  auto tx = s.Begin();
+  for (int j = 0; j < 200; ++j) ASSERT_TRUE(tx->Put("tx" + std::to_string(j), std::string(5000, 't')).ok());
+  EXPECT_TRUE(tx->Commit().is_out_of_space());
+  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+  ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
+  // Removing makes room again.
+  int removed = 0;
+  for (auto it = m.begin(); it != m.end() && removed < 200; ++removed) {
+    ASSERT_TRUE(s.Remove(it->first).ok());
+    it = m.erase(it);
+  }
+  ASSERT_TRUE(s.Put("after", "room").ok());
+  m["after"] = "room";
+  ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
+  ASSERT_TRUE(s.Verify().ok());
+}
+
+// ------------------------------------------------------------ concurrency
+
+// Transfers between accounts in transactions (retried when they lose),
+// single Puts and Gets on other keys, and readers that sum every account
+// in one snapshot: the total never changes.
+TEST(KvConcurrency, TransfersConserveTheTotal) {
+  SeedScope seed;
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  constexpr int kAccounts = 16;
+  constexpr int kInitial = 1000;
+  auto acct = [](int i) { return "acct:" + std::to_string(i); };
+  for (int i = 0; i < kAccounts; ++i) ASSERT_TRUE(s.Put(acct(i), std::to_string(kInitial)).ok());
+  const int transfers = static_cast<int>(scenario::Ops(400, 60));
+  std::atomic<int> committed{0}, aborted{0}, bad_sums{0}, failures{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> th;
+  for (int t = 0; t < 3; ++t) {
+    th.emplace_back([&, t] {
+      Rng rng(seed + t);
+      for (int n = 0; n < transfers; ++n) {
+        for (;;) {
+          const int a = static_cast<int>(rng.uniform(kAccounts));
+          const int b = (a + 1 + static_cast<int>(rng.uniform(kAccounts - 1))) % kAccounts;
+          auto tx = s.Begin();
+          auto va = tx->Get(acct(a)), vb = tx->Get(acct(b));
+          if (!va.ok() || !vb.ok()) {
+            ++failures;
+            return;
+          }
+          const int amount = static_cast<int>(rng.uniform(20));
+          if (!tx->Put(acct(a), std::to_string(std::stoi(va.value()) - amount)).ok() ||
+              !tx->Put(acct(b), std::to_string(std::stoi(vb.value()) + amount)).ok()) {
+            ++failures;
+            return;
+          }
+          Status st = tx->Commit();
+          if (st.ok()) {
+            ++committed;
+            break;
+          }
+          if (!st.IsAborted()) {
+            ++failures;
+            return;
+          }
+          ++aborted;
+        }
+      }
+    });
+  }
+  // Readers: every snapshot sums to the total, by Get and by Range.
+  th.emplace_back([&] {
+    while (!stop.load()) {
+      auto tx = s.Begin();
+      long sum = 0;
+      for (int i = 0; i < kAccounts; ++i) sum += std::stol(tx->Get(acct(i)).value());
+      Pairs r;
+      tx->Range("acct:", std::string_view("acct;"), SIZE_MAX, &r);
+      long sum2 = 0;
+      for (const auto& [k, v] : r) sum2 += std::stol(v);
+      if (sum != long{kAccounts} * kInitial || sum2 != sum || r.size() != kAccounts) ++bad_sums;
+    }
+  });
+  // Single calls on other keys.
+  th.emplace_back([&] {
+    Rng rng(seed + 99);
+    int i = 0;
+    while (!stop.load()) {
+      const std::string k = "other:" + std::to_string(rng.uniform(64));
+      if (!s.Put(k, std::to_string(++i)).ok()) ++failures;
+      if (!s.Get(k).ok()) ++failures;
+      if (rng.uniform(4) == 0 && !s.Remove(k).ok()) ++failures;
+    }
+  });
+  for (int t = 0; t < 3; ++t) th[t].join();
+  stop.store(true);
+  for (size_t t = 3; t < th.size(); ++t) th[t].join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(bad_sums.load(), 0);
+  EXPECT_EQ(committed.load(), 3 * transfers);
+  long sum = 0;
+  for (int i = 0; i < kAccounts; ++i) sum += std::stol(s.Get(acct(i)).value());
+  EXPECT_EQ(sum, long{kAccounts} * kInitial);
+  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+}
+
+// Single Puts of one hot key from several threads, with Gets and
+// GetVersioned: each thread's own writes are seen in order, versions grow.
+TEST(KvConcurrency, HotKeyLinearizable) {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  KvStore& s = *kv.value();
+  ASSERT_TRUE(s.Put("hot", "0").ok());
+  std::atomic<int> failures{0};
+  const int n = static_cast<int>(scenario::Ops(2000, 200));
+  std::vector<std::thread> th;
+  for (int t = 0; t < 3; ++t) {
+    th.emplace_back([&, t] {
+      uint64_t last = 0;
+      for (int i = 0; i < n; ++i) {
+        if (!s.Put("hot", std::to_string(t * 1000000 + i)).ok()) ++failures;
+        auto g = s.GetVersioned("hot");
+        if (!g.ok() || g.value().version <= last) ++failures;
+        if (g.ok()) last = g.value().version;
+        if (i % 16 == 0 && !s.Put("cold:" + std::to_string(t) + ":" + std::to_string(i), "x").ok()) ++failures;
+      }
+    });
+  }
+  for (auto& x : th) x.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_TRUE(s.Verify().ok());
+  EXPECT_LE(s.Stats().versions, s.Stats().keys + 4);
+}
+
+}  // namespace
+}  // namespace pmindex

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   app.add_option("--resp-port", resp_port, "RESP (Redis protocol) port: a number, 0 = off, auto")
       ->capture_default_str();
   app.add_option("--bind", opts.bind, "address to listen on")->capture_default_str();
-  app.add_option("--threads", opts.threads, "event-loop threads")
+  app.add_option("--threads", opts.threads, "event-loop threads (default: the number of CPUs)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_option("--max-connections", opts.max_connections,

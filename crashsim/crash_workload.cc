@@ -41,6 +41,8 @@ const std::vector<std::pair<std::string, std::string>>& WorkloadNames() {
       {"bulk", "bulk load of half the ops, then inserts and removes"},
       {"bulk-small", "bulk load of 3 pairs (one leaf), then inserts and removes"},
       {"recovery", "mixed, with a restart (crash recovery, itself crash-tested) every ops/5"},
+      {"kv", "the key-value store over the index: single calls on byte-string keys, large values, restarts"},
+      {"kv-tx", "the key-value store: transactions, and commits stopped as a crash would stop them, then recovered"},
   };
   return names;
 }
@@ -96,6 +98,10 @@ Result<std::vector<Op>> MakeWorkload(std::string_view name, uint64_t ops, uint64
     std::string all;
     for (const auto& [n, d] : WorkloadNames()) all += (all.empty() ? "" : "|") + n;
     return Status::InvalidArgument("unknown workload '" + std::string(name) + "' (" + all + ")");
+  }
+  if (name == "kv" || name == "kv-tx") {
+    return Status::InvalidArgument("workload '" + std::string(name) +
+                                   "' runs the key-value store (crashsim/kv_subject.cc), not index operations");
   }
   Gen g(ops, seed);
   std::vector<Op> w;

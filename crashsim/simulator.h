@@ -110,9 +110,11 @@ struct RedundantDecl {
 std::optional<RedundantDecl> FindRedundantDecl(const SiteInfo& s);
 
 // Sites eligible for mutation: index code (src/trees/, and src/common/, the
-// leaf-tree machinery and split log several trees share), fixtures
-// (crashsim/fixtures/, tests/crash/), and src/alloc/ when `with_alloc`.
-bool MutableSite(const SiteInfo& s, bool with_alloc);
+// leaf-tree machinery and split log several trees share), the key-value
+// store (src/kv/), fixtures (crashsim/fixtures/, tests/crash/), and
+// src/alloc/ when `with_alloc`. `kv_only` (every workload a key-value store
+// workload): src/kv/ only, and src/alloc/ when `with_alloc`.
+bool MutableSite(const SiteInfo& s, bool with_alloc, bool kv_only = false);
 
 // Runs every (seed, workload) pair of `seeds` x `workloads` (cfg.seed and
 // cfg.workload when empty) unmodified, then each mutant of the sites they

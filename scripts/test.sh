@@ -26,7 +26,8 @@
 #      Reopen and LeafTreeRecovery run under TSan, and in nobtree's
 #      migration coordinator, which its scenario configs run). The
 #      server's unit tests (server_tests: protocols and the Asio server,
-#      several threads, over a test-only map store) run there too; the
+#      several threads, over a test-only map store, and the Store
+#      contract over KvBackedStore too) run there as well; the
 #      server_protocol test (the pmserver binary, label server) runs in
 #      release and ASan+UBSan.
 # Every build compiles with -Werror (CMake option PMINDEX_WERROR).
@@ -55,7 +56,7 @@ step "release tests"
 step "ASan+UBSan build"
 configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_OPS=20 -DPMCRASH_CTEST_MUTATE=OFF \
   "-DPMCRASH_CTEST_WORKLOADS=mixed;insert;delete;recovery" -DPMCRASH_CTEST_EADR=OFF \
-  "-DPMCRASH_MUTATE_CI_INDEXES="
+  "-DPMCRASH_MUTATE_CI_INDEXES=" -DPMCRASH_CTEST_KV_MUTATE=OFF
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"
 (cd build/asan && PMINDEX_SCENARIO_CONFIGS=first ctest -j "$jobs" --output-on-failure -E '^pmpool_cli_')

@@ -3,7 +3,7 @@
 // docs/pool-format.md).
 //
 //   pmpool create PATH --kind K [--options S] [--size 64M] [--max-size 64G]
-//                      [--segment-size S] [--pool-id N]
+//                      [--segment-size S] [--pool-id N] [--kv]
 //   pmpool info PATH     header fields; never writes
 //   pmpool verify PATH   opens, recovers, runs the index's verify(), checks
 //                        reachable against allocated blocks
@@ -33,6 +33,10 @@
 // opened, so the pool is marked clean again even when they fail. SIGINT or
 // SIGTERM stops load after the pair it is writing, with the Db closed:
 // exit 128 + the signal (130, 143), the count of pairs written on stderr.
+// A key-value store's pool (create --kv, pmindex/kv.h) is shown by info
+// ("holds: a key-value store") and refused by verify, salvage and the
+// index commands (WrongKind: the index's values are the store's pointers;
+// nothing is written).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -64,6 +68,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pmindex/db.h"
+#include "pmindex/kv.h"
 #include "pmindex/version.h"
 
 namespace pmindex {
@@ -142,6 +147,7 @@ uint64_t BytesOption(const std::string& name, const std::string& text) {
 struct CreateArgs {
   std::string path, kind, options, size = "64M", max_size = "64G", segment_size = "0";
   uint16_t pool_id = 1;
+  bool kv = false;  // an empty key-value store over the index (KvStore::Create)
 };
 
 // create: through the user API, Db::Create, which validates kind, options
@@ -164,12 +170,19 @@ int Create(const CreateArgs& a) {
                     .ToString());
     }
   }
-  auto db = Db::Create(a.path, a.kind, a.options, o);
-  if (db.status().is_invalid_argument()) {
-    UsageFail("create " + a.path + ": " + db.status().ToString());
+  if (a.kv) {
+    auto kv = KvStore::Create(a.path, a.kind, a.options, o);
+    if (kv.status().is_invalid_argument()) UsageFail("create " + a.path + ": " + kv.status().ToString());
+    if (!kv.ok()) Fail("create " + a.path, kv.status());
+    if (Status s = kv.value()->Close(); !s.ok()) Fail("create " + a.path, s);
+  } else {
+    auto db = Db::Create(a.path, a.kind, a.options, o);
+    if (db.status().is_invalid_argument()) {
+      UsageFail("create " + a.path + ": " + db.status().ToString());
+    }
+    if (!db.ok()) Fail("create " + a.path, db.status());
+    if (Status s = db.value()->Close(); !s.ok()) Fail("create " + a.path, s);
   }
-  if (!db.ok()) Fail("create " + a.path, db.status());
-  if (Status s = db.value()->Close(); !s.ok()) Fail("create " + a.path, s);
   auto info = Pool::Inspect(a.path);
   if (!info.ok()) Fail("create " + a.path, info.status());
   std::printf("created %s: kind %s, options '%s', size %s, max size %s, %s\n", a.path.c_str(),
@@ -186,6 +199,9 @@ void PrintInfo(const std::string& path, const Pool::Info& i) {
   std::printf("incompat:      0x%" PRIx64 "\n", i.incompat_flags);
   std::printf("uuid:          %s\n", i.uuid.c_str());
   std::printf("pool id:       %u\n", i.pool_id);
+  std::printf("holds:         %s\n", (i.incompat_flags & pm::kIncompatKvStore) != 0
+                                          ? "a key-value store (pmindex/kv.h) over the index below"
+                                          : "an index (pmindex/db.h)");
   std::printf("kind:          %s\n", i.kind.empty() ? "(none)" : i.kind.c_str());
   std::printf("options:       %s\n", i.index_options.empty() ? "(none)" : i.index_options.c_str());
   std::printf("size:          %s in %u segment%s\n", Human(i.size).c_str(), i.segments,
@@ -1054,6 +1070,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   create->add_option("--pool-id", ca.pool_id, "pool id stored in every pointer")
       ->capture_default_str();
+  create->add_flag("--kv", ca.kv, "an empty key-value store over the index (pmindex/kv.h) instead");
 
   std::string path;
   auto* info = app.add_subcommand("info", "print the header (read-only)");

@@ -137,6 +137,10 @@ class KvStore {
   // naming the first violation.
   [[nodiscard]] Status Verify() const;
   [[nodiscard]] KvStats Stats() const;
+  // As Db::Sync: on a pool that is not on DAX memory, makes every completed
+  // change durable against power failure (msync); a no-op on DAX and in
+  // memory.
+  [[nodiscard]] Status Sync();
   std::string_view index_kind() const;
   std::string_view index_options() const;
 

@@ -263,6 +263,11 @@ KvStats KvStore::Stats() const {
   return impl_->store->Stats();
 }
 
+Status KvStore::Sync() {
+  if (impl_->closed()) return Closed();
+  return impl_->pool->Sync();
+}
+
 std::string_view KvStore::index_kind() const { return impl_->kind; }
 std::string_view KvStore::index_options() const { return impl_->options; }
 

@@ -17,8 +17,8 @@
 //    removal by the first writes.
 //    Each step is crash-safe and idempotent: a crash during it leaves a
 //    state the next recovery repairs the same way.
-// 4. The clock restarts at root slot 5, above every timestamp the pool
-//    holds, and the next reservation is written there.
+// (Between 2 and 3: the clock restarts at root slot 5, above every
+// timestamp the pool holds, and the next reservation is written there.)
 #include <algorithm>
 #include <mutex>
 
@@ -140,10 +140,10 @@ Result<std::unique_ptr<Store>> Store::Open(Pool* pool, const StoreOptions& opts,
   // slot 5 was written; the walk then found no pair).
   const uint64_t next = rec.clock() == 0 ? 1 : rec.clock();
   s->clock_.Reset(next);
-  PMINDEX_RETURN_IF_ERROR(s->Repair(rec));
   const uint64_t r = next + s->opts_.clock_chunk;
   pool->WriteRoot(pm::kStoreSlot, r);
   s->reserved_.store(r, std::memory_order_release);
+  PMINDEX_RETURN_IF_ERROR(s->Repair(rec));
   return s;
 }
 

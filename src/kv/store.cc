@@ -393,9 +393,11 @@ Result<PPtr> Store::AllocBucket(const std::vector<Bucket::Entry>& entries) {
 // Reclamation, REQUIRES the prefix's latch: cuts the chain at `head` below
 // its newest version at or below the oldest snapshot any reader can hold
 // (Bound); returns the first version cut off (0: none), which the caller
-// retires once its own link is durable. The cut is flushed here and made
-// durable by the caller's fence before that link: a crash may leave it cut
-// and not linked, never linked to blocks that are reused.
+// retires once its own link is durable. The cut must be durable before the
+// cut-off blocks can be freed and reused, so that no crash leaves a chain
+// running into reused blocks; it is flushed here and made durable by the
+// caller's fence before its link (a crash may leave it cut and not linked,
+// which is a chain recovery accepts).
 uint64_t Store::Prune(uint64_t head) {
   const uint64_t b = snapshots_.Bound(clock_.visible());
   for (uint64_t raw = head; raw != 0;) {
@@ -405,6 +407,10 @@ uint64_t Store::Prune(uint64_t head) {
     if (CommitTsOf(*x) <= b) {
       if (older == 0) return 0;
       pm::store(&x->older, uint64_t{0}, std::memory_order_release);
+      // pmcrash-redundant(flush-late): the cut-off versions are retired only
+      // after the caller's link NAW, whose fence also makes a flush moved
+      // past the caller's first fence durable, so a late flush is still in
+      // time for their reuse; dropped, it is not (killed).
       pm::flush(&x->older, sizeof(uint64_t));
       return older;
     }

@@ -29,6 +29,7 @@
 #include "pmindex/db.h"
 #include "pmindex/kv.h"
 #include "scenarios/scenario_util.h"
+#include "persistent_kinds.h"
 #include "temp_files.h"
 
 namespace pmindex {
@@ -123,6 +124,25 @@ Pairs ModelRange(const Model& m, const std::string& from, const std::optional<st
     out.push_back(*it);
   }
   return out;
+}
+
+// An empty store over lbtree in memory.
+std::unique_ptr<KvStore> InMemory() {
+  auto kv = KvStore::CreateInMemory("lbtree");
+  EXPECT_TRUE(kv.ok()) << kv.status().ToString();
+  return std::move(kv).value();
+}
+
+// The model after a transaction's writes.
+Model Applied(Model m, const kv::Store::Writes& w) {
+  for (const auto& [k, v] : w) {
+    if (v) {
+      m[k] = *v;
+    } else {
+      m.erase(k);
+    }
+  }
+  return m;
 }
 
 // The whole store through the API, in order.
@@ -227,9 +247,8 @@ void RandomOps(kv::Store& s, Model& m, Rng& rng, const std::vector<std::string>&
 TEST(Kv, RandomOpsAgainstAMap) {
   SeedScope seed;
   Rng rng(seed);
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   const std::vector<std::string> keys = KeyPool(rng, 600);
   Model m;
   std::map<std::string, uint64_t> versions;  // model key -> its version
@@ -328,9 +347,8 @@ TEST(Kv, RandomOpsAgainstAMap) {
 }
 
 TEST(Kv, ValuesOfEverySizeAndOneMiB) {
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   const std::vector<size_t> sizes = {0, 1, 31, 32, 33, 4096, kv::Version::kMaxInline, kv::Version::kMaxInline + 1,
                                      300000, KvStore::kMaxValueBytes};
   for (size_t n : sizes) {
@@ -352,9 +370,8 @@ TEST(Kv, ValuesOfEverySizeAndOneMiB) {
 }
 
 TEST(Kv, BadSizesWriteNothing) {
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   ASSERT_TRUE(s.Put("k", "v").ok());
   const std::string long_key(KvStore::kMaxKeyBytes + 1, 'k');
   const std::string long_value(KvStore::kMaxValueBytes + 1, 'v');
@@ -378,9 +395,8 @@ TEST(Kv, BadSizesWriteNothing) {
 }
 
 TEST(Kv, ClosedStore) {
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   ASSERT_TRUE(s.Put("k", "v").ok());
   auto early = s.Begin();
   ASSERT_TRUE(early->Put("x", "y").ok());
@@ -396,6 +412,7 @@ TEST(Kv, ClosedStore) {
   EXPECT_TRUE(closed(s.PutIfVersion("k", "v", 1)));
   EXPECT_TRUE(closed(s.Remove("k")));
   EXPECT_TRUE(closed(s.Verify()));
+  EXPECT_TRUE(closed(s.Sync()));
   EXPECT_FALSE(s.Exists("k"));
   EXPECT_EQ(s.Count(), 0u);
   Pairs out;
@@ -451,6 +468,7 @@ TEST(Kv, ReopenAfterCleanClose) {
         m[k] = v;
       }
     }
+    ASSERT_TRUE(s.Sync().ok());
     ASSERT_TRUE(s.Close().ok());
   }
 }
@@ -480,9 +498,8 @@ TEST(Kv, CrashImagesRecover) {
 // ------------------------------------------------------------ transactions
 
 TEST(KvTransaction, SnapshotReadsAndOwnWrites) {
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   ASSERT_TRUE(s.Put("a", "1").ok());
   ASSERT_TRUE(s.Put("b", "2").ok());
   ASSERT_TRUE(s.Put("c", "3").ok());
@@ -523,9 +540,8 @@ TEST(KvTransaction, SnapshotReadsAndOwnWrites) {
 }
 
 TEST(KvTransaction, FirstCommitterWins) {
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   ASSERT_TRUE(s.Put("x", "0").ok());
   auto t1 = s.Begin();
   auto t2 = s.Begin();
@@ -555,14 +571,13 @@ TEST(KvTransaction, FirstCommitterWins) {
 }
 
 TEST(KvTransaction, AbortLeavesNothing) {
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   ASSERT_TRUE(s.Put("keep", "1").ok());
   const uint64_t bytes = s.Stats().pm_bytes;
   {
     auto tx = s.Begin();
-    for (int i = 0; i < 50; ++i) ASSERT_TRUE(tx->Put("t" + std::to_string(i), std::string(100, 'v')).ok());
+    for (char c = 'a'; c <= 'z'; ++c) ASSERT_TRUE(tx->Put(std::string("t") + c, std::string(100, 'v')).ok());
     ASSERT_TRUE(tx->Remove("keep").ok());
     tx->Abort();
     EXPECT_TRUE(tx->Put("a", "b").is_invalid_argument());
@@ -579,9 +594,8 @@ TEST(KvTransaction, AbortLeavesNothing) {
 // Old versions go once no snapshot can read them: memory does not grow
 // under repeated overwrites, and a snapshot keeps what it needs.
 TEST(KvTransaction, VersionsReclaimed) {
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Put("key" + std::to_string(k), "v0").ok());
   for (int i = 0; i < 20; ++i)
     for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Put("key" + std::to_string(k), std::string(200, 'a' + i % 26)).ok());
@@ -629,14 +643,7 @@ TEST(KvTransaction, CrashInsideCommit) {
       w["key2"] = std::nullopt;                            // removes
       w["new-a"] = "a";                                    // new key, new prefix
       w["key3-new"] = std::string(kv::Version::kMaxInline + 5, 'L');  // new key in a bucket, value block
-      Model after = m;
-      for (const auto& [k, v] : w) {
-        if (v) {
-          after[k] = *v;
-        } else {
-          after.erase(k);
-        }
-      }
+      const Model after = Applied(m, w);
       ms.store->StopNextCommit({after_commit ? kv::CommitStop::kAfterCommit : kv::CommitStop::kBeforeCommit, links});
       Status st = ms.store->Commit(ms.store->visible_ts(), w);
       EXPECT_EQ(st.ok(), after_commit == 1) << st.ToString();
@@ -650,14 +657,6 @@ TEST(KvTransaction, CrashInsideCommit) {
 }
 
 // ------------------------------------------------------------ every persistent kind
-
-std::vector<std::pair<std::string, std::string>> PersistentKinds() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const IndexInfo* info : Registry::Get().All())
-    if (info->persistent && !info->test_only && info->stores_data)
-      out.emplace_back(info->name, info->test_configs.empty() ? "" : info->test_configs[0]);
-  return out;
-}
 
 class KvOverKind : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
@@ -684,14 +683,7 @@ TEST_P(KvOverKind, OpsCrashImagesAndCommitCrashes) {
         w[k] = ValueOf(rng, ++tag);
       }
     }
-    Model after = m;
-    for (const auto& [k, v] : w) {
-      if (v) {
-        after[k] = *v;
-      } else {
-        after.erase(k);
-      }
-    }
+    const Model after = Applied(m, w);
     if (step == 1) ms.store->StopNextCommit({kv::CommitStop::kBeforeCommit, 2});
     if (step == 2) ms.store->StopNextCommit({kv::CommitStop::kAfterCommit, 0});
     if (step > 0) {
@@ -722,8 +714,8 @@ TEST_P(KvOverKind, OpsCrashImagesAndCommitCrashes) {
   ExpectNoLeak(*clean.store);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, KvOverKind, ::testing::ValuesIn(PersistentKinds()),
-                         [](const auto& info) { return scenario::SanitizeName(info.param.first); });
+INSTANTIATE_TEST_SUITE_P(Kinds, KvOverKind, ::testing::ValuesIn(testing_util::PersistentKinds()),
+                         [](const auto& info) { return testing_util::KindName(info.param); });
 
 // ------------------------------------------------------------ the pool's kind both ways
 
@@ -807,9 +799,8 @@ TEST(Kv, OutOfSpaceLeavesTheStoreUsable) {
 // in one snapshot: the total never changes.
 TEST(KvConcurrency, TransfersConserveTheTotal) {
   SeedScope seed;
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   constexpr int kAccounts = 16;
   constexpr int kInitial = 1000;
   auto acct = [](int i) { return "acct:" + std::to_string(i); };
@@ -890,9 +881,8 @@ TEST(KvConcurrency, TransfersConserveTheTotal) {
 // Single Puts of one hot key from several threads, with Gets and
 // GetVersioned: each thread's own writes are seen in order, versions grow.
 TEST(KvConcurrency, HotKeyLinearizable) {
-  auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
-  KvStore& s = *kv.value();
+  auto kv = InMemory();
+  KvStore& s = *kv;
   ASSERT_TRUE(s.Put("hot", "0").ok());
   std::atomic<int> failures{0};
   const int n = static_cast<int>(scenario::Ops(2000, 200));

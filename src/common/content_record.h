@@ -47,12 +47,6 @@ class ContentSum {
   PairVisitor* pairs_ = nullptr;
 };
 
-// The pair visitor's first error (OK without a visitor). Kinds that do not
-// call CheckContentRecord on every path call it before their first write.
-inline Status CheckPairVisits(const IndexEnv& env) {
-  return env.pairs != nullptr ? env.pairs->status() : Status::OK();
-}
-
 // The first error of the sum's pair visitor, else OK unless the pool was
 // closed cleanly with a content record that differs from `sum` (salvage
 // copies are not checked: they keep what they reach).

@@ -220,8 +220,8 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& op
   }
   if (opt.pairs != nullptr) {
     // Every kind returns the visitor's error before its first write
-    // (common::CheckContentRecord / CheckPairVisits); this is the net for
-    // one that did not, before FinishRecovery frees anything.
+    // (index/pair_visitor.h); this is the net for one that did not, before
+    // FinishRecovery frees anything.
     s = opt.pairs->status();
     if (!s.ok()) {
       idx.value()->abandoned_ = true;

@@ -17,8 +17,9 @@
 //     refusal still changes no byte;
 //   - calls may come from several threads at once (lbtree's parallel
 //     recovery walk) and a pair may be visited more than once;
-//   - the kind's open returns status() (through common::CheckContentRecord
-//     or common::CheckPairVisits) before its first write.
+//   - the kind's open returns status() before its first write (through
+//     common::CheckContentRecord; the PM-leaf trees after their own visit
+//     of the leaves they keep).
 #pragma once
 
 #include "pm/pool.h"

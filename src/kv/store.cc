@@ -462,6 +462,27 @@ Result<uint64_t> Store::PrepareNewKey(std::string_view key, const Where& w, uint
   return b.value().raw();
 }
 
+// A new key's record (head: the version nv) and the index value it makes
+// for its prefix, allocated and flushed. On failure nothing of the key
+// stays allocated, nv included.
+Status Store::MakeNewKey(std::string_view key, const Where& w, const NewVersion& nv, uint64_t* rec,
+                         uint64_t* value) {
+  auto r = AllocRecord(key, nv.ver.raw());
+  if (!r.ok()) {
+    FreeUnlinked(nv);
+    return r.status();
+  }
+  auto v = PrepareNewKey(key, w, r.value().raw());
+  if (!v.ok()) {
+    alloc_->Free(r.value());
+    FreeUnlinked(nv);
+    return v.status();
+  }
+  *rec = r.value().raw();
+  *value = v.value();
+  return Status::OK();
+}
+
 // Links a new key (REQUIRES its blocks durable): the index's insert or
 // update of the prefix is the commit point. The bucket it replaces is
 // retired.
@@ -513,17 +534,7 @@ Status Store::Write(std::string_view key, const std::string_view* value, Cond co
     auto nv = AllocVersion(value);
     if (!nv.ok()) return nv.status();
     uint64_t rec = 0, new_value = 0;
-    if (w.rec == nullptr) {
-      auto r = AllocRecord(key, nv.value().ver.raw());
-      if (r.ok()) rec = r.value().raw();
-      auto nvv = r.ok() ? PrepareNewKey(key, w, rec) : Result<uint64_t>(r.status());
-      if (!nvv.ok()) {
-        FreeNewKey(w, rec, 0);
-        FreeUnlinked(nv.value());
-        return nvv.status();
-      }
-      new_value = nvv.value();
-    }
+    if (w.rec == nullptr) PMINDEX_RETURN_IF_ERROR(MakeNewKey(key, w, nv.value(), &rec, &new_value));
     const uint64_t cut = w.rec != nullptr ? Prune(cur) : 0;
     Ticket t = Reserve();
     SealVersion(nv.value(), CommittedStamp(t.ts()), cur);
@@ -546,7 +557,7 @@ Status Store::Write(std::string_view key, const std::string_view* value, Cond co
     if (value == nullptr) {
       // A removed key's record goes once no snapshot can read below the
       // tombstone: now, unless a registered snapshot is older.
-      purge_later = Purge(key, prefix, w) == PurgeResult::kNotYet;
+      purge_later = Purge(prefix, w) == PurgeResult::kNotYet;
     }
   }
   if (purge_later) QueuePurge(key);
@@ -557,8 +568,7 @@ Status Store::Write(std::string_view key, const std::string_view* value, Cond co
 
 // ---------------------------------------------------------------- purging
 
-Store::PurgeResult Store::Purge(std::string_view key, uint64_t prefix, const Where& w) {
-  (void)key;
+Store::PurgeResult Store::Purge(uint64_t prefix, const Where& w) {
   const uint64_t head = Load(w.rec->head);
   if (head != 0) {
     const Version* x = At<const Version>(head, Version::kHeaderBytes);
@@ -615,7 +625,7 @@ void Store::DrainPurges(size_t max_items) {
     LatchGuard latch(latches_, prefix);
     Where w;
     if (!Locate(key, prefix, &w).ok() || w.rec == nullptr) continue;
-    if (Purge(key, prefix, w) == PurgeResult::kNotYet) {
+    if (Purge(prefix, w) == PurgeResult::kNotYet) {
       again.push_back(std::move(key));
       break;  // an old snapshot holds it; so it holds the ones behind it
     }
@@ -710,15 +720,8 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes) {
     l.nv = nv.value();
     uint64_t rec = 0, new_value = 0;
     if (w.rec == nullptr) {
-      auto r = AllocRecord(k, l.nv.ver.raw());
-      if (r.ok()) rec = r.value().raw();
-      auto nvv = r.ok() ? PrepareNewKey(k, w, rec) : Result<uint64_t>(r.status());
-      if (!nvv.ok()) {
-        FreeNewKey(w, rec, 0);
-        FreeUnlinked(l.nv);
-        return fail(nvv.status());
-      }
-      new_value = nvv.value();
+      Status made = MakeNewKey(k, w, l.nv, &rec, &new_value);
+      if (!made.ok()) return fail(made);
       l.rec = pool_->to_ptr<Record>(PPtr(rec));
       l.new_record = true;
     } else {

@@ -195,13 +195,14 @@ class Store {
   Result<PPtr> AllocBucket(const std::vector<Bucket::Entry>& entries);
   uint64_t Prune(uint64_t head);
   Result<uint64_t> PrepareNewKey(std::string_view key, const Where& w, uint64_t rec);
+  Status MakeNewKey(std::string_view key, const Where& w, const NewVersion& nv, uint64_t* rec, uint64_t* value);
   Status InstallNewKey(uint64_t prefix, const Where& w, uint64_t value);
   void FreeNewKey(const Where& w, uint64_t rec, uint64_t value);
   bool RetireChain(uint64_t ver);
   // Removes a record whose newest version is a tombstone no snapshot can
   // read below (or that has none) from its prefix. REQUIRES its latch.
   enum class PurgeResult { kDone, kLive, kNotYet, kFailed };
-  PurgeResult Purge(std::string_view key, uint64_t prefix, const Where& w);
+  PurgeResult Purge(uint64_t prefix, const Where& w);
   void QueuePurge(std::string_view key);
   void DrainPurges(size_t max_items);
   void Undo(const std::vector<Linked>& linked);

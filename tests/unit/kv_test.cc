@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -346,6 +347,44 @@ TEST(Kv, RandomOpsAgainstAMap) {
   EXPECT_GT(st.pm_bytes, 0u);
 }
 
+// YCSB-like keys share their first 8 bytes ("user6284..."): one prefix
+// with over a thousand keys (a bucket rewritten on every new key), some
+// equal in their first 16 bytes too, against the model.
+TEST(Kv, ThousandsOfKeysUnderOnePrefix) {
+  SeedScope seed;
+  Rng rng(seed);
+  auto kv = InMemory();
+  KvStore& s = *kv;
+  Model m;
+  const size_t n = scenario::Ops(1500, 300);
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < n; ++i) {
+    keys.push_back("user1234" + std::to_string(rng.range(1000000000000ull, 9999999999999ull)));
+    if (i % 10 == 0) keys.push_back("user1234same16by" + std::to_string(i));  // ties on 16 bytes
+  }
+  for (const std::string& k : keys) {
+    ASSERT_TRUE(s.Put(k, k.substr(8)).ok());
+    m[k] = k.substr(8);
+  }
+  EXPECT_EQ(s.Stats().index.entries, 1u);  // one prefix, one bucket
+  for (size_t i = 0; i < keys.size() / 3; ++i) {
+    const std::string& k = keys[rng.uniform(keys.size())];
+    ASSERT_EQ(s.Remove(k).ok(), m.erase(k) == 1);
+  }
+  for (const std::string& k : keys) {
+    auto g = s.Get(k);
+    ASSERT_EQ(g.ok(), m.count(k) == 1) << Show(k);
+    if (g.ok()) {
+      ASSERT_EQ(g.value(), m[k]);
+    }
+  }
+  Pairs r;
+  s.Range("user1234same", std::string_view("user1234same16by5"), SIZE_MAX, &r);
+  EXPECT_EQ(r, ModelRange(m, "user1234same", std::string("user1234same16by5"), SIZE_MAX));
+  ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
+  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+}
+
 TEST(Kv, ValuesOfEverySizeAndOneMiB) {
   auto kv = InMemory();
   KvStore& s = *kv;
@@ -437,7 +476,10 @@ TEST(Kv, ReopenAfterCleanClose) {
   Model m;
   uint64_t max_version = 0;
   for (int round = 0; round < 3; ++round) {
-    auto kv = round == 0 ? KvStore::Create(path, "lbtree", "node=256") : KvStore::Open(path);
+    DbOptions small;
+    small.size = 8ull << 20;
+    small.max_size = 64ull << 20;
+    auto kv = round == 0 ? KvStore::Create(path, "lbtree", "node=256", small) : KvStore::Open(path);
     ASSERT_TRUE(kv.ok()) << kv.status().ToString();
     KvStore& s = *kv.value();
     EXPECT_EQ(s.index_kind(), "lbtree");
@@ -722,13 +764,16 @@ INSTANTIATE_TEST_SUITE_P(Kinds, KvOverKind, ::testing::ValuesIn(testing_util::Pe
 TEST(Kv, WrongKindBothWays) {
   testing::TempDir dir;
   const std::string plain = dir.path("plain.pool"), store = dir.path("store.pool");
+  DbOptions small;  // small files: quick to create under the sanitizers
+  small.size = 8ull << 20;
+  small.max_size = 64ull << 20;
   {
-    auto db = Db::Create(plain, "lbtree");
+    auto db = Db::Create(plain, "lbtree", "", small);
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(db.value()->Insert(1, 2).ok());
   }
   {
-    auto kv = KvStore::Create(store, "lbtree");
+    auto kv = KvStore::Create(store, "lbtree", "", small);
     ASSERT_TRUE(kv.ok());
     ASSERT_TRUE(kv.value()->Put("k", "v").ok());
   }
@@ -746,7 +791,8 @@ TEST(Kv, WrongKindBothWays) {
   // A volatile kind cannot hold a store.
   EXPECT_TRUE(KvStore::CreateInMemory("dram-btree").status().is_invalid_argument());
   EXPECT_TRUE(KvStore::CreateInMemory("no-such-kind").status().is_invalid_argument());
-  EXPECT_TRUE(KvStore::Create(dir.path("x.pool"), "dram-btree").status().is_invalid_argument());
+  EXPECT_TRUE(KvStore::Create(dir.path("x.pool"), "dram-btree", "", small).status().is_invalid_argument());
+  EXPECT_FALSE(std::filesystem::exists(dir.path("x.pool")));
   auto info = Pool::Inspect(store);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info.value().incompat_flags, pm::kIncompatKvStore);
@@ -801,12 +847,12 @@ TEST(KvConcurrency, TransfersConserveTheTotal) {
   SeedScope seed;
   auto kv = InMemory();
   KvStore& s = *kv;
-  constexpr int kAccounts = 16;
+  constexpr int kAccounts = 8;  // few: concurrent transfers conflict
   constexpr int kInitial = 1000;
   auto acct = [](int i) { return "acct:" + std::to_string(i); };
   for (int i = 0; i < kAccounts; ++i) ASSERT_TRUE(s.Put(acct(i), std::to_string(kInitial)).ok());
-  const int transfers = static_cast<int>(scenario::Ops(400, 60));
-  std::atomic<int> committed{0}, aborted{0}, bad_sums{0}, failures{0};
+  const int transfers = static_cast<int>(scenario::Ops(1500, 200));
+  std::atomic<int> committed{0}, aborted{0}, bad_sums{0}, failures{0}, sums{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> th;
   for (int t = 0; t < 3; ++t) {
@@ -853,6 +899,7 @@ TEST(KvConcurrency, TransfersConserveTheTotal) {
       long sum2 = 0;
       for (const auto& [k, v] : r) sum2 += std::stol(v);
       if (sum != long{kAccounts} * kInitial || sum2 != sum || r.size() != kAccounts) ++bad_sums;
+      ++sums;
     }
   });
   // Single calls on other keys.
@@ -867,11 +914,15 @@ TEST(KvConcurrency, TransfersConserveTheTotal) {
     }
   });
   for (int t = 0; t < 3; ++t) th[t].join();
+  while (sums.load() < 20) std::this_thread::yield();  // the readers saw the writers' work
   stop.store(true);
   for (size_t t = 3; t < th.size(); ++t) th[t].join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(bad_sums.load(), 0);
   EXPECT_EQ(committed.load(), 3 * transfers);
+  EXPECT_EQ(s.Stats().aborts, static_cast<uint64_t>(aborted.load()));
+  std::printf("transfers: %d committed, %d aborted (first committer wins), %d snapshot sums\n", committed.load(),
+              aborted.load(), sums.load());
   long sum = 0;
   for (int i = 0; i < kAccounts; ++i) sum += std::stol(s.Get(acct(i)).value());
   EXPECT_EQ(sum, long{kAccounts} * kInitial);

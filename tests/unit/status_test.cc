@@ -34,6 +34,18 @@ TEST(Status, OneWordAndCodesWithoutMessage) {
   EXPECT_EQ(nf.ToString(), "not found");
 }
 
+TEST(Status, Aborted) {
+  Status a = Status::Aborted();
+  EXPECT_TRUE(a.is_aborted());
+  EXPECT_TRUE(a.IsAborted());
+  EXPECT_EQ(a.code(), Status::Code::kAborted);
+  EXPECT_EQ(a.ToString(), "aborted");
+  Status m = Status::Aborted("first committer wins");
+  EXPECT_TRUE(m.IsAborted());
+  EXPECT_EQ(m.ToString(), "aborted: first committer wins");
+  EXPECT_FALSE(Status::NotFound().is_aborted());
+}
+
 TEST(Status, MessageSurvivesCopiesAndAssignment) {
   Status a = Status::Corruption("root slot 0 points outside the heap");
   Status b = a;  // a copy owns its own message

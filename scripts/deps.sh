@@ -4,11 +4,12 @@
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ libgtest-dev libnuma-dev libcli11-dev nlohmann-json3-dev
-      libabsl-dev pkg-config python3 python3-venv)
+      libabsl-dev libasio-dev pkg-config python3 python3-venv)
 "$(dirname "$0")/apt-missing.sh" "deps" "${pkgs[@]}"
 
-# Python packages for tools/plot, in a virtual environment inside the
-# build folder (argument 1, default build/).
+# Python packages for tools/plot and the server protocol tests (pymemcache,
+# redis-py), in a virtual environment inside the build folder (argument 1,
+# default build/).
 if [ "${PMINDEX_NO_VENV:-0}" != 1 ]; then
   build=${1:-build}
   venv="$build/.venv"
@@ -18,5 +19,8 @@ if [ "${PMINDEX_NO_VENV:-0}" != 1 ]; then
   fi
   if ! "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
     "$venv/bin/pip" install -q -r "$(dirname "$0")/../tools/requirements.txt"
+  fi
+  if ! "$venv/bin/python" -c "import pymemcache, redis" 2>/dev/null; then
+    "$venv/bin/pip" install -q -r "$(dirname "$0")/../tests/server/requirements.txt"
   fi
 fi

@@ -24,7 +24,12 @@
 #      OutOfSpace, BulkLoad, Sequential, Oracle, RemoveAll and Empty (the
 #      library starts threads only in pm_leaf_tree's recovery, which
 #      Reopen and LeafTreeRecovery run under TSan, and in nobtree's
-#      migration coordinator, which its scenario configs run).
+#      migration coordinator, which its scenario configs run). The
+#      server's unit tests (server_tests: protocols and the Asio server,
+#      several threads, over a test-only map store, and the Store
+#      contract over KvBackedStore too) run there as well; the
+#      server_protocol test (the pmserver binary, label server) runs in
+#      release and ASan+UBSan.
 # Every build compiles with -Werror (CMake option PMINDEX_WERROR).
 # Builds go to build/<type>. Safe to run twice (incremental).
 set -euo pipefail
@@ -58,7 +63,7 @@ step "ASan+UBSan tests"
 
 step "TSan build"
 configure build/tsan Tsan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF -DPMINDEX_BUILD_TOOLS=OFF
-ninja -C build/tsan -j "$jobs" unit_tests scenario_tests
+ninja -C build/tsan -j "$jobs" unit_tests scenario_tests server_tests
 step "TSan tests"
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
    ctest -j "$jobs" --output-on-failure -L 'unit|scenario' \

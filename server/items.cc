@@ -1,0 +1,340 @@
+#include "server/items.h"
+
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "server/numbers.h"
+
+namespace pmindex::server {
+
+namespace item_codec {
+
+namespace {
+template <class T>
+void PutLittleEndian(T v, std::string* out) {
+  for (size_t i = 0; i < sizeof(T); ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+template <class T>
+T GetLittleEndian(const char* p) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+}  // namespace
+
+void Encode(std::string_view data, uint32_t flags, int64_t expiry_ms, std::string* out) {
+  uint8_t tag = kTag;
+  if (flags != 0) tag |= kHasFlags;
+  if (expiry_ms != 0) tag |= kHasExpiry;
+  out->reserve(out->size() + kMaxHeaderBytes + data.size());
+  out->push_back(static_cast<char>(tag));
+  if (flags != 0) PutLittleEndian<uint32_t>(flags, out);
+  if (expiry_ms != 0) PutLittleEndian<uint64_t>(static_cast<uint64_t>(expiry_ms), out);
+  out->append(data);
+}
+
+bool Decode(std::string_view stored, Item* out) {
+  if (stored.empty()) return false;
+  const auto tag = static_cast<uint8_t>(stored[0]);
+  if ((tag & ~(kHasFlags | kHasExpiry)) != kTag) return false;
+  size_t pos = 1;
+  out->flags = 0;
+  out->expiry_ms = 0;
+  if (tag & kHasFlags) {
+    if (stored.size() < pos + 4) return false;
+    out->flags = GetLittleEndian<uint32_t>(stored.data() + pos);
+    pos += 4;
+  }
+  if (tag & kHasExpiry) {
+    if (stored.size() < pos + 8) return false;
+    const uint64_t e = GetLittleEndian<uint64_t>(stored.data() + pos);
+    if (e == 0 || e > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+    out->expiry_ms = static_cast<int64_t>(e);
+    pos += 8;
+  }
+  out->data.assign(stored.substr(pos));
+  return true;
+}
+
+}  // namespace item_codec
+
+int64_t WallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Items::Items(Store& store, Stats& stats, Clock now_ms)
+    : store_(store), stats_(stats), now_ms_(std::move(now_ms)) {}
+
+Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uint64_t* version) {
+  *present = false;
+  *version = 0;
+  Result<StoredValue> r = store_.Get(key);
+  if (!r.ok()) {
+    if (r.status().is_not_found()) return std::optional<Item>();
+    return r.status();
+  }
+  *present = true;
+  *version = r->version;
+  Item item;
+  if (!item_codec::Decode(r->value, &item))
+    return Status::Corruption("the stored value is not a pmserver item");
+  item.version = r->version;
+  if (Expired(item)) {
+    Stats::Add(stats_.get_expired);
+    return std::optional<Item>();
+  }
+  return std::optional<Item>(std::move(item));
+}
+
+Result<Item> Items::Get(std::string_view key) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Stats::Add(stats_.cmd_get);
+  bool present = false;
+  uint64_t version = 0;
+  Result<std::optional<Item>> r = Read(key, &present, &version);
+  if (!r.ok()) return r.status();
+  if (!r->has_value()) {
+    Stats::Add(stats_.get_misses);
+    if (present) {
+      // Lazy removal of the expired version only; a newer value written
+      // meanwhile stays (kChanged), and a failure here loses nothing.
+      IgnoreError(store_.RemoveIfVersion(key, version), "the item is a miss either way");
+    }
+    return Status::NotFound();
+  }
+  Stats::Add(stats_.get_hits);
+  return std::move(**r);
+}
+
+Result<ItemOutcome> Items::Modify(std::string_view key,
+                                  const std::function<Change(const Item*)>& decide) {
+  for (;;) {
+    bool present = false;
+    uint64_t version = 0;
+    Result<std::optional<Item>> r = Read(key, &present, &version);
+    if (!r.ok()) return r.status();
+    Change c = decide(r->has_value() ? &**r : nullptr);
+    if (c.outcome != ItemOutcome::kDone || c.kind == Change::Kind::kNone) {
+      if (present && !r->has_value())
+        IgnoreError(store_.RemoveIfVersion(key, version), "lazy removal of an expired item");
+      return c.outcome;
+    }
+    Result<WriteOutcome> w = WriteOutcome::kDone;
+    if (c.kind == Change::Kind::kRemove) {
+      w = store_.RemoveIfVersion(key, version);
+    } else if (present) {
+      w = store_.PutIfVersion(key, c.value, version);
+    } else {
+      w = store_.PutIfAbsent(key, c.value);
+    }
+    if (!w.ok()) return w.status();
+    if (*w == WriteOutcome::kDone) return ItemOutcome::kDone;
+    // The key changed between the read and the write: decide again.
+  }
+}
+
+Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::string_view data,
+                                 uint32_t flags, int64_t expiry_ms, uint64_t cas) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Stats::Add(stats_.cmd_set);
+  // The new item's encoding (append and prepend build theirs from the
+  // item they extend).
+  std::string value;
+  if (mode != StoreMode::kAppend && mode != StoreMode::kPrepend)
+    item_codec::Encode(data, flags, expiry_ms, &value);
+  if (mode == StoreMode::kSet || mode == StoreMode::kAdd) {
+    if (mode == StoreMode::kSet) {
+      PMINDEX_RETURN_IF_ERROR(store_.Put(key, value));
+      return ItemOutcome::kDone;
+    }
+    // add: the common case (absent) needs one call; an expired item in
+    // the way goes through Modify.
+    Result<WriteOutcome> w = store_.PutIfAbsent(key, value);
+    if (!w.ok()) return w.status();
+    if (*w == WriteOutcome::kDone) return ItemOutcome::kDone;
+  }
+  Result<ItemOutcome> r = Modify(key, [&](const Item* live) {
+    Change c;
+    switch (mode) {
+      case StoreMode::kSet:
+      case StoreMode::kAdd:
+        if (live) {
+          c.outcome = ItemOutcome::kNotStored;
+          return c;
+        }
+        break;
+      case StoreMode::kReplace:
+        if (!live) {
+          c.outcome = ItemOutcome::kNotStored;
+          return c;
+        }
+        break;
+      case StoreMode::kCas:
+        if (!live) {
+          c.outcome = ItemOutcome::kNotFound;
+          return c;
+        }
+        if (live->version != cas) {
+          c.outcome = ItemOutcome::kExists;
+          return c;
+        }
+        break;
+      case StoreMode::kAppend:
+      case StoreMode::kPrepend: {
+        if (!live) {
+          c.outcome = ItemOutcome::kNotStored;
+          return c;
+        }
+        std::string joined = mode == StoreMode::kAppend ? live->data + std::string(data)
+                                                        : std::string(data) + live->data;
+        if (joined.size() > max_data_bytes()) {
+          c.outcome = ItemOutcome::kNotStored;
+          return c;
+        }
+        c.kind = Change::Kind::kPut;
+        item_codec::Encode(joined, live->flags, live->expiry_ms, &c.value);
+        return c;
+      }
+    }
+    c.kind = Change::Kind::kPut;
+    c.value = value;
+    return c;
+  });
+  if (r.ok() && mode == StoreMode::kCas) {
+    Stats::Add(*r == ItemOutcome::kDone     ? stats_.cas_hits
+               : *r == ItemOutcome::kExists ? stats_.cas_badval
+                                            : stats_.cas_misses);
+  }
+  return r;
+}
+
+Status Items::StoreMany(const std::vector<std::pair<std::string_view, std::string_view>>& pairs) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Stats::Add(stats_.cmd_set, pairs.size());
+  std::vector<std::string> values(pairs.size());
+  std::vector<std::pair<std::string_view, std::string_view>> encoded;
+  encoded.reserve(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    item_codec::Encode(pairs[i].second, 0, 0, &values[i]);
+    encoded.emplace_back(pairs[i].first, values[i]);
+  }
+  return store_.PutMany(encoded);
+}
+
+Result<ItemOutcome> Items::Delete(std::string_view key) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Result<ItemOutcome> r = Modify(key, [](const Item* live) {
+    Change c;
+    if (!live) {
+      c.outcome = ItemOutcome::kNotFound;
+    } else {
+      c.kind = Change::Kind::kRemove;
+    }
+    return c;
+  });
+  if (r.ok()) Stats::Add(*r == ItemOutcome::kDone ? stats_.delete_hits : stats_.delete_misses);
+  return r;
+}
+
+Result<ItemOutcome> Items::Touch(std::string_view key, int64_t expiry_ms) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Stats::Add(stats_.cmd_touch);
+  Result<ItemOutcome> r = Modify(key, [&](const Item* live) {
+    Change c;
+    if (!live) {
+      c.outcome = ItemOutcome::kNotFound;
+    } else {
+      c.kind = Change::Kind::kPut;
+      item_codec::Encode(live->data, live->flags, expiry_ms, &c.value);
+    }
+    return c;
+  });
+  if (r.ok()) Stats::Add(*r == ItemOutcome::kDone ? stats_.touch_hits : stats_.touch_misses);
+  return r;
+}
+
+Result<ItemOutcome> Items::IncrDecr(std::string_view key, uint64_t delta, bool incr,
+                                    uint64_t* result) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Result<ItemOutcome> r = Modify(key, [&](const Item* live) {
+    Change c;
+    uint64_t v = 0;
+    if (!live) {
+      c.outcome = ItemOutcome::kNotFound;
+    } else if (!ParseNumber(live->data, &v)) {
+      c.outcome = ItemOutcome::kNotNumeric;
+    } else {
+      // incr wraps around at 2^64 (unsigned arithmetic); decr stops at 0.
+      v = incr ? v + delta : (delta > v ? 0 : v - delta);
+      *result = v;
+      c.kind = Change::Kind::kPut;
+      item_codec::Encode(std::to_string(v), live->flags, live->expiry_ms, &c.value);
+    }
+    return c;
+  });
+  if (r.ok() && *r != ItemOutcome::kNotNumeric) {
+    const bool hit = *r == ItemOutcome::kDone;
+    Stats::Add(incr ? (hit ? stats_.incr_hits : stats_.incr_misses)
+                    : (hit ? stats_.decr_hits : stats_.decr_misses));
+  }
+  return r;
+}
+
+Result<ItemOutcome> Items::IncrBy(std::string_view key, int64_t delta, int64_t* result) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  return Modify(key, [&](const Item* live) {
+    Change c;
+    int64_t v = 0;
+    if (live && !ParseNumber(live->data, &v)) {
+      c.outcome = ItemOutcome::kNotNumeric;
+    } else if (__builtin_add_overflow(v, delta, &v)) {
+      c.outcome = ItemOutcome::kOverflow;
+    } else {
+      *result = v;
+      c.kind = Change::Kind::kPut;
+      item_codec::Encode(std::to_string(v), live ? live->flags : 0, live ? live->expiry_ms : 0,
+                         &c.value);
+    }
+    return c;
+  });
+}
+
+void Items::ScanKeys(std::string_view from, size_t limit, std::vector<std::string>* keys,
+                     std::string* next) {
+  next->clear();
+  std::vector<std::pair<std::string, std::string>> pairs;
+  // One more than asked: its key is where the next call starts.
+  const size_t n = store_.Range(from, limit + 1, &pairs);
+  const int64_t now = now_ms_();
+  for (size_t i = 0; i < n && i < limit; ++i) {
+    Item item;
+    const bool live = item_codec::Decode(pairs[i].second, &item) &&
+                      !(item.expiry_ms != 0 && item.expiry_ms <= now);
+    if (live) keys->push_back(std::move(pairs[i].first));
+  }
+  if (n > limit) *next = std::move(pairs[limit].first);
+}
+
+Status Items::Flush(int64_t delay_ms) {
+  Stats::Add(stats_.cmd_flush);
+  if (delay_ms > 0) {
+    flush_at_ms_.store(now_ms_() + delay_ms);
+    return Status::OK();
+  }
+  flush_at_ms_.store(0);
+  return store_.RemoveAll();
+}
+
+Status Items::MaybeFlush() {
+  int64_t at = flush_at_ms_.load(std::memory_order_relaxed);
+  if (at == 0 || at > now_ms_()) return Status::OK();
+  // One request runs the flush; the others go on (they may see items the
+  // flush has not reached yet).
+  if (!flush_at_ms_.compare_exchange_strong(at, 0)) return Status::OK();
+  return store_.RemoveAll();
+}
+
+}  // namespace pmindex::server

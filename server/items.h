@@ -1,0 +1,145 @@
+// The item layer, shared by both protocols: what pmserver keeps under a
+// key is an item (data, memcached's 32-bit client flags, an expiry time),
+// encoded into one Store value (docs/server.md "Value encoding"):
+//
+//   byte 0        0x50 | bit 0: flags follow | bit 1: expiry follows
+//   [4 bytes]     flags, little endian              (if bit 0)
+//   [8 bytes]     expiry, unix time in ms, little endian, > 0  (if bit 1)
+//   rest          the data
+//
+// An item whose expiry is at or before now is expired: every read treats
+// it as absent and removes it lazily (only that version of it). Both
+// protocols see the same items: a key set over RESP reads over memcached
+// with flags 0, and the other way round.
+//
+// Durability: every method that changes an item returns only after its
+// Store call returned, i.e. after the change is durable.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/stats.h"
+#include "server/store.h"
+
+namespace pmindex::server {
+
+struct Item {
+  std::string data;
+  uint32_t flags = 0;
+  int64_t expiry_ms = 0;  // unix time in ms; 0: never expires
+  uint64_t version = 0;   // the store's version: memcached's cas unique
+};
+
+namespace item_codec {
+inline constexpr uint8_t kTag = 0x50;
+inline constexpr uint8_t kHasFlags = 0x01;
+inline constexpr uint8_t kHasExpiry = 0x02;
+inline constexpr size_t kMaxHeaderBytes = 1 + 4 + 8;
+// Appends the encoding of an item to *out.
+void Encode(std::string_view data, uint32_t flags, int64_t expiry_ms, std::string* out);
+// Returns false if `stored` is not an item's encoding (then *out is
+// unspecified).
+bool Decode(std::string_view stored, Item* out);
+}  // namespace item_codec
+
+// What an item operation did (each protocol words it its own way).
+enum class ItemOutcome : uint8_t {
+  kDone,        // stored / deleted / touched / incremented
+  kNotStored,   // add: present; replace, append, prepend: absent
+  kExists,      // cas: the item changed since the client read it
+  kNotFound,    // absent or expired
+  kNotNumeric,  // incr/decr of a value that is not a number
+  kOverflow,    // signed increment out of range (RESP)
+};
+
+enum class StoreMode : uint8_t { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
+
+// Unix time in milliseconds (std::chrono::system_clock).
+int64_t WallClockMs();
+
+class Items {
+ public:
+  using Clock = std::function<int64_t()>;
+  // `store` and `stats` must outlive this object.
+  Items(Store& store, Stats& stats, Clock now_ms = WallClockMs);
+
+  size_t max_key_bytes() const { return store_.max_key_bytes(); }
+  // The largest data one item holds: the store's value limit less the
+  // largest header, whatever the item's header needs.
+  size_t max_data_bytes() const { return store_.max_value_bytes() - item_codec::kMaxHeaderBytes; }
+  int64_t NowMs() const { return now_ms_(); }
+  Stats& stats() { return stats_; }
+
+  // The live item, or NotFound (counted as a hit or a miss). An item the
+  // store holds in an unknown encoding is Corruption.
+  [[nodiscard]] Result<Item> Get(std::string_view key);
+  // The memcached storage commands (and RESP SET with mode kSet, kAdd for
+  // NX, kReplace for XX). `cas` is used by kCas only; append and prepend
+  // keep the item's flags and expiry.
+  [[nodiscard]] Result<ItemOutcome> Write(StoreMode mode, std::string_view key,
+                                          std::string_view data, uint32_t flags,
+                                          int64_t expiry_ms, uint64_t cas = 0);
+  // Writes all pairs atomically, without flags or expiry (RESP MSET).
+  [[nodiscard]] Status StoreMany(
+      const std::vector<std::pair<std::string_view, std::string_view>>& pairs);
+  // kDone or kNotFound.
+  [[nodiscard]] Result<ItemOutcome> Delete(std::string_view key);
+  // kDone or kNotFound; sets the expiry, keeps data and flags.
+  [[nodiscard]] Result<ItemOutcome> Touch(std::string_view key, int64_t expiry_ms);
+  // memcached incr/decr: the data must be a decimal uint64; incr wraps at
+  // 2^64, decr stops at 0. kDone with *result set, kNotFound, kNotNumeric.
+  [[nodiscard]] Result<ItemOutcome> IncrDecr(std::string_view key, uint64_t delta, bool incr,
+                                             uint64_t* result);
+  // RESP INCRBY: an absent item counts as 0 (and is created without
+  // expiry); the data must be a decimal int64. kDone with *result set,
+  // kNotNumeric, kOverflow. Keeps flags and expiry.
+  [[nodiscard]] Result<ItemOutcome> IncrBy(std::string_view key, int64_t delta, int64_t* result);
+  // Up to `limit` live keys >= from, in bytewise order, examining at most
+  // `limit` stored keys; *next is the key to continue from, or empty when
+  // the store has no more keys.
+  void ScanKeys(std::string_view from, size_t limit, std::vector<std::string>* keys,
+                std::string* next);
+  // Removes every item now (delay_ms <= 0), or at the first request after
+  // delay_ms, the items written until then included (memcached
+  // flush_all). A pending delayed flush is not durable.
+  [[nodiscard]] Status Flush(int64_t delay_ms);
+  StoreInfo Info() { return store_.Info(); }
+
+ private:
+  // One step of a read-modify-write: the outcome to report, and what to
+  // write if the outcome is kDone.
+  struct Change {
+    ItemOutcome outcome = ItemOutcome::kDone;
+    enum class Kind : uint8_t { kNone, kPut, kRemove } kind = Kind::kNone;
+    std::string value;  // encoded, for kPut
+  };
+  // Reads the key, asks `decide` (given the live item or nullptr) what to
+  // do, and applies it conditionally on the version read; repeats if the
+  // key changed meanwhile. Expired items are passed as nullptr.
+  [[nodiscard]] Result<ItemOutcome> Modify(std::string_view key,
+                                           const std::function<Change(const Item*)>& decide);
+  // Reads and decodes the key. *present: the store holds the key (live
+  // or expired); the Item is returned only if live.
+  [[nodiscard]] Result<std::optional<Item>> Read(std::string_view key, bool* present,
+                                                 uint64_t* version);
+  bool Expired(const Item& item) const {
+    return item.expiry_ms != 0 && item.expiry_ms <= now_ms_();
+  }
+  // Runs a delayed flush whose time has come.
+  [[nodiscard]] Status MaybeFlush();
+
+  Store& store_;
+  Stats& stats_;
+  Clock now_ms_;
+  std::atomic<int64_t> flush_at_ms_{0};  // 0: no delayed flush pending
+};
+
+}  // namespace pmindex::server

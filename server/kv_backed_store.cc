@@ -1,0 +1,118 @@
+#include "server/kv_backed_store.h"
+
+namespace pmindex::server {
+
+namespace {
+bool IsAborted(const Status& s) { return s.code() == Status::Code::kAborted; }
+
+// The smallest key after `key` among keys of at most `max` bytes; false
+// if there is none (key is max bytes of 0xff).
+bool Successor(std::string* key, size_t max) {
+  if (key->size() < max) {
+    key->push_back('\0');
+    return true;
+  }
+  while (!key->empty() && static_cast<unsigned char>(key->back()) == 0xff) key->pop_back();
+  if (key->empty()) return false;
+  key->back() = static_cast<char>(static_cast<unsigned char>(key->back()) + 1);
+  return true;
+}
+}  // namespace
+
+Result<StoredValue> KvBackedStore::Get(std::string_view key) {
+  Result<VersionedValue> r = kv_.GetVersioned(key);
+  if (!r.ok()) return r.status();
+  return StoredValue{std::move(r->value), r->version};
+}
+
+Status KvBackedStore::Put(std::string_view key, std::string_view value) {
+  return kv_.Put(key, value);
+}
+
+Status KvBackedStore::PutMany(
+    const std::vector<std::pair<std::string_view, std::string_view>>& pairs) {
+  for (;;) {
+    std::unique_ptr<Transaction> tx = kv_.Begin();
+    for (const auto& [k, v] : pairs) PMINDEX_RETURN_IF_ERROR(tx->Put(k, v));
+    Status s = tx->Commit();
+    if (!IsAborted(s)) return s;
+  }
+}
+
+Result<WriteOutcome> KvBackedStore::PutIfAbsent(std::string_view key, std::string_view value) {
+  Status s = kv_.PutIfAbsent(key, value);
+  if (s.ok()) return WriteOutcome::kDone;
+  if (s.is_already_exists()) return WriteOutcome::kPresent;
+  return s;
+}
+
+Result<WriteOutcome> KvBackedStore::PutIfVersion(std::string_view key, std::string_view value,
+                                                 uint64_t version) {
+  Status s = kv_.PutIfVersion(key, value, version);
+  if (s.ok()) return WriteOutcome::kDone;
+  if (s.is_not_found()) return WriteOutcome::kAbsent;
+  if (IsAborted(s)) return WriteOutcome::kChanged;
+  return s;
+}
+
+Result<WriteOutcome> KvBackedStore::Remove(std::string_view key) {
+  Status s = kv_.Remove(key);
+  if (s.ok()) return WriteOutcome::kDone;
+  if (s.is_not_found()) return WriteOutcome::kAbsent;
+  return s;
+}
+
+Result<WriteOutcome> KvBackedStore::RemoveIfVersion(std::string_view key, uint64_t version) {
+  for (;;) {
+    // The snapshot is taken before the version is read: if the version
+    // read was committed after the snapshot, the transaction's Remove sees
+    // an older state and its commit aborts (first committer wins), and the
+    // next round takes a later snapshot. So a commit removes exactly
+    // `version`.
+    std::unique_ptr<Transaction> tx = kv_.Begin();
+    Result<VersionedValue> cur = kv_.GetVersioned(key);
+    if (!cur.ok()) {
+      if (cur.status().is_not_found()) return WriteOutcome::kAbsent;
+      return cur.status();
+    }
+    if (cur->version != version) return WriteOutcome::kChanged;
+    Status s = tx->Remove(key);
+    if (s.ok()) s = tx->Commit();
+    if (s.ok()) return WriteOutcome::kDone;
+    // NotFound: the key was created after the snapshot; Aborted: it
+    // changed after it. Either way, look again.
+    if (!s.is_not_found() && !IsAborted(s)) return s;
+  }
+}
+
+size_t KvBackedStore::Range(std::string_view from, size_t limit,
+                            std::vector<std::pair<std::string, std::string>>* out) {
+  return kv_.Range(from, std::nullopt, limit, out);
+}
+
+Status KvBackedStore::RemoveAll() {
+  std::string from;
+  std::vector<std::pair<std::string, std::string>> batch;
+  for (;;) {
+    batch.clear();
+    if (kv_.Range(from, std::nullopt, 1024, &batch) == 0) return Status::OK();
+    for (const auto& kv : batch) {
+      Status s = kv_.Remove(kv.first);
+      if (!s.ok() && !s.is_not_found()) return s;
+    }
+    // Past the last key of the batch: keys written behind the walk stay.
+    from = batch.back().first;
+    if (!Successor(&from, KvStore::kMaxKeyBytes)) return Status::OK();
+  }
+}
+
+StoreInfo KvBackedStore::Info() {
+  const KvStats s = kv_.Stats();
+  StoreInfo info;
+  info.keys = s.keys;
+  info.pm_bytes = s.pm_bytes;
+  info.engine = "kvstore " + std::string(kv_.index_kind());
+  return info;
+}
+
+}  // namespace pmindex::server

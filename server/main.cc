@@ -1,0 +1,145 @@
+// pmserver: a memcached-protocol and RESP (Redis protocol) server over a
+// pmindex::KvStore in a pool file (docs/server.md).
+//
+// Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 1 if the store
+// cannot be opened or created or does not close cleanly, 2 for a usage
+// error or a port that cannot be bound.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "pmindex/kv.h"
+#include "pmindex/version.h"
+#include "server/items.h"
+#include "server/kv_backed_store.h"
+#include "server/server.h"
+
+namespace {
+
+using pmindex::server::Server;
+
+// "11211", "0" (off) or "auto" (a free port) to a Server port.
+bool ParsePort(const std::string& s, int* port) {
+  if (s == "auto") {
+    *port = Server::kPortAuto;
+    return true;
+  }
+  try {
+    size_t used = 0;
+    const int p = std::stoi(s, &used);
+    if (used != s.size() || p < 0 || p > 65535) return false;
+    *port = p;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pmserver: memcached text protocol and RESP over a pmindex key-value store"};
+  std::string pool;
+  std::string create;
+  uint64_t pool_size_mb = 64;
+  std::string memcached_port = "11211";
+  std::string resp_port = "6379";
+  Server::Options opts;
+  opts.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  app.add_option("--pool", pool, "the store's pool file (opened, and recovered after a crash)")
+      ->required();
+  app.add_option("--create", create,
+                 "if the pool file does not exist, create it over this index kind, "
+                 "KIND or KIND:OPTIONS (e.g. lbtree or lbtree:node=256)");
+  app.add_option("--pool-size-mb", pool_size_mb,
+                 "size of a new pool's first file in MiB (it grows by segments)")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 1 << 20));
+  app.add_option("--memcached-port", memcached_port,
+                 "memcached text protocol port: a number, 0 = off, auto = a free port")
+      ->capture_default_str();
+  app.add_option("--resp-port", resp_port, "RESP (Redis protocol) port: a number, 0 = off, auto")
+      ->capture_default_str();
+  app.add_option("--bind", opts.bind, "address to listen on")->capture_default_str();
+  app.add_option("--threads", opts.threads, "event-loop threads (default: the number of CPUs)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--max-connections", opts.max_connections,
+                 "connections served at once; more are refused with an error line")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--shutdown-grace-ms", opts.shutdown_grace_ms,
+                 "on SIGINT/SIGTERM, how long connections may take to send their last replies")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600 * 1000));
+  app.set_version_flag("--version", std::string("pmserver ") + PMINDEX_VERSION_STRING);
+  CLI11_PARSE(app, argc, argv);
+  if (!ParsePort(memcached_port, &opts.memcached_port) || !ParsePort(resp_port, &opts.resp_port)) {
+    std::fprintf(stderr, "pmserver: a port is a number from 0 (off) to 65535, or auto\n");
+    return 2;
+  }
+  opts.stop_on_signals = true;
+
+  pmindex::Result<std::unique_ptr<pmindex::KvStore>> kv =
+      pmindex::Status::NotFound("no pool");
+  std::error_code ec;
+  if (!create.empty() && !std::filesystem::exists(pool, ec)) {
+    const size_t colon = create.find(':');
+    pmindex::DbOptions db_options;
+    db_options.size = pool_size_mb << 20;
+    kv = pmindex::KvStore::Create(pool, create.substr(0, colon),
+                                  colon == std::string::npos ? "" : create.substr(colon + 1),
+                                  db_options);
+  } else {
+    kv = pmindex::KvStore::Open(pool);
+  }
+  if (!kv.ok()) {
+    std::fprintf(stderr, "pmserver: %s: %s\n", pool.c_str(), kv.status().ToString().c_str());
+    return 1;
+  }
+
+  pmindex::server::Stats stats;
+  stats.start_ms = pmindex::server::WallClockMs();
+  pmindex::server::KvBackedStore store(*kv.value());
+  pmindex::server::Items items(store, stats);
+  {
+    Server server(items, opts);
+    pmindex::Status s = server.Listen();
+    if (!s.ok()) {
+      std::fprintf(stderr, "pmserver: %s\n", s.ToString().c_str());
+      pmindex::IgnoreError(kv.value()->Close(), "the listen error is the one reported");
+      return 2;
+    }
+    // The ports actually bound ("auto" included), for scripts and tests.
+    if (int p = server.port(Server::Wire::kMemcached))
+      std::printf("pmserver: memcached on %s:%d\n", opts.bind.c_str(), p);
+    if (int p = server.port(Server::Wire::kResp))
+      std::printf("pmserver: resp on %s:%d\n", opts.bind.c_str(), p);
+    std::printf("pmserver: ready (kvstore %s, %d threads)\n",
+                std::string(kv.value()->index_kind()).c_str(), opts.threads);
+    std::fflush(stdout);
+    server.Run();
+    // Destroying the server restores the default action of SIGINT and
+    // SIGTERM; a second signal during the store's Close must not kill the
+    // process, so they stay blocked (and are dropped) until exit. Run has
+    // joined every other thread.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  }
+  pmindex::Status s = kv.value()->Close();
+  if (!s.ok()) {
+    std::fprintf(stderr, "pmserver: close: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("pmserver: stopped, store closed\n");
+  return 0;
+}

@@ -1,0 +1,309 @@
+#include "server/server.h"
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "asio.hpp"
+#include "server/memcache_protocol.h"
+#include "server/resp_protocol.h"
+
+namespace pmindex::server {
+
+using asio::ip::tcp;
+
+namespace {
+// Bytes asked of the socket per read.
+constexpr size_t kReadChunk = 64 * 1024;
+}  // namespace
+
+// One listening socket and the protocol it serves.
+struct Listener {
+  Listener(asio::io_context& io, Server::Wire p) : acceptor(io), retry(io), protocol(p) {}
+  tcp::acceptor acceptor;
+  asio::steady_timer retry;  // after an accept error (out of file descriptors)
+  Server::Wire protocol;
+  int port = 0;
+};
+
+struct Server::Impl {
+  Impl(Server& s, Items& i, Options o)
+      : self(s), items(i), options(std::move(o)), strand(asio::make_strand(io)),
+        grace(strand), signals(strand) {}
+  ~Impl() {
+    std::lock_guard<std::mutex> lock(mu);
+    destroying = true;
+  }
+
+  void Accept(Listener& l);
+  void StopOnStrand();
+  // Session bookkeeping (any thread).
+  bool Register(Session* s);
+  void Unregister(Session* s);
+
+  // Declared first, destroyed last: destroying `io` destroys the pending
+  // handlers, and with them the sessions, which unregister here.
+  std::mutex mu;  // guards sessions, stopping and destroying
+  std::unordered_set<Session*> sessions;
+  bool stopping = false;
+  bool destroying = false;
+
+  Server& self;
+  Items& items;
+  Options options;
+  asio::io_context io;
+  // Server-level objects (listeners, timers, signals) are used on this
+  // strand only.
+  asio::strand<asio::io_context::executor_type> strand;
+  std::vector<std::unique_ptr<Listener>> listeners;
+  asio::steady_timer grace;
+  asio::signal_set signals;
+  bool stopping_on_strand = false;
+};
+
+// One connection. Every member function runs on the socket's strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server::Impl& server, tcp::socket socket, std::unique_ptr<Protocol> protocol)
+      : server_(server), socket_(std::move(socket)), protocol_(std::move(protocol)) {}
+  ~Session() { server_.Unregister(this); }
+
+  void Start() { Read(); }
+  // Ends the session after the requests it has read: a pending read is
+  // cancelled (so the read handler closes), a pending write completes.
+  void Drain() {
+    draining_ = true;
+    if (!writing_) {
+      asio::error_code ec;
+      socket_.cancel(ec);
+    }
+  }
+  // Drops the connection now (the grace period is over).
+  void Abort() {
+    asio::error_code ec;
+    socket_.close(ec);
+  }
+  tcp::socket& socket() { return socket_; }
+
+ private:
+  void Read() {
+    if (draining_) return;  // the session ends when the last handler returns
+    const size_t old = in_.size();
+    in_.resize(old + kReadChunk);
+    socket_.async_read_some(
+        asio::buffer(in_.data() + old, kReadChunk),
+        [self = shared_from_this(), old](const asio::error_code& ec, size_t n) {
+          self->in_.resize(old + n);
+          self->OnRead(ec, n);
+        });
+  }
+
+  void OnRead(const asio::error_code& ec, size_t n) {
+    Stats::Add(server_.items.stats().bytes_read, n);
+    Process(ec);
+  }
+
+  // Runs what the input holds, then writes the replies, or reads more if
+  // there are none. An error or end of input (`ec`) ends the session once
+  // the input is used up; an incomplete request at its end is dropped
+  // (nothing of it ran).
+  void Process(const asio::error_code& ec) {
+    if (!in_.empty()) {
+      const size_t used = protocol_->Consume(in_, &out_);
+      in_.erase(0, used);
+    }
+    if (!out_.empty()) return Write();
+    if (ec || protocol_->close_requested()) return Close();
+    Read();
+  }
+
+  void Write() {
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](const asio::error_code& ec, size_t n) {
+                        self->writing_ = false;
+                        Stats::Add(self->server_.items.stats().bytes_written, n);
+                        self->out_.clear();
+                        if (ec || self->protocol_->close_requested()) return self->Close();
+                        // Requests left by the reply budget run before the
+                        // next read (also when draining: they were read).
+                        self->Process({});
+                      });
+  }
+
+  void Close() {
+    asio::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  Server::Impl& server_;
+  tcp::socket socket_;
+  std::unique_ptr<Protocol> protocol_;
+  std::string in_;   // received, not yet consumed
+  std::string out_;  // replies being written
+  bool writing_ = false;
+  bool draining_ = false;
+};
+
+bool Server::Impl::Register(Session* s) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (stopping) return false;
+  sessions.insert(s);
+  return true;
+}
+
+void Server::Impl::Unregister(Session* s) {
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (sessions.erase(s) == 0) return;
+    last = stopping && sessions.empty() && !destroying;
+  }
+  Stats::Add(items.stats().curr_connections, static_cast<uint64_t>(-1));
+  // The last session of a shutdown: nothing is left to wait for.
+  if (last) asio::post(strand, [this] { grace.cancel(); });
+}
+
+void Server::Impl::Accept(Listener& l) {
+  // The new socket gets a strand of its own; this handler runs on the
+  // server's strand, as everything that touches the listeners.
+  l.acceptor.async_accept(asio::make_strand(io), asio::bind_executor(strand, [this, &l](
+                                                     const asio::error_code& ec,
+                                                     tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !l.acceptor.is_open()) return;
+    if (ec) {
+      // Typically EMFILE: try again shortly rather than spin or give up.
+      l.retry.expires_after(std::chrono::milliseconds(100));
+      l.retry.async_wait(asio::bind_executor(strand, [this, &l](const asio::error_code& e) {
+        if (!e && l.acceptor.is_open()) Accept(l);
+      }));
+      return;
+    }
+    Stats& stats = items.stats();
+    if (Stats::Read(stats.curr_connections) >= options.max_connections) {
+      Stats::Add(stats.rejected_connections);
+      const std::string_view msg = l.protocol == Server::Wire::kMemcached
+                                       ? "SERVER_ERROR too many open connections\r\n"
+                                       : "-ERR max number of clients reached\r\n";
+      asio::error_code ignored;
+      socket.non_blocking(true, ignored);
+      socket.write_some(asio::buffer(msg), ignored);  // a fresh socket's buffer takes it
+      socket.close(ignored);
+      return Accept(l);
+    }
+    asio::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::unique_ptr<Protocol> protocol;
+    if (l.protocol == Server::Wire::kMemcached) {
+      protocol = std::make_unique<MemcacheProtocol>(items);
+    } else {
+      protocol = std::make_unique<RespProtocol>(items);
+    }
+    auto session = std::make_shared<Session>(*this, std::move(socket), std::move(protocol));
+    if (Register(session.get())) {
+      Stats::Add(stats.curr_connections);
+      Stats::Add(stats.total_connections);
+      asio::post(session->socket().get_executor(), [session] { session->Start(); });
+    }
+    Accept(l);
+  }));
+}
+
+void Server::Impl::StopOnStrand() {
+  if (stopping_on_strand) return;
+  stopping_on_strand = true;
+  asio::error_code ignored;
+  signals.cancel(ignored);
+  for (auto& l : listeners) {
+    l->acceptor.close(ignored);
+    l->retry.cancel();
+  }
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+    for (Session* s : sessions) {
+      // A session whose last reference is going away is ending already.
+      if (auto p = s->weak_from_this().lock()) live.push_back(std::move(p));
+    }
+  }
+  if (live.empty()) return;
+  for (auto& s : live) asio::post(s->socket().get_executor(), [s] { s->Drain(); });
+  grace.expires_after(std::chrono::milliseconds(options.shutdown_grace_ms));
+  grace.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;  // cancelled: every session ended in time
+    std::lock_guard<std::mutex> lock(mu);
+    for (Session* s : sessions) {
+      if (auto p = s->weak_from_this().lock())
+        asio::post(p->socket().get_executor(), [p] { p->Abort(); });
+    }
+  });
+}
+
+Server::Server(Items& items, Options options)
+    : impl_(std::make_unique<Impl>(*this, items, std::move(options))) {}
+
+Server::~Server() = default;
+
+Status Server::Listen() {
+  asio::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(impl_->options.bind, ec);
+  if (ec) return Status::InvalidArgument("bad bind address '" + impl_->options.bind + "'");
+  const std::pair<Wire, int> wanted[] = {{Wire::kMemcached, impl_->options.memcached_port},
+                                             {Wire::kResp, impl_->options.resp_port}};
+  for (const auto& [protocol, port] : wanted) {
+    if (port == kPortOff) continue;
+    if (port < kPortAuto || port > 65535) return Status::InvalidArgument("bad port");
+    auto l = std::make_unique<Listener>(impl_->io, protocol);
+    const tcp::endpoint endpoint(address, static_cast<uint16_t>(port == kPortAuto ? 0 : port));
+    l->acceptor.open(endpoint.protocol(), ec);
+    if (!ec) l->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) l->acceptor.bind(endpoint, ec);
+    if (!ec) l->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Status::IOError("cannot listen on " + impl_->options.bind + ":" +
+                             std::to_string(endpoint.port()) + ": " + ec.message());
+    }
+    l->port = l->acceptor.local_endpoint().port();
+    impl_->listeners.push_back(std::move(l));
+  }
+  if (impl_->listeners.empty()) return Status::InvalidArgument("every protocol's port is off");
+  // Nothing runs yet, so the strand's objects may be used here. The
+  // signal handlers are installed now, before the caller announces the
+  // ports: a signal from then on stops the server cleanly.
+  Impl& impl = *impl_;
+  for (auto& l : impl.listeners) impl.Accept(*l);
+  if (impl.options.stop_on_signals) {
+    impl.signals.add(SIGINT, ec);
+    if (!ec) impl.signals.add(SIGTERM, ec);
+    if (ec) return Status::IOError("cannot handle SIGINT/SIGTERM: " + ec.message());
+    impl.signals.async_wait([&impl](const asio::error_code& e, int) {
+      if (!e) impl.StopOnStrand();
+    });
+  }
+  return Status::OK();
+}
+
+int Server::port(Wire p) const {
+  for (const auto& l : impl_->listeners)
+    if (l->protocol == p) return l->port;
+  return 0;
+}
+
+void Server::Run() {
+  Impl& impl = *impl_;
+  impl.items.stats().threads = impl.options.threads;
+  std::vector<std::thread> threads;
+  for (int i = 1; i < impl.options.threads; ++i) threads.emplace_back([&impl] { impl.io.run(); });
+  impl.io.run();
+  for (auto& t : threads) t.join();
+}
+
+void Server::Stop() {
+  asio::post(impl_->strand, [impl = impl_.get()] { impl->StopOnStrand(); });
+}
+
+}  // namespace pmindex::server

@@ -1,0 +1,95 @@
+// The storage seam of pmserver: the few operations the protocols need,
+// over byte-string keys and values with versions.
+//
+// The one production implementation is KvBackedStore (kv_backed_store.h),
+// over pmindex::KvStore; tests also run the protocols over a std::map
+// (tests/server/map_store.h). Everything above this interface (expiry,
+// flags, counters, the wire protocols) is shared by both, so what the
+// tests exercise is what ships.
+//
+// Contract, for every implementation:
+// - Keys are 1 to max_key_bytes() bytes, values 0 to max_value_bytes()
+//   bytes; callers check the sizes before calling (a violation is an
+//   error Status, never a crash).
+// - Every call may run from any number of threads at once and is
+//   linearizable. A call that changes the store returns only after the
+//   change is durable (for KvBackedStore: after KvStore's persist point),
+//   so a protocol may acknowledge a write as soon as the call returns.
+// - A key's version changes with every write of the key; a version is
+//   never 0. The conditional writes compare against it (memcached "cas").
+// - Outcomes that are part of the operation (absent, present, changed)
+//   are a WriteOutcome; a Status error means the store failed (OutOfSpace,
+//   IOError, closed) and nothing changed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pmindex/status.h"
+
+namespace pmindex::server {
+
+// A stored value with its version (memcached's "cas unique").
+struct StoredValue {
+  std::string value;
+  uint64_t version = 0;
+};
+
+// What a conditional write did.
+enum class WriteOutcome : uint8_t {
+  kDone,     // written (or removed)
+  kAbsent,   // the key is absent: nothing changed
+  kPresent,  // PutIfAbsent: the key is present: nothing changed
+  kChanged,  // the key's version is not the one given: nothing changed
+};
+
+struct StoreInfo {
+  uint64_t keys = 0;      // keys stored (expired items not yet removed included)
+  std::string engine;     // e.g. "kvstore lbtree", "map (test)"
+  uint64_t pm_bytes = 0;  // bytes of persistent memory in use (0: none)
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual size_t max_key_bytes() const = 0;
+  virtual size_t max_value_bytes() const = 0;
+
+  // The key's value and version, or NotFound.
+  [[nodiscard]] virtual Result<StoredValue> Get(std::string_view key) = 0;
+  // Inserts or replaces.
+  [[nodiscard]] virtual Status Put(std::string_view key, std::string_view value) = 0;
+  // Writes every pair atomically (all or none; a later pair wins over an
+  // earlier one with the same key).
+  [[nodiscard]] virtual Status PutMany(
+      const std::vector<std::pair<std::string_view, std::string_view>>& pairs) = 0;
+  // kDone, or kPresent if the key exists.
+  [[nodiscard]] virtual Result<WriteOutcome> PutIfAbsent(std::string_view key,
+                                                         std::string_view value) = 0;
+  // kDone iff the key's version is `version`; else kAbsent or kChanged.
+  [[nodiscard]] virtual Result<WriteOutcome> PutIfVersion(std::string_view key,
+                                                          std::string_view value,
+                                                          uint64_t version) = 0;
+  // kDone or kAbsent.
+  [[nodiscard]] virtual Result<WriteOutcome> Remove(std::string_view key) = 0;
+  // Removes the key iff its version is `version`: kDone, kAbsent or
+  // kChanged (lazy removal of an expired item must not remove a newer
+  // value written meanwhile).
+  [[nodiscard]] virtual Result<WriteOutcome> RemoveIfVersion(std::string_view key,
+                                                             uint64_t version) = 0;
+  // Appends up to `limit` pairs with key >= from, in bytewise key order,
+  // read at one moment; returns how many.
+  virtual size_t Range(std::string_view from, size_t limit,
+                       std::vector<std::pair<std::string, std::string>>* out) = 0;
+  // Removes every key. Not atomic: a write that runs concurrently may
+  // survive it.
+  [[nodiscard]] virtual Status RemoveAll() = 0;
+  virtual StoreInfo Info() = 0;
+};
+
+}  // namespace pmindex::server

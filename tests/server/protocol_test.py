@@ -1,0 +1,504 @@
+#!/usr/bin/env python3
+"""Protocol tests of the real pmserver binary over the real KvStore, driven
+by real clients: pymemcache (memcached text protocol) and redis-py (RESP),
+plus raw sockets for what clients never send (garbage, cut-off requests).
+
+Usage: protocol_test.py --server PATH/pmserver --workdir DIR [-k NAME]
+
+Each test starts pmserver on free ports ("auto") over a pool in DIR and
+stops it. The last lines are "N passed, N failed"; the exit status is 0
+only if every test passed. Registered in ctest as server_protocol
+(tests/CMakeLists.txt).
+"""
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+try:
+    import pymemcache
+    import redis
+    from pymemcache.client.base import Client as McClient
+    from pymemcache.exceptions import MemcacheServerError
+except ImportError as e:  # pragma: no cover
+    print(f"server_protocol: missing Python package ({e}): run scripts/deps.sh BUILD_DIR "
+          "(it installs tests/server/requirements.txt into BUILD_DIR/.venv)", file=sys.stderr)
+    sys.exit(1)
+
+MAX_DATA = (1 << 20) - 13  # KvStore::kMaxValueBytes less the largest item header
+
+
+class Server:
+    """One pmserver process on free ports over `pool`."""
+
+    def __init__(self, binary, pool, threads=2, create=True, extra=()):
+        args = [binary, "--pool", pool, "--memcached-port", "auto", "--resp-port", "auto",
+                "--threads", str(threads), *extra]
+        if create:
+            args += ["--create", "lbtree"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.mc_port = self.resp_port = None
+        deadline = time.time() + 30
+        lines = []
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.match(r"pmserver: (memcached|resp) on [^:]+:(\d+)", line)
+            if m:
+                if m.group(1) == "memcached":
+                    self.mc_port = int(m.group(2))
+                else:
+                    self.resp_port = int(m.group(2))
+            if line.startswith("pmserver: ready"):
+                return
+        self.proc.kill()
+        raise RuntimeError("pmserver did not start: " + "".join(lines) + self.proc.stderr.read())
+
+    def mc(self, **kw):
+        kw.setdefault("default_noreply", False)
+        kw.setdefault("connect_timeout", 5)
+        kw.setdefault("timeout", 10)
+        return McClient(("127.0.0.1", self.mc_port), **kw)
+
+    def redis(self):
+        return redis.Redis(host="127.0.0.1", port=self.resp_port, protocol=2,
+                           socket_timeout=10, socket_connect_timeout=5)
+
+    def raw(self, resp=False):
+        s = socket.create_connection(("127.0.0.1", self.resp_port if resp else self.mc_port),
+                                     timeout=10)
+        return s
+
+    def stop(self):
+        """SIGTERM; returns (exit code, stdout rest, stderr)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=30)
+        return self.proc.returncode, out, err
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+def recv_until(sock, end, limit=1 << 22):
+    """Reads until the data ends with `end` (or the peer closes)."""
+    data = b""
+    while not data.endswith(end) and len(data) < limit:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def peer_closed(sock):
+    try:
+        while True:
+            if not sock.recv(65536):
+                return True
+    except (ConnectionResetError, socket.timeout):
+        return False
+
+
+# ---------------------------------------------------------------- the tests
+# Each takes the context (binary, workdir) and asserts.
+
+def test_memcached_storage_commands(ctx):
+    with ctx.server() as s:
+        c = s.mc()
+        assert c.set("a", b"alpha", flags=5) is True
+        assert c.get("a") == b"alpha"
+        # (raw_command strips the end token.)
+        assert c.raw_command(b"get a", b"END\r\n") == b"VALUE a 5 5\r\nalpha\r\n"
+        assert c.add("a", b"x") is False and c.add("b", b"beta") is True
+        assert c.replace("nope", b"x") is False and c.replace("b", b"BETA") is True
+        assert c.append("b", b"!") is True and c.prepend("b", b"<") is True
+        assert c.get("b") == b"<BETA!"
+        assert c.get_many(["a", "missing", "b"]) == {"a": b"alpha", "b": b"<BETA!"}
+        assert c.delete("a") is True and c.delete("a") is False
+        assert c.set("n", b"10") and c.incr("n", 5) == 15 and c.decr("n", 20) == 0
+        assert c.incr("missing", 1) is None
+        assert c.touch("n", 100) is True and c.touch("missing", 1) is False
+        assert c.version().decode().startswith("0.")
+        stats = c.stats()
+        assert stats[b"cmd_get"] >= 4 and stats[b"curr_items"] >= 2, stats
+
+
+def test_memcached_cas_conflict(ctx):
+    with ctx.server() as s:
+        c1, c2 = s.mc(), s.mc()
+        c1.set("k", b"v1")
+        v, cas = c1.gets("k")
+        assert v == b"v1" and int(cas) > 0
+        _, cas2 = c2.gets("k")
+        assert cas2 == cas
+        assert c2.cas("k", b"v2", cas2) is True       # first writer wins
+        assert c1.cas("k", b"v3", cas) is False       # EXISTS
+        assert c1.get("k") == b"v2"
+        assert c1.cas("nope", b"x", cas) is None      # NOT_FOUND
+        _, cas3 = c1.gets("k")
+        assert cas3 != cas
+
+
+def test_memcached_noreply(ctx):
+    with ctx.server() as s:
+        c = s.mc(default_noreply=True)
+        for i in range(200):
+            c.set(f"nr{i}", str(i).encode())
+        c.delete("nr0")
+        c.incr("nr1", 10, noreply=True)
+        # Nothing acknowledges a noreply command, but one connection's
+        # requests run in order: once a later reply is back they all ran.
+        assert c.version()
+        check = s.mc()
+        got = check.get_many([f"nr{i}" for i in range(200)])
+        assert "nr0" not in got and got["nr1"] == b"11" and got["nr199"] == b"199", len(got)
+
+
+def test_memcached_expiry(ctx):
+    with ctx.server() as s:
+        c = s.mc()
+        now = int(time.time())
+        c.set("rel", b"r", expire=1)
+        c.set("abs", b"a", expire=now + 2)          # > 30 days: a unix time
+        c.set("never", b"n")
+        c.set("gone", b"g", expire=now - 10)        # an absolute time in the past
+        sock = s.raw()
+        sock.sendall(b"set neg 0 -1 1\r\nx\r\nget neg gone\r\n")
+        assert recv_until(sock, b"END\r\n") == b"STORED\r\nEND\r\n"
+        assert c.get("rel") == b"r" and c.get("abs") == b"a"
+        time.sleep(2.1)
+        assert c.get_many(["rel", "abs", "never"]) == {"never": b"n"}
+        assert c.add("rel", b"again") is True       # an expired item is absent for add
+
+
+def test_memcached_flush_all(ctx):
+    with ctx.server() as s:
+        c = s.mc()
+        for i in range(50):
+            c.set(f"f{i}", b"x")
+        assert c.flush_all() is True
+        assert c.get_many([f"f{i}" for i in range(50)]) == {}
+        c.set("later", b"y")
+        assert c.get("later") == b"y"
+
+
+def test_memcached_errors_and_oversize(ctx):
+    with ctx.server() as s:
+        c = s.mc()
+        try:
+            c.set("big", b"x" * (MAX_DATA + 1))
+            raise AssertionError("an oversized value was stored")
+        except MemcacheServerError as e:
+            assert "object too large for cache" in str(e), e
+        # The data was swallowed: the same connection goes on.
+        assert c.set("big", b"x" * MAX_DATA) is True
+        assert len(c.get("big")) == MAX_DATA
+        sock = s.raw()
+        sock.sendall(b"bogus command\r\nget\r\nset k notanumber 0 1\r\nz\r\nincr\r\n"
+                     b"set k 0 0 1\r\nz\r\nget k\r\n")
+        assert recv_until(sock, b"END\r\n") == (
+            b"ERROR\r\nERROR\r\nCLIENT_ERROR bad command line format\r\n"
+            b"CLIENT_ERROR bad command line format\r\nSTORED\r\nVALUE k 0 1\r\nz\r\nEND\r\n")
+        sock.sendall(b"x" * 70000)
+        assert recv_until(sock, b"\r\n") == b"CLIENT_ERROR line too long\r\n"
+        assert peer_closed(sock)
+        assert c.get("k") == b"z"  # other clients were not dropped
+
+
+def test_disconnect_mid_command(ctx):
+    with ctx.server() as s:
+        for payload, resp in [(b"set cut 0 0 100\r\nabc", False), (b"get cu", False),
+                              (b"*3\r\n$3\r\nSET\r\n$3\r\ncut\r\n$100\r\nab", True),
+                              (b"*2\r\n$3\r\nGE", True)]:
+            sock = s.raw(resp)
+            sock.sendall(payload)
+            sock.close()
+        c = s.mc()
+        assert c.get("cut") is None
+        r = s.redis()
+        assert r.ping() is True and r.get("cut") is None
+
+
+def test_resp_commands(ctx):
+    with ctx.server() as s:
+        r = s.redis()
+        assert r.ping() is True
+        key, val = b"bin\x00\r\nkey", b"\x00\xff\r\n$5\r\nval"
+        assert r.set(key, val) is True and r.get(key) == val
+        assert r.set("a", "1", nx=True) is True and r.set("a", "2", nx=True) is None
+        assert r.set("b", "1", xx=True) is None and r.set("a", "3", xx=True) is True
+        assert r.get("a") == b"3"
+        assert r.set("e", "v", ex=100) is True and 99 <= r.ttl("e") <= 100
+        assert r.set("p", "v", px=300) is True and 0 < r.pttl("p") <= 300
+        time.sleep(0.4)
+        assert r.get("p") is None and r.exists("p") == 0
+        assert r.mset({"m1": "x", "m2": "y"}) is True
+        assert r.mget(["m1", "nope", "m2"]) == [b"x", None, b"y"]
+        assert r.exists("m1", "m1", "nope") == 2
+        assert r.delete("m1", "m2", "nope") == 2
+        assert r.incr("cnt") == 1 and r.incrby("cnt", 41) == 42 and r.decr("cnt") == 41
+        try:
+            r.incr(key)
+            raise AssertionError("INCR of a non-number succeeded")
+        except redis.ResponseError as e:
+            assert "not an integer" in str(e)
+        try:
+            r.execute_command("NOSUCHCMD")
+            raise AssertionError("an unknown command succeeded")
+        except redis.ResponseError as e:
+            assert "unknown command" in str(e)
+        try:
+            r.set("toobig", b"x" * (MAX_DATA + 1))
+            raise AssertionError("an oversized value was stored")
+        except redis.ResponseError as e:
+            assert "too large" in str(e)
+        assert r.expire("a", 100) is True and r.expire("nope", 1) is False
+        info = r.info()
+        assert info["server"] == "pmserver" and "curr_items" in info, info
+        assert r.dbsize() == len(list(r.scan_iter(count=3)))
+        p = r.pipeline(transaction=False)
+        for i in range(100):
+            p.set(f"pipe{i}", i)
+        p.get("pipe99")
+        assert p.execute()[-1] == b"99"
+        assert r.flushdb() is True and r.dbsize() == 0
+        # Inline commands (a terminal, telnet).
+        sock = s.raw(resp=True)
+        sock.sendall(b"SET inline 42\r\nGET inline\r\nPING\r\n")
+        assert recv_until(sock, b"PONG\r\n") == b"+OK\r\n$2\r\n42\r\n+PONG\r\n"
+
+
+def test_resp_scan(ctx):
+    with ctx.server() as s:
+        r = s.redis()
+        keys = {f"user:{i}".encode() for i in range(120)} | {f"item:{i}".encode() for i in range(30)}
+        keys.add(b"\x00binary\xff")
+        r.mset({k: b"v" for k in keys})
+        seen = list(r.scan_iter(count=7))
+        assert sorted(seen) == sorted(keys) and len(seen) == len(keys)
+        users = set(r.scan_iter(match="user:1*", count=50))
+        assert users == {k for k in keys if k.startswith(b"user:1")}
+        cursor, page = r.scan(0, count=10)
+        assert cursor != 0 and len(page) == 10 and page == sorted(page)
+
+
+def test_many_connections(ctx):
+    with ctx.server(threads=2) as s:
+        socks = []
+        for i in range(300):
+            sock = s.raw(resp=i % 2 == 1)
+            socks.append(sock)
+        for i, sock in enumerate(socks):
+            if i % 2:
+                sock.sendall(f"SET conn{i} {i}\r\n".encode())
+            else:
+                sock.sendall(f"set conn{i} 0 0 {len(str(i))}\r\n{i}\r\n".encode())
+        for i, sock in enumerate(socks):
+            want = b"+OK\r\n" if i % 2 else b"STORED\r\n"
+            assert recv_until(sock, b"\r\n") == want, i
+        c = s.mc()
+        assert c.stats()[b"curr_connections"] >= 300
+        got = c.get_many([f"conn{i}" for i in range(300)])
+        assert len(got) == 300 and got["conn299"] == b"299"
+        for sock in socks:
+            sock.close()
+
+
+def test_sigterm_closes_cleanly_and_data_survives(ctx):
+    pool = ctx.pool("clean")
+    s = Server(ctx.binary, pool)
+    c = s.mc()
+    for i in range(100):
+        c.set(f"k{i}", f"v{i}".encode(), expire=0)
+    # A client in the middle of a pipeline at shutdown gets its replies:
+    # once the first reply is back the server has read the whole pipeline
+    # (one small segment), and SIGTERM lets it finish.
+    sock = s.raw()
+    sock.sendall(b"".join(f"set p{i} 0 0 1\r\nx\r\n".encode() for i in range(50)))
+    replies = recv_until(sock, b"STORED\r\n")
+    s.proc.send_signal(signal.SIGTERM)
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        replies += chunk
+    assert replies == b"STORED\r\n" * 50, replies
+    code, out, err = s.stop()
+    assert code == 0, (code, out, err)
+    assert "store closed" in out, out
+    s = Server(ctx.binary, pool, create=False)
+    try:
+        got = s.mc().get_many([f"k{i}" for i in range(100)] + [f"p{i}" for i in range(50)])
+        assert len(got) == 150 and got["k7"] == b"v7" and got["p49"] == b"x"
+    finally:
+        assert s.stop()[0] == 0
+
+
+def acked_writes_survive(ctx, name, stop_server):
+    """Six client threads write over both protocols and record each write
+    the server acknowledged; `stop_server(s)` ends the server under that
+    load; a new server on the same pool must hold every recorded write."""
+    pool = ctx.pool(name)
+    s = Server(ctx.binary, pool, threads=2)
+    acked = [dict() for _ in range(6)]
+    stop = threading.Event()
+
+    def writer(w):
+        rng = random.Random(w)
+        try:
+            if w % 2 == 0:
+                c = s.mc(timeout=5)
+                i = 0
+                while not stop.is_set():
+                    k, v = f"w{w}-{i}", f"{w}:{i}:" + "x" * rng.randrange(0, 2000)
+                    if c.set(k, v.encode()) is not True:
+                        return
+                    acked[w][k] = v.encode()
+                    i += 1
+            else:
+                r = s.redis()
+                i = 0
+                while not stop.is_set():
+                    # Single SETs and atomic MSETs of three keys.
+                    if i % 5 == 0:
+                        kv = {f"w{w}-{i + j}": f"{w}:{i + j}".encode() for j in range(3)}
+                        if r.mset(kv) is not True:
+                            return
+                        acked[w].update(kv)
+                        i += 3
+                    else:
+                        k, v = f"w{w}-{i}", f"{w}:{i}:" + "y" * rng.randrange(0, 2000)
+                        if r.set(k, v) is not True:
+                            return
+                        acked[w][k] = v.encode()
+                        i += 1
+        except Exception:  # the server was killed: what was acknowledged is recorded
+            return
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(2.5)
+    stop_server(s)
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    total = sum(len(a) for a in acked)
+    assert total > 100, f"only {total} writes were acknowledged before the kill"
+    s = Server(ctx.binary, pool, create=False)
+    try:
+        c = s.mc()
+        missing = []
+        for a in acked:
+            keys = list(a)
+            for i in range(0, len(keys), 100):
+                got = c.get_many(keys[i:i + 100])
+                missing += [k for k in keys[i:i + 100] if got.get(k) != a[k]]
+        assert not missing, f"{len(missing)} of {total} acknowledged writes lost, e.g. {missing[:5]}"
+        # The recovered store takes writes and cas as before.
+        assert c.set("after", b"1") is True
+        _, cas = c.gets("after")
+        assert c.cas("after", b"2", cas) is True
+        print(f"    {name}: {total} acknowledged writes, all present after the restart")
+    finally:
+        code, out, err = s.stop()
+        assert code == 0, (code, out, err)
+
+
+def test_kill9_under_load_keeps_every_acknowledged_write(ctx):
+    acked_writes_survive(ctx, "kill-9", Server.kill9)
+
+
+def test_sigterm_under_load_exits_cleanly_keeping_every_acknowledged_write(ctx):
+    def sigterm(s):
+        code, out, err = s.stop()
+        assert code == 0 and "store closed" in out, (code, out, err)
+
+    acked_writes_survive(ctx, "sigterm", sigterm)
+
+
+def test_usage_errors(ctx):
+    r = subprocess.run([ctx.binary, "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "--memcached-port" in r.stdout and "--resp-port" in r.stdout
+    r = subprocess.run([ctx.binary, "--pool", ctx.pool("none")], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1 and "pmserver:" in r.stderr, r
+    r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--create", "lbtree",
+                        "--memcached-port", "70000"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r
+
+
+# ---------------------------------------------------------------- the runner
+
+class Context:
+    def __init__(self, binary, workdir):
+        self.binary, self.workdir, self.n = binary, workdir, 0
+
+    def pool(self, name):
+        self.n += 1
+        return os.path.join(self.workdir, f"{name}-{self.n}.pool")
+
+    def server(self, threads=2):
+        ctx = self
+
+        class Running:
+            def __enter__(self):
+                self.s = Server(ctx.binary, ctx.pool("t"), threads=threads)
+                return self.s
+
+            def __exit__(self, *exc):
+                code, out, err = self.s.stop()
+                if exc[0] is None:
+                    assert code == 0, (code, out, err)
+                return False
+
+        return Running()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("-k", default="", help="run only tests whose name contains this")
+    args = ap.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    print(f"pymemcache {pymemcache.__version__}, redis-py {redis.__version__}")
+    ctx = Context(os.path.abspath(args.server), args.workdir)
+    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and args.k in n]
+    passed = failed = 0
+    start = time.time()
+    for name, fn in tests:
+        t0 = time.time()
+        try:
+            fn(ctx)
+            passed += 1
+            print(f"PASS {name} ({time.time() - t0:.1f}s)", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {name} ({time.time() - t0:.1f}s)", flush=True)
+            traceback.print_exc()
+    print(f"{time.time() - start:.1f}s")
+    print(f"{passed} passed, {failed} failed")
+    if failed == 0:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+    return 1 if failed or not tests else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

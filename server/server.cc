@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <csignal>
@@ -30,15 +31,25 @@ struct Listener {
 
 struct Server::Impl {
   Impl(Server& s, Items& i, Options o)
-      : self(s), items(i), options(std::move(o)), strand(asio::make_strand(io)),
-        grace(strand), signals(strand) {}
+      : self(s), items(i), options(std::move(o)), loops(MakeLoops(options.threads)),
+        strand(asio::make_strand(*loops[0])), grace(strand), signals(strand) {}
   ~Impl() {
     std::lock_guard<std::mutex> lock(mu);
     destroying = true;
   }
 
+  static std::vector<std::unique_ptr<asio::io_context>> MakeLoops(int threads) {
+    std::vector<std::unique_ptr<asio::io_context>> loops;
+    // One thread runs each loop.
+    for (int i = 0; i < std::max(threads, 1); ++i) loops.push_back(std::make_unique<asio::io_context>(1));
+    return loops;
+  }
   void Accept(Listener& l);
   void StopOnStrand();
+  // Lets every loop's run() return once its work is done (strand only).
+  void ReleaseLoops() {
+    for (auto& g : guards) g.reset();
+  }
   // Session bookkeeping (any thread).
   bool Register(Session* s);
   void Unregister(Session* s);
@@ -53,9 +64,17 @@ struct Server::Impl {
   Server& self;
   Items& items;
   Options options;
-  asio::io_context io;
-  // Server-level objects (listeners, timers, signals) are used on this
-  // strand only.
+  // One event loop per thread, as memcached's worker threads: a
+  // connection is given to one loop when it is accepted (round-robin) and
+  // all its handlers run on that loop's thread, so they never run at once
+  // and never move between threads.
+  std::vector<std::unique_ptr<asio::io_context>> loops;
+  // Keep the loops running while they have no connection; released when
+  // the shutdown has ended every session.
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  size_t next_loop = 0;  // strand only
+  // Server-level objects (listeners, timers, signals) live on loops[0] and
+  // are used on this strand only.
   asio::strand<asio::io_context::executor_type> strand;
   std::vector<std::unique_ptr<Listener>> listeners;
   asio::steady_timer grace;
@@ -63,7 +82,8 @@ struct Server::Impl {
   bool stopping_on_strand = false;
 };
 
-// One connection. Every member function runs on the socket's strand.
+// One connection. Every member function runs on the thread of the loop
+// that owns its socket.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Server::Impl& server, tcp::socket socket, std::unique_ptr<Protocol> protocol)
@@ -90,19 +110,25 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void Read() {
     if (draining_) return;  // the session ends when the last handler returns
-    const size_t old = in_.size();
-    in_.resize(old + kReadChunk);
-    socket_.async_read_some(
-        asio::buffer(in_.data() + old, kReadChunk),
-        [self = shared_from_this(), old](const asio::error_code& ec, size_t n) {
-          self->in_.resize(old + n);
-          self->OnRead(ec, n);
-        });
+    socket_.async_read_some(asio::buffer(chunk_.get(), kReadChunk),
+                            [self = shared_from_this()](const asio::error_code& ec, size_t n) {
+                              self->OnRead(ec, n);
+                            });
   }
 
   void OnRead(const asio::error_code& ec, size_t n) {
     Stats::Add(server_.items.stats().bytes_read, n);
-    Process(ec);
+    if (!in_.empty()) {
+      in_.append(chunk_.get(), n);
+      return Process(ec);
+    }
+    // The common case: nothing is left from earlier reads, so the requests
+    // run straight from the read buffer, and only an incomplete tail (or
+    // what the reply budget left) is kept.
+    const std::string_view got(chunk_.get(), n);
+    const size_t used = n == 0 ? 0 : protocol_->Consume(got, &out_);
+    in_.assign(got.substr(used));
+    Continue(ec);
   }
 
   // Runs what the input holds, then writes the replies, or reads more if
@@ -114,6 +140,10 @@ class Session : public std::enable_shared_from_this<Session> {
       const size_t used = protocol_->Consume(in_, &out_);
       in_.erase(0, used);
     }
+    Continue(ec);
+  }
+
+  void Continue(const asio::error_code& ec) {
     if (!out_.empty()) return Write();
     if (ec || protocol_->close_requested()) return Close();
     Read();
@@ -142,6 +172,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Server::Impl& server_;
   tcp::socket socket_;
   std::unique_ptr<Protocol> protocol_;
+  // What each read receives (not zeroed: a std::string resized for every
+  // read would clear 64 KiB per request).
+  std::unique_ptr<char[]> chunk_{new char[kReadChunk]};
   std::string in_;   // received, not yet consumed
   std::string out_;  // replies being written
   bool writing_ = false;
@@ -164,13 +197,19 @@ void Server::Impl::Unregister(Session* s) {
   }
   Stats::Add(items.stats().curr_connections, static_cast<uint64_t>(-1));
   // The last session of a shutdown: nothing is left to wait for.
-  if (last) asio::post(strand, [this] { grace.cancel(); });
+  if (last) {
+    asio::post(strand, [this] {
+      grace.cancel();
+      ReleaseLoops();
+    });
+  }
 }
 
 void Server::Impl::Accept(Listener& l) {
-  // The new socket gets a strand of its own; this handler runs on the
+  // The new socket goes to the next loop; this handler runs on the
   // server's strand, as everything that touches the listeners.
-  l.acceptor.async_accept(asio::make_strand(io), asio::bind_executor(strand, [this, &l](
+  asio::io_context& loop = *loops[next_loop++ % loops.size()];
+  l.acceptor.async_accept(loop, asio::bind_executor(strand, [this, &l](
                                                      const asio::error_code& ec,
                                                      tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !l.acceptor.is_open()) return;
@@ -230,7 +269,10 @@ void Server::Impl::StopOnStrand() {
       if (auto p = s->weak_from_this().lock()) live.push_back(std::move(p));
     }
   }
-  if (live.empty()) return;
+  if (live.empty()) {
+    ReleaseLoops();
+    return;
+  }
   for (auto& s : live) asio::post(s->socket().get_executor(), [s] { s->Drain(); });
   grace.expires_after(std::chrono::milliseconds(options.shutdown_grace_ms));
   grace.async_wait([this](const asio::error_code& ec) {
@@ -257,7 +299,7 @@ Status Server::Listen() {
   for (const auto& [protocol, port] : wanted) {
     if (port == kPortOff) continue;
     if (port < kPortAuto || port > 65535) return Status::InvalidArgument("bad port");
-    auto l = std::make_unique<Listener>(impl_->io, protocol);
+    auto l = std::make_unique<Listener>(*impl_->loops[0], protocol);
     const tcp::endpoint endpoint(address, static_cast<uint16_t>(port == kPortAuto ? 0 : port));
     l->acceptor.open(endpoint.protocol(), ec);
     if (!ec) l->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -296,9 +338,12 @@ int Server::port(Wire p) const {
 void Server::Run() {
   Impl& impl = *impl_;
   impl.items.stats().threads = impl.options.threads;
+  for (auto& loop : impl.loops) impl.guards.push_back(asio::make_work_guard(*loop));
   std::vector<std::thread> threads;
-  for (int i = 1; i < impl.options.threads; ++i) threads.emplace_back([&impl] { impl.io.run(); });
-  impl.io.run();
+  for (size_t i = 1; i < impl.loops.size(); ++i) {
+    threads.emplace_back([loop = impl.loops[i].get()] { loop->run(); });
+  }
+  impl.loops[0]->run();
   for (auto& t : threads) t.join();
 }
 

@@ -1,10 +1,11 @@
 // pmserver's network side: listeners for the memcached text protocol and
 // RESP, and one session per connection, on standalone Asio.
 //
-// Threads: one asio::io_context run by Options::threads threads. Each
-// connection's socket lives on its own strand, so the handlers of one
-// connection never run at once and need no lock; different connections
-// run in parallel. A session reads, runs every complete request in what it
+// Threads: Options::threads event loops (asio::io_context), each run by
+// one thread, as memcached's worker threads. An accepted connection goes
+// to the next loop (round-robin) and all its handlers run on that loop's
+// thread, so they never run at once, need no lock and never move between
+// threads; connections on different loops run in parallel. A session reads, runs every complete request in what it
 // read (Protocol::Consume, which calls the store synchronously on the
 // event-loop thread), writes the replies, and reads again only after the
 // write finished: a client that sends faster than it reads is slowed down,

@@ -12,9 +12,15 @@
 #   --out DIR          JSON, tables and summary.txt (default figures-ycsb)
 #   --data-dir DIR     where the servers' AOF files and pools go (default: a
 #                      fresh directory under /dev/shm, removed at the end)
+#   --redis-dir DIR    where Redis's append-only file goes (default: under
+#                      --data-dir). On tmpfs (/dev/shm) fsync costs nothing;
+#                      give a directory on a disk for what a deployment pays
 #   --servers LIST     comma list of: redis-always, redis-everysec, memcached,
+#                      pmserver-KIND (RESP) and pmserver-KIND-mc (memcached
+#                      protocol) for any persistent index KIND of pmbench --list
+#                      (default: redis-always, redis-everysec, memcached,
 #                      pmserver-lbtree, pmserver-nvtree, pmserver-lbtree-mc,
-#                      pmserver-nvtree-mc (default: all)
+#                      pmserver-nvtree-mc)
 #   --records N (1000000)  --value-size B (1024)  --ops M per phase (1000000)
 #   --dist D (zipf:0.99)   --threads T client threads (2)  --repeat R (1)
 #   --workload W (ycsb-a,ycsb-b,ycsb-c,ycsb-f,ycsb-d,ycsb-e)  --seed S (1)
@@ -34,6 +40,7 @@ pmserver=build/release/server/pmserver
 pmclient=build/release/bench/pmclient
 out=figures-ycsb
 data_dir=
+redis_dir=
 servers=redis-always,redis-everysec,memcached,pmserver-lbtree,pmserver-nvtree,pmserver-lbtree-mc,pmserver-nvtree-mc
 records=1000000 value_size=1024 ops=1000000 dist=zipf:0.99 threads=2 repeat=1 seed=1
 # D and E insert: after A, B, C and F, which only read and update the loaded
@@ -45,6 +52,7 @@ while [ $# -gt 0 ]; do
     --pmclient) pmclient=$2 ;;
     --out) out=$2 ;;
     --data-dir) data_dir=$2 ;;
+    --redis-dir) redis_dir=$2 ;;
     --servers) servers=$2 ;;
     --records) records=$2 ;;
     --value-size) value_size=$2 ;;
@@ -102,10 +110,12 @@ pin() { [ -n "${1:-}" ] && echo "taskset -c $1"; return 0; }
 mib=$(python3 -c "print(max(64, int($records * ($value_size + 100) * 1.5 / 2**20)))")
 
 # start NAME PORT: starts server NAME listening on PORT; sets server_pid,
-# protocol and scan mode.
+# protocol, scan mode and server_dir.
 start() {
   local name=$1 port=$2 dir="$data_dir/$1"
+  case $name in redis-*) [ -n "$redis_dir" ] && dir="$redis_dir/$1" ;; esac
   rm -rf "$dir" && mkdir -p "$dir"
+  server_dir=$dir
   case $name in
     redis-always|redis-everysec)
       $(pin "${SERVER_CPUS:-}") redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save '' \
@@ -137,7 +147,7 @@ ran=() failed=()
 for name in ${servers//,/ }; do
   case $name in
     redis-always|redis-everysec|memcached) ;;
-    pmserver-lbtree|pmserver-nvtree|pmserver-lbtree-mc|pmserver-nvtree-mc)
+    pmserver-?*)
       if [ ! -x "$pmserver" ]; then
         echo "ycsb.sh: $name skipped: no pmserver binary at $pmserver (give --pmserver PATH)" >&2
         continue
@@ -148,7 +158,7 @@ for name in ${servers//,/ }; do
   start "$name" "$port"
   if ! wait_port "$port" 30; then
     echo "ycsb.sh: $name did not start on port $port; its log:" >&2
-    cat "$data_dir/$name"/*.log >&2 2>/dev/null || true
+    cat "$server_dir"/*.log >&2 2>/dev/null || true
     stop_server
     failed+=("$name (did not start)")
     continue
@@ -165,7 +175,7 @@ for name in ${servers//,/ }; do
   stop_server
   # Its AOF or pool is not needed any more (1M records of 1 KiB are GiBs
   # of /dev/shm, which is memory).
-  rm -rf "${data_dir:?}/$name"
+  rm -rf "${server_dir:?}"
   cat "$out/$name.txt"
   # Exit 1 (wrong results) still wrote the JSON, with the errors in it.
   if [ "$rc" != 0 ]; then

@@ -24,6 +24,9 @@
 #   --records N (1000000)  --value-size B (1024)  --ops M per phase (1000000)
 #   --dist D (zipf:0.99)   --threads T client threads (2)  --repeat R (1)
 #   --workload W (ycsb-a,ycsb-b,ycsb-c,ycsb-f,ycsb-d,ycsb-e)  --seed S (1)
+#   --timeout-ms MS    pmclient's wait for a reply (120000: pmserver's
+#                      flush_all before each repeat removes every key, about
+#                      3 us each, 13 s for 4M keys)
 # Environment: SERVER_CPUS / CLIENT_CPUS (taskset -c lists; default: not
 # pinned; see docs/benchmarking.md on placement on a small guest).
 #
@@ -43,6 +46,7 @@ data_dir=
 redis_dir=
 servers=redis-always,redis-everysec,memcached,pmserver-lbtree,pmserver-nvtree,pmserver-lbtree-mc,pmserver-nvtree-mc
 records=1000000 value_size=1024 ops=1000000 dist=zipf:0.99 threads=2 repeat=1 seed=1
+timeout_ms=120000
 # D and E insert: after A, B, C and F, which only read and update the loaded
 # records, as YCSB's own runs order them.
 workload=ycsb-a,ycsb-b,ycsb-c,ycsb-f,ycsb-d,ycsb-e
@@ -62,6 +66,7 @@ while [ $# -gt 0 ]; do
     --repeat) repeat=$2 ;;
     --workload) workload=$2 ;;
     --seed) seed=$2 ;;
+    --timeout-ms) timeout_ms=$2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "ycsb.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -171,7 +176,7 @@ for name in ${servers//,/ }; do
   $(pin "${CLIENT_CPUS:-}") "$pmclient" --server "127.0.0.1:$port" --protocol "$protocol" \
     --scan-mode "$scan_mode" --label "$name" --records "$records" --value-size "$value_size" \
     --workload "$workload" --ops "$ops" --dist "$dist" --threads "$threads" --repeat "$repeat" \
-    --seed "$seed" --json "$out/$name.json" >>"$out/$name.txt" 2>&1 || rc=$?
+    --seed "$seed" --timeout-ms "$timeout_ms" --json "$out/$name.json" >>"$out/$name.txt" 2>&1 || rc=$?
   stop_server
   # Its AOF or pool is not needed any more (1M records of 1 KiB are GiBs
   # of /dev/shm, which is memory).

@@ -10,6 +10,8 @@
 #include <string>
 #include <system_error>
 
+#include "pmindex/version.h"
+
 namespace pmindex::bench {
 
 // Counts, sizes and seeds are unsigned: CLI11 would wrap "-5" around to
@@ -26,6 +28,16 @@ inline std::string NotNegative(std::string& text) {
 inline void RequireNotNegative(CLI::App& app, std::initializer_list<const char*> names) {
   const CLI::Validator not_negative(NotNegative, "", "not-negative");
   for (const char* name : names) app.get_option(name)->check(not_negative);
+}
+
+// The settings pmclient and pmtxbench share: defaults shown in --help, an
+// option given twice takes its last value (scripts append overrides), and
+// --version prints "TOOL (pmindex) VERSION".
+inline void StandardOptions(CLI::App& app, const char* tool) {
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
+  app.set_version_flag("--version", std::string(tool) + " (pmindex) " + pmindex::version(),
+                       "Print the pmindex version and exit");
 }
 
 // Parses the command line into `app`. Returns true if the program should

@@ -38,11 +38,7 @@ int Main(int argc, char** argv) {
       "pmclient: runs YCSB-style workloads (the shared workloads of pmbench) against a key-value\n"
       "server over the memcached text protocol or RESP2, one blocking connection per thread,\n"
       "and reports throughput, latency percentiles and checked results (docs/benchmarking.md)."};
-  // An option given twice takes its last value (scripts append overrides).
-  app.option_defaults()->always_capture_default()->multi_option_policy(
-      CLI::MultiOptionPolicy::TakeLast);
-  app.set_version_flag("--version", std::string("pmclient (pmindex) ") + pmindex::version(),
-                       "Print the pmindex version and exit");
+  pmindex::bench::StandardOptions(app, "pmclient");
   app.add_option("--server", cfg.server, "HOST:PORT (or [IPV6]:PORT) of the server")->required();
   app.add_option("--protocol", protocol, "memcached or resp")->required();
   app.add_option("--label", cfg.label,

@@ -231,10 +231,7 @@ int Main(int argc, char** argv) {
       "pmtxbench: throughput and abort rate of the key-value store's snapshot-isolation\n"
       "transactions (bank transfers) under contention, per thread count and hot-set size;\n"
       "checks that no update is lost (docs/benchmarking.md)."};
-  app.option_defaults()->always_capture_default()->multi_option_policy(
-      CLI::MultiOptionPolicy::TakeLast);
-  app.set_version_flag("--version", std::string("pmtxbench (pmindex) ") + pmindex::version(),
-                       "Print the pmindex version and exit");
+  pmindex::bench::StandardOptions(app, "pmtxbench");
   app.add_option("--index", cfg.index,
                  "Index under the store: KIND or KIND:OPTIONS, a persistent kind of pmbench --list");
   app.add_option("--keys", cfg.keys, "Accounts loaded before the runs (1..100000000)");

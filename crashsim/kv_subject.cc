@@ -9,7 +9,8 @@
 //
 // Workloads (deterministic in ops and seed):
 //   kv     single calls: Put, PutIfAbsent, PutIfPresent, Remove, Get, over
-//          keys that share 8-byte prefixes (buckets), tie on 16 bytes,
+//          keys that share 8-byte prefixes (a tree of buckets and
+//          directories of fanout 3), tie on 16 bytes,
 //          carry NUL bytes or map to index key UINT64_MAX, values empty,
 //          small, or too large to sit in their version (value blocks),
 //          with a restart every ops/4;
@@ -40,9 +41,15 @@ using Model = std::map<std::string, std::string>;
 // persist points run in every workload.
 constexpr uint64_t kClockChunk = 3;
 
+// The smallest fanout: the 8 keys of "user0000" fill a tree of buckets
+// and directories two levels high, so splits, merges, root splits and
+// collapses run in every workload.
+constexpr uint32_t kFanout = 3;
+
 kv::StoreOptions StoreOpts() {
   kv::StoreOptions o;
   o.clock_chunk = kClockChunk;
+  o.fanout = kFanout;
   return o;
 }
 
@@ -103,7 +110,7 @@ std::string DescribeOp(const KvOp& op) {
   return "?";
 }
 
-// The workload's keys: a bucket of 8 keys under "user0000", keys alone on
+// The workload's keys: a tree of 8 keys under "user0000", keys alone on
 // their prefix, two keys equal in their first 16 bytes, NUL bytes, the
 // prefix UINT64_MAX; besides, two keys that hold large values and a hot key.
 std::vector<std::string> Keys() {

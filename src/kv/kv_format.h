@@ -8,8 +8,10 @@
 //   index key   = Prefix(key): the key's first 8 bytes, big-endian,
 //                 zero-padded (order-preserving: a < b bytewise implies
 //                 Prefix(a) <= Prefix(b))
-//   index value = PPtr of a Record (the only key with that prefix) or of a
-//                 Bucket (every key with that prefix, sorted)
+//   index value = PPtr of a Record (the only key with that prefix), of a
+//                 Bucket (every key with that prefix, sorted) or of a
+//                 Directory (the root of a copy-on-write B+-tree whose
+//                 leaves are Buckets, for a prefix of many keys)
 //
 // Record   one per key: the key bytes and the head of its version chain.
 // Version  one committed (or in-flight) change of a key: its stamp (commit
@@ -18,6 +20,8 @@
 //          block) and the next older version.
 // Bucket   a sorted array of (bytes 8..15 of the key, Record) entries,
 //          replaced copy-on-write.
+// Directory an inner node over Buckets or Directories: (the child's
+//          smallest key, the child) entries, replaced copy-on-write.
 // TxnRecord the commit word of a multi-key transaction.
 // Value block  the bytes of a value too large to sit in its version.
 //
@@ -44,6 +48,7 @@ inline constexpr uint16_t kRecordTag = 0x5252;   // "RR"
 inline constexpr uint16_t kVersionTag = 0x5656;  // "VV"
 inline constexpr uint16_t kBucketTag = 0x4242;   // "BB"
 inline constexpr uint16_t kTxnTag = 0x5454;      // "TT"
+inline constexpr uint16_t kDirectoryTag = 0x4444;  // "DD"
 
 // ---------------------------------------------------------------- Record
 //   [0, 2)   tag       kRecordTag
@@ -122,13 +127,17 @@ constexpr uint64_t StampTs(uint64_t stamp) { return stamp >> 1; }
 // ---------------------------------------------------------------- Bucket
 //   [0, 2)   tag      kBucketTag
 //   [2, 4)   reserved 0
-//   [4, 8)   count    entries, >= 2 (a prefix with one key has a Record)
+//   [4, 8)   count    entries, >= 1; >= 2 if the bucket is the prefix's
+//                     root (a prefix with one key has a Record)
 //   [8, 16)  reserved 0
 //   [16, 16 + 16 * count) entries, ascending by their records' full keys:
 //            { next8: Next8(key) (bytes 8..15 of the key, big-endian,
 //              zero-padded), record: PPtr of the Record }
 // Never changed once linked: a new key or a removed one gives a new bucket,
-// installed with the index's update of the prefix.
+// installed with the index's update of the prefix. A bucket is the root of
+// its prefix's keys or a leaf under a Directory (below): a writer keeps
+// buckets at most StoreOptions::fanout entries, but a reader accepts any
+// count (the fanout is a writer's policy, not part of the format).
 struct Bucket {
   struct Entry {
     uint64_t next8;
@@ -149,6 +158,49 @@ struct Bucket {
 static_assert(sizeof(Bucket) == Bucket::kHeaderBytes);
 static_assert(sizeof(Bucket::Entry) == 16);
 static_assert(offsetof(Bucket, count) == 4);
+
+// ---------------------------------------------------------------- Directory
+// A prefix with more keys than fit one bucket holds them in a copy-on-write
+// B+-tree: Buckets are its leaves (level 0), Directories its inner nodes.
+//   [0, 2)   tag      kDirectoryTag
+//   [2, 4)   level    1 .. kMaxLevel; its children are of level - 1 (level
+//                     1: Buckets)
+//   [4, 8)   count    children, >= 1 (>= 2 for the prefix's root)
+//   [8, 16)  reserved 0
+//   [16, 16 + 24 * count) entries, ascending: { next8: Next8 of the
+//            child's smallest key, first: PPtr of that key's Record,
+//            child: PPtr of the child }
+// Like a Bucket, never changed once linked: a change under the prefix
+// copies the path from the changed leaf to the root (and a sibling it
+// merges with), and the index's update of the prefix installs the new
+// root. A root of one child is replaced by that child, a root bucket of
+// one key by its record, so only nodes below the root hold one entry.
+struct Directory {
+  struct Entry {
+    uint64_t next8;
+    uint64_t first;
+    uint64_t child;
+  };
+  uint16_t tag;
+  uint16_t level;
+  uint32_t count;
+  uint64_t reserved;
+
+  static constexpr size_t kHeaderBytes = 16;
+  static constexpr size_t Bytes(size_t count) { return kHeaderBytes + count * sizeof(Entry); }
+  const Entry* entries() const {
+    return reinterpret_cast<const Entry*>(reinterpret_cast<const char*>(this) + kHeaderBytes);
+  }
+  Entry* entries() { return reinterpret_cast<Entry*>(reinterpret_cast<char*>(this) + kHeaderBytes); }
+};
+static_assert(sizeof(Directory) == Directory::kHeaderBytes);
+static_assert(sizeof(Directory::Entry) == 24);
+static_assert(offsetof(Directory, level) == 2);
+static_assert(offsetof(Directory, count) == 4);
+
+// The deepest a prefix's tree may be: a root at this level is not split
+// (it grows past the fanout instead), so a walk's depth is bounded.
+inline constexpr uint16_t kMaxLevel = 15;
 
 // ---------------------------------------------------------------- TxnRecord
 //   [0, 2)   tag     kTxnTag

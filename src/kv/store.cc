@@ -59,6 +59,7 @@ class Store::Ticket {
 Store::Store(Pool* pool, std::unique_ptr<Index> index, const StoreOptions& opts)
     : pool_(pool), index_(std::move(index)), alloc_(index_->allocator()), opts_(opts) {
   if (opts_.clock_chunk == 0) opts_.clock_chunk = 1;
+  opts_.fanout = std::max<uint32_t>(opts_.fanout, 3);
 }
 
 Store::~Store() { IgnoreError(Close(), "a destructor has no caller to report to; Close() returns it"); }
@@ -108,6 +109,50 @@ Record* RecordOf(AtFn at, uint64_t raw) {
 }
 }  // namespace
 
+const Bucket* Store::BucketAt(uint64_t raw) const {
+  const Bucket* b = At<const Bucket>(raw, Bucket::kHeaderBytes);
+  if (b == nullptr || b->tag != kBucketTag || b->count == 0) return nullptr;
+  return At<const Bucket>(raw, Bucket::Bytes(b->count));
+}
+
+const Directory* Store::DirectoryAt(uint64_t raw) const {
+  const Directory* d = At<const Directory>(raw, Directory::kHeaderBytes);
+  if (d == nullptr || d->tag != kDirectoryTag || d->count == 0 || d->level == 0 || d->level > kMaxLevel)
+    return nullptr;
+  return At<const Directory>(raw, Directory::Bytes(d->count));
+}
+
+namespace {
+uint64_t EntryRecord(const Bucket::Entry& e) { return e.record; }
+uint64_t EntryRecord(const Directory::Entry& e) { return e.first; }
+}  // namespace
+
+template <class E>
+Status Store::Rank(const E* e, uint32_t n, std::string_view key, uint64_t n8, bool or_equal, uint32_t* out) const {
+  auto rec_at = [this](uint64_t raw, size_t bytes) { return At<Record>(raw, bytes); };
+  // Binary search for the first entry above the key (or_equal) or at or
+  // above it: next8 decides, the records decide its ties.
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    int c;
+    if (e[mid].next8 != n8) {
+      c = e[mid].next8 < n8 ? -1 : 1;
+    } else {
+      const Record* r = RecordOf(rec_at, EntryRecord(e[mid]));
+      if (r == nullptr) return Damaged("record", EntryRecord(e[mid]));
+      c = CompareKeys(r->key(), key);
+    }
+    if (c < 0 || (or_equal && c == 0)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  *out = lo;
+  return Status::OK();
+}
+
 Status Store::Locate(std::string_view key, uint64_t prefix, Where* w) const {
   const std::optional<Value> v = index_->lookup(prefix);
   if (!v) return Status::OK();
@@ -127,36 +172,74 @@ Status Store::Locate(std::string_view key, uint64_t prefix, Where* w) const {
     }
     return Status::OK();
   }
-  if (*tag != kBucketTag) return Status::Corruption("kv: index value " + HexWord(*v) + " is neither record nor bucket");
-  Bucket* b = At<Bucket>(*v, Bucket::kHeaderBytes);
-  const uint32_t n = b->count;
-  b = n >= 2 ? At<Bucket>(*v, Bucket::Bytes(n)) : nullptr;
-  if (b == nullptr) return Damaged("bucket", *v);
-  w->bucket = b;
-  // The run of entries whose bytes 8..15 match, then full keys.
-  const Bucket::Entry* e = b->entries();
+  // Down the prefix's tree: each directory's child whose smallest key is
+  // the last at or below the key, to the bucket.
   const uint64_t n8 = Next8(key);
-  uint32_t lo = 0, hi = n;
-  while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (e[mid].next8 < n8) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
+  uint64_t raw = *v;
+  int want = -1;  // the level the next node must have (-1: the root, any)
+  for (;;) {
+    tag = At<const uint16_t>(raw, 16);
+    if (tag == nullptr) return Damaged("prefix tree node", raw);
+    if (*tag == kDirectoryTag && want != 0) {
+      const Directory* d = DirectoryAt(raw);
+      if (d == nullptr || (want > 0 && d->level != want) || w->depth >= kMaxLevel) return Damaged("directory", raw);
+      uint32_t pos;
+      PMINDEX_RETURN_IF_ERROR(Rank(d->entries(), d->count, key, n8, true, &pos));
+      pos = pos == 0 ? 0 : pos - 1;
+      w->path[w->depth++] = Step{raw, d, d->count, pos};
+      raw = d->entries()[pos].child;
+      want = d->level - 1;
+      continue;
     }
+    if (*tag != kBucketTag || want > 0)
+      return Status::Corruption("kv: prefix tree node " + HexWord(raw) + " is not the bucket or directory expected");
+    const Bucket* b = BucketAt(raw);
+    if (b == nullptr) return Damaged("bucket", raw);
+    uint32_t pos;
+    PMINDEX_RETURN_IF_ERROR(Rank(b->entries(), b->count, key, n8, false, &pos));
+    w->path[w->depth++] = Step{raw, b, b->count, pos};
+    if (pos < b->count && b->entries()[pos].next8 == n8) {
+      const uint64_t rr = b->entries()[pos].record;
+      Record* r = RecordOf(rec_at, rr);
+      if (r == nullptr) return Damaged("record", rr);
+      if (r->key() == key) {
+        w->rec = r;
+        w->rec_raw = rr;
+      }
+    }
+    return Status::OK();
   }
-  for (; lo < n && e[lo].next8 == n8; ++lo) {
-    Record* r = RecordOf(rec_at, e[lo].record);
-    if (r == nullptr) return Damaged("record", e[lo].record);
-    const int c = CompareKeys(r->key(), key);
-    if (c == 0) {
-      w->rec = r;
-      w->rec_raw = e[lo].record;
+}
+
+template <class Fn>
+Status Store::VisitRecords(uint64_t raw, int level, const std::string_view* from, Fn& fn, bool* stop) const {
+  auto rec_at = [this](uint64_t r, size_t bytes) { return At<Record>(r, bytes); };
+  const uint64_t n8 = from != nullptr ? Next8(*from) : 0;
+  if (level > 0) {
+    const Directory* d = DirectoryAt(raw);
+    if (d == nullptr || d->level != level) return Damaged("directory", raw);
+    uint32_t i = 0;
+    if (from != nullptr) {
+      PMINDEX_RETURN_IF_ERROR(Rank(d->entries(), d->count, *from, n8, true, &i));
+      i = i == 0 ? 0 : i - 1;
+    }
+    for (const uint32_t first = i; i < d->count && !*stop; ++i)
+      PMINDEX_RETURN_IF_ERROR(VisitRecords(d->entries()[i].child, level - 1, i == first ? from : nullptr, fn, stop));
+    return Status::OK();
+  }
+  const Bucket* b = BucketAt(raw);
+  if (b == nullptr) return Damaged("bucket", raw);
+  uint32_t i = 0;
+  if (from != nullptr) PMINDEX_RETURN_IF_ERROR(Rank(b->entries(), b->count, *from, n8, false, &i));
+  for (; i < b->count; ++i) {
+    const uint64_t rr = b->entries()[i].record;
+    const Record* r = RecordOf(rec_at, rr);
+    if (r == nullptr) return Damaged("record", rr);
+    if (!fn(*r)) {
+      *stop = true;
       break;
     }
-    if (c > 0) break;
   }
-  w->pos = lo;
   return Status::OK();
 }
 
@@ -263,41 +346,54 @@ Status Store::ScanAt(uint64_t ts, std::string_view from, std::optional<std::stri
   const Key last = to ? Prefix(*to) : UINT64_MAX;
   auto rec_at = [this](uint64_t raw, size_t bytes) { return At<Record>(raw, bytes); };
   KV batch[kBatch];
-  bool more = true;
+  bool more = true, done = false;
   while (more) {
     alloc::Allocator::EpochGuard g(*alloc_);
     const size_t n = ScanBatch(*index_, &next, &more, kBatch, batch);
     for (size_t i = 0; i < n; ++i) {
       if (batch[i].key > last) return Status::OK();
-      // The records under this prefix, in key order.
+      // The records under this prefix, in key order, from the first at or
+      // above `from`.
       const uint64_t raw = batch[i].value;
       const uint16_t* tag = At<const uint16_t>(raw, 16);
       if (tag == nullptr) return Damaged("index value", raw);
-      const Bucket::Entry* e = nullptr;
-      uint32_t count = 1;
-      Bucket::Entry single{0, raw};
-      if (*tag == kBucketTag) {
-        const Bucket* b = At<const Bucket>(raw, Bucket::kHeaderBytes);
-        count = b->count;
-        b = count >= 2 ? At<const Bucket>(raw, Bucket::Bytes(count)) : nullptr;
-        if (b == nullptr) return Damaged("bucket", raw);
-        e = b->entries();
-      } else {
-        e = &single;
-      }
-      for (uint32_t j = 0; j < count; ++j) {
-        const Record* r = RecordOf(rec_at, e[j].record);
-        if (r == nullptr) return Damaged("record", e[j].record);
-        const std::string_view key = r->key();
-        if (CompareKeys(key, from) < 0) continue;
-        if (to && CompareKeys(key, *to) >= 0) return Status::OK();
+      Status err;
+      auto visit = [&](const Record& r) {
+        const std::string_view key = r.key();
+        if (CompareKeys(key, from) < 0) return true;
+        if (to && CompareKeys(key, *to) >= 0) {
+          done = true;
+          return false;
+        }
         bool skipped = false;
-        const Version* v = VisibleAt(Load(r->head), ts, &skipped);
-        if (v == nullptr || v->tombstone()) continue;
+        const Version* v = VisibleAt(Load(r.head), ts, &skipped);
+        if (v == nullptr || v->tombstone()) return true;
         std::string_view value;
-        PMINDEX_RETURN_IF_ERROR(ValueView(*v, &value));
-        if (!fn(key, value)) return Status::OK();
+        err = ValueView(*v, &value);
+        if (!err.ok()) return false;
+        if (!fn(key, value)) {
+          done = true;
+          return false;
+        }
+        return true;
+      };
+      if (*tag == kRecordTag) {
+        const Record* r = RecordOf(rec_at, raw);
+        if (r == nullptr) return Damaged("record", raw);
+        visit(*r);
+      } else {
+        int level = 0;
+        if (*tag == kDirectoryTag) {
+          const Directory* d = DirectoryAt(raw);
+          if (d == nullptr) return Damaged("directory", raw);
+          level = d->level;
+        }
+        const bool first = batch[i].key == Prefix(from);
+        bool stop = false;
+        PMINDEX_RETURN_IF_ERROR(VisitRecords(raw, level, first ? &from : nullptr, visit, &stop));
       }
+      PMINDEX_RETURN_IF_ERROR(err);
+      if (done) return Status::OK();
     }
   }
   return Status::OK();
@@ -372,22 +468,190 @@ Result<PPtr> Store::AllocRecord(std::string_view key, uint64_t head) {
   const Record h{kRecordTag, 0, static_cast<uint32_t>(key.size()), head};
   pm::copy(rec, &h, sizeof h);
   pm::copy(rec->key_bytes(), key.data(), key.size());
-  // Durable by the fence before the index (or a bucket) names it.
+  // Durable by the fence before the index (or a tree node) names it.
   pm::flush(rec, bytes);
   return r.value();
 }
 
-Result<PPtr> Store::AllocBucket(const std::vector<Bucket::Entry>& entries) {
-  const size_t bytes = Bucket::Bytes(entries.size());
-  auto r = alloc_->Alloc(bytes);
-  if (!r.ok()) return r.status();
-  Bucket* b = pool_->to_ptr<Bucket>(r.value());
-  const Bucket h{kBucketTag, 0, static_cast<uint32_t>(entries.size()), 0};
-  pm::copy(b, &h, sizeof h);
-  pm::copy(b->entries(), entries.data(), entries.size() * sizeof(Bucket::Entry));
-  // Durable by the fence before the index's update names it.
-  pm::flush(b, bytes);
-  return r.value();
+Result<Store::Slot> Store::AllocNode(int level, const Slot* s, size_t n, Reshaped* r) {
+  const size_t bytes = level == 0 ? Bucket::Bytes(n) : Directory::Bytes(n);
+  auto a = alloc_->Alloc(bytes);
+  if (!a.ok()) return a.status();
+  char* p = pool_->to_ptr<char>(a.value());
+  if (level == 0) {
+    Bucket* b = reinterpret_cast<Bucket*>(p);
+    const Bucket h{kBucketTag, 0, static_cast<uint32_t>(n), 0};
+    pm::copy(b, &h, sizeof h);
+    for (size_t i = 0; i < n; ++i) {
+      const Bucket::Entry e{s[i].next8, s[i].rec};
+      pm::copy(&b->entries()[i], &e, sizeof e);
+    }
+  } else {
+    Directory* d = reinterpret_cast<Directory*>(p);
+    const Directory h{kDirectoryTag, static_cast<uint16_t>(level), static_cast<uint32_t>(n), 0};
+    pm::copy(d, &h, sizeof h);
+    for (size_t i = 0; i < n; ++i) {
+      const Directory::Entry e{s[i].next8, s[i].rec, s[i].child};
+      pm::copy(&d->entries()[i], &e, sizeof e);
+    }
+  }
+  // Durable by the fence before the index's update names the tree.
+  pm::flush(p, bytes);
+  r->fresh.push_back(a.value().raw());
+  return Slot{s[0].next8, s[0].rec, a.value().raw()};
+}
+
+Status Store::BuildLevel(int level, const std::vector<Slot>& s, bool append, bool split_ok, std::vector<Slot>* out,
+                         Reshaped* r) {
+  const size_t n = s.size(), f = opts_.fanout;
+  size_t at = 0;
+  if (n <= f || !split_ok) {
+    if (n == 0) return Status::OK();
+    auto node = AllocNode(level, s.data(), n, r);
+    if (!node.ok()) return node.status();
+    out->push_back(node.value());
+    return Status::OK();
+  }
+  // Keys arriving in ascending order fill each node (the next key goes to
+  // the last); otherwise the pieces are even.
+  const size_t pieces = (n + f - 1) / f;
+  for (size_t i = 0; i < pieces; ++i) {
+    const size_t len = append ? std::min(f, n - at) : n / pieces + (i < n % pieces ? 1 : 0);
+    auto node = AllocNode(level, s.data() + at, len, r);
+    if (!node.ok()) return node.status();
+    out->push_back(node.value());
+    at += len;
+  }
+  return Status::OK();
+}
+
+Status Store::SlotsOf(uint64_t raw, int level, std::vector<Slot>* out) const {
+  if (level == 0) {
+    const Bucket* b = BucketAt(raw);
+    if (b == nullptr) return Damaged("bucket", raw);
+    for (uint32_t i = 0; i < b->count; ++i) out->push_back(Slot{b->entries()[i].next8, b->entries()[i].record, 0});
+    return Status::OK();
+  }
+  const Directory* d = DirectoryAt(raw);
+  if (d == nullptr || d->level != level) return Damaged("directory", raw);
+  for (uint32_t i = 0; i < d->count; ++i) {
+    const Directory::Entry& e = d->entries()[i];
+    out->push_back(Slot{e.next8, e.first, e.child});
+  }
+  return Status::OK();
+}
+
+// A node the new tree leaves out: freed at once if this change made it,
+// else retired once the change is linked.
+void Store::DropNode(uint64_t raw, Reshaped* r) {
+  if (r->fresh.Remove(raw)) {
+    alloc_->Free(PPtr(raw));
+  } else {
+    r->old.push_back(raw);
+  }
+}
+
+void Store::FreeFresh(Reshaped* r) {
+  for (uint64_t raw : r->fresh) alloc_->Free(PPtr(raw));
+  r->fresh.clear();
+}
+
+void Store::RetireOld(const Reshaped& r) {
+  for (uint64_t raw : r.old) alloc_->Retire(PPtr(raw));
+}
+
+Status Store::Reshape(const Where& w, const Slot* add, bool append, Reshaped* r) {
+  const size_t f = opts_.fanout;
+  // Scratch lists whose capacity outlives the call (no allocation per
+  // write once they have grown); Reshape does not nest.
+  struct Scratch {
+    std::vector<Slot> cur, next, sib, up;
+  };
+  static thread_local Scratch t;
+  std::vector<Slot>& cur = t.cur;
+  cur.clear();
+  PMINDEX_RETURN_IF_ERROR(SlotsOf(w.leaf().raw, 0, &cur));
+  if (add != nullptr) {
+    cur.insert(cur.begin() + w.leaf().pos, *add);
+  } else {
+    cur.erase(cur.begin() + w.leaf().pos);
+  }
+  // Up from the bucket: cur holds the new entries of the node at path[d].
+  uint32_t d = w.depth - 1;
+  for (; d > 0; --d) {
+    const int level = static_cast<int>(w.depth - 1 - d);
+    r->old.push_back(w.path[d].raw);
+    const Step& parent = w.path[d - 1];
+    const Directory* pd = static_cast<const Directory*>(parent.node);
+    uint32_t lo = parent.pos, hi = parent.pos + 1;
+    // An underfull node takes in a neighbour it fits with.
+    if (!cur.empty() && 2 * cur.size() < f && parent.count > 1) {
+      const bool right = parent.pos + 1 < parent.count;
+      const uint32_t j = right ? parent.pos + 1 : parent.pos - 1;
+      std::vector<Slot>& sib = t.sib;
+      sib.clear();
+      PMINDEX_RETURN_IF_ERROR(SlotsOf(pd->entries()[j].child, level, &sib));
+      if (cur.size() + sib.size() <= f) {
+        cur.insert(right ? cur.end() : cur.begin(), sib.begin(), sib.end());
+        lo = std::min(lo, j);
+        hi = lo + 2;
+        r->old.push_back(pd->entries()[j].child);
+      }
+    }
+    std::vector<Slot>& up = t.up;
+    up.clear();
+    PMINDEX_RETURN_IF_ERROR(BuildLevel(level, cur, append, true, &up, r));
+    // The parent's entries, with [lo, hi) replaced by the new nodes.
+    std::vector<Slot>& next = t.next;
+    next.clear();
+    for (uint32_t i = 0; i < parent.count; ++i) {
+      if (i == lo) next.insert(next.end(), up.begin(), up.end());
+      if (i >= lo && i < hi) continue;
+      const Directory::Entry& e = pd->entries()[i];
+      next.push_back(Slot{e.next8, e.first, e.child});
+    }
+    cur.swap(next);
+  }
+  // The root's new entries.
+  r->old.push_back(w.path[0].raw);
+  int level = static_cast<int>(w.depth - 1);
+  if (cur.empty()) return Status::OK();  // no key left: the prefix goes
+  if (cur.size() == 1) {
+    // A root of one entry gives way to its child (a bucket of one key to
+    // its record), as often as that holds.
+    uint64_t raw = level == 0 ? cur[0].rec : cur[0].child;
+    for (--level; level >= 0; --level) {
+      uint32_t count = 0;
+      uint64_t only = 0;
+      if (level == 0) {
+        const Bucket* b = BucketAt(raw);
+        if (b == nullptr) return Damaged("bucket", raw);
+        count = b->count;
+        only = b->entries()[0].record;
+      } else {
+        const Directory* dd = DirectoryAt(raw);
+        if (dd == nullptr) return Damaged("directory", raw);
+        count = dd->count;
+        only = dd->entries()[0].child;
+      }
+      if (count != 1) break;
+      DropNode(raw, r);
+      raw = only;
+    }
+    r->value = raw;
+    return Status::OK();
+  }
+  for (;;) {
+    std::vector<Slot>& up = t.up;
+    up.clear();
+    PMINDEX_RETURN_IF_ERROR(BuildLevel(level, cur, append, level < kMaxLevel, &up, r));
+    if (up.size() == 1) {
+      r->value = up[0].child;
+      return Status::OK();
+    }
+    cur.swap(up);  // a root split: a new root above
+    ++level;
+  }
 }
 
 // Reclamation, REQUIRES the prefix's latch: cuts the chain at `head` below
@@ -438,66 +702,67 @@ bool Store::RetireChain(uint64_t ver) {
   return large;
 }
 
-// The index value a new key's record `rec` makes for its prefix: the
-// record itself for a free prefix, else a new bucket (allocated and
-// flushed; the caller's fence makes it durable before InstallNewKey).
-Result<uint64_t> Store::PrepareNewKey(std::string_view key, const Where& w, uint64_t rec) {
-  if (w.value == 0) return rec;
-  std::vector<Bucket::Entry> e;
-  const Bucket::Entry mine{Next8(key), rec};
-  if (w.other != nullptr) {
-    const Bucket::Entry theirs{Next8(w.other->key()), w.other_raw};
-    if (CompareKeys(w.other->key(), key) < 0) {
-      e = {theirs, mine};
-    } else {
-      e = {mine, theirs};
-    }
-  } else {
-    const Bucket::Entry* old = w.bucket->entries();
-    e.assign(old, old + w.bucket->count);
-    e.insert(e.begin() + w.pos, mine);
+// The prefix's tree with a new key's record `rec` (r->value: the record
+// itself for a free prefix), its new nodes allocated and flushed (the
+// caller's fence makes them durable before InstallNewKey).
+Status Store::PrepareNewKey(std::string_view key, const Where& w, uint64_t rec, Reshaped* r) {
+  if (w.value == 0) {
+    r->value = rec;
+    return Status::OK();
   }
-  auto b = AllocBucket(e);
-  if (!b.ok()) return b.status();
-  return b.value().raw();
+  const Slot mine{Next8(key), rec, 0};
+  if (w.other != nullptr) {
+    const Slot theirs{Next8(w.other->key()), w.other_raw, 0};
+    const Slot two[2] = {CompareKeys(w.other->key(), key) < 0 ? theirs : mine,
+                         CompareKeys(w.other->key(), key) < 0 ? mine : theirs};
+    auto b = AllocNode(0, two, 2, r);
+    if (!b.ok()) return b.status();
+    r->value = b.value().child;
+    return Status::OK();
+  }
+  // The key after every other one of the prefix: the next ones likely
+  // follow it (a load in key order), so full nodes are kept full.
+  bool append = w.leaf().pos == w.leaf().count;
+  for (uint32_t d = 0; d + 1 < w.depth && append; ++d) append = w.path[d].pos + 1 == w.path[d].count;
+  Status s = Reshape(w, &mine, append, r);
+  if (!s.ok()) FreeFresh(r);
+  return s;
 }
 
-// A new key's record (head: the version nv) and the index value it makes
-// for its prefix, allocated and flushed. On failure nothing of the key
-// stays allocated, nv included.
-Status Store::MakeNewKey(std::string_view key, const Where& w, const NewVersion& nv, uint64_t* rec,
-                         uint64_t* value) {
-  auto r = AllocRecord(key, nv.ver.raw());
-  if (!r.ok()) {
+// A new key's record (head: the version nv) and the prefix's tree with
+// it, allocated and flushed. On failure nothing of the key stays
+// allocated, nv included.
+Status Store::MakeNewKey(std::string_view key, const Where& w, const NewVersion& nv, uint64_t* rec, Reshaped* r) {
+  auto a = AllocRecord(key, nv.ver.raw());
+  if (!a.ok()) {
     FreeUnlinked(nv);
-    return r.status();
+    return a.status();
   }
-  auto v = PrepareNewKey(key, w, r.value().raw());
-  if (!v.ok()) {
-    alloc_->Free(r.value());
+  Status s = PrepareNewKey(key, w, a.value().raw(), r);
+  if (!s.ok()) {
+    alloc_->Free(a.value());
     FreeUnlinked(nv);
-    return v.status();
+    return s;
   }
-  *rec = r.value().raw();
-  *value = v.value();
+  *rec = a.value().raw();
   return Status::OK();
 }
 
 // Links a new key (REQUIRES its blocks durable): the index's insert or
-// update of the prefix is the commit point. The bucket it replaces is
+// update of the prefix is the commit point. The nodes it replaces are
 // retired.
-Status Store::InstallNewKey(uint64_t prefix, const Where& w, uint64_t value) {
-  if (w.value == 0) return index_->insert(prefix, value);
-  Status s = index_->update(prefix, value);
+Status Store::InstallNewKey(uint64_t prefix, const Where& w, const Reshaped& r) {
+  if (w.value == 0) return index_->insert(prefix, r.value);
+  Status s = index_->update(prefix, r.value);
   if (!s.ok()) return s.is_not_found() ? Status::Corruption("kv: a prefix vanished under its latch") : s;
-  if (w.bucket != nullptr) alloc_->Retire(PPtr(w.value));
+  RetireOld(r);
   return Status::OK();
 }
 
 // Frees what PrepareNewKey and AllocRecord made for a key that was not
 // linked.
-void Store::FreeNewKey(const Where& w, uint64_t rec, uint64_t value) {
-  if (value != 0 && w.value != 0) alloc_->Free(PPtr(value));
+void Store::FreeNewKey(uint64_t rec, Reshaped* r) {
+  FreeFresh(r);
   if (rec != 0) alloc_->Free(PPtr(rec));
 }
 
@@ -533,20 +798,21 @@ Status Store::Write(std::string_view key, const std::string_view* value, Cond co
     if (value == nullptr && !live) return Status::NotFound();
     auto nv = AllocVersion(value);
     if (!nv.ok()) return nv.status();
-    uint64_t rec = 0, new_value = 0;
-    if (w.rec == nullptr) PMINDEX_RETURN_IF_ERROR(MakeNewKey(key, w, nv.value(), &rec, &new_value));
+    uint64_t rec = 0;
+    Reshaped tree;
+    if (w.rec == nullptr) PMINDEX_RETURN_IF_ERROR(MakeNewKey(key, w, nv.value(), &rec, &tree));
     const uint64_t cut = w.rec != nullptr ? Prune(cur) : 0;
     Ticket t = Reserve();
     SealVersion(nv.value(), CommittedStamp(t.ts()), cur);
-    // The version, its value block, a new record and bucket, and the cut:
-    // durable before the one write that links them.
+    // The version, its value block, a new record and tree nodes, and the
+    // cut: durable before the one write that links them.
     pm::fence();
     if (w.rec != nullptr) {
       pm::naw(&w.rec->head, nv.value().ver.raw());
     } else {
-      Status s = InstallNewKey(prefix, w, new_value);
+      Status s = InstallNewKey(prefix, w, tree);
       if (!s.ok()) {
-        FreeNewKey(w, rec, new_value);
+        FreeNewKey(rec, &tree);
         FreeUnlinked(nv.value());
         return s;  // the ticket is published unused
       }
@@ -578,27 +844,23 @@ Store::PurgeResult Store::Purge(uint64_t prefix, const Where& w) {
     if (ts > snapshots_.Bound(clock_.visible())) return PurgeResult::kNotYet;
   }
   // Unlink the record from its prefix: the index's remove or update (the
-  // commit point), after a new bucket without it is durable.
+  // commit point), after the tree without it is durable.
   Status s;
-  uint64_t fresh = 0;
-  if (w.bucket == nullptr) {
+  Reshaped tree;
+  if (w.depth == 0) {
     s = index_->remove(prefix);
-  } else if (w.bucket->count == 2) {
-    s = index_->update(prefix, w.bucket->entries()[1 - w.pos].record);
   } else {
-    std::vector<Bucket::Entry> e(w.bucket->entries(), w.bucket->entries() + w.bucket->count);
-    e.erase(e.begin() + w.pos);
-    auto b = AllocBucket(e);
-    if (!b.ok()) return PurgeResult::kFailed;
-    fresh = b.value().raw();
-    pm::fence();  // the new bucket durable before the index names it
-    s = index_->update(prefix, fresh);
+    s = Reshape(w, nullptr, false, &tree);
+    if (s.ok()) {
+      pm::fence();  // the new nodes durable before the index names them
+      s = tree.value == 0 ? index_->remove(prefix) : index_->update(prefix, tree.value);
+    }
   }
   if (!s.ok()) {
-    if (fresh != 0) alloc_->Free(PPtr(fresh));
+    FreeFresh(&tree);
     return PurgeResult::kFailed;  // out of space: the record stays, absent
   }
-  if (w.bucket != nullptr) alloc_->Retire(PPtr(w.value));
+  RetireOld(tree);
   alloc_->Retire(PPtr(w.rec_raw));
   if (head != 0) RetireChain(head);
   return PurgeResult::kDone;
@@ -718,9 +980,10 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes) {
     Linked l;
     l.key = k;
     l.nv = nv.value();
-    uint64_t rec = 0, new_value = 0;
+    uint64_t rec = 0;
+    Reshaped tree;
     if (w.rec == nullptr) {
-      Status made = MakeNewKey(k, w, l.nv, &rec, &new_value);
+      Status made = MakeNewKey(k, w, l.nv, &rec, &tree);
       if (!made.ok()) return fail(made);
       l.rec = pool_->to_ptr<Record>(PPtr(rec));
       l.new_record = true;
@@ -736,9 +999,9 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes) {
     if (w.rec != nullptr) {
       pm::naw(&w.rec->head, l.nv.ver.raw());
     } else {
-      Status s = InstallNewKey(prefix, w, new_value);
+      Status s = InstallNewKey(prefix, w, tree);
       if (!s.ok()) {
-        FreeNewKey(w, rec, new_value);
+        FreeNewKey(rec, &tree);
         FreeUnlinked(l.nv);
         return fail(s);
       }

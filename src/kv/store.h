@@ -4,11 +4,13 @@
 // in-memory pools and crash images).
 //
 // Layout and persist order: kv_format.h and docs/layout/kv.md. In short:
-//   - the index maps Prefix(key) to a Record (one key) or a Bucket (all
-//     keys of the prefix, copy-on-write); a Record holds the key and a
-//     chain of Versions, newest first;
+//   - the index maps Prefix(key) to a Record (one key), a Bucket (the
+//     prefix's keys) or a Directory over Buckets (a copy-on-write B+-tree
+//     of the prefix's keys, when they are more than a bucket's fanout); a
+//     Record holds the key and a chain of Versions, newest first;
 //   - a single Put/Remove/PutIf* is a one-write commit: the new version
-//     (and its value block, record and bucket copy) is flushed and fenced,
+//     (and its value block, record and the tree nodes it copies) is
+//     flushed and fenced,
 //     then linked by one NAW of Record::head, or by the index's insert or
 //     update of the prefix for a new key;
 //   - a Commit links a version per key stamped with its TxnRecord (not yet
@@ -61,6 +63,14 @@ struct StoreOptions {
   // commits. Tests and the crash simulator use small values so that the
   // reservation's persist points run.
   uint64_t clock_chunk = uint64_t{1} << 20;
+  // The most entries a writer puts in one Bucket or Directory of a
+  // prefix's tree (docs/layout/kv.md "Many keys under one prefix"); at
+  // least 3. 128: YCSB's keys (groups of about 100 per prefix at 1M keys)
+  // keep one bucket per prefix, as before there were directories. A writer's policy, not the format: a store opened with another
+  // fanout reads every node and reshapes the ones it writes. Tests and the
+  // crash simulator use 3 or 4 so that a few keys split, merge and
+  // collapse nodes.
+  uint32_t fanout = 128;
 };
 
 // Where a Commit stops as a crash would (tests, the crash simulator):
@@ -140,15 +150,77 @@ class Store {
   void StopNextCommit(CommitStop stop) { stop_ = stop; }
 
  private:
+  // One node on the path from a prefix's root to the bucket of a key.
+  struct Step {
+    uint64_t raw;
+    const void* node;  // a Directory, or the Bucket (the path's last step)
+    uint32_t count;    // the node's entries
+    uint32_t pos;      // Directory: the child taken; Bucket: the key's
+                       // entry, or where it would go
+  };
   // Where a key is, or would go, under its prefix.
   struct Where {
     uint64_t value = 0;         // the index's value of the prefix; 0: absent
-    Bucket* bucket = nullptr;   // the prefix's bucket, if it has one
-    uint32_t pos = 0;           // in the bucket: the key's entry, or where it would go
+    uint32_t depth = 0;         // steps on the path (0: no tree: a free
+                                // prefix, or a prefix of one record)
     Record* rec = nullptr;      // the key's record, if any
     uint64_t rec_raw = 0;
     Record* other = nullptr;    // the prefix's only record, of another key
     uint64_t other_raw = 0;
+    Step path[kMaxLevel + 1];   // path[0] the root .. path[depth - 1] the bucket
+    const Step& leaf() const { return path[depth - 1]; }
+  };
+
+  // An entry of a prefix's tree in DRAM: a bucket's (child 0: the record is
+  // the entry) or a directory's (the child and its smallest key's record).
+  struct Slot {
+    uint64_t next8;
+    uint64_t rec;
+    uint64_t child;
+  };
+  // A few node pointers (a change touches a path's nodes, rarely more
+  // than 8), without a heap allocation until there are more.
+  class NodeList {
+   public:
+    void push_back(uint64_t raw) {
+      if (n_ < kInline) {
+        inline_[n_++] = raw;
+        return;
+      }
+      if (n_ == kInline) heap_.assign(inline_, inline_ + kInline);
+      heap_.push_back(raw);
+      ++n_;
+    }
+    const uint64_t* begin() const { return n_ <= kInline ? inline_ : heap_.data(); }
+    const uint64_t* end() const { return begin() + n_; }
+    // Removes raw if present; false if not.
+    bool Remove(uint64_t raw) {
+      uint64_t* b = n_ <= kInline ? inline_ : heap_.data();
+      for (size_t i = 0; i < n_; ++i) {
+        if (b[i] != raw) continue;
+        b[i] = b[n_ - 1];
+        if (n_ > kInline) heap_.pop_back();
+        if (--n_ == kInline) std::copy(heap_.begin(), heap_.end(), inline_);
+        return true;
+      }
+      return false;
+    }
+    void clear() {
+      n_ = 0;
+      heap_.clear();
+    }
+
+   private:
+    static constexpr size_t kInline = 8;
+    uint64_t inline_[kInline];
+    std::vector<uint64_t> heap_;  // all of them, once there are more than kInline
+    size_t n_ = 0;
+  };
+  // A prefix's tree after a key joins or leaves it, built but not linked.
+  struct Reshaped {
+    uint64_t value = 0;  // the prefix's new index value; 0: none
+    NodeList fresh;      // nodes allocated (freed if not linked)
+    NodeList old;        // nodes it replaces (retired once linked)
   };
 
   // A version allocated and filled but not linked.
@@ -177,6 +249,19 @@ class Store {
   template <class T>
   T* At(uint64_t raw, size_t bytes) const;
   Status Locate(std::string_view key, uint64_t prefix, Where* w) const;
+  // A Bucket or Directory of a prefix's tree (count >= 1, the whole node
+  // in the pool), or null.
+  const Bucket* BucketAt(uint64_t raw) const;
+  const Directory* DirectoryAt(uint64_t raw) const;
+  // Entries of `e` (n of them, ascending) whose key is below `key`, or at
+  // or below it if or_equal; reads a record only where next8 ties.
+  template <class E>
+  Status Rank(const E* e, uint32_t n, std::string_view key, uint64_t n8, bool or_equal, uint32_t* out) const;
+  // Every record of the prefix tree at `raw` (a Bucket or Directory of
+  // `level`), ascending, from the first at or above *from (null: all):
+  // fn(const Record&, uint64_t raw) returns false to stop (*stop set).
+  template <class Fn>
+  Status VisitRecords(uint64_t raw, int level, const std::string_view* from, Fn& fn, bool* stop) const;
   uint64_t CommitTsOf(const Version& v) const;
   const Version* VisibleAt(uint64_t head, uint64_t ts, bool* skipped) const;
   Status CopyValue(const Version& v, std::string* out) const;
@@ -192,12 +277,30 @@ class Store {
   void SealVersion(const NewVersion& nv, uint64_t stamp, uint64_t older);
   void FreeUnlinked(const NewVersion& nv);
   Result<PPtr> AllocRecord(std::string_view key, uint64_t head);
-  Result<PPtr> AllocBucket(const std::vector<Bucket::Entry>& entries);
+  // A Bucket (level 0) or Directory of `level` holding slots [0, n),
+  // allocated and flushed (the caller's fence makes it durable before the
+  // index names it); recorded in r->fresh. Returns its parent's slot.
+  Result<Slot> AllocNode(int level, const Slot* s, size_t n, Reshaped* r);
+  // Nodes of `level` for `s` (none if s is empty): one, or several of at
+  // most the fanout entries if split_ok (append: the first ones full, for
+  // keys that arrive in ascending order).
+  Status BuildLevel(int level, const std::vector<Slot>& s, bool append, bool split_ok, std::vector<Slot>* out,
+                    Reshaped* r);
+  // Appends the entries of node raw (of `level`) to *out.
+  Status SlotsOf(uint64_t raw, int level, std::vector<Slot>* out) const;
+  // The prefix's tree with *add inserted in w's bucket at its position (or,
+  // add null, the key at w's position removed): copies the path (merging
+  // an underfull node with a neighbour, splitting a full one, collapsing a
+  // root of one entry) into r. REQUIRES w.depth >= 1.
+  Status Reshape(const Where& w, const Slot* add, bool append, Reshaped* r);
+  void DropNode(uint64_t raw, Reshaped* r);
+  void FreeFresh(Reshaped* r);
+  void RetireOld(const Reshaped& r);
   uint64_t Prune(uint64_t head);
-  Result<uint64_t> PrepareNewKey(std::string_view key, const Where& w, uint64_t rec);
-  Status MakeNewKey(std::string_view key, const Where& w, const NewVersion& nv, uint64_t* rec, uint64_t* value);
-  Status InstallNewKey(uint64_t prefix, const Where& w, uint64_t value);
-  void FreeNewKey(const Where& w, uint64_t rec, uint64_t value);
+  Status PrepareNewKey(std::string_view key, const Where& w, uint64_t rec, Reshaped* r);
+  Status MakeNewKey(std::string_view key, const Where& w, const NewVersion& nv, uint64_t* rec, Reshaped* r);
+  Status InstallNewKey(uint64_t prefix, const Where& w, const Reshaped& r);
+  void FreeNewKey(uint64_t rec, Reshaped* r);
   bool RetireChain(uint64_t ver);
   // Removes a record whose newest version is a tombstone no snapshot can
   // read below (or that has none) from its prefix. REQUIRES its latch.

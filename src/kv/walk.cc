@@ -34,28 +34,67 @@ class Walker {
     if (!d.ok()) return d.status();
     const uint16_t tag = *d.value();
     if (tag == kRecordTag) return RecordAt(prefix, raw, nullptr, nullptr);
-    if (tag == kBucketTag) return BucketAt(prefix, raw);
-    return Bad("index value of prefix " + HexWord(prefix) + ", block", raw, "neither a record nor a bucket");
+    if (tag == kBucketTag || tag == kDirectoryTag) {
+      have_prev_ = false;
+      uint64_t first = 0, first8 = 0;
+      return NodeAt(prefix, raw, -1, &first, &first8);
+    }
+    return Bad("index value of prefix " + HexWord(prefix) + ", block", raw,
+               "neither a record nor a bucket nor a directory");
   }
 
   uint64_t max_ts() const { return max_ts_; }
 
  private:
-  Status BucketAt(uint64_t prefix, uint64_t raw) {
+  // A node of a prefix's tree: a Bucket (want 0), a Directory of level
+  // `want`, or the root (want -1: either, of any level, at least 2
+  // entries). *first and *first8: the record of its smallest key and that
+  // key's Next8, which its parent's entry must name. Keys ascend across the
+  // whole tree (prev_).
+  Status NodeAt(uint64_t prefix, uint64_t raw, int want, uint64_t* first, uint64_t* first8) {
+    auto h = pm::Decode<const Directory>(pool_, raw, Directory::kHeaderBytes, 64, "kv: prefix tree node");
+    if (!h.ok()) return h.status();
+    const uint16_t tag = h.value()->tag;
+    const uint32_t n = h.value()->count;
+    const uint32_t least = want < 0 ? 2 : 1;
+    if (tag == kBucketTag && want <= 0) return BucketAt(prefix, raw, least, first, first8);
+    if (tag != kDirectoryTag || want == 0)
+      return Bad("prefix tree node", raw, want == 0 ? "not a bucket below a level-1 directory" : "bad tag");
+    const int level = h.value()->level;
+    if (level < 1 || level > kMaxLevel || (want > 0 && level != want))
+      return Bad("directory", raw, "bad level " + std::to_string(level));
+    if (n < least || Directory::Bytes(n) > pool_.size())
+      return Bad("directory", raw, "bad entry count " + std::to_string(n));
+    auto d = pm::Decode<const Directory>(pool_, raw, Directory::Bytes(n), 64, "kv: directory");
+    if (!d.ok()) return d.status();
+    PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(raw), Directory::Bytes(n)));
+    for (uint32_t i = 0; i < n; ++i) {
+      const Directory::Entry e = d.value()->entries()[i];
+      uint64_t f = 0, f8 = 0;
+      PMINDEX_RETURN_IF_ERROR(NodeAt(prefix, e.child, level - 1, &f, &f8));
+      if (f != e.first || f8 != e.next8)
+        return Bad("directory", raw, "entry " + std::to_string(i) + " does not name its child's smallest key");
+      if (i == 0) *first = f, *first8 = f8;
+    }
+    return Status::OK();
+  }
+
+  Status BucketAt(uint64_t prefix, uint64_t raw, uint32_t least, uint64_t* first, uint64_t* first8) {
     const Bucket* b = pool_.to_ptr<const Bucket>(PPtr(raw));
     const uint32_t n = b->count;
-    if (n < 2 || Bucket::Bytes(n) > pool_.size()) return Bad("bucket", raw, "bad entry count " + std::to_string(n));
+    if (n < least || Bucket::Bytes(n) > pool_.size()) return Bad("bucket", raw, "bad entry count " + std::to_string(n));
     auto d = pm::Decode<const Bucket>(pool_, raw, Bucket::Bytes(n), 64, "kv: bucket");
     if (!d.ok()) return d.status();
     PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(raw), Bucket::Bytes(n)));
-    std::string prev;
     for (uint32_t i = 0; i < n; ++i) {
       const Bucket::Entry e = b->entries()[i];
       std::string key;
       PMINDEX_RETURN_IF_ERROR(RecordAt(prefix, e.record, &e.next8, &key));
-      if (i > 0 && CompareKeys(prev, key) >= 0)
+      if (have_prev_ && CompareKeys(prev_, key) >= 0)
         return Bad("bucket", raw, "keys not ascending at entry " + std::to_string(i));
-      prev = std::move(key);
+      prev_ = std::move(key);
+      have_prev_ = true;
+      if (i == 0) *first = e.record, *first8 = e.next8;
     }
     return Status::OK();
   }
@@ -154,6 +193,8 @@ class Walker {
   const WalkRules& rules_;
   WalkSink& sink_;
   uint64_t max_ts_ = 0;
+  std::string prev_;  // the last key met in the prefix's tree
+  bool have_prev_ = false;
 };
 
 }  // namespace

@@ -48,10 +48,12 @@ struct WalkRules {
 };
 
 // Walks index value `raw`, stored under index key `prefix`: the record or
-// bucket, every record, its version chain and value blocks. Corruption
-// names the first violation: a bad pointer, tag, length, a key under the
-// wrong prefix or out of order, timestamps not strictly decreasing along a
-// chain or not below the limit, a pending version below a chain's head.
+// the prefix's tree (buckets and directories), every record, its version
+// chain and value blocks. Corruption names the first violation: a bad
+// pointer, tag, length, level or entry count, a directory entry that does
+// not name its child's smallest key, a key under the wrong prefix or out
+// of order, timestamps not strictly decreasing along a chain or not below
+// the limit, a pending version below a chain's head.
 // *max_ts (may be null) is raised to the largest timestamp seen. Reads only.
 Status WalkValue(const Pool& pool, uint64_t prefix, uint64_t raw, const WalkRules& rules,
                  WalkSink& sink, uint64_t* max_ts);

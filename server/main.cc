@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "pm/persist.h"
 #include "pmindex/kv.h"
 #include "pmindex/version.h"
 #include "server/items.h"
@@ -78,13 +79,25 @@ int main(int argc, char** argv) {
                  "on SIGINT/SIGTERM, how long connections may take to send their last replies")
       ->capture_default_str()
       ->check(CLI::Range(0, 3600 * 1000));
+  uint32_t pm_write_ns = 0;
+  app.add_option("--pm-write-ns", pm_write_ns,
+                 "emulated extra PM write latency per flushed line, as pmbench's (0 = none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   app.set_version_flag("--version", std::string("pmserver ") + PMINDEX_VERSION_STRING);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every bad option or value is a usage
+    // error (2), not CLI11's own codes.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (!ParsePort(memcached_port, &opts.memcached_port) || !ParsePort(resp_port, &opts.resp_port)) {
     std::fprintf(stderr, "pmserver: a port is a number from 0 (off) to 65535, or auto\n");
     return 2;
   }
   opts.stop_on_signals = true;
+  pmindex::pm::SetPmWriteNs(pm_write_ns);
 
   pmindex::Result<std::unique_ptr<pmindex::KvStore>> kv =
       pmindex::Status::NotFound("no pool");
@@ -121,8 +134,10 @@ int main(int argc, char** argv) {
       std::printf("pmserver: memcached on %s:%d\n", opts.bind.c_str(), p);
     if (int p = server.port(Server::Wire::kResp))
       std::printf("pmserver: resp on %s:%d\n", opts.bind.c_str(), p);
-    std::printf("pmserver: ready (kvstore %s, %d threads)\n",
-                std::string(kv.value()->index_kind()).c_str(), opts.threads);
+    const std::string latency =
+        pm_write_ns == 0 ? "" : ", +" + std::to_string(pm_write_ns) + " ns per flushed line";
+    std::printf("pmserver: ready (kvstore %s, %d threads%s)\n",
+                std::string(kv.value()->index_kind()).c_str(), opts.threads, latency.c_str());
     std::fflush(stdout);
     server.Run();
     // Destroying the server restores the default action of SIGINT and

@@ -61,6 +61,7 @@ class Server:
                 else:
                     self.resp_port = int(m.group(2))
             if line.startswith("pmserver: ready"):
+                self.ready_line = line
                 return
         self.proc.kill()
         raise RuntimeError("pmserver did not start: " + "".join(lines) + self.proc.stderr.read())
@@ -432,6 +433,19 @@ def test_sigterm_under_load_exits_cleanly_keeping_every_acknowledged_write(ctx):
     acked_writes_survive(ctx, "sigterm", sigterm)
 
 
+def test_emulated_pm_write_latency(ctx):
+    # The setting is announced and the server works with it; what it costs
+    # is for benchmarks to measure, not for a test to time.
+    s = Server(ctx.binary, ctx.pool("lat"), extra=("--pm-write-ns", "50"))
+    try:
+        assert "+50 ns per flushed line" in s.ready_line, s.ready_line
+        c = s.mc()
+        assert c.set("k", b"v", expire=0)
+        assert c.get("k") == b"v"
+    finally:
+        assert s.stop()[0] == 0
+
+
 def test_usage_errors(ctx):
     r = subprocess.run([ctx.binary, "--help"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "--memcached-port" in r.stdout and "--resp-port" in r.stdout
@@ -441,6 +455,12 @@ def test_usage_errors(ctx):
     r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--create", "lbtree",
                         "--memcached-port", "70000"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, r
+    r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--create", "lbtree",
+                        "--pm-write-ns", "100001"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--pm-write-ns" in r.stderr, r
+    r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--threads", "0"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "--threads" in r.stderr, r
 
 
 # ---------------------------------------------------------------- the runner

@@ -5,8 +5,9 @@
 //   pmpool create PATH --kind K [--options S] [--size 64M] [--max-size 64G]
 //                      [--segment-size S] [--pool-id N] [--kv]
 //   pmpool info PATH     header fields; never writes
-//   pmpool verify PATH   opens, recovers, runs the index's verify(), checks
-//                        reachable against allocated blocks
+//   pmpool verify PATH   opens, recovers, runs the index's verify() (a
+//                        store's pool: the store's), checks reachable
+//                        against allocated blocks
 //   pmpool dump PATH     header and page-table summary; never writes
 //   pmpool salvage SRC DST [--fill F]   copies what is reachable in SRC into
 //                        a new pool DST; never writes SRC
@@ -34,9 +35,10 @@
 // SIGTERM stops load after the pair it is writing, with the Db closed:
 // exit 128 + the signal (130, 143), the count of pairs written on stderr.
 // A key-value store's pool (create --kv, pmindex/kv.h) is shown by info
-// ("holds: a key-value store") and refused by verify, salvage and the
-// index commands (WrongKind: the index's values are the store's pointers;
-// nothing is written).
+// ("holds: a key-value store"), verified by verify (the store's recovery
+// and Verify, and the same block check over the index's and the store's
+// blocks), and refused by salvage and the index commands (WrongKind: the
+// index's values are the store's pointers; nothing is written).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -66,6 +68,7 @@
 #include "alloc/size_classes.h"
 #include "pm/pool_format.h"
 #include "index/index.h"
+#include "kv/store.h"
 #include "pm/pool.h"
 #include "pmindex/db.h"
 #include "pmindex/kv.h"
@@ -273,23 +276,98 @@ std::string Units(const alloc::RecoveryReport& r) {
 // pool whose reachable data was cut off fails instead of passing with the
 // rest. After the open, every block reachable from the index must be an
 // allocated block and every allocated block reachable.
+// The hint for a refused open of a pool that was not closed cleanly.
+std::string ReclaimHint(bool was_clean, const Status& s) {
+  if (was_clean || s.message().find("would reclaim") == std::string_view::npos) return "";
+  return " (verify allows only what a clean close leaves, also after a crash; this pool"
+         " was not closed cleanly, so some may be allocations a crash left in flight, which"
+         " any other open gives back; pmpool salvage copies what is reachable without"
+         " writing the pool)";
+}
+
+void PrintBlocks(const BlockCheck& blocks, const alloc::RecoveryReport& rep) {
+  std::printf("  reachable:   %" PRIu64 " blocks, %s (walked from the index's roots)\n",
+              blocks.walked, Human(blocks.walked_bytes).c_str());
+  std::printf("  allocated:   %" PRIu64 " blocks, %s in %" PRIu64 " pages (after recovery)\n",
+              blocks.alloc.blocks_in_use, Human(blocks.alloc.bytes_in_use).c_str(),
+              blocks.alloc.pages_owned);
+  std::printf("  recovery:    %" PRIu64 " pages owned; gave back %s, at most %" PRIu64
+              " allowed\n",
+              rep.pages_owned, Units(rep).c_str(), rep.bound);
+}
+
+// Every walked block allocated, and every allocated block walked.
+Status CompareBlocks(const BlockCheck& blocks) {
+  if (!blocks.walk.ok()) return blocks.walk;
+  if (blocks.not_blocks != 0)
+    return Status::Corruption(std::to_string(blocks.not_blocks) + " of " + std::to_string(blocks.walked) +
+                              " blocks reachable from the index are not allocated blocks");
+  if (blocks.walked != blocks.alloc.blocks_in_use || blocks.walked_bytes != blocks.alloc.bytes_in_use)
+    return Status::Corruption(std::to_string(blocks.walked) + " blocks (" + std::to_string(blocks.walked_bytes) +
+                              " bytes) reachable from the index, but the allocator holds " +
+                              std::to_string(blocks.alloc.blocks_in_use) + " (" +
+                              std::to_string(blocks.alloc.bytes_in_use) + " bytes)");
+  return Status::OK();
+}
+
+// verify of a key-value store's pool: the store's recovery (kv::Store::Open,
+// which validates every block the index's values reach before anything is
+// written) under the same bound, then the store's Verify (the index's,
+// every record's chain, key order) and the same block comparison over the
+// index's and the store's blocks.
+int VerifyStore(const std::string& path, std::unique_ptr<Pool> p) {
+  const bool was_clean = p->was_clean();
+  auto opened = kv::Store::Open(p.get(), {}, ReclaimBound::kAsIfClean);
+  if (!opened.ok()) {
+    Status c = p->Close();
+    if (!c.ok()) std::fprintf(stderr, "pmpool: %s: close: %s\n", path.c_str(), c.ToString().c_str());
+    Fail(path + ": open the key-value store: " + opened.status().ToString() +
+         ReclaimHint(was_clean, opened.status()));
+  }
+  std::unique_ptr<kv::Store> store = std::move(opened).value();
+  const alloc::RecoveryReport rep = store->allocator()->recovery_report();
+  Status v = store->Verify();
+  KvStats st;
+  BlockCheck blocks;
+  if (v.ok()) {
+    st = store->Stats();
+    alloc::Allocator* a = store->allocator();
+    blocks.walk = store->ForEachBlock([&](PPtr b) {
+      ++blocks.walked;
+      if (a->IsLive(b)) {
+        blocks.walked_bytes += a->BlockSize(b);
+      } else {
+        ++blocks.not_blocks;
+      }
+    });
+    blocks.alloc = a->stats();
+    v = CompareBlocks(blocks);
+  }
+  Status s = store->Close();
+  store.reset();
+  Status c = p->Close();
+  if (!v.ok()) Fail(path + ": verify", v);
+  if (!s.ok()) Fail(path + ": close", s);
+  if (!c.ok()) Fail(path + ": close", c);
+  std::printf("%s: ok, key-value store over kind %s, %" PRIu64 " keys, %" PRIu64 " versions, %" PRIu64
+              " index entries%s\n",
+              path.c_str(), std::string(p->kind()).c_str(), st.keys, st.versions, st.index.entries,
+              was_clean ? "" : " (recovered after an unclean shutdown)");
+  PrintBlocks(blocks, rep);
+  return 0;
+}
+
 int Verify(const std::string& path) {
   auto pool = Pool::Open(path);
   if (!pool.ok()) Fail(path, pool.status());
   std::unique_ptr<Pool> p = std::move(pool).value();
+  if ((p->incompat_flags() & pm::kIncompatKvStore) != 0) return VerifyStore(path, std::move(p));
   bool was_clean = p->was_clean();
   auto idx = open_index(p.get(), ReclaimBound::kAsIfClean);
   if (!idx.ok()) {
     Status c = p->Close();
     if (!c.ok()) std::fprintf(stderr, "pmpool: %s: close: %s\n", path.c_str(), c.ToString().c_str());
-    std::string hint;
-    if (!was_clean && idx.status().message().find("would reclaim") != std::string_view::npos) {
-      hint = " (verify allows only what a clean close leaves, also after a crash; this pool"
-             " was not closed cleanly, so some may be allocations a crash left in flight, which"
-             " any other open gives back; pmpool salvage copies what is reachable without"
-             " writing the pool)";
-    }
-    Fail(path + ": open_index: " + idx.status().ToString() + hint);
+    Fail(path + ": open_index: " + idx.status().ToString() + ReclaimHint(was_clean, idx.status()));
   }
   std::unique_ptr<Index> index = std::move(idx).value();
   const alloc::RecoveryReport rep = index->allocator()->recovery_report();
@@ -299,20 +377,7 @@ int Verify(const std::string& path) {
   if (v.ok()) {
     st = index->stats();
     blocks = CheckBlocks(index.get());
-    if (!blocks.walk.ok()) {
-      v = blocks.walk;
-    } else if (blocks.not_blocks != 0) {
-      v = Status::Corruption(std::to_string(blocks.not_blocks) + " of " +
-                             std::to_string(blocks.walked) +
-                             " blocks reachable from the index are not allocated blocks");
-    } else if (blocks.walked != blocks.alloc.blocks_in_use ||
-               blocks.walked_bytes != blocks.alloc.bytes_in_use) {
-      v = Status::Corruption(
-          std::to_string(blocks.walked) + " blocks (" + std::to_string(blocks.walked_bytes) +
-          " bytes) reachable from the index, but the allocator holds " +
-          std::to_string(blocks.alloc.blocks_in_use) + " (" +
-          std::to_string(blocks.alloc.bytes_in_use) + " bytes)");
-    }
+    v = CompareBlocks(blocks);
   }
   Status s = index->close();
   index.reset();
@@ -324,14 +389,7 @@ int Verify(const std::string& path) {
               " inner nodes%s\n",
               path.c_str(), std::string(p->kind()).c_str(), st.entries, st.height,
               st.leaves, st.inner_nodes, was_clean ? "" : " (recovered after an unclean shutdown)");
-  std::printf("  reachable:   %" PRIu64 " blocks, %s (walked from the index's roots)\n",
-              blocks.walked, Human(blocks.walked_bytes).c_str());
-  std::printf("  allocated:   %" PRIu64 " blocks, %s in %" PRIu64 " pages (after recovery)\n",
-              blocks.alloc.blocks_in_use, Human(blocks.alloc.bytes_in_use).c_str(),
-              blocks.alloc.pages_owned);
-  std::printf("  recovery:    %" PRIu64 " pages owned; gave back %s, at most %" PRIu64
-              " allowed\n",
-              rep.pages_owned, Units(rep).c_str(), rep.bound);
+  PrintBlocks(blocks, rep);
   return 0;
 }
 
@@ -1076,7 +1134,8 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "print the header (read-only)");
   info->add_option("PATH", path, "pool file")->required();
   auto* verify = app.add_subcommand(
-      "verify", "open, recover and verify the index; check reachable against allocated blocks");
+      "verify",
+      "open, recover and verify the index (or the key-value store); check reachable against allocated blocks");
   verify->add_option("PATH", path, "pool file")->required();
   auto* dump = app.add_subcommand("dump", "header and page-table summary (read-only)");
   dump->add_option("PATH", path, "pool file")->required();

@@ -342,6 +342,11 @@ def test_sigterm_closes_cleanly_and_data_survives(ctx):
     code, out, err = s.stop()
     assert code == 0, (code, out, err)
     assert "store closed" in out, out
+    if ctx.pmpool:
+        # The closed store verifies offline: its recovery, Verify and the
+        # blocks it reaches against the allocator's (pmpool verify).
+        r = subprocess.run([ctx.pmpool, "verify", pool], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "key-value store over kind lbtree, 150 keys" in r.stdout, r
     s = Server(ctx.binary, pool, create=False)
     try:
         got = s.mc().get_many([f"k{i}" for i in range(100)] + [f"p{i}" for i in range(50)])
@@ -495,11 +500,13 @@ def main():
     ap.add_argument("--server", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("-k", default="", help="run only tests whose name contains this")
+    ap.add_argument("--pmpool", default="", help="pmpool binary: also verify a closed store's pool with it")
     args = ap.parse_args()
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     print(f"pymemcache {pymemcache.__version__}, redis-py {redis.__version__}")
     ctx = Context(os.path.abspath(args.server), args.workdir)
+    ctx.pmpool = os.path.abspath(args.pmpool) if args.pmpool else ""
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and args.k in n]
     passed = failed = 0
     start = time.time()

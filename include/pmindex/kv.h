@@ -136,6 +136,10 @@ class KvStore {
   // Checks every invariant of the store and of its index: Corruption
   // naming the first violation.
   [[nodiscard]] Status Verify() const;
+  // The store's counters (keys, versions: exact while no change is in
+  // flight), the pool's bytes and the index's statistics: no walk of the
+  // keys (the index's part walks its leaves, which hold the keys' 8-byte
+  // prefixes, one entry per prefix).
   [[nodiscard]] KvStats Stats() const;
   // As Db::Sync: on a pool that is not on DAX memory, makes every completed
   // change durable against power failure (msync); a no-op on DAX and in

@@ -144,6 +144,9 @@ Result<std::unique_ptr<Store>> Store::Open(Pool* pool, const StoreOptions& opts,
   pool->WriteRoot(pm::kStoreSlot, r);
   s->reserved_.store(r, std::memory_order_release);
   PMINDEX_RETURN_IF_ERROR(s->Repair(rec));
+  // The counters Stats reports, from the repaired store (a pair may be
+  // visited more than once above, so the visits cannot count).
+  s->CountAll();
   return s;
 }
 

@@ -137,6 +137,7 @@ class Store {
   // ---- checks and figures
   // Every invariant of the index and the store (all latches held).
   Status Verify();
+  // O(1): the counters (keys and versions exact while no writer runs).
   KvStats Stats();
   // Every block reachable from the index's roots: the index's and the
   // store's (leak checks). No writer may run.
@@ -240,6 +241,7 @@ class Store {
     NewVersion nv;
     uint64_t older = 0;     // the head it replaced
     bool new_record = false;
+    bool was_live = false;  // the key's newest version held a value
   };
 
   Store(Pool* pool, std::unique_ptr<Index> index, const StoreOptions& opts);
@@ -302,6 +304,8 @@ class Store {
   Status InstallNewKey(uint64_t prefix, const Where& w, const Reshaped& r);
   void FreeNewKey(uint64_t rec, Reshaped* r);
   bool RetireChain(uint64_t ver);
+  // Sets live_keys_ and versions_ by a walk (Open; no writer runs).
+  void CountAll();
   // Removes a record whose newest version is a tombstone no snapshot can
   // read below (or that has none) from its prefix. REQUIRES its latch.
   enum class PurgeResult { kDone, kLive, kNotYet, kFailed };
@@ -331,6 +335,10 @@ class Store {
   std::deque<std::string> purge_;  // keys whose records may be removable
   std::atomic<size_t> purge_size_{0};
   std::atomic<uint64_t> commits_{0}, aborts_{0}, reclaimed_{0};
+  // Keys with a live newest version and versions in chains: counted by a
+  // walk at Open, then moved by each writer under its latches (so exact
+  // whenever no writer is inside; Verify checks them against its walk).
+  std::atomic<int64_t> live_keys_{0}, versions_{0};
   CommitStop stop_;
 };
 

@@ -1,4 +1,5 @@
 #include "bench.h"
+#include "cli.h"
 
 #include <x86intrin.h>
 
@@ -433,17 +434,6 @@ Result<PhaseRun> RunPhase(Api& idx, std::shared_ptr<const workload::Workload> w,
 std::string OptionsOf(const BenchConfig& cfg, const std::string& name) {
   auto it = cfg.index_options.find(name);
   return it == cfg.index_options.end() ? std::string() : it->second;
-}
-
-void RemovePoolFiles(const std::string& path) {
-  fs::path p(path);
-  std::error_code ec;
-  if (!fs::exists(p.parent_path(), ec)) return;
-  const std::string base = p.filename().string();
-  for (const auto& e : fs::directory_iterator(p.parent_path(), ec)) {
-    std::string name = e.path().filename().string();
-    if (name == base || name.starts_with(base + ".")) fs::remove(e.path(), ec);
-  }
 }
 
 uint64_t PoolSizeBytes(const BenchConfig& cfg) {

@@ -69,4 +69,17 @@ inline bool CanWriteFile(const std::string& path) {
   return access(p.parent_path().c_str(), W_OK | X_OK) == 0;
 }
 
+// Removes the pool file `path` and its segment files (path.1, path.2, ...).
+inline void RemovePoolFiles(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  std::error_code ec;
+  if (!fs::exists(p.parent_path(), ec)) return;
+  const std::string base = p.filename().string();
+  for (const auto& e : fs::directory_iterator(p.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == base || name.starts_with(base + ".")) fs::remove(e.path(), ec);
+  }
+}
+
 }  // namespace pmindex::bench

@@ -25,6 +25,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -42,9 +44,13 @@ using pmindex::KvStore;
 using pmindex::Status;
 using pmindex::Transaction;
 
+// --pool's file, removed at exit (and by Fail, which skips atexit).
+std::string g_pool_path;
+
 // Also called from the transfer threads: _Exit does not run destructors
 // under their feet.
 [[noreturn]] void Fail(const std::string& msg) {
+  if (!g_pool_path.empty()) pmindex::bench::RemovePoolFiles(g_pool_path);
   std::fflush(stdout);
   std::fprintf(stderr, "pmtxbench: error: %s\n", msg.c_str());
   std::_Exit(2);
@@ -62,6 +68,7 @@ struct Config {
   uint64_t repeat = 3;
   uint64_t seed = 42;
   std::string json;
+  std::string pool_dir;  // empty: an in-memory pool
 };
 
 constexpr uint64_t kStartBalance = 1000000;
@@ -247,6 +254,9 @@ int Main(int argc, char** argv) {
   app.add_option("--reads", cfg.reads, "Further accounts each transfer only reads (0..1000)");
   app.add_option("--repeat", cfg.repeat, "Runs per (threads, hot) pair; medians reported");
   app.add_option("--seed", cfg.seed, "Seed of the transfers");
+  app.add_option("--pool", cfg.pool_dir,
+                 "Put the store in a pool file in this directory (removed at exit) instead of memory; "
+                 "the store is then closed and reopened after the load, and the open timed");
   app.add_option("--key-prefix", g_key_prefix,
                  "Bytes before each account's 10 digits (at most 1000; e.g. 'acct:' puts every key under "
                  "one 8-byte prefix)");
@@ -277,16 +287,47 @@ int Main(int argc, char** argv) {
   pmindex::DbOptions db;
   // Room for every account's versions while old ones wait for reclaim.
   db.size = std::max<uint64_t>(64ull << 20, cfg.keys * (cfg.value_size + 128) * 4);
-  auto opened = KvStore::CreateInMemory(kind, options, db);
+  std::string pool_path;
+  if (!cfg.pool_dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(cfg.pool_dir, ec)) Fail("bad --pool: " + cfg.pool_dir + " is not a directory");
+    pool_path = (std::filesystem::path(cfg.pool_dir) / ("pmtxbench-" + std::to_string(getpid()) + ".pool")).string();
+  }
+  // The pool file goes on every exit path after this point (Fail exits).
+  g_pool_path = pool_path;
+  std::atexit([] {
+    if (!g_pool_path.empty()) pmindex::bench::RemovePoolFiles(g_pool_path);
+  });
+  auto opened = pool_path.empty() ? KvStore::CreateInMemory(kind, options, db)
+                                  : KvStore::Create(pool_path, kind, options, db);
   if (!opened.ok()) Fail("--index " + cfg.index + ": " + opened.status().ToString());
-  KvStore& kv = *opened.value();
+  std::unique_ptr<KvStore> store = std::move(opened).value();
   const auto load_start = std::chrono::steady_clock::now();
   for (uint64_t i = 0; i < cfg.keys; ++i) {
-    Status s = kv.Put(AccountKey(i), EncodeBalance(kStartBalance, cfg.value_size));
+    Status s = store->Put(AccountKey(i), EncodeBalance(kStartBalance, cfg.value_size));
     if (!s.ok()) Fail("load: " + s.ToString());
   }
   const double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  // A file-backed store: a clean close, then the open (recovery) and one
+  // Stats call, timed.
+  double open_seconds = 0, stats_seconds = 0;
+  if (!pool_path.empty()) {
+    if (Status s = store->Close(); !s.ok()) Fail("close after the load: " + s.ToString());
+    store.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto again = KvStore::Open(pool_path);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!again.ok()) Fail("reopen: " + again.status().ToString());
+    store = std::move(again).value();
+    const pmindex::KvStats st = store->Stats();
+    const auto t2 = std::chrono::steady_clock::now();
+    open_seconds = std::chrono::duration<double>(t1 - t0).count();
+    stats_seconds = std::chrono::duration<double>(t2 - t1).count();
+    if (st.keys != cfg.keys)
+      Fail("reopen: the store counts " + std::to_string(st.keys) + " keys, not " + std::to_string(cfg.keys));
+  }
+  KvStore& kv = *store;
 
   std::printf("pmtxbench: %s, %" PRIu64 " accounts x %" PRIu64 " B, transfers of %" PRIu64
               " accounts + %" PRIu64 " reads, %" PRIu64 " commits per run, median of %" PRIu64 "\n",
@@ -294,6 +335,9 @@ int Main(int argc, char** argv) {
   std::printf("load: %" PRIu64 " puts in key order in %.2f s (%s puts/s), key prefix '%s'\n", cfg.keys,
               load_seconds, pmindex::bench::Human(static_cast<double>(cfg.keys) / load_seconds).c_str(),
               g_key_prefix.c_str());
+  if (!pool_path.empty())
+    std::printf("reopen: open (recovery) %.3f s, Stats %.3f ms, pool %s\n", open_seconds, stats_seconds * 1e3,
+                pool_path.c_str());
   std::printf("%-8s %-10s %12s %12s %10s %14s\n", "threads", "hot", "commits/s", "attempts/s",
               "abort %", "aborts/commit");
   nlohmann::json runs = nlohmann::json::array();
@@ -355,6 +399,8 @@ int Main(int argc, char** argv) {
           {"reads", cfg.reads}, {"txs", cfg.txs}, {"repeat", cfg.repeat}, {"seed", cfg.seed},
           {"key_prefix", g_key_prefix}}},
         {"load_seconds", load_seconds},
+        {"open_seconds", open_seconds},
+        {"stats_seconds", stats_seconds},
         {"runs", runs},
         {"wrong", checked.wrong}};
     if (Status s = pmindex::bench::WriteFileAtomically(cfg.json, doc.dump(2) + "\n", "--json"); !s.ok())

@@ -59,6 +59,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <functional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -236,10 +237,11 @@ struct BlockCheck {
   alloc::AllocStats alloc;                // the allocator's blocks in use
 };
 
-BlockCheck CheckBlocks(Index* index) {
+// `walk` calls its function for every reachable block (Index::
+// for_each_block, or kv::Store::ForEachBlock: the index's and the store's).
+BlockCheck CheckBlocks(alloc::Allocator* a, const std::function<Status(const std::function<void(PPtr)>&)>& walk) {
   BlockCheck c;
-  alloc::Allocator* a = index->allocator();
-  c.walk = index->for_each_block([&](PPtr p) {
+  c.walk = walk([&](PPtr p) {
     ++c.walked;
     if (a->IsLive(p)) {
       c.walked_bytes += a->BlockSize(p);
@@ -331,16 +333,8 @@ int VerifyStore(const std::string& path, std::unique_ptr<Pool> p) {
   BlockCheck blocks;
   if (v.ok()) {
     st = store->Stats();
-    alloc::Allocator* a = store->allocator();
-    blocks.walk = store->ForEachBlock([&](PPtr b) {
-      ++blocks.walked;
-      if (a->IsLive(b)) {
-        blocks.walked_bytes += a->BlockSize(b);
-      } else {
-        ++blocks.not_blocks;
-      }
-    });
-    blocks.alloc = a->stats();
+    blocks = CheckBlocks(store->allocator(),
+                         [&](const std::function<void(PPtr)>& fn) { return store->ForEachBlock(fn); });
     v = CompareBlocks(blocks);
   }
   Status s = store->Close();
@@ -376,7 +370,8 @@ int Verify(const std::string& path) {
   BlockCheck blocks;
   if (v.ok()) {
     st = index->stats();
-    blocks = CheckBlocks(index.get());
+    blocks = CheckBlocks(index->allocator(),
+                         [&](const std::function<void(PPtr)>& fn) { return index->for_each_block(fn); });
     v = CompareBlocks(blocks);
   }
   Status s = index->close();

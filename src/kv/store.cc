@@ -122,6 +122,22 @@ const Directory* Store::DirectoryAt(uint64_t raw) const {
   return At<const Directory>(raw, Directory::Bytes(d->count));
 }
 
+Status Store::TreeNode(uint64_t raw, int want, const Directory** d, const Bucket** b) const {
+  *d = nullptr;
+  *b = nullptr;
+  const uint16_t* tag = At<const uint16_t>(raw, 16);
+  if (tag == nullptr) return Damaged("prefix tree node", raw);
+  if (*tag == kDirectoryTag && want != 0) {
+    *d = DirectoryAt(raw);
+    if (*d == nullptr || (want > 0 && (*d)->level != want)) return Damaged("directory", raw);
+    return Status::OK();
+  }
+  if (*tag != kBucketTag || want > 0)
+    return Status::Corruption("kv: prefix tree node " + HexWord(raw) + " is not the bucket or directory expected");
+  *b = BucketAt(raw);
+  return *b == nullptr ? Damaged("bucket", raw) : Status::OK();
+}
+
 namespace {
 uint64_t EntryRecord(const Bucket::Entry& e) { return e.record; }
 uint64_t EntryRecord(const Directory::Entry& e) { return e.first; }
@@ -176,13 +192,12 @@ Status Store::Locate(std::string_view key, uint64_t prefix, Where* w) const {
   // the last at or below the key, to the bucket.
   const uint64_t n8 = Next8(key);
   uint64_t raw = *v;
-  int want = -1;  // the level the next node must have (-1: the root, any)
-  for (;;) {
-    tag = At<const uint16_t>(raw, 16);
-    if (tag == nullptr) return Damaged("prefix tree node", raw);
-    if (*tag == kDirectoryTag && want != 0) {
-      const Directory* d = DirectoryAt(raw);
-      if (d == nullptr || (want > 0 && d->level != want) || w->depth >= kMaxLevel) return Damaged("directory", raw);
+  // Levels fall by one per step from at most kMaxLevel: the path fits.
+  for (int want = -1;;) {
+    const Directory* d;
+    const Bucket* b;
+    PMINDEX_RETURN_IF_ERROR(TreeNode(raw, want, &d, &b));
+    if (d != nullptr) {
       uint32_t pos;
       PMINDEX_RETURN_IF_ERROR(Rank(d->entries(), d->count, key, n8, true, &pos));
       pos = pos == 0 ? 0 : pos - 1;
@@ -191,10 +206,6 @@ Status Store::Locate(std::string_view key, uint64_t prefix, Where* w) const {
       want = d->level - 1;
       continue;
     }
-    if (*tag != kBucketTag || want > 0)
-      return Status::Corruption("kv: prefix tree node " + HexWord(raw) + " is not the bucket or directory expected");
-    const Bucket* b = BucketAt(raw);
-    if (b == nullptr) return Damaged("bucket", raw);
     uint32_t pos;
     PMINDEX_RETURN_IF_ERROR(Rank(b->entries(), b->count, key, n8, false, &pos));
     w->path[w->depth++] = Step{raw, b, b->count, pos};
@@ -212,23 +223,22 @@ Status Store::Locate(std::string_view key, uint64_t prefix, Where* w) const {
 }
 
 template <class Fn>
-Status Store::VisitRecords(uint64_t raw, int level, const std::string_view* from, Fn& fn, bool* stop) const {
+Status Store::VisitRecords(uint64_t raw, int want, const std::string_view* from, Fn& fn, bool* stop) const {
   auto rec_at = [this](uint64_t r, size_t bytes) { return At<Record>(r, bytes); };
   const uint64_t n8 = from != nullptr ? Next8(*from) : 0;
-  if (level > 0) {
-    const Directory* d = DirectoryAt(raw);
-    if (d == nullptr || d->level != level) return Damaged("directory", raw);
+  const Directory* d;
+  const Bucket* b;
+  PMINDEX_RETURN_IF_ERROR(TreeNode(raw, want, &d, &b));
+  if (d != nullptr) {
     uint32_t i = 0;
     if (from != nullptr) {
       PMINDEX_RETURN_IF_ERROR(Rank(d->entries(), d->count, *from, n8, true, &i));
       i = i == 0 ? 0 : i - 1;
     }
     for (const uint32_t first = i; i < d->count && !*stop; ++i)
-      PMINDEX_RETURN_IF_ERROR(VisitRecords(d->entries()[i].child, level - 1, i == first ? from : nullptr, fn, stop));
+      PMINDEX_RETURN_IF_ERROR(VisitRecords(d->entries()[i].child, d->level - 1, i == first ? from : nullptr, fn, stop));
     return Status::OK();
   }
-  const Bucket* b = BucketAt(raw);
-  if (b == nullptr) return Damaged("bucket", raw);
   uint32_t i = 0;
   if (from != nullptr) PMINDEX_RETURN_IF_ERROR(Rank(b->entries(), b->count, *from, n8, false, &i));
   for (; i < b->count; ++i) {
@@ -342,7 +352,8 @@ Result<std::optional<std::string>> Store::ReadAt(std::string_view key, uint64_t 
 
 Status Store::ScanAt(uint64_t ts, std::string_view from, std::optional<std::string_view> to,
                      const PairFn& fn) const {
-  Key next = Prefix(from);
+  const Key from_prefix = Prefix(from);
+  Key next = from_prefix;
   const Key last = to ? Prefix(*to) : UINT64_MAX;
   auto rec_at = [this](uint64_t raw, size_t bytes) { return At<Record>(raw, bytes); };
   KV batch[kBatch];
@@ -382,15 +393,10 @@ Status Store::ScanAt(uint64_t ts, std::string_view from, std::optional<std::stri
         if (r == nullptr) return Damaged("record", raw);
         visit(*r);
       } else {
-        int level = 0;
-        if (*tag == kDirectoryTag) {
-          const Directory* d = DirectoryAt(raw);
-          if (d == nullptr) return Damaged("directory", raw);
-          level = d->level;
-        }
-        const bool first = batch[i].key == Prefix(from);
+        // Only the first prefix holds keys below `from`.
+        const bool first = batch[i].key == from_prefix;
         bool stop = false;
-        PMINDEX_RETURN_IF_ERROR(VisitRecords(raw, level, first ? &from : nullptr, visit, &stop));
+        PMINDEX_RETURN_IF_ERROR(VisitRecords(raw, -1, first ? &from : nullptr, visit, &stop));
       }
       PMINDEX_RETURN_IF_ERROR(err);
       if (done) return Status::OK();
@@ -526,14 +532,13 @@ Status Store::BuildLevel(int level, const std::vector<Slot>& s, bool append, boo
 }
 
 Status Store::SlotsOf(uint64_t raw, int level, std::vector<Slot>* out) const {
-  if (level == 0) {
-    const Bucket* b = BucketAt(raw);
-    if (b == nullptr) return Damaged("bucket", raw);
+  const Directory* d;
+  const Bucket* b;
+  PMINDEX_RETURN_IF_ERROR(TreeNode(raw, level, &d, &b));
+  if (b != nullptr) {
     for (uint32_t i = 0; i < b->count; ++i) out->push_back(Slot{b->entries()[i].next8, b->entries()[i].record, 0});
     return Status::OK();
   }
-  const Directory* d = DirectoryAt(raw);
-  if (d == nullptr || d->level != level) return Damaged("directory", raw);
   for (uint32_t i = 0; i < d->count; ++i) {
     const Directory::Entry& e = d->entries()[i];
     out->push_back(Slot{e.next8, e.first, e.child});
@@ -621,22 +626,12 @@ Status Store::Reshape(const Where& w, const Slot* add, bool append, Reshaped* r)
     // its record), as often as that holds.
     uint64_t raw = level == 0 ? cur[0].rec : cur[0].child;
     for (--level; level >= 0; --level) {
-      uint32_t count = 0;
-      uint64_t only = 0;
-      if (level == 0) {
-        const Bucket* b = BucketAt(raw);
-        if (b == nullptr) return Damaged("bucket", raw);
-        count = b->count;
-        only = b->entries()[0].record;
-      } else {
-        const Directory* dd = DirectoryAt(raw);
-        if (dd == nullptr) return Damaged("directory", raw);
-        count = dd->count;
-        only = dd->entries()[0].child;
-      }
-      if (count != 1) break;
+      const Directory* d;
+      const Bucket* b;
+      PMINDEX_RETURN_IF_ERROR(TreeNode(raw, level, &d, &b));
+      if ((d != nullptr ? d->count : b->count) != 1) break;
       DropNode(raw, r);
-      raw = only;
+      raw = d != nullptr ? d->entries()[0].child : b->entries()[0].record;
     }
     r->value = raw;
     return Status::OK();

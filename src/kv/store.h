@@ -255,15 +255,18 @@ class Store {
   // in the pool), or null.
   const Bucket* BucketAt(uint64_t raw) const;
   const Directory* DirectoryAt(uint64_t raw) const;
+  // The node at raw of a prefix's tree: a Directory of level `want` (*d)
+  // or, want 0, a Bucket (*b); want -1: the root, either, of any level.
+  Status TreeNode(uint64_t raw, int want, const Directory** d, const Bucket** b) const;
   // Entries of `e` (n of them, ascending) whose key is below `key`, or at
   // or below it if or_equal; reads a record only where next8 ties.
   template <class E>
   Status Rank(const E* e, uint32_t n, std::string_view key, uint64_t n8, bool or_equal, uint32_t* out) const;
-  // Every record of the prefix tree at `raw` (a Bucket or Directory of
-  // `level`), ascending, from the first at or above *from (null: all):
-  // fn(const Record&, uint64_t raw) returns false to stop (*stop set).
+  // Every record of the prefix tree at `raw` (a node of level `want`, as
+  // TreeNode), ascending, from the first at or above *from (null: all):
+  // fn(const Record&) returns false to stop (*stop set).
   template <class Fn>
-  Status VisitRecords(uint64_t raw, int level, const std::string_view* from, Fn& fn, bool* stop) const;
+  Status VisitRecords(uint64_t raw, int want, const std::string_view* from, Fn& fn, bool* stop) const;
   uint64_t CommitTsOf(const Version& v) const;
   const Version* VisibleAt(uint64_t head, uint64_t ts, bool* skipped) const;
   Status CopyValue(const Version& v, std::string* out) const;

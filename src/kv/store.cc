@@ -501,6 +501,10 @@ Result<Store::Slot> Store::AllocNode(int level, const Slot* s, size_t n, Reshape
       pm::copy(&d->entries()[i], &e, sizeof e);
     }
   }
+  // The check word last, over the bytes just written (header and entries;
+  // word 1 is still zero).
+  const uint64_t check = NodeCheck(p, bytes);
+  pm::copy(p + offsetof(Bucket, check), &check, sizeof check);
   // Durable by the fence before the index's update names the tree.
   pm::flush(p, bytes);
   r->fresh.push_back(a.value().raw());

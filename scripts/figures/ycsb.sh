@@ -197,8 +197,11 @@ import json, sys
 docs = [json.load(open(p)) for p in sys.argv[1:]]
 cfg = docs[0]["config"]
 phases = [r["phase"] for r in docs[0]["runs"]]
+# Ops per phase as run (a workload of name:count phases overrides --ops).
+counts = sorted({r["ops"] for r in docs[0]["runs"] if not r["skipped"]}) or [cfg["ops"]]
+per_phase = "/".join(str(c) for c in counts)
 print(f"YCSB: {cfg['records']} records x {cfg['value_size']} B, dist {cfg['dist']}, "
-      f"{cfg['threads']} client threads, {cfg['ops']} ops per phase, median of {cfg['repeat']}; "
+      f"{cfg['threads']} client threads, {per_phase} ops per phase, median of {cfg['repeat']}; "
       f"{docs[0]['machine']['cpu']}, {docs[0]['machine']['cores']} cores")
 print("Kops/s (p99 us); '-' = skipped")
 print(f"{'server':<20} {'version':<16} {'load s':>7} " + " ".join(f"{p:>16}" for p in phases))

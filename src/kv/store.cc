@@ -502,7 +502,8 @@ Result<Store::Slot> Store::AllocNode(int level, const Slot* s, size_t n, Reshape
     }
   }
   // The check word last, over the bytes just written (header and entries;
-  // word 1 is still zero).
+  // word 1, the check word, is still zero).
+  static_assert(offsetof(Bucket, check) == offsetof(Directory, check));
   const uint64_t check = NodeCheck(p, bytes);
   pm::copy(p + offsetof(Bucket, check), &check, sizeof check);
   // Durable by the fence before the index's update names the tree.

@@ -588,6 +588,38 @@ TreeShape ShapeOf(kv::Store& s) {
   return t;
 }
 
+// NodeCheck's promise: any one changed word of a node changes it (every
+// bit of every word of nodes of 4..40 words, and random replacements);
+// word 1, where the check itself is stored, is not hashed.
+TEST(KvTree, NodeCheckChangesWithAnyOneWord) {
+  SeedScope seed;
+  Rng rng(seed);
+  for (size_t words = 4; words <= 40; ++words) {
+    std::vector<uint64_t> node(words);
+    for (uint64_t& w : node) w = rng.next();
+    const size_t bytes = words * 8;
+    const uint64_t base = kv::NodeCheck(node.data(), bytes);
+    for (size_t i = 0; i < words; ++i) {
+      const uint64_t old = node[i];
+      for (int b = 0; b < 64; ++b) {
+        node[i] = old ^ (uint64_t{1} << b);
+        if (i == 1) {
+          ASSERT_EQ(kv::NodeCheck(node.data(), bytes), base);
+        } else {
+          ASSERT_NE(kv::NodeCheck(node.data(), bytes), base) << "words " << words << ", word " << i << ", bit " << b;
+        }
+      }
+      node[i] = rng.next();
+      if (i != 1 && node[i] != old) {
+        ASSERT_NE(kv::NodeCheck(node.data(), bytes), base) << "words " << words << ", word " << i;
+      }
+      node[i] = old;
+    }
+    // A node read with the wrong length (a count changed) hashes differently.
+    ASSERT_NE(kv::NodeCheck(node.data(), bytes - 8), base);
+  }
+}
+
 // Keys that share their first 8 bytes, and some their first 16 too (ties
 // the directories resolve on the records), against the model, at the
 // smallest fanouts: splits, root splits, merges, collapses back to a

@@ -714,8 +714,8 @@ Status Store::PrepareNewKey(std::string_view key, const Where& w, uint64_t rec, 
   const Slot mine{Next8(key), rec, 0};
   if (w.other != nullptr) {
     const Slot theirs{Next8(w.other->key()), w.other_raw, 0};
-    const Slot two[2] = {CompareKeys(w.other->key(), key) < 0 ? theirs : mine,
-                         CompareKeys(w.other->key(), key) < 0 ? mine : theirs};
+    const bool theirs_first = CompareKeys(w.other->key(), key) < 0;
+    const Slot two[2] = {theirs_first ? theirs : mine, theirs_first ? mine : theirs};
     auto b = AllocNode(0, two, 2, r);
     if (!b.ok()) return b.status();
     r->value = b.value().child;
@@ -1150,6 +1150,7 @@ void Store::CountAll() {
   } sink;
   WalkRules rules;
   rules.allow_pending = true;
+  rules.check_nodes = false;  // recovery's walk compared every node's check word
   IgnoreError(ForEachPair([&](Key k, Value v) { return WalkValue(*pool_, k, v, rules, sink, nullptr); }),
               "recovery's walk validated every pair just before; the counts are what this walk met");
   live_keys_.store(sink.keys, std::memory_order_relaxed);

@@ -67,7 +67,7 @@ class Walker {
       return Bad("directory", raw, "bad entry count " + std::to_string(n));
     auto d = pm::Decode<const Directory>(pool_, raw, Directory::Bytes(n), 64, "kv: directory");
     if (!d.ok()) return d.status();
-    if (d.value()->check != NodeCheck(d.value(), Directory::Bytes(n)))
+    if (rules_.check_nodes && d.value()->check != NodeCheck(d.value(), Directory::Bytes(n)))
       return Bad("directory", raw, "check word does not match its contents");
     PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(raw), Directory::Bytes(n)));
     for (uint32_t i = 0; i < n; ++i) {
@@ -87,7 +87,8 @@ class Walker {
     if (n < least || Bucket::Bytes(n) > pool_.size()) return Bad("bucket", raw, "bad entry count " + std::to_string(n));
     auto d = pm::Decode<const Bucket>(pool_, raw, Bucket::Bytes(n), 64, "kv: bucket");
     if (!d.ok()) return d.status();
-    if (b->check != NodeCheck(b, Bucket::Bytes(n))) return Bad("bucket", raw, "check word does not match its contents");
+    if (rules_.check_nodes && d.value()->check != NodeCheck(d.value(), Bucket::Bytes(n)))
+      return Bad("bucket", raw, "check word does not match its contents");
     PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(raw), Bucket::Bytes(n)));
     for (uint32_t i = 0; i < n; ++i) {
       const Bucket::Entry e = b->entries()[i];

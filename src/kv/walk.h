@@ -45,13 +45,17 @@ struct WalkRules {
   // A version of a transaction not finalized may head a chain (recovery;
   // not Verify, which excludes every writer).
   bool allow_pending = false;
+  // Compare each bucket's and directory's check word (off only for a walk
+  // of nodes a checking walk has just accepted: the count at open).
+  bool check_nodes = true;
 };
 
 // Walks index value `raw`, stored under index key `prefix`: the record or
 // the prefix's tree (buckets and directories), every record, its version
 // chain and value blocks. Corruption names the first violation: a bad
 // pointer, tag, length, level or entry count, a directory entry that does
-// not name its child's smallest key, a key under the wrong prefix or out
+// not name its child's smallest key, a node whose check word does not
+// match (rules.check_nodes), a key under the wrong prefix or out
 // of order, timestamps not strictly decreasing along a chain or not below
 // the limit, a pending version below a chain's head.
 // *max_ts (may be null) is raised to the largest timestamp seen. Reads only.

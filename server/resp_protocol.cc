@@ -10,48 +10,13 @@ namespace pmindex::server {
 
 namespace {
 
-std::string Upper(std::string_view s) {
-  std::string u(s);
-  for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return u;
-}
-
-std::string Lower(std::string_view s) {
-  std::string l(s);
-  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return l;
-}
-
-// Reply encoders.
-void Simple(std::string_view s, std::string* out) { out->append("+").append(s).append("\r\n"); }
-// An error line: CR and LF (from a client's argument) become spaces, so
-// that the reply stays one line.
-void Error(std::string_view s, std::string* out) {
-  out->append("-");
-  for (char c : s) out->push_back(c == '\r' || c == '\n' ? ' ' : c);
-  out->append("\r\n");
-}
-void Integer(int64_t n, std::string* out) {
-  out->append(":").append(std::to_string(n)).append("\r\n");
-}
-void Bulk(std::string_view s, std::string* out) {
-  out->append("$").append(std::to_string(s.size())).append("\r\n").append(s).append("\r\n");
-}
-void Nil(std::string* out) { out->append("$-1\r\n"); }
-void ArrayHeader(size_t n, std::string* out) {
-  out->append("*").append(std::to_string(n)).append("\r\n");
-}
-void StoreError(const Status& s, std::string* out) { Error("ERR " + StoreErrorText(s), out); }
-
-constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";
-constexpr std::string_view kSyntax = "ERR syntax error";
-
 // The line at `pos` without its line end ("\r\n" or "\n"). Returns the
 // position after it, 0 if there is no complete line yet, or npos if the
 // line is longer than kMaxLineBytes.
 size_t LineAt(std::string_view in, size_t pos, std::string_view* line) {
   const size_t nl = in.find('\n', pos);
-  if (nl == std::string_view::npos) return in.size() - pos > kMaxLineBytes ? std::string_view::npos : 0;
+  if (nl == std::string_view::npos)
+    return in.size() - pos > kMaxLineBytes ? std::string_view::npos : 0;
   if (nl - pos > kMaxLineBytes) return std::string_view::npos;
   *line = in.substr(pos, nl - pos);
   if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
@@ -176,6 +141,15 @@ bool CursorToKey(std::string_view cursor, size_t max_key_bytes, std::string* key
   return true;
 }
 
+RespProtocol::RespProtocol(Items& items, RespShared& shared) : Protocol(items), shared_(shared) {
+  client_.id = shared_.NextClientId();
+}
+
+RespProtocol::RespProtocol(Items& items)
+    : Protocol(items), own_shared_(std::make_unique<RespShared>()), shared_(*own_shared_) {
+  client_.id = shared_.NextClientId();
+}
+
 size_t RespProtocol::Consume(std::string_view in, std::string* out) {
   size_t pos = 0;
   while (!close_ && pos < in.size() && out->size() < kReplyBudgetBytes) {
@@ -189,7 +163,7 @@ size_t RespProtocol::Consume(std::string_view in, std::string* out) {
 
 void RespProtocol::ProtocolError(std::string_view what, std::string* out) {
   Stats::Add(items_.stats().protocol_errors);
-  Error(std::string("ERR Protocol error: ").append(what), out);
+  RespReply(out, client_.protocol).Error(std::string("ERR Protocol error: ").append(what));
   close_ = true;
 }
 
@@ -251,223 +225,45 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
 }
 
 void RespProtocol::Run(std::string* out) {
-  const std::string cmd = Upper(args_[0]);
-  const size_t argc = args_.size();
-  auto arity = [&](bool ok) {
-    if (!ok) Error("ERR wrong number of arguments for '" + Lower(args_[0]) + "' command", out);
-    return ok;
-  };
-  // Keys are checked before the store sees them: the store's limit is
-  // not the protocol's to break.
-  auto keys_ok = [&](size_t first, size_t step) {
-    for (size_t i = first; i < argc; i += step) {
-      if (args_[i].empty() || args_[i].size() > items_.max_key_bytes()) {
-        Error("ERR invalid key length (1 to " + std::to_string(items_.max_key_bytes()) + " bytes)",
-              out);
-        return false;
-      }
+  RespReply reply(out, client_.protocol);
+  const Command* command = shared_.commands().Find(args_[0]);
+  if (command == nullptr) {
+    // Redis's text: the name and the first arguments, quoted, up to about
+    // 128 bytes of them.
+    std::string text = "ERR unknown command '" + std::string(args_[0].substr(0, 128)) +
+                       "', with args beginning with: ";
+    std::string quoted;
+    for (size_t i = 1; i < args_.size() && quoted.size() < 128; ++i) {
+      const std::string_view arg = args_[i].substr(0, 128 - quoted.size());
+      quoted.append("'").append(arg).append("' ");
     }
-    return true;
-  };
-  auto data_ok = [&](std::string_view v) {
-    if (v.size() <= items_.max_data_bytes()) return true;
-    Error("ERR value too large (at most " + std::to_string(items_.max_data_bytes()) + " bytes)", out);
-    return false;
-  };
-  auto now = [&] { return items_.NowMs(); };
-
-  if (cmd == "GET") {
-    if (!arity(argc == 2) || !keys_ok(1, 1)) return;
-    Result<Item> r = items_.Get(args_[1]);
-    if (r.ok()) return Bulk(r->data, out);
-    if (r.status().is_not_found()) return Nil(out);
-    return StoreError(r.status(), out);
+    Stats::Add(items_.stats().protocol_errors);
+    return reply.Error(text + quoted);
   }
-  if (cmd == "SET") {
-    if (!arity(argc >= 3) || !keys_ok(1, argc) || !data_ok(args_[2])) return;
-    StoreMode mode = StoreMode::kSet;
-    int64_t expiry_ms = 0;
-    bool has_expiry = false;
-    for (size_t i = 3; i < argc; ++i) {
-      const std::string opt = Upper(args_[i]);
-      if ((opt == "NX" || opt == "XX") && mode == StoreMode::kSet) {
-        mode = opt == "NX" ? StoreMode::kAdd : StoreMode::kReplace;
-      } else if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !has_expiry &&
-                 i + 1 < argc) {
-        int64_t t = 0;
-        const int64_t unit = opt == "EX" || opt == "EXAT" ? 1000 : 1;
-        const int64_t base = opt == "EX" || opt == "PX" ? now() : 0;
-        if (!ParseNumber(args_[++i], &t)) return Error(kNotInteger, out);
-        if (t <= 0 || __builtin_mul_overflow(t, unit, &t) ||
-            __builtin_add_overflow(t, base, &expiry_ms)) {
-          return Error("ERR invalid expire time in 'set' command", out);
-        }
-        has_expiry = true;
-      } else {
-        return Error(kSyntax, out);
-      }
+  if (!command->subcommands.empty() && (args_.size() >= 2 || command->handler == nullptr)) {
+    if (args_.size() < 2) {
+      return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
     }
-    Result<ItemOutcome> r = items_.Write(mode, args_[1], args_[2], 0, expiry_ms);
-    if (!r.ok()) return StoreError(r.status(), out);
-    return *r == ItemOutcome::kDone ? Simple("OK", out) : Nil(out);
-  }
-  if (cmd == "DEL" || cmd == "EXISTS") {
-    if (!arity(argc >= 2) || !keys_ok(1, 1)) return;
-    int64_t n = 0;
-    for (size_t i = 1; i < argc; ++i) {
-      if (cmd == "DEL") {
-        Result<ItemOutcome> r = items_.Delete(args_[i]);
-        if (!r.ok()) return StoreError(r.status(), out);
-        n += *r == ItemOutcome::kDone;
-      } else {
-        Result<Item> r = items_.Get(args_[i]);
-        if (!r.ok() && !r.status().is_not_found()) return StoreError(r.status(), out);
-        n += r.ok();
-      }
+    const Command* sub = command->FindSubcommand(args_[1]);
+    if (sub == nullptr) {
+      return reply.Error("ERR unknown subcommand '" + std::string(args_[1].substr(0, 128)) +
+                         "'. Try " + Upper(command->name) + " HELP.");
     }
-    return Integer(n, out);
+    command = sub;
   }
-  if (cmd == "INCR" || cmd == "DECR" || cmd == "INCRBY" || cmd == "DECRBY") {
-    const bool by = cmd.size() == 6;
-    if (!arity(argc == (by ? 3u : 2u)) || !keys_ok(1, argc)) return;
-    int64_t delta = 1;
-    if (by && !ParseNumber(args_[2], &delta)) return Error(kNotInteger, out);
-    if (cmd[0] == 'D') {
-      if (delta == std::numeric_limits<int64_t>::min())
-        return Error("ERR decrement would overflow", out);
-      delta = -delta;
+  const auto argc = static_cast<int64_t>(args_.size());
+  if (command->arity >= 0 ? argc != command->arity : argc < -command->arity) {
+    return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
+  }
+  CommandCall call{*command, args_, items_, client_, shared_, reply};
+  if (command->first_key > 0) {
+    const int64_t last = command->last_key < 0 ? argc + command->last_key : command->last_key;
+    for (int64_t i = command->first_key; i <= last && i < argc; i += command->key_step) {
+      if (!CheckKey(call, args_[static_cast<size_t>(i)])) return;
     }
-    int64_t v = 0;
-    Result<ItemOutcome> r = items_.IncrBy(args_[1], delta, &v);
-    if (!r.ok()) return StoreError(r.status(), out);
-    if (*r == ItemOutcome::kNotNumeric) return Error(kNotInteger, out);
-    if (*r == ItemOutcome::kOverflow) return Error("ERR increment or decrement would overflow", out);
-    return Integer(v, out);
   }
-  if (cmd == "MGET") {
-    if (!arity(argc >= 2) || !keys_ok(1, 1)) return;
-    std::string reply;
-    ArrayHeader(argc - 1, &reply);
-    for (size_t i = 1; i < argc; ++i) {
-      Result<Item> r = items_.Get(args_[i]);
-      if (r.ok()) {
-        Bulk(r->data, &reply);
-        if (reply.size() > kMaxMultiReplyBytes) return Error("ERR reply too large", out);
-      } else if (r.status().is_not_found()) {
-        Nil(&reply);
-      } else {
-        return StoreError(r.status(), out);
-      }
-    }
-    out->append(reply);
-    return;
-  }
-  if (cmd == "MSET") {
-    if (!arity(argc >= 3 && argc % 2 == 1) || !keys_ok(1, 2)) return;
-    std::vector<std::pair<std::string_view, std::string_view>> pairs;
-    for (size_t i = 1; i < argc; i += 2) {
-      if (!data_ok(args_[i + 1])) return;
-      pairs.emplace_back(args_[i], args_[i + 1]);
-    }
-    Status s = items_.StoreMany(pairs);
-    return s.ok() ? Simple("OK", out) : StoreError(s, out);
-  }
-  if (cmd == "TTL" || cmd == "PTTL") {
-    if (!arity(argc == 2) || !keys_ok(1, 1)) return;
-    Result<Item> r = items_.Get(args_[1]);
-    if (!r.ok()) return r.status().is_not_found() ? Integer(-2, out) : StoreError(r.status(), out);
-    if (r->expiry_ms == 0) return Integer(-1, out);
-    const int64_t left = std::max<int64_t>(r->expiry_ms - now(), 0);
-    return Integer(cmd == "TTL" ? (left + 500) / 1000 : left, out);
-  }
-  if (cmd == "EXPIRE" || cmd == "PEXPIRE") {
-    if (!arity(argc == 3) || !keys_ok(1, 2)) return;
-    int64_t t = 0;
-    if (!ParseNumber(args_[2], &t)) return Error(kNotInteger, out);
-    int64_t expiry_ms = 1;  // t <= 0: expired at once, as Redis deletes the key
-    if (t > 0 && (__builtin_mul_overflow(t, cmd == "EXPIRE" ? 1000 : 1, &t) ||
-                  __builtin_add_overflow(t, now(), &expiry_ms))) {
-      return Error("ERR invalid expire time in '" + Lower(cmd) + "' command", out);
-    }
-    Result<ItemOutcome> r = items_.Touch(args_[1], expiry_ms);
-    if (!r.ok()) return StoreError(r.status(), out);
-    return Integer(*r == ItemOutcome::kDone, out);
-  }
-  if (cmd == "SCAN") {
-    if (!arity(argc >= 2 && argc % 2 == 0)) return;
-    std::string from;
-    if (!CursorToKey(args_[1], items_.max_key_bytes(), &from)) return Error("ERR invalid cursor", out);
-    std::string_view pattern;
-    size_t count = 10;
-    for (size_t i = 2; i < argc; i += 2) {
-      const std::string opt = Upper(args_[i]);
-      if (opt == "MATCH") {
-        pattern = args_[i + 1];
-      } else if (opt == "COUNT") {
-        if (!ParseNumber(args_[i + 1], &count)) return Error(kNotInteger, out);
-        if (count < 1) return Error(kSyntax, out);
-        count = std::min<size_t>(count, 100000);
-      } else {
-        return Error(kSyntax, out);
-      }
-    }
-    std::vector<std::string> keys;
-    std::string next;
-    items_.ScanKeys(from, count, &keys, &next);
-    if (!pattern.empty() && pattern != "*") {
-      std::erase_if(keys, [&](const std::string& k) { return !GlobMatch(pattern, k); });
-    }
-    ArrayHeader(2, out);
-    Bulk(KeyToCursor(next), out);
-    ArrayHeader(keys.size(), out);
-    for (const std::string& k : keys) Bulk(k, out);
-    return;
-  }
-  if (cmd == "DBSIZE") {
-    if (!arity(argc == 1)) return;
-    return Integer(static_cast<int64_t>(items_.Info().keys), out);
-  }
-  if (cmd == "FLUSHDB" || cmd == "FLUSHALL") {
-    if (!arity(argc <= 2)) return;
-    if (argc == 2 && Upper(args_[1]) != "SYNC" && Upper(args_[1]) != "ASYNC")
-      return Error(kSyntax, out);
-    Status s = items_.Flush(0);
-    return s.ok() ? Simple("OK", out) : StoreError(s, out);
-  }
-  if (cmd == "PING") {
-    if (!arity(argc <= 2)) return;
-    return argc == 2 ? Bulk(args_[1], out) : Simple("PONG", out);
-  }
-  if (cmd == "ECHO") {
-    if (!arity(argc == 2)) return;
-    return Bulk(args_[1], out);
-  }
-  if (cmd == "INFO") {
-    std::string info = "# Server\r\nserver:pmserver\r\n";
-    for (const auto& [name, value] : StatsReport(items_))
-      info.append(name).append(":").append(value).append("\r\n");
-    info.append("\r\n# Keyspace\r\ndb0:keys=")
-        .append(std::to_string(items_.Info().keys))
-        .append("\r\n");
-    return Bulk(info, out);
-  }
-  if (cmd == "QUIT") {
-    Simple("OK", out);
-    close_ = true;
-    return;
-  }
-  if (cmd == "SELECT") {
-    if (!arity(argc == 2)) return;
-    return args_[1] == "0" ? Simple("OK", out) : Error("ERR DB index is out of range", out);
-  }
-  if (cmd == "COMMAND") return ArrayHeader(0, out);  // no command table to describe
-  if (cmd == "CLIENT" && argc >= 2) {
-    const std::string sub = Upper(args_[1]);
-    if (sub == "SETNAME" || sub == "SETINFO") return Simple("OK", out);
-    return Error("ERR unknown subcommand '" + std::string(args_[1]) + "'", out);
-  }
-  Stats::Add(items_.stats().protocol_errors);
-  Error("ERR unknown command '" + std::string(args_[0]) + "'", out);
+  command->handler(call);
+  if (call.close) close_ = true;
 }
 
 }  // namespace pmindex::server

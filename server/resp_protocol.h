@@ -1,17 +1,11 @@
-// A subset of RESP2, the Redis protocol, over Items.
+// RESP, the Redis protocol, over Items.
 //
 // Requests are arrays of bulk strings (binary-safe keys and values) or
 // inline commands (one line, arguments split at spaces and tabs, no
-// quoting). Commands (names in any case):
-//
-//   GET key                        SET key value [NX|XX] [EX s|PX ms|EXAT t|PXAT t]
-//   DEL key...                     EXISTS key...
-//   INCR key  DECR key             INCRBY key n  DECRBY key n
-//   MGET key...                    MSET key value [key value ...]   (atomic)
-//   TTL key  PTTL key              EXPIRE key s  PEXPIRE key ms
-//   SCAN cursor [MATCH pattern] [COUNT n]
-//   DBSIZE  FLUSHDB  FLUSHALL  PING [msg]  ECHO msg  INFO [section]
-//   QUIT  SELECT 0  COMMAND  CLIENT SETNAME|SETINFO ...
+// quoting). Each is looked up in the command table (resp_command.h),
+// checked there (name, arity, authentication, key sizes) and run by its
+// handler; docs/server.md lists the commands and their differences from
+// Redis 7.0.
 //
 // SCAN walks the keys in bytewise order. Its cursor is a decimal number
 // that encodes the next key to return (the big-endian number of the bytes
@@ -27,11 +21,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "server/protocol.h"
+#include "server/resp_command.h"
 
 namespace pmindex::server {
 
@@ -40,8 +36,14 @@ class RespProtocol final : public Protocol {
   static constexpr size_t kMaxArgs = 64 * 1024;
   static constexpr size_t kMaxRequestBytes = 64u << 20;
 
-  explicit RespProtocol(Items& items) : Protocol(items) {}
+  // A connection of a server whose connections share `shared` (which
+  // must outlive it).
+  RespProtocol(Items& items, RespShared& shared);
+  // A connection on its own (tests).
+  explicit RespProtocol(Items& items);
   size_t Consume(std::string_view in, std::string* out) override;
+
+  const RespClient& client() const { return client_; }
 
  private:
   // Parses one request at the front of `in` into args_. Returns the bytes
@@ -49,8 +51,12 @@ class RespProtocol final : public Protocol {
   // protocol error.
   size_t Parse(std::string_view in, std::string* out);
   void ProtocolError(std::string_view what, std::string* out);
+  // Looks up, checks and runs the request in args_.
   void Run(std::string* out);
 
+  std::unique_ptr<RespShared> own_shared_;  // when not given one
+  RespShared& shared_;
+  RespClient client_;
   std::vector<std::string_view> args_;  // the current request's, into the input
 };
 

@@ -64,6 +64,7 @@ struct Server::Impl {
   Server& self;
   Items& items;
   Options options;
+  RespShared resp_shared;  // what every RESP connection shares
   // One event loop per thread, as memcached's worker threads: a
   // connection is given to one loop when it is accepted (round-robin) and
   // all its handlers run on that loop's thread, so they never run at once
@@ -239,7 +240,7 @@ void Server::Impl::Accept(Listener& l) {
     if (l.protocol == Server::Wire::kMemcached) {
       protocol = std::make_unique<MemcacheProtocol>(items);
     } else {
-      protocol = std::make_unique<RespProtocol>(items);
+      protocol = std::make_unique<RespProtocol>(items, resp_shared);
     }
     auto session = std::make_shared<Session>(*this, std::move(socket), std::move(protocol));
     if (Register(session.get())) {

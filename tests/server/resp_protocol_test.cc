@@ -216,7 +216,7 @@ TEST(Resp, ErrorsKeepTheConnection) {
   ExpectScript(Cmd({"NOSUCH", "a"}) + Cmd({"GET"}) + Cmd({"get", "a", "b"}) + Cmd({"SELECT", "1"}) +
                    Cmd({"SELECT", "0"}) + Cmd({"CLIENT", "SETINFO", "LIB-NAME", "x"}) +
                    Cmd({"COMMAND", "DOCS"}) + "*0\r\n" + Cmd({"GET", "a"}),
-               "-ERR unknown command 'NOSUCH'\r\n"
+               "-ERR unknown command 'NOSUCH', with args beginning with: 'a' \r\n"
                "-ERR wrong number of arguments for 'get' command\r\n"
                "-ERR wrong number of arguments for 'get' command\r\n"
                "-ERR DB index is out of range\r\n+OK\r\n+OK\r\n*0\r\n$-1\r\n");
@@ -224,7 +224,45 @@ TEST(Resp, ErrorsKeepTheConnection) {
 
 TEST(Resp, UnknownCommandNameCannotBreakTheReplyLine) {
   Resp h;
-  EXPECT_EQ(h.Feed(Cmd({"X\r\n+OK"})), "-ERR unknown command 'X  +OK'\r\n");
+  EXPECT_EQ(h.Feed(Cmd({"X\r\n+OK"})),
+            "-ERR unknown command 'X  +OK', with args beginning with: \r\n");
+  EXPECT_EQ(h.Feed(Cmd({"X", "a\nb", std::string(200, 'y'), "z"})),
+            "-ERR unknown command 'X', with args beginning with: 'a b' '" + std::string(122, 'y') +
+                "' \r\n");
+}
+
+TEST(Resp, TableChecksArityAndSubcommands) {
+  // Redis's arity convention: GET is exactly 2, MGET at least 2; a
+  // container command (CLIENT) names its subcommand.
+  ExpectScript(Cmd({"gEt", "k"}) + Cmd({"MGET"}) + Cmd({"client"}) + Cmd({"CLIENT", "nosuch"}) +
+                   Cmd({"client", "SETNAME"}) + Cmd({"Client", "setname", "x"}) +
+                   Cmd({"ping", "a", "b"}),
+               "$-1\r\n-ERR wrong number of arguments for 'mget' command\r\n"
+               "-ERR wrong number of arguments for 'client' command\r\n"
+               "-ERR unknown subcommand 'nosuch'. Try CLIENT HELP.\r\n"
+               "-ERR wrong number of arguments for 'client|setname' command\r\n+OK\r\n"
+               "-ERR wrong number of arguments for 'ping' command\r\n");
+}
+
+TEST(Resp, TableDescribesEveryCommand) {
+  const CommandTable& t = RespCommands();
+  const Command* mset = t.Find("MSet");
+  ASSERT_NE(mset, nullptr);
+  EXPECT_EQ(mset->arity, -3);
+  EXPECT_EQ(mset->first_key, 1);
+  EXPECT_EQ(mset->last_key, -1);
+  EXPECT_EQ(mset->key_step, 2);
+  EXPECT_EQ(t.Find("nosuch"), nullptr);
+  t.ForEach([](const Command& c) {
+    EXPECT_NE(c.arity, 0) << c.name;
+    EXPECT_FALSE(c.group.empty()) << c.name;
+    EXPECT_TRUE(c.handler != nullptr || !c.subcommands.empty()) << c.name;
+    EXPECT_EQ((c.first_key == 0), (c.key_step == 0)) << c.name;
+    for (const Command& sub : c.subcommands) {
+      EXPECT_NE(sub.handler, nullptr) << sub.full_name;
+      EXPECT_EQ(sub.full_name, std::string(c.name) + "|" + std::string(sub.name));
+    }
+  });
 }
 
 TEST(Resp, ProtocolErrorsClose) {

@@ -1,0 +1,193 @@
+// The RESP command table: every command pmserver serves over RESP, with
+// Redis's description of it (arity, flags, key positions), and the
+// handler that runs it.
+//
+// Commands are added by groups, one file per group, each with a
+// `void RegisterXxxCommands(CommandTable&)` (declared at the end of this
+// header) that RespCommands() (resp_commands.cc) calls once: a new group
+// is a new file and one line there. The table answers COMMAND (its INFO,
+// COUNT, DOCS, GETKEYS and LIST replies are derived from it) and is what
+// the dispatcher (resp_protocol.cc) checks before a handler runs:
+//
+//   1. the name (any case): unknown -> "ERR unknown command '...', with
+//      args beginning with: ..."; a container command (CONFIG, CLIENT,
+//      OBJECT, ...) looks up its subcommand in argv[1]: unknown ->
+//      "ERR unknown subcommand '...'. Try CONFIG HELP.";
+//   2. the arity, Redis's convention: N > 0 is exactly N arguments, the
+//      name included; -N is at least N. Else "ERR wrong number of
+//      arguments for 'name' command" ('config|get' for a subcommand);
+//   3. authentication: a client that has not authenticated (a password
+//      is set) may run only commands flagged kNoAuth;
+//   4. the keys at first_key, first_key + key_step, ... last_key (last_key
+//      < 0 counts from the end: -1 is the last argument) must be 1 to
+//      max_key_bytes() bytes (KvStore's key limit; Redis has none);
+//   5. the handler, which checks the rest and writes exactly one reply.
+//
+// Threads: the table is built once, before any connection, and is then
+// read-only. A handler runs on its connection's event-loop thread; what
+// it shares with other connections (RespShared) is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "pmindex/status.h"
+#include "server/items.h"
+#include "server/protocol.h"
+#include "server/resp_reply.h"
+
+namespace pmindex::server {
+
+// Command flags, Redis's words for them (COMMAND INFO's third element).
+namespace cmd_flag {
+inline constexpr uint64_t kWrite = 1 << 0;
+inline constexpr uint64_t kReadonly = 1 << 1;
+inline constexpr uint64_t kDenyOom = 1 << 2;
+inline constexpr uint64_t kAdmin = 1 << 3;
+inline constexpr uint64_t kPubsub = 1 << 4;
+inline constexpr uint64_t kNoScript = 1 << 5;
+inline constexpr uint64_t kBlocking = 1 << 6;
+inline constexpr uint64_t kLoading = 1 << 7;
+inline constexpr uint64_t kStale = 1 << 8;
+inline constexpr uint64_t kSkipMonitor = 1 << 9;
+inline constexpr uint64_t kSkipSlowlog = 1 << 10;
+inline constexpr uint64_t kAsking = 1 << 11;
+inline constexpr uint64_t kFast = 1 << 12;
+inline constexpr uint64_t kNoAuth = 1 << 13;
+inline constexpr uint64_t kMayReplicate = 1 << 14;
+inline constexpr uint64_t kNoMandatoryKeys = 1 << 15;
+inline constexpr uint64_t kNoMulti = 1 << 16;
+inline constexpr uint64_t kMovableKeys = 1 << 17;
+inline constexpr uint64_t kAllowBusy = 1 << 18;
+// Redis's names of the flags set in `flags`, in Redis's order.
+std::vector<std::string_view> Names(uint64_t flags);
+}  // namespace cmd_flag
+
+struct CommandCall;
+using CommandHandler = void (*)(CommandCall&);
+
+struct Command {
+  std::string_view name{};  // lower case; a subcommand's own name ("get")
+  int arity = 0;            // Redis's convention (above), the name counted
+  uint64_t flags = 0;       // cmd_flag bits
+  int first_key = 0;        // 0: no keys
+  int last_key = 0;         // < 0: from the end
+  int key_step = 0;
+  // Redis's command group ("string", "generic", "connection", "server")
+  // and a one-line description (COMMAND DOCS).
+  std::string_view group{};
+  std::string_view summary{};
+  // Redis's key-spec flags of the keys (COMMAND INFO), space-separated,
+  // e.g. "RW ACCESS UPDATE"; and its ACL categories other than those the
+  // flags imply (@read, @write, @fast, @slow, @admin, @dangerous), e.g.
+  // "string" or "keyspace dangerous".
+  std::string_view key_flags{};
+  std::string_view categories{};
+  // Runs the command. A container command (non-empty subcommands) needs
+  // one only if it may be called without a subcommand (COMMAND).
+  CommandHandler handler = nullptr;
+  std::vector<Command> subcommands{};
+  // Set by CommandTable::Add: "name", or "container|name".
+  std::string full_name{};
+
+  const Command* FindSubcommand(std::string_view name) const;
+};
+
+class CommandTable {
+ public:
+  // Adds a command (and its subcommands). A name added twice is a bug
+  // (checked).
+  void Add(Command command);
+  // The command named `name`, in any case, or nullptr.
+  const Command* Find(std::string_view name) const;
+  size_t size() const { return commands_.size(); }
+  // Every command, in no particular order.
+  template <class F>
+  void ForEach(F&& f) const {
+    for (const auto& [name, c] : commands_) f(*c);
+  }
+
+ private:
+  struct CaseInsensitiveHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const;
+  };
+  struct CaseInsensitiveEqual {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const;
+  };
+  std::unordered_map<std::string, std::unique_ptr<Command>, CaseInsensitiveHash,
+                     CaseInsensitiveEqual>
+      commands_;
+};
+
+// The table of every command pmserver serves, built on first use.
+const CommandTable& RespCommands();
+
+// One connection's state, which its commands read and change.
+struct RespClient {
+  uint64_t id = 0;
+  int protocol = 2;            // RESP version: 2, or 3 after HELLO 3
+  bool authenticated = false;  // meaningful only when a password is set
+  std::string name;            // CLIENT SETNAME
+  int db = 0;                  // the selected database
+};
+
+// What every RESP connection of a server shares.
+class RespShared {
+ public:
+  RespShared() = default;
+  RespShared(const RespShared&) = delete;
+  RespShared& operator=(const RespShared&) = delete;
+
+  const CommandTable& commands() const { return commands_; }
+  // A new connection's id: 1, 2, 3, ... (CLIENT ID).
+  uint64_t NextClientId() { return next_client_id_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  const CommandTable& commands_ = RespCommands();
+  std::atomic<uint64_t> next_client_id_{1};
+};
+
+// One command being run: what a handler is given.
+struct CommandCall {
+  const Command& command;
+  std::span<const std::string_view> args;  // args[0] is the name as sent
+  Items& items;
+  RespClient& client;
+  RespShared& shared;
+  RespReply& reply;
+  bool close = false;  // set: close the connection after this reply
+
+  size_t argc() const { return args.size(); }
+};
+
+// Reply strings and helpers the handlers share.
+inline constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";
+inline constexpr std::string_view kSyntax = "ERR syntax error";
+std::string Upper(std::string_view s);
+std::string Lower(std::string_view s);
+// True iff `s` equals `word` ignoring ASCII case.
+bool EqualsIgnoreCase(std::string_view s, std::string_view word);
+void ReplyStoreError(CommandCall& call, const Status& s);
+// True iff `key` is a key the store takes; else replies the error.
+bool CheckKey(CommandCall& call, std::string_view key);
+// True iff `data` fits one item; else replies the error.
+bool CheckData(CommandCall& call, std::string_view data);
+
+// The command groups (one file each).
+void RegisterStringCommands(CommandTable& table);      // resp_string_commands.cc
+void RegisterKeyspaceCommands(CommandTable& table);    // resp_keyspace_commands.cc
+void RegisterDatabaseCommands(CommandTable& table);    // resp_database_commands.cc
+void RegisterConnectionCommands(CommandTable& table);  // resp_connection_commands.cc
+void RegisterServerCommands(CommandTable& table);      // resp_server_commands.cc
+
+}  // namespace pmindex::server

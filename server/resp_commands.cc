@@ -1,0 +1,127 @@
+// The command table (resp_command.h) and the helpers its handlers share.
+#include <cctype>
+#include <string>
+
+#include "server/resp_command.h"
+#include "util/check.h"
+
+namespace pmindex::server {
+
+namespace cmd_flag {
+std::vector<std::string_view> Names(uint64_t flags) {
+  static constexpr std::pair<uint64_t, std::string_view> kNames[] = {
+      {kWrite, "write"},
+      {kReadonly, "readonly"},
+      {kDenyOom, "denyoom"},
+      {kAdmin, "admin"},
+      {kPubsub, "pubsub"},
+      {kNoScript, "noscript"},
+      {kBlocking, "blocking"},
+      {kLoading, "loading"},
+      {kStale, "stale"},
+      {kSkipMonitor, "skip_monitor"},
+      {kSkipSlowlog, "skip_slowlog"},
+      {kAsking, "asking"},
+      {kFast, "fast"},
+      {kNoAuth, "no_auth"},
+      {kMayReplicate, "may_replicate"},
+      {kNoMandatoryKeys, "no_mandatory_keys"},
+      {kNoMulti, "no_multi"},
+      {kMovableKeys, "movablekeys"},
+      {kAllowBusy, "allow_busy"},
+  };
+  std::vector<std::string_view> names;
+  for (const auto& [bit, name] : kNames)
+    if (flags & bit) names.push_back(name);
+  return names;
+}
+}  // namespace cmd_flag
+
+const CommandTable& RespCommands() {
+  // Built once (thread-safe static initialization), read-only after.
+  static const CommandTable table = [] {
+    CommandTable t;
+    RegisterStringCommands(t);
+    RegisterKeyspaceCommands(t);
+    RegisterDatabaseCommands(t);
+    RegisterConnectionCommands(t);
+    RegisterServerCommands(t);
+    return t;
+  }();
+  return table;
+}
+
+size_t CommandTable::CaseInsensitiveHash::operator()(std::string_view s) const {
+  size_t h = 1469598103934665603ull;  // FNV-1a over the lower-cased bytes
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)));
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool CommandTable::CaseInsensitiveEqual::operator()(std::string_view a, std::string_view b) const {
+  return EqualsIgnoreCase(a, b);
+}
+
+void CommandTable::Add(Command command) {
+  command.full_name = std::string(command.name);
+  for (Command& sub : command.subcommands)
+    sub.full_name = command.full_name + "|" + std::string(sub.name);
+  const std::string name = command.full_name;
+  const bool added = commands_.emplace(name, std::make_unique<Command>(std::move(command))).second;
+  PMINDEX_CHECK(added, "the RESP command '%s' is registered twice", name.c_str());
+}
+
+const Command* CommandTable::Find(std::string_view name) const {
+  auto it = commands_.find(name);
+  return it == commands_.end() ? nullptr : it->second.get();
+}
+
+const Command* Command::FindSubcommand(std::string_view sub) const {
+  for (const Command& c : subcommands)
+    if (EqualsIgnoreCase(sub, c.name)) return &c;
+  return nullptr;
+}
+
+std::string Upper(std::string_view s) {
+  std::string u(s);
+  for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return u;
+}
+
+std::string Lower(std::string_view s) {
+  std::string l(s);
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return l;
+}
+
+bool EqualsIgnoreCase(std::string_view s, std::string_view word) {
+  if (s.size() != word.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) !=
+        std::tolower(static_cast<unsigned char>(word[i])))
+      return false;
+  }
+  return true;
+}
+
+void ReplyStoreError(CommandCall& call, const Status& s) {
+  call.reply.Error("ERR " + StoreErrorText(s));
+}
+
+bool CheckKey(CommandCall& call, std::string_view key) {
+  if (!key.empty() && key.size() <= call.items.max_key_bytes()) return true;
+  call.reply.Error("ERR invalid key length (1 to " + std::to_string(call.items.max_key_bytes()) +
+                   " bytes)");
+  return false;
+}
+
+bool CheckData(CommandCall& call, std::string_view data) {
+  if (data.size() <= call.items.max_data_bytes()) return true;
+  call.reply.Error("ERR value too large (at most " + std::to_string(call.items.max_data_bytes()) +
+                   " bytes)");
+  return false;
+}
+
+}  // namespace pmindex::server

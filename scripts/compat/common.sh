@@ -55,21 +55,25 @@ start_redis() {
 }
 
 # start_pmserver BINARY DIR [ARGS...]: starts pmserver over a new pool in
-# DIR, RESP on a port the kernel picks ("auto"), memcached off; sets
-# server_pid and server_port from its start lines. Returns 1 (its log on
-# stderr) if it is not ready within 30 s.
+# DIR, RESP on a port the kernel picks ("auto"), memcached off (or the
+# other way round when $pm_protocol is "memcached"); sets server_pid and
+# server_port from its start lines. Returns 1 (its log on stderr) if it is
+# not ready within 30 s.
 start_pmserver() {
-  local bin=$1 dir=$2
+  local bin=$1 dir=$2 ports=(--memcached-port 0 --resp-port auto) name=resp
   shift 2
+  if [ "${pm_protocol:-resp}" = memcached ]; then
+    ports=(--memcached-port auto --resp-port 0) name=memcached
+  fi
   rm -rf "$dir" && mkdir -p "$dir"
-  "$bin" --pool "$dir/kv.pool" --create lbtree --memcached-port 0 --resp-port auto \
-    --bind 127.0.0.1 "$@" >"$dir/pmserver.log" 2>&1 &
+  "$bin" --pool "$dir/kv.pool" --create lbtree "${ports[@]}" --bind 127.0.0.1 "$@" \
+    >"$dir/pmserver.log" 2>&1 &
   server_pid=$!
   compat_pids+=("$server_pid")
   server_port=
   for _ in $(seq 300); do
     if grep -q '^pmserver: ready' "$dir/pmserver.log" 2>/dev/null; then
-      server_port=$(sed -n 's/^pmserver: resp on .*:\([0-9][0-9]*\)$/\1/p' "$dir/pmserver.log")
+      server_port=$(sed -n "s/^pmserver: $name on .*:\([0-9][0-9]*\)\$/\1/p" "$dir/pmserver.log")
       [ -n "$server_port" ] && return 0
       break
     fi
@@ -78,6 +82,21 @@ start_pmserver() {
   done
   cat "$dir/pmserver.log" >&2
   stop_pid "$server_pid"
+  return 1
+}
+
+# start_memcached: starts memcached (the one on PATH, or $MEMCACHED) on a
+# free port, TCP only; sets server_pid and server_port.
+start_memcached() {
+  local attempt
+  for attempt in 1 2 3; do
+    server_port=$(free_port)
+    "${MEMCACHED:-memcached}" -u "$(id -un)" -l 127.0.0.1 -p "$server_port" -U 0 &
+    server_pid=$!
+    compat_pids+=("$server_pid")
+    if wait_port "$server_port" "$server_pid" 30; then return 0; fi
+    stop_pid "$server_pid"
+  done
   return 1
 }
 

@@ -6,8 +6,7 @@
 # Usage: scripts/compat/memcapable.sh [--build DIR] [--out DIR]
 #   --build DIR   pmindex build directory holding server/pmserver
 #                 (default build/release)
-#   --out DIR     the two runs' output and summary.txt (default
-#                 compat-memcapable)
+#   --out DIR     the two runs' output and summary.txt (default BUILD/compat-memcapable)
 #
 # Each server is started on a free loopback port (pmserver over a new
 # lbtree pool in OUT) and stopped after its run (memcapable flushes it).
@@ -18,7 +17,7 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 build=build/release
-out=compat-memcapable
+out=
 pmserver_args="--threads 2"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -35,6 +34,7 @@ pmserver="$build/server/pmserver"
 # Debian names the tool memccapable (libmemcached 1.1); older ones memcapable.
 tool=$(command -v memccapable || command -v memcapable || true)
 [ -n "$tool" ] || die "no memccapable or memcapable on PATH (libmemcached-tools)"
+out=${out:-$build/compat-memcapable}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 trap stop_servers EXIT

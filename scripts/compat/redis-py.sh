@@ -15,8 +15,7 @@
 #                      tests import the release installed in the venv).
 #   --build DIR        pmindex build directory holding server/pmserver; the
 #                      venv is DIR/compat-venv (default build/release)
-#   --out DIR          logs, JUnit reports and summary.txt (default
-#                      compat-redis-py)
+#   --out DIR          logs, JUnit reports and summary.txt (default BUILD/compat-redis-py)
 #   --redis-py SPEC    the redis-py the venv gets from PyPI (default
 #                      redis==VERSION, the checkout's version: the tests
 #                      then match the library they test)
@@ -53,7 +52,7 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 build=build/release
-out=compat-redis-py
+out=
 redis_py_spec=
 protocol=
 test_timeout=30
@@ -85,6 +84,7 @@ pmserver="$build/server/pmserver"
 build=$(cd "$build" && pwd)
 pmserver="$build/server/pmserver"
 "$compat_dir/deps.sh"
+out=${out:-$build/compat-redis-py}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 

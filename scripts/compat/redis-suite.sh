@@ -11,7 +11,7 @@
 #                      runs from a copy of runtest and tests/ in OUT).
 #   --build DIR        pmindex build directory holding server/pmserver
 #                      (default build/release)
-#   --out DIR          logs and summary.txt (default compat-redis-suite)
+#   --out DIR          logs and summary.txt (default BUILD/compat-redis-suite)
 #   --files LIST       comma-separated test files (default: unit/type/string,
 #                      unit/type/incr, unit/expire, unit/keyspace,
 #                      unit/protocol, unit/multi, unit/info-command, unit/auth)
@@ -45,7 +45,7 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 build=build/release
-out=compat-redis-suite
+out=
 files=unit/type/string,unit/type/incr,unit/expire,unit/keyspace,unit/protocol,unit/multi,unit/info-command,unit/auth
 test_timeout=120
 file_timeout=900
@@ -76,6 +76,7 @@ pmserver="$build/server/pmserver"
 [ -x "$pmserver" ] || die "no pmserver at $pmserver (ninja -C $build pmserver, or give --build DIR)"
 pmserver=$(cd "$(dirname "$pmserver")" && pwd)/pmserver
 "$compat_dir/deps.sh"
+out=${out:-$build/compat-redis-suite}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 

@@ -23,6 +23,9 @@
 #                      database 9 and runs the tests that need several
 #                      databases); default: --singledb
 #   --pmserver-args "ARGS"  more pmserver options (default "--threads 2")
+#   --runtest-args "ARGS"   more runtest options for both servers' runs (e.g.
+#                      --ignore-encoding: OBJECT ENCODING checks pass
+#                      whatever the answer); default none
 #
 # Each file runs against a fresh redis-server (--save '' --appendonly no)
 # and a fresh pmserver (a new lbtree pool in OUT), each on a free loopback
@@ -51,6 +54,7 @@ test_timeout=120
 file_timeout=900
 singledb=--singledb
 pmserver_args="--threads 2"
+runtest_args=
 checkout=${REDIS_SRC:-}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -61,6 +65,7 @@ while [ $# -gt 0 ]; do
     --file-timeout) file_timeout=$2; shift ;;
     --multidb) singledb= ;;
     --pmserver-args) pmserver_args=$2; shift ;;
+    --runtest-args) runtest_args=$2; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) checkout=$1 ;;
@@ -115,13 +120,13 @@ run_file() {
   {
     echo "# $(date -u +%FT%TZ) $server on 127.0.0.1:$server_port"
     echo "# ./runtest --host 127.0.0.1 --port $server_port $singledb --durable --tags -needs:debug" \
-      "--tags -needs:repl --timeout $test_timeout --single $file"
+      "--tags -needs:repl --timeout $test_timeout --single $file $runtest_args"
   } >"$log"
   # timeout(1) signals its whole process group: the harness's test client
   # (a second tclsh it starts) goes with it.
   (cd "$work" && TERM=dumb timeout -k 10 "$file_timeout" ./runtest --host 127.0.0.1 \
     --port "$server_port" $singledb --durable --tags -needs:debug --tags -needs:repl \
-    --timeout "$test_timeout" --single "$file") >>"$log" 2>&1 </dev/null || rc=$?
+    --timeout "$test_timeout" --single "$file" $runtest_args) >>"$log" 2>&1 </dev/null || rc=$?
   local alive=1
   kill -0 "$server_pid" 2>/dev/null || alive=0
   stop_pid "$server_pid"
@@ -150,7 +155,8 @@ run_file() {
 
 summary="$out/summary.txt"
 {
-  echo "# $(date -u +%FT%TZ) Redis $src_version test suite ($checkout), external mode ($singledb)"
+  echo "# $(date -u +%FT%TZ) Redis $src_version test suite ($checkout), external mode" \
+    "($singledb${runtest_args:+ $runtest_args})"
   echo "# redis-server $server_version; pmserver $("$pmserver" --version 2>/dev/null | head -n 1)" \
     "($pmserver $pmserver_args)"
   printf '%-22s %12s %12s %15s %15s\n' file redis_passed redis_failed pmserver_passed pmserver_failed

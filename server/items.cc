@@ -256,6 +256,38 @@ Result<ItemOutcome> Items::Touch(std::string_view key, int64_t expiry_ms) {
   return r;
 }
 
+Result<Item> Items::GetAndTouch(std::string_view key, int64_t expiry_ms) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Stats::Add(stats_.cmd_touch);
+  Item item;
+  std::string written;
+  Result<ItemOutcome> r = Modify(key, [&](const Item* live) {
+    Change c;
+    if (!live) {
+      c.outcome = ItemOutcome::kNotFound;
+    } else {
+      item = *live;
+      item.expiry_ms = expiry_ms;
+      c.kind = Change::Kind::kPut;
+      item_codec::Encode(live->data, live->flags, expiry_ms, &c.value);
+      written = c.value;
+    }
+    return c;
+  });
+  if (!r.ok()) return r.status();
+  if (*r != ItemOutcome::kDone) {
+    Stats::Add(stats_.touch_misses);
+    return Status::NotFound();
+  }
+  Stats::Add(stats_.touch_hits);
+  // The store does not report the version a write made: read it back, and
+  // keep it only if the key still holds what the touch wrote. (A write of
+  // the very same bytes in between is taken for the touch's own.)
+  Result<StoredValue> now = store_.Get(key);
+  if (now.ok() && now->value == written) item.version = now->version;
+  return item;
+}
+
 Result<ItemOutcome> Items::IncrDecr(std::string_view key, uint64_t delta, bool incr,
                                     uint64_t* result) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());

@@ -81,6 +81,13 @@ class Items {
   // The live item, or NotFound (counted as a hit or a miss). An item the
   // store holds in an unknown encoding is Corruption.
   [[nodiscard]] Result<Item> Get(std::string_view key);
+  // memcached gat/gats: the live item, its expiry set to `expiry_ms` (data
+  // and flags kept), or NotFound; counted as a touch. The item returned
+  // carries the new expiry and the version the touch wrote, so that a cas
+  // with it succeeds while nobody else writes the key (should another
+  // write land between the touch and the read of that version, the
+  // version before the touch is returned, which no cas can match).
+  [[nodiscard]] Result<Item> GetAndTouch(std::string_view key, int64_t expiry_ms);
   // The memcached storage commands (and RESP SET with mode kSet, kAdd for
   // NX, kReplace for XX). `cas` is used by kCas only; append and prepend
   // keep the item's flags and expiry.

@@ -14,6 +14,13 @@ constexpr int64_t kRelativeExptimeLimit = 60 * 60 * 24 * 30;  // 30 days, in sec
 
 constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
 
+// The largest byte count a storage command may name, memcached's own bound
+// (the count plus the data's CRLF fits a signed 32-bit int). A larger one
+// is a malformed line, and its data block is not swallowed: a client that
+// sent such a count did not send that many bytes, and swallowing them
+// would run nothing the connection sends for gigabytes.
+constexpr int64_t kMaxByteCount = std::numeric_limits<int32_t>::max() - 2;
+
 // memcached keys: 1 to 250 bytes, no control characters (the tokenizer
 // already split at spaces).
 bool ValidKey(std::string_view k, size_t store_max) {
@@ -97,7 +104,9 @@ size_t MemcacheProtocol::Run(std::string_view in, std::string_view line, size_t 
   }
   const std::string_view cmd = tok_[0];
   if (cmd == "get" || cmd == "gets") {
-    RunGet(cmd == "gets", out);
+    RunGet(cmd == "gets", false, out);
+  } else if (cmd == "gat" || cmd == "gats") {
+    RunGet(cmd == "gats", true, out);
   } else if (cmd == "set" || cmd == "add" || cmd == "replace" || cmd == "append" ||
              cmd == "prepend" || cmd == "cas") {
     return RunStorage(in, line_bytes, out);
@@ -111,9 +120,17 @@ size_t MemcacheProtocol::Run(std::string_view in, std::string_view line, size_t 
     RunFlush(out);
   } else if (cmd == "version" && tok_.size() == 1) {
     out->append("VERSION " PMINDEX_VERSION_STRING "\r\n");
-  } else if (cmd == "verbosity" && tok_.size() <= 3) {
+  } else if (cmd == "verbosity" && tok_.size() >= 2 && tok_.size() <= 3) {
+    // "verbosity <level> [noreply]"; as in memcached a second argument
+    // other than noreply is ignored, and a bare "verbosity" is ERROR.
     TakeNoreply();
-    Reply("OK", out);
+    uint32_t level = 0;
+    if (tok_.size() < 2 || !ParseNumber(tok_[1], &level)) {
+      Stats::Add(items_.stats().protocol_errors);
+      Reply(kBadFormat, out);
+    } else {
+      Reply("OK", out);
+    }
   } else if (cmd == "stats") {
     RunStats(out);
   } else if (cmd == "quit" && tok_.size() == 1) {
@@ -125,12 +142,26 @@ size_t MemcacheProtocol::Run(std::string_view in, std::string_view line, size_t 
   return line_bytes;
 }
 
-void MemcacheProtocol::RunGet(bool with_cas, std::string* out) {
+void MemcacheProtocol::RunGet(bool with_cas, bool touch, std::string* out) {
+  // get|gets <key>+; gat|gats <exptime> <key>* (memcached answers a gat
+  // without keys with END).
+  const size_t first_key = touch ? 2 : 1;
   if (tok_.size() < 2) {
+    Stats::Add(items_.stats().protocol_errors);
     out->append("ERROR\r\n");
     return;
   }
-  for (size_t i = 1; i < tok_.size(); ++i) {
+  int64_t expiry_ms = 0;
+  if (touch) {
+    int64_t exptime = 0;
+    if (!ParseNumber(tok_[1], &exptime)) {
+      Stats::Add(items_.stats().protocol_errors);
+      out->append("CLIENT_ERROR invalid exptime argument\r\n");
+      return;
+    }
+    expiry_ms = MemcachedExpiry(exptime, items_.NowMs());
+  }
+  for (size_t i = first_key; i < tok_.size(); ++i) {
     if (!ValidKey(tok_[i], items_.max_key_bytes())) {
       Stats::Add(items_.stats().protocol_errors);
       Reply(kBadFormat, out);
@@ -139,8 +170,8 @@ void MemcacheProtocol::RunGet(bool with_cas, std::string* out) {
   }
   // Built aside: a store error replaces the whole reply.
   std::string reply;
-  for (size_t i = 1; i < tok_.size(); ++i) {
-    Result<Item> r = items_.Get(tok_[i]);
+  for (size_t i = first_key; i < tok_.size(); ++i) {
+    Result<Item> r = touch ? items_.GetAndTouch(tok_[i], expiry_ms) : items_.Get(tok_[i]);
     if (!r.ok()) {
       if (r.status().is_not_found()) continue;
       ReplyError(r.status(), out);
@@ -168,7 +199,7 @@ size_t MemcacheProtocol::RunStorage(std::string_view in, size_t line_bytes, std:
   uint64_t cas = 0;
   // The byte count first: if it parses, the data block can be skipped
   // whatever else is wrong with the line.
-  if (tok_.size() >= 5 && !ParseNumber(tok_[4], &bytes)) bytes = -1;
+  if (tok_.size() >= 5 && (!ParseNumber(tok_[4], &bytes) || bytes > kMaxByteCount)) bytes = -1;
   const bool line_ok = tok_.size() == want && bytes >= 0 &&
                        ValidKey(tok_[1], items_.max_key_bytes()) &&
                        ParseNumber(tok_[2], &flags) && ParseNumber(tok_[3], &exptime) &&
@@ -238,7 +269,8 @@ void MemcacheProtocol::RunIncrDecr(bool incr, std::string* out) {
     return Reply(kBadFormat, out);
   }
   uint64_t delta = 0;
-  if (!ParseNumber(tok_[2], &delta)) return Reply("CLIENT_ERROR invalid numeric delta argument", out);
+  if (!ParseNumber(tok_[2], &delta))
+    return Reply("CLIENT_ERROR invalid numeric delta argument", out);
   uint64_t value = 0;
   Result<ItemOutcome> r = items_.IncrDecr(tok_[1], delta, incr, &value);
   if (!r.ok()) return ReplyError(r.status(), out);
@@ -280,15 +312,83 @@ void MemcacheProtocol::RunFlush(std::string* out) {
 }
 
 void MemcacheProtocol::RunStats(std::string* out) {
-  if (tok_.size() != 1) {
-    // Sub-reports (items, slabs, settings, ...) describe memcached's own
-    // memory manager: there is nothing to report.
+  std::vector<std::pair<std::string, std::string>> report;
+  if (tok_.size() == 1) {
+    report = StatsReport(items_);
+  } else if (tok_[1] == "items") {
+    report = ItemsReport();
+  } else if (tok_[1] == "slabs") {
+    report = SlabsReport();
+  } else if (tok_[1] == "settings") {
+    report = SettingsReport();
+  } else {
+    // Other sub-reports (sizes, conns, detail, reset, cachedump, ...)
+    // are not served.
+    Stats::Add(items_.stats().protocol_errors);
     out->append("ERROR\r\n");
     return;
   }
-  for (const auto& [name, value] : StatsReport(items_))
+  // As memcached, arguments after the sub-report's name are ignored.
+  for (const auto& [name, value] : report)
     out->append("STAT ").append(name).append(" ").append(value).append("\r\n");
   out->append("END\r\n");
+}
+
+// pmserver has no slab classes: every item is in one store. Both reports
+// show it as class 1, memcached's first class, with the figures pmserver
+// really has; like memcached, a class holding no item is not listed in
+// "stats items".
+std::vector<std::pair<std::string, std::string>> MemcacheProtocol::ItemsReport() {
+  const StoreInfo info = items_.Info();
+  std::vector<std::pair<std::string, std::string>> r;
+  if (info.keys == 0) return r;
+  r.emplace_back("items:1:number", std::to_string(info.keys));
+  // The store never evicts: a full pool refuses writes instead.
+  r.emplace_back("items:1:evicted", "0");
+  r.emplace_back("items:1:evicted_nonzero", "0");
+  return r;
+}
+
+std::vector<std::pair<std::string, std::string>> MemcacheProtocol::SlabsReport() {
+  const StoreInfo info = items_.Info();
+  Stats& s = items_.stats();
+  std::vector<std::pair<std::string, std::string>> r;
+  auto counter = [&](const char* name, const Stats::Counter& c) {
+    r.emplace_back(std::string("1:") + name, std::to_string(Stats::Read(c)));
+  };
+  if (info.keys > 0) {
+    r.emplace_back("1:used_chunks", std::to_string(info.keys));
+    counter("get_hits", s.get_hits);
+    counter("cmd_set", s.cmd_set);
+    counter("delete_hits", s.delete_hits);
+    counter("incr_hits", s.incr_hits);
+    counter("decr_hits", s.decr_hits);
+    counter("cas_hits", s.cas_hits);
+    counter("cas_badval", s.cas_badval);
+    counter("touch_hits", s.touch_hits);
+  }
+  r.emplace_back("active_slabs", info.keys > 0 ? "1" : "0");
+  // The persistent memory the store holds, the counterpart of the memory
+  // memcached has given to slab pages.
+  r.emplace_back("total_malloced", std::to_string(info.pm_bytes));
+  return r;
+}
+
+// The settings the protocol handler knows (the listener's address, port
+// and connection limit are the server's and not listed).
+std::vector<std::pair<std::string, std::string>> MemcacheProtocol::SettingsReport() {
+  std::vector<std::pair<std::string, std::string>> r;
+  r.emplace_back("udpport", "0");
+  r.emplace_back("verbosity", "0");  // "verbosity" is accepted, nothing is logged
+  r.emplace_back("evictions", "off");
+  r.emplace_back("num_threads", std::to_string(items_.stats().threads));
+  r.emplace_back("cas_enabled", "yes");
+  r.emplace_back("binding_protocol", "ascii");
+  r.emplace_back("auth_enabled_sasl", "no");
+  r.emplace_back("item_size_max", std::to_string(items_.max_data_bytes()));
+  r.emplace_back("flush_enabled", "yes");
+  r.emplace_back("engine", items_.Info().engine);
+  return r;
 }
 
 }  // namespace pmindex::server

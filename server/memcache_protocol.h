@@ -1,21 +1,25 @@
 // The memcached text protocol (memcached's doc/protocol.txt), over Items.
 //
-// Commands: get, gets (several keys), set, add, replace, append, prepend,
-// cas, delete, incr, decr, touch, flush_all [delay], version, verbosity,
-// stats, quit. Every storage, delete, incr/decr, touch, flush_all and
-// verbosity command takes a trailing "noreply", which suppresses its
-// reply, error replies included (as memcached does).
+// Commands: get, gets (several keys), gat, gats (get and touch), set, add,
+// replace, append, prepend, cas, delete, incr, decr, touch, flush_all
+// [delay], version, verbosity, stats [items|slabs|settings], quit. Every
+// storage, delete, incr/decr, touch, flush_all and verbosity command takes
+// a trailing "noreply", which suppresses its reply, error replies included
+// (as memcached does).
 //
 // Differences from memcached, all on malformed input: the data block of a
 // storage command whose line is malformed but whose byte count parses is
 // swallowed (memcached swallows only for "object too large"), so that the
-// data is never run as a command; a line longer than kMaxLineBytes gets
-// "CLIENT_ERROR line too long" and the connection closes.
+// data is never run as a command; a byte count over memcached's own bound
+// (2^31 - 3) makes the line malformed and swallows nothing, as in
+// memcached; a line longer than kMaxLineBytes gets "CLIENT_ERROR line too
+// long" and the connection closes.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "server/protocol.h"
@@ -41,12 +45,17 @@ class MemcacheProtocol final : public Protocol {
   // end. Returns the bytes consumed, or 0 if its data block is incomplete.
   size_t Run(std::string_view in, std::string_view line, size_t line_bytes, std::string* out);
   size_t RunStorage(std::string_view in, size_t line_bytes, std::string* out);
-  void RunGet(bool with_cas, std::string* out);
+  // get/gets, or with `touch` gat/gats.
+  void RunGet(bool with_cas, bool touch, std::string* out);
   void RunDelete(std::string* out);
   void RunIncrDecr(bool incr, std::string* out);
   void RunTouch(std::string* out);
   void RunFlush(std::string* out);
   void RunStats(std::string* out);
+  // The sub-reports of "stats items", "stats slabs", "stats settings".
+  std::vector<std::pair<std::string, std::string>> ItemsReport();
+  std::vector<std::pair<std::string, std::string>> SlabsReport();
+  std::vector<std::pair<std::string, std::string>> SettingsReport();
   // Appends `reply` and CRLF unless the command said noreply.
   void Reply(std::string_view reply, std::string* out);
   void ReplyError(const Status& s, std::string* out);

@@ -170,7 +170,7 @@ TEST(Memcache, MalformedCommands) {
   ExpectScript(
       "bogus\r\n\r\nget\r\nset a b 0 1\r\nx\r\nset a 0 0 -1\r\nset " + long_key +
           " 0 0 1\r\nx\r\nget " + long_key + "\r\nset a 0 0 1 2 3\r\nx\r\n"
-          "set a 0 0 3\r\nabcd\r\nincr a\r\ntouch a\r\nstats items\r\nget a\r\n",
+          "set a 0 0 3\r\nabcd\r\nincr a\r\ntouch a\r\nstats bogus\r\nget a\r\n",
       "ERROR\r\nERROR\r\nERROR\r\n"
       "CLIENT_ERROR bad command line format\r\n"   // flags not a number; data swallowed
       "CLIENT_ERROR bad command line format\r\n"   // negative length: nothing to swallow
@@ -180,6 +180,102 @@ TEST(Memcache, MalformedCommands) {
       "CLIENT_ERROR bad data chunk\r\nERROR\r\n"   // 4 bytes for 3: "\n" is left over
       "CLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\n"
       "ERROR\r\nEND\r\n");
+}
+
+TEST(Memcache, ByteCountPastMemcachedsBoundSwallowsNothing) {
+  // memcached's bound is 2^31 - 3 (the count plus CRLF in a signed 32-bit
+  // int): a larger count is a malformed line, and what follows it runs as
+  // commands; the largest count allowed is "too large" and its data block
+  // is swallowed, as in memcached.
+  ExpectScript(
+      "set a 0 0 2147483648\r\nset b 0 0 1\r\nx\r\nset a 0 0 2147483646\r\n"
+      "add a 0 0 99999999999999999999\r\nappend a 0 0 4294967296 noreply\r\n"
+      "cas a 0 0 9223372036854775807 1\r\nget b\r\nset c 0 0 2147483645\r\nget b\r\n",
+      "CLIENT_ERROR bad command line format\r\nSTORED\r\n"
+      "CLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\n"
+      "CLIENT_ERROR bad command line format\r\nVALUE b 0 1\r\nx\r\nEND\r\n"
+      "SERVER_ERROR object too large for cache\r\n");
+}
+
+TEST(Memcache, GatAndGatsReadAndSetTheExpiry) {
+  Mc h;
+  ASSERT_EQ(h.Feed("set a 7 0 2\r\nhi\r\nset b 0 100 1\r\nb\r\n"), "STORED\r\nSTORED\r\n");
+  // Relative exptime, several keys, a miss among them.
+  EXPECT_EQ(h.Feed("gat 10 a nope b\r\n"),
+            "VALUE a 7 2\r\nhi\r\nVALUE b 0 1\r\nb\r\nEND\r\n");
+  h.now_ms += 9'999;
+  EXPECT_EQ(h.Feed("get a b\r\n"), "VALUE a 7 2\r\nhi\r\nVALUE b 0 1\r\nb\r\nEND\r\n");
+  // gats reports the version the touch wrote: a cas with it succeeds.
+  const std::string r = h.Feed("gats 0 a\r\n");
+  ASSERT_EQ(r.rfind("VALUE a 7 2 ", 0), 0u) << r;
+  const std::string cas = r.substr(12, r.find("\r\n") - 12);
+  EXPECT_EQ(std::to_string(CasOf(h, "a")), cas);
+  h.now_ms += 1;  // b is gone (10 s), a never expires now
+  EXPECT_EQ(h.Feed("get a b\r\n"), "VALUE a 7 2\r\nhi\r\nEND\r\n");
+  EXPECT_EQ(h.Feed("cas a 1 0 1 " + cas + "\r\nx\r\ncas a 1 0 1 " + cas + "\r\ny\r\n"),
+            "STORED\r\nEXISTS\r\n");
+  // A negative exptime returns the item and expires it.
+  EXPECT_EQ(h.Feed("gat -1 a\r\nget a\r\ngat 5 a\r\n"),
+            "VALUE a 1 1\r\nx\r\nEND\r\nEND\r\nEND\r\n");
+  EXPECT_EQ(Stats::Read(h.stats.touch_hits), 4u);
+  EXPECT_EQ(Stats::Read(h.stats.touch_misses), 2u);
+  EXPECT_EQ(Stats::Read(h.stats.cmd_touch), 6u);
+}
+
+TEST(Memcache, GatMalformed) {
+  const std::string long_key(251, 'k');
+  ExpectScript("set a 0 0 1\r\nx\r\ngat\r\ngats\r\ngat 10\r\ngat x a\r\ngat 1.5 a\r\n"
+               "gat 10 a " + long_key + "\r\ngats 0 a\x01\r\nget a\r\n",
+               "STORED\r\nERROR\r\nERROR\r\nEND\r\n"
+               "CLIENT_ERROR invalid exptime argument\r\nCLIENT_ERROR invalid exptime argument\r\n"
+               "CLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\n"
+               "VALUE a 0 1\r\nx\r\nEND\r\n");
+}
+
+TEST(Memcache, VerbosityAsMemcached) {
+  // A bare "verbosity" is ERROR (memcapable's "ascii verbosity"), a level
+  // that is not a number is malformed, a second argument is ignored.
+  ExpectScript(
+      "verbosity\r\nverbosity 1\r\nverbosity 1 2\r\nverbosity x\r\nverbosity 1 noreply\r\n"
+      "verbosity x noreply\r\nverbosity 1 2 3\r\nverbosity -1\r\n",
+      "ERROR\r\nOK\r\nOK\r\nCLIENT_ERROR bad command line format\r\nERROR\r\n"
+      "CLIENT_ERROR bad command line format\r\n");
+}
+
+TEST(Memcache, StatsItemsSlabsSettings) {
+  Mc h;
+  h.stats.threads = 3;
+  // An empty store: no class is listed.
+  EXPECT_EQ(h.Feed("stats items\r\n"), "END\r\n");
+  EXPECT_EQ(h.Feed("stats slabs\r\n"),
+            "STAT active_slabs 0\r\nSTAT total_malloced 0\r\nEND\r\n");
+  ASSERT_EQ(h.Feed("set a 0 0 1\r\nx\r\nset b 0 0 1\r\ny\r\nget a\r\n"),
+            "STORED\r\nSTORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n");
+  EXPECT_EQ(h.Feed("stats items\r\n"),
+            "STAT items:1:number 2\r\nSTAT items:1:evicted 0\r\n"
+            "STAT items:1:evicted_nonzero 0\r\nEND\r\n");
+  const std::string slabs = h.Feed("stats slabs\r\n");
+  EXPECT_NE(slabs.find("STAT 1:used_chunks 2\r\n"), std::string::npos) << slabs;
+  EXPECT_NE(slabs.find("STAT 1:get_hits 1\r\n"), std::string::npos) << slabs;
+  EXPECT_NE(slabs.find("STAT 1:cmd_set 2\r\n"), std::string::npos) << slabs;
+  EXPECT_NE(slabs.find("STAT active_slabs 1\r\n"), std::string::npos) << slabs;
+  EXPECT_EQ(slabs.substr(slabs.size() - 5), "END\r\n");
+  const std::string settings = h.Feed("stats settings\r\n");
+  EXPECT_NE(settings.find("STAT num_threads 3\r\n"), std::string::npos) << settings;
+  EXPECT_NE(settings.find("STAT evictions off\r\n"), std::string::npos) << settings;
+  EXPECT_NE(settings.find("STAT item_size_max " + std::to_string(h.items.max_data_bytes()) +
+                          "\r\n"),
+            std::string::npos)
+      << settings;
+  EXPECT_EQ(settings.substr(settings.size() - 5), "END\r\n");
+  // Every line is "STAT <name> <value>".
+  size_t lines = 0;
+  for (size_t pos = 0; pos < settings.size() - 5; pos = settings.find("\r\n", pos) + 2, ++lines)
+    EXPECT_EQ(settings.compare(pos, 5, "STAT "), 0) << settings.substr(pos);
+  EXPECT_GE(lines, 5u);
+  // Extra arguments are ignored, as memcached does; other reports are not served.
+  EXPECT_EQ(h.Feed("stats items x\r\n").substr(0, 22), "STAT items:1:number 2\r");
+  EXPECT_EQ(h.Feed("stats sizes\r\nstats cachedump 1 1\r\n"), "ERROR\r\nERROR\r\n");
 }
 
 TEST(Memcache, PipelinedReadsStopAtTheReplyBudget) {

@@ -221,6 +221,33 @@ def test_memcached_errors_and_oversize(ctx):
         assert c.get("k") == b"z"  # other clients were not dropped
 
 
+def test_memcached_gat_verbosity_stats_reports(ctx):
+    with ctx.server() as s:
+        c = s.mc()
+        c.set("g", b"hi", flags=3, expire=100)
+        sock = s.raw()
+        # gat returns the item and sets its expiry (the unit tests check
+        # the expiry with a clock they set); gats adds the cas unique.
+        sock.sendall(b"gat 0 g nope\r\n")
+        assert recv_until(sock, b"END\r\n") == b"VALUE g 3 2\r\nhi\r\nEND\r\n"
+        sock.sendall(b"gats 100 g\r\n")
+        reply = recv_until(sock, b"END\r\n")
+        m = re.match(rb"VALUE g 3 2 (\d+)\r\nhi\r\nEND\r\n$", reply)
+        assert m, reply
+        assert c.gets("g") == (b"hi", m.group(1))
+        # A bare verbosity is ERROR (as memcached); a byte count past
+        # memcached's bound is malformed and swallows nothing.
+        sock.sendall(b"verbosity\r\nverbosity 1\r\nset big 0 0 2147483648\r\nget g\r\n")
+        assert recv_until(sock, b"END\r\n") == (
+            b"ERROR\r\nOK\r\nCLIENT_ERROR bad command line format\r\n"
+            b"VALUE g 3 2\r\nhi\r\nEND\r\n")
+        # pymemcache's stats(<report>) parses the sub-reports.
+        assert c.stats("items")[b"items:1:number"] == 1
+        assert c.stats("slabs")[b"active_slabs"] == 1
+        settings = c.stats("settings")
+        assert settings[b"item_size_max"] == MAX_DATA and settings[b"num_threads"] == 2, settings
+
+
 def test_disconnect_mid_command(ctx):
     with ctx.server() as s:
         for payload, resp in [(b"set cut 0 0 100\r\nabc", False), (b"get cu", False),

@@ -43,6 +43,7 @@
 #include "server/items.h"
 #include "server/protocol.h"
 #include "server/resp_reply.h"
+#include "server/resp_shared.h"
 
 namespace pmindex::server {
 
@@ -132,31 +133,6 @@ class CommandTable {
 // The table of every command pmserver serves, built on first use.
 const CommandTable& RespCommands();
 
-// One connection's state, which its commands read and change.
-struct RespClient {
-  uint64_t id = 0;
-  int protocol = 2;            // RESP version: 2, or 3 after HELLO 3
-  bool authenticated = false;  // meaningful only when a password is set
-  std::string name;            // CLIENT SETNAME
-  int db = 0;                  // the selected database
-};
-
-// What every RESP connection of a server shares.
-class RespShared {
- public:
-  RespShared() = default;
-  RespShared(const RespShared&) = delete;
-  RespShared& operator=(const RespShared&) = delete;
-
-  const CommandTable& commands() const { return commands_; }
-  // A new connection's id: 1, 2, 3, ... (CLIENT ID).
-  uint64_t NextClientId() { return next_client_id_.fetch_add(1, std::memory_order_relaxed); }
-
- private:
-  const CommandTable& commands_ = RespCommands();
-  std::atomic<uint64_t> next_client_id_{1};
-};
-
 // One command being run: what a handler is given.
 struct CommandCall {
   const Command& command;
@@ -169,6 +145,10 @@ struct CommandCall {
 
   size_t argc() const { return args.size(); }
 };
+
+// The Redis version whose commands and replies pmserver follows (HELLO,
+// INFO's redis_version): clients pick features by it.
+inline constexpr std::string_view kRedisCompatibleVersion = "7.0.15";
 
 // Reply strings and helpers the handlers share.
 inline constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";

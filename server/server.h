@@ -53,7 +53,18 @@ class Server {
     size_t max_connections = 1024;
     int shutdown_grace_ms = 5000;
     bool stop_on_signals = false;  // SIGINT and SIGTERM call Stop()
+    // RESP: the password ("" = none) and Redis's protected mode (with no
+    // password, connections from beyond loopback are refused).
+    std::string requirepass;
+    bool protected_mode = true;
+    // The largest request bulk string RESP accepts (CONFIG GET
+    // proto-max-bulk-len reports it).
+    size_t proto_max_bulk_len = 0;
   };
+
+  // True iff `bind` is an IP address of the loopback interface
+  // (127.0.0.0/8, ::1, or ::ffff:127.x.y.z).
+  static bool IsLoopbackAddress(const std::string& bind);
 
   // `items` must outlive the server.
   Server(Items& items, Options options);

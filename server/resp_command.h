@@ -92,6 +92,9 @@ struct Command {
   // "string" or "keyspace dangerous".
   std::string_view key_flags{};
   std::string_view categories{};
+  // Redis's command tips (COMMAND INFO), space-separated, in lower case,
+  // e.g. "request_policy:multi_shard response_policy:agg_sum".
+  std::string_view tips{};
   // Runs the command. A container command (non-empty subcommands) needs
   // one only if it may be called without a subcommand (COMMAND).
   CommandHandler handler = nullptr;

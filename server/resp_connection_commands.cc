@@ -327,6 +327,7 @@ void RegisterConnectionCommands(CommandTable& t) {
            .group = "connection",
            .summary = summary,
            .categories = "connection",
+           .tips = name == "ping" ? "request_policy:all_shards response_policy:all_succeeded" : "",
            .handler = h});
   };
   add("ping", -1, kFast, "Answers PONG, or the message given.", Ping);

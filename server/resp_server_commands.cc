@@ -262,7 +262,9 @@ void CommandInfo(const Command& cmd, RespReply& r) {
   const std::vector<std::string> cats = AclCategories(cmd);
   r.Set(cats.size());
   for (const std::string& cat : cats) r.Simple(cat);
-  r.Set(0);  // tips
+  const std::vector<std::string> tips = KeySpecFlags(cmd.tips);
+  r.Set(tips.size());
+  for (const std::string& tip : tips) r.Bulk(tip);
   if (cmd.first_key == 0) {
     r.Set(0);
   } else {

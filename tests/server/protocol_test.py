@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 try:
     import pymemcache
@@ -573,6 +574,65 @@ def test_protected_mode_and_memcached_beyond_loopback(ctx):
         assert s.redis().config_set("protected-mode", "no") is True
         far = redis.Redis(host=addr, port=s.resp_port, protocol=2, socket_timeout=10)
         assert far.ping() is True
+
+
+def test_resp_string_and_keyspace_commands(ctx):
+    # What redis-py users call, in both protocol versions.
+    warnings.simplefilter("ignore", DeprecationWarning)  # setex, psetex, ...
+    with ctx.server() as s:
+        for protocol in (2, 3):
+            r = s.redis(protocol=protocol)
+            r.flushall()
+            assert r.setex("e", 100, "v") is True and 99 <= r.ttl("e") <= 100
+            assert r.psetex("p", 100000, "v") is True and r.pexpiretime("p") > 0
+            assert r.setnx("n", "1") is True and r.setnx("n", "2") is False
+            assert r.getset("n", "3") == b"1" and r.getdel("n") == b"3" and r.get("n") is None
+            assert r.append("a", "hello") == 5 and r.append("a", " world") == 11
+            assert r.strlen("a") == 11 and r.getrange("a", 0, 4) == b"hello"
+            assert r.setrange("a", 6, "WORLD") == 11 and r.get("a") == b"hello WORLD"
+            assert r.type("a") == b"string" and r.type("nope") == b"none"
+            assert sorted(r.keys("*")) == [b"a", b"e", b"p"]
+            assert r.set("a", "x", get=True) == b"hello WORLD"
+            assert r.expire("a", 100) is True and r.set("a", "y", keepttl=True) is True
+            assert 99 <= r.ttl("a") <= 100
+            assert r.expire("a", 10, nx=True) is False and r.expire("a", 10, lt=True) is True
+            assert r.persist("a") is True and r.ttl("a") == -1
+            assert r.expireat("a", int(time.time()) + 50) is True and 49 <= r.ttl("a") <= 50
+            assert r.getex("a", persist=True) == b"y" and r.ttl("a") == -1
+            assert r.setbit("b", 7, 1) == 0 and r.getbit("b", 7) == 1 and r.get("b") == b"\x01"
+            assert r.set("f", "10.5") and r.incrbyfloat("f", 0.1) == 10.6
+            assert r.mset({"l1": "ohmytext", "l2": "mynewtext"})
+            assert r.lcs("l1", "l2") == b"mytext" and r.lcs("l1", "l2", len=True) == 6
+            assert r.touch("a", "b", "nope") == 2 and r.unlink("b", "nope") == 1
+            assert r.object("encoding", "f") in (b"embstr", "embstr")
+            assert r.randomkey() in {b"a", b"e", b"p", b"f", b"l1", b"l2"}
+            assert [k for k in r.scan_iter(_type="string")] == sorted(r.keys())
+            seconds, micros = r.time()
+            assert abs(seconds - time.time()) < 5 and 0 <= micros < 1000000
+            assert r.config_get("save") == {"save": ""}
+            assert r.config_get("appendonly") == {"appendonly": "no"}
+            assert len(r.client_list()) >= 1
+            try:
+                r.expire("a", 10, nx=True, xx=True)
+                raise AssertionError("EXPIRE NX XX succeeded")
+            except (redis.ResponseError, redis.DataError):
+                pass
+            # COMMAND's key positions, which cluster clients route by.
+            assert r.command_getkeys("MSET", "x", "1", "y", "2") in ([b"x", b"y"], ["x", "y"])
+            cmds = r.command()  # redis-py's parse of COMMAND, which its cluster client uses
+            m = cmds["mset"]
+            assert (m["first_key_pos"], m["last_key_pos"], m["step_count"]) == (1, -1, 2), m
+            assert cmds["get"]["arity"] == 2 and "readonly" in cmds["get"]["flags"], cmds["get"]
+            names = [n.decode() if isinstance(n, bytes) else n for n in r.command_list()]
+            assert r.command_count() == len([n for n in names if "|" not in n])
+        # Inline commands with quotes (redis-cli style) and the protocol
+        # error for unbalanced ones.
+        sock = s.raw(resp=True)
+        sock.sendall(b'SET "a key" \'it\\\'s\'\r\nGET "a key"\r\nGET "unbalanced\r\n')
+        got = recv_until(sock, b"request\r\n")
+        assert got == (b"+OK\r\n$4\r\nit's\r\n"
+                       b"-ERR Protocol error: unbalanced quotes in request\r\n"), got
+        assert peer_closed(sock)
 
 
 # ---------------------------------------------------------------- the runner

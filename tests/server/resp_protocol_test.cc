@@ -8,6 +8,8 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/server/protocol_harness.h"
 
@@ -637,6 +639,221 @@ TEST(Resp, TimeAndFunctionFlush) {
                    Cmd({"FUNCTION", "FLUSH", "x"}) + Cmd({"FUNCTION", "LIST"})),
             "+OK\r\n+OK\r\n-ERR FUNCTION FLUSH only supports SYNC|ASYNC option\r\n"
             "-ERR unknown subcommand 'LIST'. Try FUNCTION HELP.\r\n");
+}
+
+// ---- String commands
+
+TEST(Resp, SetWithGetKeepTtlAndConditions) {
+  Resp h;
+  EXPECT_EQ(h.Feed(Cmd({"SET", "k", "v", "GET"}) + Cmd({"SET", "k", "w", "NX", "GET"}) +
+                   Cmd({"SET", "x", "w", "XX", "GET"}) + Cmd({"SET", "k", "x", "XX", "GET"}) +
+                   Cmd({"EXISTS", "x"})),
+            "$-1\r\n$1\r\nv\r\n$-1\r\n$1\r\nv\r\n:0\r\n");
+  EXPECT_EQ(h.Feed(Cmd({"SET", "k", "y", "EX", "100"}) + Cmd({"SET", "k", "z", "KEEPTTL"}) +
+                   Cmd({"TTL", "k"}) + Cmd({"SET", "k", "z"}) + Cmd({"TTL", "k"})),
+            "+OK\r\n+OK\r\n:100\r\n+OK\r\n:-1\r\n");
+  // Redis's option rules: one expiry kind (repeatable), KEEPTTL alone.
+  EXPECT_EQ(h.Feed(Cmd({"SET", "k", "y", "KEEPTTL", "EX", "1"}) +
+                   Cmd({"SET", "k", "y", "PX", "1", "EX", "1"}) +
+                   Cmd({"SET", "k", "y", "EX", "10", "EX", "20"}) + Cmd({"TTL", "k"}) +
+                   Cmd({"SET", "k", "y", "EX"}) + Cmd({"SET", "k", "y", "EX", "-1"}) +
+                   Cmd({"SET", "k", "y", "EX", "9223372036854775807"}) +
+                   Cmd({"SET", "k", "y", "PXAT", "9223372036854775807"})),
+            "-ERR syntax error\r\n-ERR syntax error\r\n+OK\r\n:20\r\n-ERR syntax error\r\n"
+            "-ERR invalid expire time in 'set' command\r\n"
+            "-ERR invalid expire time in 'set' command\r\n+OK\r\n");
+}
+
+TEST(Resp, SetNxSetExGetSetGetDel) {
+  ExpectScript(Cmd({"SETNX", "k", "1"}) + Cmd({"SETNX", "k", "2"}) + Cmd({"GET", "k"}) +
+                   Cmd({"SETEX", "e", "100", "v"}) + Cmd({"TTL", "e"}) +
+                   Cmd({"PSETEX", "p", "1500", "v"}) + Cmd({"PTTL", "p"}) +
+                   Cmd({"SETEX", "e", "0", "v"}) + Cmd({"PSETEX", "e", "x", "v"}) +
+                   Cmd({"GETSET", "e", "w"}) + Cmd({"TTL", "e"}) + Cmd({"GETSET", "n", "v"}) +
+                   Cmd({"GETDEL", "n"}) + Cmd({"GETDEL", "n"}) + Cmd({"EXISTS", "n"}),
+               ":1\r\n:0\r\n$1\r\n1\r\n+OK\r\n:100\r\n+OK\r\n:1500\r\n"
+               "-ERR invalid expire time in 'setex' command\r\n"
+               "-ERR value is not an integer or out of range\r\n$1\r\nv\r\n:-1\r\n$-1\r\n"
+               "$1\r\nv\r\n$-1\r\n:0\r\n");
+}
+
+TEST(Resp, GetEx) {
+  Resp h;
+  ASSERT_EQ(h.Feed(Cmd({"SET", "k", "v"})), "+OK\r\n");
+  EXPECT_EQ(h.Feed(Cmd({"GETEX", "k", "EX", "50"}) + Cmd({"TTL", "k"}) +
+                   Cmd({"GETEX", "k", "PERSIST"}) + Cmd({"TTL", "k"}) +
+                   Cmd({"GETEX", "k", "PERSIST", "EX", "4"}) +
+                   Cmd({"GETEX", "nope", "EX", "-3"}) + Cmd({"GETEX", "k", "EX", "-3"}) +
+                   Cmd({"GETEX", "k"}) + Cmd({"GETEX", "k", "EXAT", "1"}) + Cmd({"EXISTS", "k"})),
+            "$1\r\nv\r\n:50\r\n$1\r\nv\r\n:-1\r\n-ERR syntax error\r\n$-1\r\n"
+            "-ERR invalid expire time in 'getex' command\r\n$1\r\nv\r\n$1\r\nv\r\n:0\r\n");
+}
+
+TEST(Resp, AppendStrlenSetRangeGetRange) {
+  ExpectScript(Cmd({"APPEND", "a", "hello"}) + Cmd({"APPEND", "a", " world"}) +
+                   Cmd({"STRLEN", "a"}) + Cmd({"STRLEN", "nope"}) +
+                   Cmd({"SETRANGE", "a", "6", "WORLD"}) + Cmd({"GET", "a"}) +
+                   Cmd({"SETRANGE", "b", "3", "x"}) + Cmd({"GET", "b"}) +
+                   Cmd({"SETRANGE", "c", "0", ""}) + Cmd({"EXISTS", "c"}) +
+                   Cmd({"SETRANGE", "a", "-1", "x"}) + Cmd({"GETRANGE", "a", "0", "4"}) +
+                   Cmd({"GETRANGE", "a", "-5", "-1"}) + Cmd({"GETRANGE", "a", "-1", "-5"}) +
+                   Cmd({"GETRANGE", "a", "5", "1000"}) + Cmd({"GETRANGE", "nope", "0", "1"}) +
+                   Cmd({"SUBSTR", "a", "0", "2"}) + Cmd({"GETRANGE", "a", "x", "1"}),
+               ":5\r\n:11\r\n:11\r\n:0\r\n:11\r\n$11\r\nhello WORLD\r\n:4\r\n$4\r\n" +
+                   std::string(3, '\0') +
+                   "x\r\n:0\r\n:0\r\n-ERR offset is out of range\r\n$5\r\nhello\r\n"
+                   "$5\r\nWORLD\r\n$0\r\n\r\n$6\r\n WORLD\r\n$0\r\n\r\n$3\r\nhel\r\n"
+                   "-ERR value is not an integer or out of range\r\n");
+}
+
+TEST(Resp, StringLimitsAreRedisErrors) {
+  // 64-byte store values: 51 bytes of data at most.
+  ExpectScript(Cmd({"SET", "k", std::string(50, 'x')}) + Cmd({"APPEND", "k", "yy"}) +
+                   Cmd({"STRLEN", "k"}) + Cmd({"SETRANGE", "k", "51", "z"}) +
+                   Cmd({"SETRANGE", "k", "50", "z"}) + Cmd({"SETBIT", "k", "408", "1"}) +
+                   Cmd({"SETBIT", "k", "407", "1"}),
+               "+OK\r\n-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n:50\r\n"
+               "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n:51\r\n"
+               "-ERR bit offset is not an integer or out of range\r\n:0\r\n",
+               false, 64);
+}
+
+TEST(Resp, SetBitGetBit) {
+  ExpectScript(Cmd({"SETBIT", "b", "7", "1"}) + Cmd({"SETBIT", "b", "7", "1"}) +
+                   Cmd({"SETBIT", "b", "9", "1"}) + Cmd({"GET", "b"}) +
+                   Cmd({"GETBIT", "b", "9"}) + Cmd({"GETBIT", "b", "8"}) +
+                   Cmd({"GETBIT", "b", "1000"}) + Cmd({"GETBIT", "nope", "0"}) +
+                   Cmd({"SETBIT", "b", "7", "0"}) + Cmd({"SETBIT", "b", "-1", "1"}) +
+                   Cmd({"SETBIT", "b", "1", "2"}) + Cmd({"SETBIT", "z", "3", "0"}) +
+                   Cmd({"GET", "z"}),
+               ":0\r\n:1\r\n:0\r\n$2\r\n\x01\x40\r\n:1\r\n:0\r\n:0\r\n:0\r\n:1\r\n"
+               "-ERR bit offset is not an integer or out of range\r\n"
+               "-ERR bit is not an integer or out of range\r\n:0\r\n$1\r\n" +
+                   std::string(1, '\0') + "\r\n");
+}
+
+TEST(Resp, IncrByFloatFormatsAsRedis) {
+  ExpectScript(Cmd({"SET", "f", "10.50"}) + Cmd({"INCRBYFLOAT", "f", "0.1"}) +
+                   Cmd({"INCRBYFLOAT", "f", "-5.0e3"}) + Cmd({"INCRBYFLOAT", "n", "3.0e3"}) +
+                   Cmd({"INCRBYFLOAT", "f", "abc"}) + Cmd({"INCRBYFLOAT", "f", "1e5000"}) +
+                   Cmd({"SET", "s", " 1"}) + Cmd({"INCRBYFLOAT", "s", "1"}) +
+                   Cmd({"SET", "g", "1.5"}) + Cmd({"INCRBYFLOAT", "g", "-1.5"}) +
+                   Cmd({"INCRBYFLOAT", "g", "inf"}),
+               "+OK\r\n$4\r\n10.6\r\n$23\r\n-4989.39999999999999991\r\n$4\r\n3000\r\n"
+               "-ERR value is not a valid float\r\n-ERR value is not a valid float\r\n+OK\r\n"
+               "-ERR value is not a valid float\r\n+OK\r\n$1\r\n0\r\n"
+               "-ERR increment would produce NaN or Infinity\r\n");
+}
+
+TEST(Resp, Lcs) {
+  Resp h;
+  ASSERT_EQ(h.Feed(Cmd({"MSET", "a", "ohmytext", "b", "mynewtext"})), "+OK\r\n");
+  EXPECT_EQ(h.Feed(Cmd({"LCS", "a", "b"}) + Cmd({"LCS", "a", "b", "LEN"}) +
+                   Cmd({"LCS", "a", "nope"}) + Cmd({"LCS", "a", "b", "IDX", "LEN"})),
+            "$6\r\nmytext\r\n:6\r\n$0\r\n\r\n"
+            "-ERR If you want both the length and indexes, please just use IDX.\r\n");
+  EXPECT_EQ(h.Feed(Cmd({"LCS", "a", "b", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"})),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n"
+            "$3\r\nlen\r\n:6\r\n");
+  ASSERT_EQ(h.Feed(Cmd({"HELLO", "3"})).substr(0, 4), "%7\r\n");
+  EXPECT_EQ(h.Feed(Cmd({"LCS", "a", "b", "IDX"})),
+            "%2\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n"
+            "*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n");
+}
+
+// ---- Keyspace commands
+
+TEST(Resp, TypeTouchUnlinkPersist) {
+  ExpectScript(Cmd({"MSET", "a", "1", "b", "2"}) + Cmd({"TYPE", "a"}) + Cmd({"TYPE", "x"}) +
+                   Cmd({"TOUCH", "a", "b", "x"}) + Cmd({"UNLINK", "b", "x"}) +
+                   Cmd({"EXPIRE", "a", "10"}) + Cmd({"PERSIST", "a"}) + Cmd({"PERSIST", "a"}) +
+                   Cmd({"PERSIST", "x"}) + Cmd({"TTL", "a"}),
+               "+OK\r\n+string\r\n+none\r\n:2\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n:-1\r\n");
+}
+
+TEST(Resp, ExpireOptionsAndOverflow) {
+  Resp h;
+  ASSERT_EQ(h.Feed(Cmd({"MSET", "a", "1", "b", "2"})), "+OK\r\n");
+  EXPECT_EQ(h.Feed(Cmd({"EXPIRE", "a", "100", "NX"}) + Cmd({"EXPIRE", "a", "200", "NX"}) +
+                   Cmd({"EXPIRE", "a", "50", "GT"}) + Cmd({"EXPIRE", "a", "300", "GT"}) +
+                   Cmd({"EXPIRE", "a", "400", "LT"}) + Cmd({"EXPIRE", "a", "100", "LT"}) +
+                   Cmd({"TTL", "a"}) + Cmd({"EXPIRE", "b", "100", "XX"}) +
+                   Cmd({"EXPIRE", "b", "100", "GT"}) + Cmd({"EXPIRE", "b", "100", "LT"}) +
+                   Cmd({"TTL", "b"})),
+            ":1\r\n:0\r\n:0\r\n:1\r\n:0\r\n:1\r\n:100\r\n:0\r\n:0\r\n:1\r\n:100\r\n");
+  EXPECT_EQ(h.Feed(Cmd({"EXPIRE", "a", "1", "NX", "XX"}) + Cmd({"EXPIRE", "a", "1", "GT", "LT"}) +
+                   Cmd({"EXPIRE", "a", "1", "FOO"}) +
+                   Cmd({"EXPIRE", "a", "9223372036854775807"}) +
+                   Cmd({"EXPIRE", "a", "-9223372036854775808"}) +
+                   Cmd({"PEXPIRE", "a", "9223372036854775807"}) +
+                   Cmd({"EXPIREAT", "a", "9223372036854775807"}) + Cmd({"EXISTS", "a"})),
+            "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n"
+            "-ERR GT and LT options at the same time are not compatible\r\n"
+            "-ERR Unsupported option FOO\r\n"
+            "-ERR invalid expire time in 'expire' command\r\n"
+            "-ERR invalid expire time in 'expire' command\r\n"
+            "-ERR invalid expire time in 'pexpire' command\r\n"
+            "-ERR invalid expire time in 'expireat' command\r\n:1\r\n");
+  // Absolute times, and a time in the past deletes the key.
+  const std::string at = std::to_string(kStartMs / 1000 + 60);
+  EXPECT_EQ(h.Feed(Cmd({"EXPIREAT", "a", at}) + Cmd({"TTL", "a"}) + Cmd({"EXPIRETIME", "a"}) +
+                   Cmd({"PEXPIRETIME", "a"}) + Cmd({"PEXPIREAT", "a", "1"}) +
+                   Cmd({"EXISTS", "a"}) + Cmd({"EXPIRETIME", "a"}) + Cmd({"EXPIRETIME", "b"}) +
+                   Cmd({"PERSIST", "b"}) + Cmd({"PEXPIRETIME", "b"}) +
+                   Cmd({"EXPIRE", "nope", "10"})),
+            ":1\r\n:60\r\n:" + at + "\r\n:" + at + "000\r\n:1\r\n:0\r\n:-2\r\n:" +
+                std::to_string(kStartMs / 1000 + 100) + "\r\n:1\r\n:-1\r\n:0\r\n");
+}
+
+TEST(Resp, KeysRandomKeyScanType) {
+  Resp h;
+  EXPECT_EQ(h.Feed(Cmd({"RANDOMKEY"}) + Cmd({"KEYS", "*"})), "$-1\r\n*0\r\n");
+  ASSERT_EQ(h.Feed(Cmd({"MSET", "k1", "v", "k2", "v", "x1", "v"}) +
+                   Cmd({"SET", "gone", "v", "PX", "1"})),
+            "+OK\r\n+OK\r\n");
+  h.now_ms += 1;
+  EXPECT_EQ(h.Feed(Cmd({"KEYS", "k*"}) + Cmd({"KEYS", "*"}) + Cmd({"KEYS", "z*"})),
+            "*2\r\n$2\r\nk1\r\n$2\r\nk2\r\n*3\r\n$2\r\nk1\r\n$2\r\nk2\r\n$2\r\nx1\r\n*0\r\n");
+  std::set<std::string> picked;
+  for (int i = 0; i < 50; ++i) picked.insert(h.Feed(Cmd({"RANDOMKEY"})));
+  for (const std::string& p : picked)
+    EXPECT_TRUE(p == "$2\r\nk1\r\n" || p == "$2\r\nk2\r\n" || p == "$2\r\nx1\r\n") << p;
+  EXPECT_EQ(h.Feed(Cmd({"SCAN", "0", "TYPE", "string", "COUNT", "100"}) +
+                   Cmd({"SCAN", "0", "TYPE", "list", "COUNT", "100"})),
+            "*2\r\n$1\r\n0\r\n*3\r\n$2\r\nk1\r\n$2\r\nk2\r\n$2\r\nx1\r\n*2\r\n$1\r\n0\r\n*0\r\n");
+}
+
+TEST(Resp, ObjectAnswersHonestly) {
+  ExpectScript(Cmd({"MSET", "i", "12345", "n", "-0", "z", "0123", "s", "abc", "r",
+                    std::string(45, 'x')}) +
+                   Cmd({"OBJECT", "ENCODING", "i"}) + Cmd({"OBJECT", "ENCODING", "n"}) +
+                   Cmd({"OBJECT", "ENCODING", "z"}) + Cmd({"OBJECT", "ENCODING", "s"}) +
+                   Cmd({"OBJECT", "ENCODING", "r"}) + Cmd({"OBJECT", "ENCODING", "none"}) +
+                   Cmd({"OBJECT", "REFCOUNT", "s"}) + Cmd({"OBJECT", "FREQ", "none"}) +
+                   Cmd({"OBJECT", "IDLETIME", "s"}) + Cmd({"OBJECT", "ENCODING"}),
+               "+OK\r\n$3\r\nint\r\n$6\r\nembstr\r\n$6\r\nembstr\r\n$6\r\nembstr\r\n"
+               "$3\r\nraw\r\n$-1\r\n:1\r\n$-1\r\n"
+               "-ERR pmserver does not track access times, idle time not tracked.\r\n"
+               "-ERR wrong number of arguments for 'object|encoding' command\r\n");
+}
+
+TEST(Resp, ReadModifyWritesAreAtomicPerKey) {
+  // Two connections interleave APPEND on one key through one store; every
+  // append must land (Items::Edit retries on a concurrent change).
+  Resp h;
+  std::vector<std::thread> threads;
+  RespShared& shared = h.protocol.shared();
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&h, &shared] {
+      RespProtocol p(h.items, shared);
+      for (int i = 0; i < 200; ++i) {
+        std::string out;
+        p.Consume(Cmd({"APPEND", "k", "x"}) + Cmd({"INCRBYFLOAT", "f", "0.5"}), &out);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(h.Feed(Cmd({"STRLEN", "k"}) + Cmd({"GET", "f"})), ":800\r\n$3\r\n400\r\n");
 }
 
 }  // namespace

@@ -97,6 +97,12 @@ int main(int argc, char** argv) {
                  "yes: without a password, refuse RESP connections from beyond loopback")
       ->capture_default_str()
       ->check(CLI::IsMember({"yes", "no"}));
+  app.add_option("--proto-max-bulk-len", opts.proto_max_bulk_len,
+                 "RESP: the largest bulk string a request may carry; larger closes the "
+                 "connection with a protocol error (values larger than one item are refused "
+                 "with an error either way)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
   app.add_flag("--memcached-insecure", memcached_insecure,
                "serve memcached (which has no password) on an address beyond loopback");
   app.set_version_flag("--version", std::string("pmserver ") + PMINDEX_VERSION_STRING);
@@ -167,7 +173,6 @@ int main(int argc, char** argv) {
   stats.start_ms = pmindex::server::WallClockMs();
   pmindex::server::KvBackedStore store(*kv.value());
   pmindex::server::Items items(store, stats);
-  opts.proto_max_bulk_len = items.max_data_bytes();
   {
     Server server(items, opts);
     pmindex::Status s = server.Listen();

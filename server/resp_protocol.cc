@@ -234,6 +234,12 @@ size_t RespProtocol::Consume(std::string_view in, std::string* out) {
   if (client_.killed.load(std::memory_order_relaxed)) close_ = true;  // CLIENT KILL
   size_t pos = 0;
   while (!close_ && pos < in.size() && out->size() < kReplyBudgetBytes) {
+    if (discard_.active()) {
+      const size_t used = Discard(in.substr(pos), out);
+      if (used == 0) break;
+      pos += used;
+      continue;
+    }
     const size_t used = Parse(in.substr(pos), out);
     if (used == 0) break;
     pos += used;
@@ -247,6 +253,37 @@ void RespProtocol::ProtocolError(std::string_view what, std::string* out) {
   RespReply(out, client_.protocol.load(std::memory_order_relaxed))
       .Error(std::string("ERR Protocol error: ").append(what));
   close_ = true;
+}
+
+size_t RespProtocol::Discard(std::string_view in, std::string* out) {
+  size_t pos = 0;
+  for (;;) {
+    const uint64_t take = std::min<uint64_t>(discard_.bytes, in.size() - pos);
+    discard_.bytes -= take;
+    pos += take;
+    if (discard_.bytes > 0) return pos;
+    if (discard_.args_left == 0) {
+      discard_ = {};
+      RespReply(out, client_.protocol.load(std::memory_order_relaxed))
+          .Error("ERR value too large (at most " + std::to_string(items_.max_data_bytes()) +
+                 " bytes)");
+      return pos;
+    }
+    // The next bulk string's length line.
+    std::string_view line;
+    const size_t next = LineAt(in, pos, &line);
+    if (next == 0) return pos;
+    int64_t len = 0;
+    if (next == std::string_view::npos || line.empty() || line[0] != '$' ||
+        !ParseNumber(line.substr(1), &len) || len < 0 ||
+        static_cast<uint64_t>(len) > shared_.proto_max_bulk_len()) {
+      ProtocolError("invalid bulk length", out);
+      return in.size();
+    }
+    discard_.bytes = static_cast<uint64_t>(len) + 2;
+    --discard_.args_left;
+    pos = next;
+  }
 }
 
 size_t RespProtocol::Parse(std::string_view in, std::string* out) {
@@ -284,9 +321,17 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
     }
     int64_t len = 0;
     if (!ParseNumber(line.substr(1), &len) || len < 0 ||
-        static_cast<uint64_t>(len) > items_.max_data_bytes() + item_codec::kMaxHeaderBytes) {
+        static_cast<uint64_t>(len) > shared_.proto_max_bulk_len()) {
       ProtocolError("invalid bulk length", out);
       return in.size();
+    }
+    if (static_cast<uint64_t>(len) > items_.max_data_bytes() + item_codec::kMaxHeaderBytes) {
+      // Larger than any item, within proto-max-bulk-len: the request is
+      // read and dropped as it arrives (never buffered whole), then
+      // refused with an error; the connection stays usable.
+      discard_ = {static_cast<uint64_t>(len) + 2, n - i - 1};
+      args_.clear();
+      return next;
     }
     total += static_cast<size_t>(len);
     if (total > kMaxRequestBytes) {

@@ -14,10 +14,14 @@
 // whole walk is returned exactly once. COUNT (default 10) is how many
 // stored keys one call examines; MATCH is a glob (* ? [a-z] [^a] \x).
 //
-// Limits: a bulk string of at most the store's value size, at most
-// kMaxArgs arguments and kMaxRequestBytes bytes in one request. A request
-// over a limit, or one that breaks the framing, gets "-ERR Protocol
-// error: ..." and the connection closes (as Redis does).
+// Limits: a bulk string of at most proto-max-bulk-len bytes (a server
+// setting, 512 MiB by default as Redis), at most kMaxArgs arguments and
+// kMaxRequestBytes bytes in one request. A request over a limit, or one
+// that breaks the framing, gets "-ERR Protocol error: ..." and the
+// connection closes (as Redis does). A request with a bulk string larger
+// than one item (the store's value limit) but within proto-max-bulk-len
+// is read and dropped as it arrives, never held whole, and answered
+// "-ERR value too large (at most N bytes)"; the connection goes on.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +58,10 @@ class RespProtocol final : public Protocol {
   // protocol error.
   size_t Parse(std::string_view in, std::string* out);
   void ProtocolError(std::string_view what, std::string* out);
+  // Drops the rest of a request with a bulk string larger than any item
+  // (discard_); replies its error once the request has been read whole.
+  // Returns the bytes it took (0: it needs more).
+  size_t Discard(std::string_view in, std::string* out);
   // Looks up, checks and runs the request in args_.
   void Run(std::string* out);
 
@@ -62,6 +70,13 @@ class RespProtocol final : public Protocol {
   RespClient client_;
   std::vector<std::string_view> args_;    // the current request's, into the input
   std::vector<std::string> inline_args_;  // an inline request's (unquoted)
+  // A request being dropped: the bytes left of the current bulk string
+  // (with its CRLF), and how many bulk strings follow it.
+  struct DiscardState {
+    uint64_t bytes = 0;
+    int64_t args_left = 0;
+    bool active() const { return bytes > 0 || args_left > 0; }
+  } discard_;
 };
 
 // SCAN cursors (see above). CursorToKey returns false for a string that

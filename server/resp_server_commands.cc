@@ -132,17 +132,23 @@ void InfoReplication(InfoText& info) {
   info.Section("Replication");
   info.Field("role", "master");
   info.Number("connected_slaves", 0);
+  info.Number("master_repl_offset", 0);
 }
 
 void InfoCpu(InfoText& info) {
-  rusage self{};
+  rusage self{}, children{};
   getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
   char buf[32];
   info.Section("CPU");
-  std::snprintf(buf, sizeof(buf), "%.6f", Seconds(self.ru_stime));
-  info.Field("used_cpu_sys", buf);
-  std::snprintf(buf, sizeof(buf), "%.6f", Seconds(self.ru_utime));
-  info.Field("used_cpu_user", buf);
+  auto seconds = [&](std::string_view name, const timeval& t) {
+    std::snprintf(buf, sizeof(buf), "%.6f", Seconds(t));
+    info.Field(name, buf);
+  };
+  seconds("used_cpu_sys", self.ru_stime);
+  seconds("used_cpu_user", self.ru_utime);
+  seconds("used_cpu_sys_children", children.ru_stime);
+  seconds("used_cpu_user_children", children.ru_utime);
 }
 
 void InfoCluster(InfoText& info) {

@@ -96,7 +96,7 @@ struct RespSettings {
   int port = 0;
   int threads = 1;
   size_t max_connections = 0;
-  size_t proto_max_bulk_len = 0;
+  size_t proto_max_bulk_len = size_t{512} << 20;
 };
 
 // Calls, time and failures of one command (INFO commandstats).
@@ -127,6 +127,8 @@ class RespShared {
   // Protected mode: true iff a connection from `peer_is_loopback` must be
   // refused (protected mode on, no password, a peer beyond loopback).
   bool RefuseConnection(bool peer_is_loopback) const;
+  // The largest bulk string a request may carry (proto-max-bulk-len).
+  size_t proto_max_bulk_len() const { return settings_.proto_max_bulk_len; }
 
   // The settings CONFIG GET and CONFIG SET know, by name.
   struct ConfigParam {

@@ -57,9 +57,11 @@ class Server {
     // password, connections from beyond loopback are refused).
     std::string requirepass;
     bool protected_mode = true;
-    // The largest request bulk string RESP accepts (CONFIG GET
-    // proto-max-bulk-len reports it).
-    size_t proto_max_bulk_len = 0;
+    // The largest bulk string a RESP request may carry (Redis's
+    // proto-max-bulk-len); larger is a protocol error that closes the
+    // connection. One larger than an item but within it is dropped as it
+    // arrives and answered with an error.
+    size_t proto_max_bulk_len = size_t{512} << 20;
   };
 
   // True iff `bind` is an IP address of the loopback interface

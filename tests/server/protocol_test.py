@@ -635,6 +635,25 @@ def test_resp_string_and_keyspace_commands(ctx):
         assert peer_closed(sock)
 
 
+def test_resp_bulk_larger_than_an_item(ctx):
+    # Within proto-max-bulk-len but larger than one item: refused with an
+    # error, the connection stays usable (Redis would store it).
+    with ctx.server() as s:
+        r = s.redis()
+        try:
+            r.set("big", b"x" * (4 << 20))
+            raise AssertionError("a 4 MiB value was stored")
+        except redis.ResponseError as e:
+            assert "too large" in str(e), e
+        assert r.ping() is True and r.exists("big") == 0
+        assert r.config_get("proto-max-bulk-len") == {"proto-max-bulk-len": str(512 << 20)}
+        # Beyond proto-max-bulk-len: Redis's protocol error, then closed.
+        sock = s.raw(resp=True)
+        sock.sendall(b"*2\r\n$4\r\nECHO\r\n$600000000\r\n")
+        assert recv_until(sock, b"\r\n") == b"-ERR Protocol error: invalid bulk length\r\n"
+        assert peer_closed(sock)
+
+
 # ---------------------------------------------------------------- the runner
 
 class Context:

@@ -294,11 +294,33 @@ TEST(Resp, ProtocolErrorsClose) {
   ExpectScript(Cmd({"PING"}) + "*1\r\n+PING\r\n" + Cmd({"PING"}),
                "+PONG\r\n-ERR Protocol error: expected '$', got '+'\r\n", true);
   ExpectScript("*1\r\n$x\r\n", "-ERR Protocol error: invalid bulk length\r\n", true);
-  ExpectScript("*1\r\n$65\r\n", "-ERR Protocol error: invalid bulk length\r\n", true, 64);
+  ExpectScript("*1\r\n$536870913\r\n", "-ERR Protocol error: invalid bulk length\r\n", true);
+  ExpectScript("*1\r\n$-1\r\n", "-ERR Protocol error: invalid bulk length\r\n", true);
   ExpectScript("*z\r\n", "-ERR Protocol error: invalid multibulk length\r\n", true);
   ExpectScript("*99999999\r\n", "-ERR Protocol error: invalid multibulk length\r\n", true);
   ExpectScript("*1\r\n$1\r\nab\r\n", "-ERR Protocol error: expected CRLF after a bulk string\r\n",
                true);
+}
+
+TEST(Resp, OversizedBulkStringsAreDroppedAndRefused) {
+  // 64-byte store values (51 bytes of data): a 65-byte bulk string is
+  // larger than any item but within proto-max-bulk-len. The request is
+  // dropped as it arrives and refused; the connection goes on.
+  const std::string big(65, 'v');
+  ExpectScript(Cmd({"SET", "k", big}) + Cmd({"MSET", "a", "1", "b", big, "c", "3"}) +
+                   Cmd({"EXISTS", "a", "k"}) + Cmd({"PING"}),
+               "-ERR value too large (at most 51 bytes)\r\n"
+               "-ERR value too large (at most 51 bytes)\r\n:0\r\n+PONG\r\n",
+               false, 64);
+  // A broken length line after the big one is still a protocol error.
+  ExpectScript("*3\r\n$3\r\nSET\r\n$65\r\n" + big + "\r\n$x\r\n",
+               "-ERR Protocol error: invalid bulk length\r\n", true, 64);
+  // Memory stays bounded: the dropped bytes are not kept.
+  Resp h(64);
+  EXPECT_EQ(h.Feed("*2\r\n$4\r\nECHO\r\n$100000\r\n" + std::string(50000, 'x')), "");
+  EXPECT_EQ(h.pending(), 0u);
+  EXPECT_EQ(h.Feed(std::string(50000, 'x') + "\r\n" + Cmd({"PING"})),
+            "-ERR value too large (at most 51 bytes)\r\n+PONG\r\n");
 }
 
 TEST(Resp, LongLinesClose) {

@@ -99,8 +99,11 @@ struct Command {
   // one only if it may be called without a subcommand (COMMAND).
   CommandHandler handler = nullptr;
   std::vector<Command> subcommands{};
-  // Set by CommandTable::Add: "name", or "container|name".
+  // Set by CommandTable::Add: "name", or "container|name"; and a number
+  // from 0 to CommandTable::ids() - 1, unique among commands and
+  // subcommands.
   std::string full_name{};
+  uint32_t id = 0;
 
   const Command* FindSubcommand(std::string_view name) const;
 };
@@ -113,6 +116,8 @@ class CommandTable {
   // The command named `name`, in any case, or nullptr.
   const Command* Find(std::string_view name) const;
   size_t size() const { return commands_.size(); }
+  // How many commands and subcommands there are (Command::id's range).
+  uint32_t ids() const { return next_id_; }
   // Every command, in no particular order.
   template <class F>
   void ForEach(F&& f) const {
@@ -131,6 +136,7 @@ class CommandTable {
   std::unordered_map<std::string, std::unique_ptr<Command>, CaseInsensitiveHash,
                      CaseInsensitiveEqual>
       commands_;
+  uint32_t next_id_ = 0;
 };
 
 // The table of every command pmserver serves, built on first use.

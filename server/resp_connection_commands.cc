@@ -126,7 +126,7 @@ void Auth(CommandCall& c) {
 void AppendClientLine(const RespClient& cl, int64_t now_ms, std::string* out) {
   const Command* last = cl.last_command.load(std::memory_order_relaxed);
   const int64_t age = (now_ms - cl.created_ms) / 1000;
-  const int64_t idle = (now_ms - cl.last_ms.load(std::memory_order_relaxed)) / 1000;
+  const int64_t idle = (SteadyMs() - cl.last_steady_ms.load(std::memory_order_relaxed)) / 1000;
   out->append("id=").append(std::to_string(cl.id));
   out->append(" addr=").append(cl.addr);
   out->append(" laddr=").append(cl.laddr);

@@ -217,7 +217,7 @@ RespProtocol::RespProtocol(Items& items, RespShared& shared, std::string addr, s
   client_.addr = std::move(addr);
   client_.laddr = std::move(laddr);
   client_.created_ms = items_.NowMs();
-  client_.last_ms.store(client_.created_ms, std::memory_order_relaxed);
+  client_.last_steady_ms.store(SteadyMs(), std::memory_order_relaxed);
   // As Redis: a connection made while no password is set stays
   // authenticated if one is set later.
   client_.authenticated = !shared_.PasswordRequired();
@@ -379,12 +379,12 @@ void RespProtocol::Run(std::string* out) {
   CommandCounters& counters = shared_.counters(command);
   const auto argc = static_cast<int64_t>(args_.size());
   if (command->arity >= 0 ? argc != command->arity : argc < -command->arity) {
-    counters.rejected.fetch_add(1, std::memory_order_relaxed);
+    counters.Rejected();
     return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
   }
   if (!client_.authenticated && !(command->flags & cmd_flag::kNoAuth)) {
     if (shared_.PasswordRequired()) {
-      counters.rejected.fetch_add(1, std::memory_order_relaxed);
+      counters.Rejected();
       return reply.Error("NOAUTH Authentication required.");
     }
     client_.authenticated = true;  // the password was removed meanwhile
@@ -394,24 +394,19 @@ void RespProtocol::Run(std::string* out) {
     const int64_t last = command->last_key < 0 ? argc + command->last_key : command->last_key;
     for (int64_t i = command->first_key; i <= last && i < argc; i += command->key_step) {
       if (!CheckKey(call, args_[static_cast<size_t>(i)])) {
-        counters.rejected.fetch_add(1, std::memory_order_relaxed);
+        counters.Rejected();
         return;
       }
     }
   }
   // As Redis, CLIENT LIST names the command running (its own included).
+  const int64_t start_us = SteadyUs();
   client_.last_command.store(command, std::memory_order_relaxed);
-  client_.last_ms.store(items_.NowMs(), std::memory_order_relaxed);
+  client_.last_steady_ms.store(start_us / 1000, std::memory_order_relaxed);
   const size_t reply_start = out->size();
-  const auto start = std::chrono::steady_clock::now();
   command->handler(call);
-  const auto end = std::chrono::steady_clock::now();
-  counters.calls.fetch_add(1, std::memory_order_relaxed);
-  counters.usec.fetch_add(
-      std::chrono::duration_cast<std::chrono::microseconds>(end - start).count(),
-      std::memory_order_relaxed);
-  if (out->size() > reply_start && (*out)[reply_start] == '-')
-    counters.failed.fetch_add(1, std::memory_order_relaxed);
+  counters.Called(static_cast<uint64_t>(SteadyUs() - start_us),
+                  out->size() > reply_start && (*out)[reply_start] == '-');
   if (call.close) close_ = true;
 }
 

@@ -110,9 +110,8 @@ void InfoPersistence(InfoText& info) {
 void InfoStats(CommandCall& c, InfoText& info) {
   Stats& s = c.items.stats();
   uint64_t commands = 0;
-  c.shared.ForEachCounters([&](const Command&, const CommandCounters& n) {
-    commands += n.calls.load(std::memory_order_relaxed);
-  });
+  c.shared.ForEachCounters(
+      [&](const Command&, const CommandCounters::Totals& n) { commands += n.calls; });
   info.Section("Stats");
   info.Number("total_connections_received", Stats::Read(s.total_connections));
   info.Number("total_commands_processed", commands);
@@ -166,19 +165,16 @@ void InfoKeyspace(CommandCall& c, InfoText& info) {
 void InfoCommandStats(CommandCall& c, InfoText& info) {
   info.Section("Commandstats");
   std::vector<std::pair<std::string, std::string>> lines;
-  c.shared.ForEachCounters([&](const Command& cmd, const CommandCounters& n) {
-    const uint64_t calls = n.calls.load(std::memory_order_relaxed);
-    const uint64_t rejected = n.rejected.load(std::memory_order_relaxed);
-    if (calls == 0 && rejected == 0) return;
-    const uint64_t usec = n.usec.load(std::memory_order_relaxed);
+  c.shared.ForEachCounters([&](const Command& cmd, const CommandCounters::Totals& n) {
+    if (n.calls == 0 && n.rejected == 0) return;
     char per_call[32];
     std::snprintf(per_call, sizeof(per_call), "%.2f",
-                  calls == 0 ? 0.0 : static_cast<double>(usec) / static_cast<double>(calls));
-    lines.emplace_back(
-        std::string("cmdstat_").append(cmd.full_name),
-        "calls=" + std::to_string(calls) + ",usec=" + std::to_string(usec) +
-            ",usec_per_call=" + per_call + ",rejected_calls=" + std::to_string(rejected) +
-            ",failed_calls=" + std::to_string(n.failed.load(std::memory_order_relaxed)));
+                  n.calls == 0 ? 0.0 : static_cast<double>(n.usec) / static_cast<double>(n.calls));
+    lines.emplace_back(std::string("cmdstat_").append(cmd.full_name),
+                       "calls=" + std::to_string(n.calls) + ",usec=" + std::to_string(n.usec) +
+                           ",usec_per_call=" + per_call +
+                           ",rejected_calls=" + std::to_string(n.rejected) +
+                           ",failed_calls=" + std::to_string(n.failed));
   });
   std::sort(lines.begin(), lines.end());
   for (const auto& [name, value] : lines) info.Field(name, value);
@@ -562,12 +558,14 @@ void RegisterServerCommands(CommandTable& t) {
          .group = "server",
          .summary = "Returns the server's state and counters, by section.",
          .categories = "dangerous",
+         .tips = "nondeterministic_output request_policy:all_shards response_policy:special",
          .handler = Info});
   t.Add({.name = "time",
          .arity = 1,
          .flags = kLoading | kStale | kFast,
          .group = "server",
          .summary = "Returns the server's time: unix seconds and microseconds.",
+         .tips = "nondeterministic_output",
          .handler = Time});
   const uint64_t cf = kLoading | kStale;
   t.Add({.name = "command",
@@ -576,6 +574,7 @@ void RegisterServerCommands(CommandTable& t) {
          .group = "server",
          .summary = "Describes the commands.",
          .categories = "connection",
+         .tips = "nondeterministic_output_order",
          .handler = CommandAll,
          .subcommands = {
              Sub("count", 2, cf, "The number of commands.", CommandCount, "server", "connection"),

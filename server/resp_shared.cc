@@ -1,8 +1,16 @@
 #include "server/resp_shared.h"
 
+#include <chrono>
+
 #include "server/resp_command.h"
 
 namespace pmindex::server {
+
+int64_t SteadyUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 void ClientRegistry::Add(RespClient* c) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -48,12 +56,45 @@ bool SameBytes(std::string_view a, std::string_view b) {
 RespShared::RespShared(RespSettings settings)
     : commands_(RespCommands()),
       settings_(std::move(settings)),
-      protected_mode_(settings_.protected_mode) {
-  commands_.ForEach([this](const Command& c) {
-    counters_[&c];
-    for (const Command& sub : c.subcommands) counters_[&sub];
-  });
+      protected_mode_(settings_.protected_mode),
+      counters_(new CommandCounters[commands_.ids()]) {
   AddConfig();
+}
+
+CommandCounters::Stripe& CommandCounters::Mine() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t stripe = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return stripes_[stripe];
+}
+
+CommandCounters::Totals CommandCounters::Read() const {
+  Totals t;
+  for (const Stripe& s : stripes_) {
+    t.calls += s.calls.load(std::memory_order_relaxed);
+    t.usec += s.usec.load(std::memory_order_relaxed);
+    t.rejected += s.rejected.load(std::memory_order_relaxed);
+    t.failed += s.failed.load(std::memory_order_relaxed);
+  }
+  return t;
+}
+
+void CommandCounters::Reset() {
+  for (Stripe& s : stripes_) {
+    s.calls.store(0, std::memory_order_relaxed);
+    s.usec.store(0, std::memory_order_relaxed);
+    s.rejected.store(0, std::memory_order_relaxed);
+    s.failed.store(0, std::memory_order_relaxed);
+  }
+}
+
+CommandCounters& RespShared::counters(const Command* c) { return counters_[c->id]; }
+
+void RespShared::ForEachCounters(
+    const std::function<void(const Command&, const CommandCounters::Totals&)>& f) const {
+  commands_.ForEach([&](const Command& c) {
+    f(c, counters_[c.id].Read());
+    for (const Command& sub : c.subcommands) f(sub, counters_[sub.id].Read());
+  });
 }
 
 bool RespShared::PasswordRequired() const {
@@ -73,12 +114,7 @@ bool RespShared::RefuseConnection(bool peer_is_loopback) const {
 }
 
 void RespShared::ResetCommandCounters() {
-  for (auto& [c, n] : counters_) {
-    n.calls.store(0, std::memory_order_relaxed);
-    n.usec.store(0, std::memory_order_relaxed);
-    n.rejected.store(0, std::memory_order_relaxed);
-    n.failed.store(0, std::memory_order_relaxed);
-  }
+  for (uint32_t i = 0; i < commands_.ids(); ++i) counters_[i].Reset();
 }
 
 void RespShared::AddConfig() {

@@ -16,16 +16,21 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace pmindex::server {
 
 struct Command;
 class CommandTable;
+
+// The steady clock (CLOCK_MONOTONIC) in microseconds and milliseconds:
+// idle times and command durations.
+int64_t SteadyUs();
+inline int64_t SteadyMs() { return SteadyUs() / 1000; }
 
 // One RESP connection's state.
 struct RespClient {
@@ -36,9 +41,9 @@ struct RespClient {
   int64_t created_ms = 0;
 
   // Own thread writes; others read.
-  std::atomic<int> protocol{2};  // RESP version: 2, or 3 after HELLO 3
-  std::atomic<int> db{0};        // the selected database
-  std::atomic<int64_t> last_ms{0};
+  std::atomic<int> protocol{2};            // RESP version: 2, or 3 after HELLO 3
+  std::atomic<int> db{0};                  // the selected database
+  std::atomic<int64_t> last_steady_ms{0};  // last command's start, steady clock
   std::atomic<const Command*> last_command{nullptr};
   std::atomic<bool> no_evict{false};
   // Set by CLIENT KILL from any connection: the connection closes.
@@ -99,12 +104,35 @@ struct RespSettings {
   size_t proto_max_bulk_len = size_t{512} << 20;
 };
 
-// Calls, time and failures of one command (INFO commandstats).
-struct CommandCounters {
-  std::atomic<uint64_t> calls{0};
-  std::atomic<uint64_t> usec{0};
-  std::atomic<uint64_t> rejected{0};  // refused before running (arity, auth, key)
-  std::atomic<uint64_t> failed{0};    // ran and replied an error
+// Calls, time and failures of one command (INFO commandstats). Striped:
+// threads running the same command add to different cache lines (a
+// thread's stripe is fixed when it first counts), a read sums the
+// stripes. Each count is exact; a read is not a snapshot of all four.
+class CommandCounters {
+ public:
+  struct Totals {
+    uint64_t calls = 0;
+    uint64_t usec = 0;
+    uint64_t rejected = 0;  // refused before running (arity, auth, key)
+    uint64_t failed = 0;    // ran and replied an error
+  };
+  void Called(uint64_t usec, bool failed) {
+    Stripe& s = Mine();
+    s.calls.fetch_add(1, std::memory_order_relaxed);
+    s.usec.fetch_add(usec, std::memory_order_relaxed);
+    if (failed) s.failed.fetch_add(1, std::memory_order_relaxed);
+  }
+  void Rejected() { Mine().rejected.fetch_add(1, std::memory_order_relaxed); }
+  Totals Read() const;
+  void Reset();
+
+ private:
+  static constexpr size_t kStripes = 8;
+  struct alignas(64) Stripe {
+    std::atomic<uint64_t> calls{0}, usec{0}, rejected{0}, failed{0};
+  };
+  Stripe& Mine();
+  Stripe stripes_[kStripes];
 };
 
 class RespShared {
@@ -139,13 +167,12 @@ class RespShared {
   const std::map<std::string, ConfigParam, std::less<>>& config() const { return config_; }
 
   // Counters of a command (or subcommand) of the table.
-  CommandCounters& counters(const Command* c) { return counters_.at(c); }
+  CommandCounters& counters(const Command* c);
   // CONFIG RESETSTAT: zeroes the command counters.
   void ResetCommandCounters();
-  template <class F>
-  void ForEachCounters(F&& f) const {
-    for (const auto& [c, n] : counters_) f(*c, n);
-  }
+  // Calls f(command, totals) for every command and subcommand.
+  void ForEachCounters(
+      const std::function<void(const Command&, const CommandCounters::Totals&)>& f) const;
 
  private:
   void AddConfig();
@@ -157,7 +184,7 @@ class RespShared {
   RespSettings settings_;
   std::atomic<bool> protected_mode_;
   std::map<std::string, ConfigParam, std::less<>> config_;
-  std::unordered_map<const Command*, CommandCounters> counters_;
+  std::unique_ptr<CommandCounters[]> counters_;  // by Command::id
 };
 
 }  // namespace pmindex::server

@@ -224,6 +224,23 @@ Status Items::StoreMany(const std::vector<std::pair<std::string_view, std::strin
   return store_.PutMany(encoded);
 }
 
+Status Items::Edit(std::string_view key, const std::function<ItemEdit(const Item*)>& decide) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Result<ItemOutcome> r = Modify(key, [&](const Item* live) {
+    ItemEdit e = decide(live);
+    Change c;
+    if (e.kind == ItemEdit::Kind::kPut) {
+      c.kind = Change::Kind::kPut;
+      item_codec::Encode(e.data, e.flags, e.expiry_ms, &c.value);
+    } else if (e.kind == ItemEdit::Kind::kRemove) {
+      // Removing what is not there is keeping it so.
+      if (live != nullptr) c.kind = Change::Kind::kRemove;
+    }
+    return c;
+  });
+  return r.status();
+}
+
 Result<ItemOutcome> Items::Delete(std::string_view key) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());
   Result<ItemOutcome> r = Modify(key, [](const Item* live) {

@@ -62,6 +62,22 @@ enum class ItemOutcome : uint8_t {
 
 enum class StoreMode : uint8_t { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
 
+// What Items::Edit does to an item: keep it as it is, put a new item in
+// its place, or remove it.
+struct ItemEdit {
+  enum class Kind : uint8_t { kKeep, kPut, kRemove };
+  Kind kind = Kind::kKeep;
+  std::string data;  // kPut: the new item
+  uint32_t flags = 0;
+  int64_t expiry_ms = 0;
+
+  static ItemEdit Keep() { return {}; }
+  static ItemEdit Put(std::string data, uint32_t flags, int64_t expiry_ms) {
+    return {Kind::kPut, std::move(data), flags, expiry_ms};
+  }
+  static ItemEdit Remove() { return {Kind::kRemove, {}, 0, 0}; }
+};
+
 // Unix time in milliseconds (std::chrono::system_clock).
 int64_t WallClockMs();
 
@@ -109,6 +125,16 @@ class Items {
   // expiry); the data must be a decimal int64. kDone with *result set,
   // kNotNumeric, kOverflow. Keeps flags and expiry.
   [[nodiscard]] Result<ItemOutcome> IncrBy(std::string_view key, int64_t delta, int64_t* result);
+  // The general read-modify-write of one item, which the protocols' own
+  // commands build on: `decide` is given the live item (nullptr if the
+  // key is absent or expired) and says what to do with it; the edit is
+  // applied only if the key still holds what was read, else `decide` runs
+  // again on what it holds now. So `decide` may run several times and
+  // must only compute (and record its last answer for the caller). The
+  // edit is durable when Edit returns OK. An expired item that `decide`
+  // keeps is removed lazily (only that version of it).
+  [[nodiscard]] Status Edit(std::string_view key,
+                            const std::function<ItemEdit(const Item*)>& decide);
   // Up to `limit` live keys >= from, in bytewise order, examining at most
   // `limit` stored keys; *next is the key to continue from, or empty when
   // the store has no more keys.

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -84,6 +85,26 @@ int main(int argc, char** argv) {
                  "emulated extra PM write latency per flushed line, as pmbench's (0 = none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
+  std::string requirepass_file;
+  std::string protected_mode = "yes";
+  bool memcached_insecure = false;
+  app.add_option("--requirepass", opts.requirepass,
+                 "RESP password (AUTH, HELLO AUTH); visible to other users of this machine in the "
+                 "process list: prefer --requirepass-file");
+  app.add_option("--requirepass-file", requirepass_file,
+                 "file whose first line is the RESP password");
+  app.add_option("--protected-mode", protected_mode,
+                 "yes: without a password, refuse RESP connections from beyond loopback")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"yes", "no"}));
+  app.add_option("--proto-max-bulk-len", opts.proto_max_bulk_len,
+                 "RESP: the largest bulk string a request may carry; larger closes the "
+                 "connection with a protocol error (values larger than one item are refused "
+                 "with an error either way)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
+  app.add_flag("--memcached-insecure", memcached_insecure,
+               "serve memcached (which has no password) on an address beyond loopback");
   app.set_version_flag("--version", std::string("pmserver ") + PMINDEX_VERSION_STRING);
   try {
     app.parse(argc, argv);
@@ -94,6 +115,37 @@ int main(int argc, char** argv) {
   }
   if (!ParsePort(memcached_port, &opts.memcached_port) || !ParsePort(resp_port, &opts.resp_port)) {
     std::fprintf(stderr, "pmserver: a port is a number from 0 (off) to 65535, or auto\n");
+    return 2;
+  }
+  if (!requirepass_file.empty()) {
+    if (!opts.requirepass.empty()) {
+      std::fprintf(stderr, "pmserver: --requirepass and --requirepass-file exclude each other\n");
+      return 2;
+    }
+    std::ifstream f(requirepass_file);
+    if (!f || !std::getline(f, opts.requirepass)) {
+      std::fprintf(stderr, "pmserver: --requirepass-file %s: cannot read its first line\n",
+                   requirepass_file.c_str());
+      return 2;
+    }
+    if (!opts.requirepass.empty() && opts.requirepass.back() == '\r') opts.requirepass.pop_back();
+    if (opts.requirepass.empty()) {
+      std::fprintf(stderr, "pmserver: --requirepass-file %s: the first line is empty\n",
+                   requirepass_file.c_str());
+      return 2;
+    }
+  }
+  opts.protected_mode = protected_mode == "yes";
+  // The memcached text protocol has no password: whoever reaches the port
+  // may read, overwrite and flush everything (docs/server.md "Security").
+  if (opts.memcached_port != Server::kPortOff && !memcached_insecure &&
+      !Server::IsLoopbackAddress(opts.bind)) {
+    std::fprintf(stderr,
+                 "pmserver: --bind %s serves memcached beyond loopback, and memcached's protocol "
+                 "has no password: anyone who reaches the port can read and flush every item. "
+                 "Add --memcached-insecure to do it anyway, or --memcached-port 0 to serve RESP "
+                 "only.\n",
+                 opts.bind.c_str());
     return 2;
   }
   opts.stop_on_signals = true;

@@ -43,6 +43,7 @@
 #include "server/items.h"
 #include "server/protocol.h"
 #include "server/resp_reply.h"
+#include "server/resp_shared.h"
 
 namespace pmindex::server {
 
@@ -91,12 +92,18 @@ struct Command {
   // "string" or "keyspace dangerous".
   std::string_view key_flags{};
   std::string_view categories{};
+  // Redis's command tips (COMMAND INFO), space-separated, in lower case,
+  // e.g. "request_policy:multi_shard response_policy:agg_sum".
+  std::string_view tips{};
   // Runs the command. A container command (non-empty subcommands) needs
   // one only if it may be called without a subcommand (COMMAND).
   CommandHandler handler = nullptr;
   std::vector<Command> subcommands{};
-  // Set by CommandTable::Add: "name", or "container|name".
+  // Set by CommandTable::Add: "name", or "container|name"; and a number
+  // from 0 to CommandTable::ids() - 1, unique among commands and
+  // subcommands.
   std::string full_name{};
+  uint32_t id = 0;
 
   const Command* FindSubcommand(std::string_view name) const;
 };
@@ -109,6 +116,8 @@ class CommandTable {
   // The command named `name`, in any case, or nullptr.
   const Command* Find(std::string_view name) const;
   size_t size() const { return commands_.size(); }
+  // How many commands and subcommands there are (Command::id's range).
+  uint32_t ids() const { return next_id_; }
   // Every command, in no particular order.
   template <class F>
   void ForEach(F&& f) const {
@@ -127,35 +136,11 @@ class CommandTable {
   std::unordered_map<std::string, std::unique_ptr<Command>, CaseInsensitiveHash,
                      CaseInsensitiveEqual>
       commands_;
+  uint32_t next_id_ = 0;
 };
 
 // The table of every command pmserver serves, built on first use.
 const CommandTable& RespCommands();
-
-// One connection's state, which its commands read and change.
-struct RespClient {
-  uint64_t id = 0;
-  int protocol = 2;            // RESP version: 2, or 3 after HELLO 3
-  bool authenticated = false;  // meaningful only when a password is set
-  std::string name;            // CLIENT SETNAME
-  int db = 0;                  // the selected database
-};
-
-// What every RESP connection of a server shares.
-class RespShared {
- public:
-  RespShared() = default;
-  RespShared(const RespShared&) = delete;
-  RespShared& operator=(const RespShared&) = delete;
-
-  const CommandTable& commands() const { return commands_; }
-  // A new connection's id: 1, 2, 3, ... (CLIENT ID).
-  uint64_t NextClientId() { return next_client_id_.fetch_add(1, std::memory_order_relaxed); }
-
- private:
-  const CommandTable& commands_ = RespCommands();
-  std::atomic<uint64_t> next_client_id_{1};
-};
 
 // One command being run: what a handler is given.
 struct CommandCall {
@@ -169,6 +154,10 @@ struct CommandCall {
 
   size_t argc() const { return args.size(); }
 };
+
+// The Redis version whose commands and replies pmserver follows (HELLO,
+// INFO's redis_version): clients pick features by it.
+inline constexpr std::string_view kRedisCompatibleVersion = "7.0.15";
 
 // Reply strings and helpers the handlers share.
 inline constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";

@@ -66,8 +66,11 @@ bool CommandTable::CaseInsensitiveEqual::operator()(std::string_view a, std::str
 
 void CommandTable::Add(Command command) {
   command.full_name = std::string(command.name);
-  for (Command& sub : command.subcommands)
+  command.id = next_id_++;
+  for (Command& sub : command.subcommands) {
     sub.full_name = command.full_name + "|" + std::string(sub.name);
+    sub.id = next_id_++;
+  }
   const std::string name = command.full_name;
   const bool added = commands_.emplace(name, std::make_unique<Command>(std::move(command))).second;
   PMINDEX_CHECK(added, "the RESP command '%s' is registered twice", name.c_str());

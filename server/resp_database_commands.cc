@@ -42,6 +42,7 @@ void RegisterDatabaseCommands(CommandTable& t) {
          .group = "server",
          .summary = "Returns the number of keys (expired ones not yet removed included).",
          .categories = "keyspace",
+         .tips = "request_policy:all_shards response_policy:agg_sum",
          .handler = DbSize});
   for (std::string_view name : {"flushdb", "flushall"}) {
     t.Add({.name = name,
@@ -50,6 +51,7 @@ void RegisterDatabaseCommands(CommandTable& t) {
            .group = "server",
            .summary = "Removes every key.",
            .categories = "keyspace dangerous",
+           .tips = "request_policy:all_shards response_policy:all_succeeded",
            .handler = Flush});
   }
 }

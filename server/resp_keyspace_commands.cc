@@ -1,6 +1,10 @@
-// RESP keyspace commands (Redis's "generic" group): DEL, EXISTS, TTL,
-// PTTL, EXPIRE, PEXPIRE, SCAN.
+// RESP keyspace commands (Redis's "generic" group): DEL, UNLINK, EXISTS,
+// TOUCH, TYPE, the expiry commands (EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT
+// with NX|XX|GT|LT; TTL, PTTL, EXPIRETIME, PEXPIRETIME; PERSIST), KEYS,
+// RANDOMKEY, SCAN, OBJECT.
 #include <algorithm>
+#include <limits>
+#include <random>
 
 #include "server/numbers.h"
 #include "server/resp_command.h"
@@ -12,6 +16,7 @@ namespace {
 
 using namespace cmd_flag;
 
+// DEL and UNLINK (the same here: a removal is one store call either way).
 void Del(CommandCall& c) {
   int64_t n = 0;
   for (size_t i = 1; i < c.argc(); ++i) {
@@ -22,6 +27,8 @@ void Del(CommandCall& c) {
   c.reply.Integer(n);
 }
 
+// EXISTS and TOUCH: how many of the keys exist (TOUCH's access time is
+// not tracked).
 void Exists(CommandCall& c) {
   int64_t n = 0;
   for (size_t i = 1; i < c.argc(); ++i) {
@@ -32,7 +39,13 @@ void Exists(CommandCall& c) {
   c.reply.Integer(n);
 }
 
-// TTL, PTTL.
+void Type(CommandCall& c) {
+  Result<Item> r = c.items.Get(c.args[1]);
+  if (!r.ok() && !r.status().is_not_found()) return ReplyStoreError(c, r.status());
+  c.reply.Simple(r.ok() ? "string" : "none");
+}
+
+// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 absent, -1 no expiry.
 void Ttl(CommandCall& c) {
   Result<Item> r = c.items.Get(c.args[1]);
   if (!r.ok()) {
@@ -40,30 +53,133 @@ void Ttl(CommandCall& c) {
     return ReplyStoreError(c, r.status());
   }
   if (r->expiry_ms == 0) return c.reply.Integer(-1);
+  const std::string_view name = c.command.name;
+  if (name == "expiretime") return c.reply.Integer(r->expiry_ms / 1000);
+  if (name == "pexpiretime") return c.reply.Integer(r->expiry_ms);
   const int64_t left = std::max<int64_t>(r->expiry_ms - c.items.NowMs(), 0);
-  c.reply.Integer(c.command.name == "ttl" ? (left + 500) / 1000 : left);
+  c.reply.Integer(name == "ttl" ? (left + 500) / 1000 : left);
 }
 
-// EXPIRE, PEXPIRE.
+// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT key t [NX|XX|GT|LT]
 void Expire(CommandCall& c) {
-  int64_t t = 0;
-  if (!ParseNumber(c.args[2], &t)) return c.reply.Error(kNotInteger);
-  int64_t expiry_ms = 1;  // t <= 0: expired at once, as Redis deletes the key
-  if (t > 0 && (__builtin_mul_overflow(t, c.command.name == "expire" ? 1000 : 1, &t) ||
-                __builtin_add_overflow(t, c.items.NowMs(), &expiry_ms))) {
+  bool nx = false, xx = false, gt = false, lt = false;
+  for (size_t j = 3; j < c.argc(); ++j) {
+    if (EqualsIgnoreCase(c.args[j], "NX")) {
+      nx = true;
+    } else if (EqualsIgnoreCase(c.args[j], "XX")) {
+      xx = true;
+    } else if (EqualsIgnoreCase(c.args[j], "GT")) {
+      gt = true;
+    } else if (EqualsIgnoreCase(c.args[j], "LT")) {
+      lt = true;
+    } else {
+      return c.reply.Error("ERR Unsupported option " + std::string(c.args[j]));
+    }
+  }
+  if (nx && (xx || gt || lt))
+    return c.reply.Error("ERR NX and XX, GT or LT options at the same time are not compatible");
+  if (gt && lt) return c.reply.Error("ERR GT and LT options at the same time are not compatible");
+  int64_t when = 0;
+  if (!ParseNumber(c.args[2], &when)) return c.reply.Error(kNotInteger);
+  const std::string_view name = c.command.name;
+  const bool seconds = name == "expire" || name == "expireat";
+  const int64_t base = name == "expire" || name == "pexpire" ? c.items.NowMs() : 0;
+  // Negative times are allowed (the key is deleted), but not ones whose
+  // conversion to absolute milliseconds overflows (as Redis).
+  if ((seconds && __builtin_mul_overflow(when, 1000, &when)) ||
+      __builtin_add_overflow(when, base, &when)) {
     return c.reply.Error("ERR invalid expire time in '" + c.command.full_name + "' command");
   }
-  Result<ItemOutcome> r = c.items.Touch(c.args[1], expiry_ms);
-  if (!r.ok()) return ReplyStoreError(c, r.status());
-  c.reply.Integer(*r == ItemOutcome::kDone);
+  const int64_t now = c.items.NowMs();
+  bool done = false;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    done = false;
+    if (!live) return ItemEdit::Keep();
+    const int64_t current = live->expiry_ms;  // 0: none, an infinite time to live
+    if ((nx && current != 0) || (xx && current == 0) || (gt && (current == 0 || when <= current)) ||
+        (lt && current != 0 && when >= current)) {
+      return ItemEdit::Keep();
+    }
+    done = true;
+    if (when <= now) return ItemEdit::Remove();
+    return ItemEdit::Put(live->data, live->flags, when);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  c.reply.Integer(done ? 1 : 0);
 }
 
+void Persist(CommandCall& c) {
+  bool done = false;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    done = live && live->expiry_ms != 0;
+    if (!done) return ItemEdit::Keep();
+    return ItemEdit::Put(live->data, live->flags, 0);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  c.reply.Integer(done ? 1 : 0);
+}
+
+// KEYS pattern: a walk of every key (as Redis, O(n)), in key order.
+void Keys(CommandCall& c) {
+  const std::string_view pattern = c.args[1];
+  const bool all = pattern == "*";
+  std::vector<std::string> found;
+  size_t bytes = 0;
+  std::string from, next;
+  do {
+    std::vector<std::string> batch;
+    c.items.ScanKeys(from, 1024, &batch, &next);
+    for (std::string& k : batch) {
+      if (!all && !GlobMatch(pattern, k)) continue;
+      bytes += k.size() + 16;
+      if (bytes > kMaxMultiReplyBytes) return c.reply.Error("ERR reply too large");
+      found.push_back(std::move(k));
+    }
+    from = next;
+  } while (!next.empty());
+  c.reply.BulkArray(found);
+}
+
+// RANDOMKEY: the first live key at or after a random point of the key
+// space (between the smallest key's first byte and the end of ASCII, or
+// of all bytes), wrapping around at the end. Not uniform: a key after a
+// wide gap in the key order is likelier than one after a narrow gap.
+void RandomKey(CommandCall& c) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::vector<std::string> keys;
+  std::string next;
+  c.items.ScanKeys("", 64, &keys, &next);
+  if (keys.empty() && next.empty()) return c.reply.NullBulk();
+  const std::string first = keys.empty() ? next : keys.front();
+  const auto lo = static_cast<unsigned char>(first[0]);
+  const unsigned hi = lo < 0x80 ? 0x7f : 0xff;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::string from(1, static_cast<char>(lo + rng() % (hi - lo + 1)));
+    for (int i = 0; i < 8; ++i) from.push_back(static_cast<char>(0x20 + rng() % 0x5f));
+    std::vector<std::string> found;
+    c.items.ScanKeys(from, 64, &found, &next);
+    if (!found.empty()) return c.reply.Bulk(found.front());
+  }
+  // Past the last key (or only expired keys there): the smallest live one.
+  std::string from;
+  for (int round = 0; round < 16; ++round) {
+    keys.clear();
+    c.items.ScanKeys(from, 1024, &keys, &next);
+    if (!keys.empty()) return c.reply.Bulk(keys.front());
+    if (next.empty()) break;
+    from = next;
+  }
+  c.reply.NullBulk();
+}
+
+// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]
 void Scan(CommandCall& c) {
   if (c.argc() % 2 != 0) return c.reply.Error(kSyntax);
   std::string from;
   if (!CursorToKey(c.args[1], c.items.max_key_bytes(), &from))
     return c.reply.Error("ERR invalid cursor");
   std::string_view pattern;
+  bool strings = true;  // every key holds a string
   size_t count = 10;
   for (size_t i = 2; i < c.argc(); i += 2) {
     if (EqualsIgnoreCase(c.args[i], "MATCH")) {
@@ -72,6 +188,8 @@ void Scan(CommandCall& c) {
       if (!ParseNumber(c.args[i + 1], &count)) return c.reply.Error(kNotInteger);
       if (count < 1) return c.reply.Error(kSyntax);
       count = std::min<size_t>(count, 100000);
+    } else if (EqualsIgnoreCase(c.args[i], "TYPE")) {
+      strings = EqualsIgnoreCase(c.args[i + 1], "string");
     } else {
       return c.reply.Error(kSyntax);
     }
@@ -79,6 +197,7 @@ void Scan(CommandCall& c) {
   std::vector<std::string> keys;
   std::string next;
   c.items.ScanKeys(from, count, &keys, &next);
+  if (!strings) keys.clear();
   if (!pattern.empty() && pattern != "*") {
     std::erase_if(keys, [&](const std::string& k) { return !GlobMatch(pattern, k); });
   }
@@ -87,35 +206,164 @@ void Scan(CommandCall& c) {
   c.reply.BulkArray(keys);
 }
 
+// ---- OBJECT
+
+// The encoding Redis 7.0 gives a string value: "int" for a decimal
+// integer of a long's range written without padding, "embstr" up to 44
+// bytes, "raw" above. pmserver stores every value as its bytes; this
+// names the class of the value, not a storage format.
+std::string_view RedisEncoding(std::string_view v) {
+  int64_t n = 0;
+  if (v.size() <= 20 && ParseNumber(v, &n) && std::to_string(n) == v) return "int";
+  return v.size() <= 44 ? "embstr" : "raw";
+}
+
+void ObjectEncoding(CommandCall& c) {
+  Result<Item> r = c.items.Get(c.args[2]);
+  if (r.ok()) return c.reply.Bulk(RedisEncoding(r->data));
+  if (r.status().is_not_found()) return c.reply.NullBulk();
+  ReplyStoreError(c, r.status());
+}
+
+void ObjectRefCount(CommandCall& c) {
+  Result<Item> r = c.items.Get(c.args[2]);
+  if (r.ok()) return c.reply.Integer(1);  // values are never shared
+  if (r.status().is_not_found()) return c.reply.NullBulk();
+  ReplyStoreError(c, r.status());
+}
+
+// IDLETIME and FREQ: pmserver tracks neither access times nor
+// frequencies (it never evicts); FREQ's error is the one Redis gives
+// under the noeviction policy.
+void ObjectIdleTime(CommandCall& c) {
+  Result<Item> r = c.items.Get(c.args[2]);
+  if (r.status().is_not_found()) return c.reply.NullBulk();
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  c.reply.Error("ERR pmserver does not track access times, idle time not tracked.");
+}
+
+void ObjectFreq(CommandCall& c) {
+  Result<Item> r = c.items.Get(c.args[2]);
+  if (r.status().is_not_found()) return c.reply.NullBulk();
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  c.reply.Error(
+      "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
+      "that when switching between policies at runtime LRU and LFU data will take some time to "
+      "adjust.");
+}
+
+void ObjectHelp(CommandCall& c) {
+  static constexpr std::string_view kLines[] = {
+      "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+      "ENCODING <key>",
+      "    The encoding Redis would give the value (int, embstr or raw).",
+      "FREQ <key>",
+      "    Not tracked (an error, as Redis under the noeviction policy).",
+      "IDLETIME <key>",
+      "    Not tracked (an error).",
+      "REFCOUNT <key>",
+      "    1: values are never shared.",
+      "HELP",
+      "    This text.",
+  };
+  c.reply.Array(std::size(kLines));
+  for (std::string_view line : kLines) c.reply.Simple(line);
+}
+
 }  // namespace
 
 void RegisterKeyspaceCommands(CommandTable& t) {
-  auto add = [&t](std::string_view name, int arity, uint64_t flags, int first, int last,
-                  std::string_view key_flags, std::string_view summary, CommandHandler h) {
-    t.Add({.name = name,
-           .arity = arity,
-           .flags = flags,
-           .first_key = first,
-           .last_key = last,
-           .key_step = first > 0 ? 1 : 0,
-           .group = "generic",
-           .summary = summary,
-           .key_flags = key_flags,
-           .categories = "keyspace",
-           .handler = h});
+  struct Spec {
+    std::string_view name;
+    int arity;
+    uint64_t flags;
+    int first_key, last_key;
+    std::string_view key_flags;
+    std::string_view summary;
+    CommandHandler handler;
+    std::string_view tips = "";
   };
-  add("del", -2, kWrite, 1, -1, "RM DELETE", "Deletes keys; returns how many existed.", Del);
-  add("exists", -2, kReadonly | kFast, 1, -1, "RO",
-      "Counts the keys given that exist (a key named twice counts twice).", Exists);
-  add("ttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS", "Returns a key's time to live in seconds.",
-      Ttl);
-  add("pttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS",
-      "Returns a key's time to live in milliseconds.", Ttl);
-  add("expire", -3, kWrite | kFast, 1, 1, "RW UPDATE", "Sets a key's time to live in seconds.",
-      Expire);
-  add("pexpire", -3, kWrite | kFast, 1, 1, "RW UPDATE",
-      "Sets a key's time to live in milliseconds.", Expire);
-  add("scan", -2, kReadonly, 0, 0, "", "Walks the keys, a few per call, in key order.", Scan);
+  constexpr std::string_view kSumKeys = "request_policy:multi_shard response_policy:agg_sum";
+  const Spec specs[] = {
+      {"del", -2, kWrite, 1, -1, "RM DELETE", "Deletes keys; returns how many existed.", Del,
+       kSumKeys},
+      {"unlink", -2, kWrite | kFast, 1, -1, "RM DELETE",
+       "Deletes keys; returns how many existed (as DEL).", Del, kSumKeys},
+      {"exists", -2, kReadonly | kFast, 1, -1, "RO",
+       "Counts the keys given that exist (a key named twice counts twice).", Exists, kSumKeys},
+      {"touch", -2, kReadonly | kFast, 1, -1, "RO",
+       "Counts the keys given that exist (access times are not tracked).", Exists, kSumKeys},
+      {"type", 2, kReadonly | kFast, 1, 1, "RO", "Returns the type of a key: string or none.",
+       Type},
+      {"ttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS", "Returns a key's time to live in seconds.",
+       Ttl, "nondeterministic_output"},
+      {"pttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS",
+       "Returns a key's time to live in milliseconds.", Ttl, "nondeterministic_output"},
+      {"expiretime", 2, kReadonly | kFast, 1, 1, "RO ACCESS",
+       "Returns a key's expiry as a unix time in seconds.", Ttl},
+      {"pexpiretime", 2, kReadonly | kFast, 1, 1, "RO ACCESS",
+       "Returns a key's expiry as a unix time in milliseconds.", Ttl},
+      {"expire", -3, kWrite | kFast, 1, 1, "RW UPDATE",
+       "Sets a key's time to live in seconds (NX, XX, GT, LT).", Expire},
+      {"pexpire", -3, kWrite | kFast, 1, 1, "RW UPDATE",
+       "Sets a key's time to live in milliseconds (NX, XX, GT, LT).", Expire},
+      {"expireat", -3, kWrite | kFast, 1, 1, "RW UPDATE",
+       "Sets a key's expiry to a unix time in seconds (NX, XX, GT, LT).", Expire},
+      {"pexpireat", -3, kWrite | kFast, 1, 1, "RW UPDATE",
+       "Sets a key's expiry to a unix time in milliseconds (NX, XX, GT, LT).", Expire},
+      {"persist", 2, kWrite | kFast, 1, 1, "RW UPDATE", "Removes a key's expiry.", Persist},
+      {"keys", 2, kReadonly, 0, 0, "", "Returns every key matching a pattern (a full walk).", Keys,
+       "request_policy:all_shards nondeterministic_output_order"},
+      {"randomkey", 1, kReadonly, 0, 0, "", "Returns a key picked at random (not uniformly).",
+       RandomKey, "request_policy:all_shards nondeterministic_output"},
+      {"scan", -2, kReadonly, 0, 0, "", "Walks the keys, a few per call, in key order.", Scan,
+       "nondeterministic_output request_policy:special"},
+  };
+  for (const Spec& s : specs) {
+    t.Add({.name = s.name,
+           .arity = s.arity,
+           .flags = s.flags,
+           .first_key = s.first_key,
+           .last_key = s.last_key,
+           .key_step = s.first_key > 0 ? 1 : 0,
+           .group = "generic",
+           .summary = s.summary,
+           .key_flags = s.key_flags,
+           .categories = s.name == "keys" ? "keyspace dangerous" : "keyspace",
+           .tips = s.tips,
+           .handler = s.handler});
+  }
+  auto object_sub = [](std::string_view name, std::string_view summary, CommandHandler h) {
+    return Command{.name = name,
+                   .arity = 3,
+                   .flags = kReadonly,
+                   .first_key = 2,
+                   .last_key = 2,
+                   .key_step = 1,
+                   .group = "generic",
+                   .summary = summary,
+                   .key_flags = "RO",
+                   .categories = "keyspace",
+                   .tips = "nondeterministic_output",
+                   .handler = h};
+  };
+  t.Add({.name = "object",
+         .arity = -2,
+         .group = "generic",
+         .summary = "A container for object introspection commands.",
+         .subcommands = {
+             object_sub("encoding", "The encoding Redis would give the value.", ObjectEncoding),
+             object_sub("refcount", "1: values are never shared.", ObjectRefCount),
+             object_sub("idletime", "Not tracked: an error.", ObjectIdleTime),
+             object_sub("freq", "Not tracked: an error.", ObjectFreq),
+             Command{.name = "help",
+                     .arity = 2,
+                     .flags = kLoading | kStale,
+                     .group = "generic",
+                     .summary = "Describes the subcommands.",
+                     .categories = "keyspace",
+                     .handler = ObjectHelp},
+         }});
 }
 
 }  // namespace pmindex::server

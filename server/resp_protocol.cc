@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <limits>
 
 #include "server/numbers.h"
@@ -49,7 +50,76 @@ bool ClassMatch(std::string_view p, size_t i, char c, size_t* end) {
   return match != negate;
 }
 
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
 }  // namespace
+
+bool SplitInline(std::string_view line, std::vector<std::string>* args) {
+  args->clear();
+  size_t i = 0;
+  const size_t n = line.size();
+  for (;;) {
+    while (i < n && IsSpace(line[i])) ++i;
+    if (i == n) return true;
+    std::string arg;
+    char quote = 0;  // '"' or '\'' while inside quotes
+    for (bool done = false; !done;) {
+      if (quote == '"') {
+        if (i == n) return false;  // unterminated
+        if (line[i] == '\\' && i + 3 < n && line[i + 1] == 'x' && HexValue(line[i + 2]) >= 0 &&
+            HexValue(line[i + 3]) >= 0) {
+          arg.push_back(static_cast<char>(HexValue(line[i + 2]) * 16 + HexValue(line[i + 3])));
+          i += 4;
+        } else if (line[i] == '\\' && i + 1 < n) {
+          const char e = line[i + 1];
+          arg.push_back(e == 'n'   ? '\n'
+                        : e == 'r' ? '\r'
+                        : e == 't' ? '\t'
+                        : e == 'b' ? '\b'
+                        : e == 'a' ? '\a'
+                                   : e);
+          i += 2;
+        } else if (line[i] == '"') {
+          // A closing quote must end the argument.
+          if (i + 1 < n && !IsSpace(line[i + 1])) return false;
+          done = true;
+          ++i;
+        } else {
+          arg.push_back(line[i++]);
+        }
+      } else if (quote == '\'') {
+        if (i == n) return false;
+        if (line[i] == '\\' && i + 1 < n && line[i + 1] == '\'') {
+          arg.push_back('\'');
+          i += 2;
+        } else if (line[i] == '\'') {
+          if (i + 1 < n && !IsSpace(line[i + 1])) return false;
+          done = true;
+          ++i;
+        } else {
+          arg.push_back(line[i++]);
+        }
+      } else if (i == n || line[i] == ' ' || line[i] == '\t' || line[i] == '\n' ||
+                 line[i] == '\r') {
+        done = true;
+      } else if (line[i] == '"' || line[i] == '\'') {
+        quote = line[i++];
+      } else {
+        arg.push_back(line[i++]);
+      }
+    }
+    args->push_back(std::move(arg));
+  }
+}
 
 bool GlobMatch(std::string_view p, std::string_view s) {
   // Greedy matching with one backtrack point, the last '*': every other
@@ -141,18 +211,35 @@ bool CursorToKey(std::string_view cursor, size_t max_key_bytes, std::string* key
   return true;
 }
 
-RespProtocol::RespProtocol(Items& items, RespShared& shared) : Protocol(items), shared_(shared) {
+RespProtocol::RespProtocol(Items& items, RespShared& shared, std::string addr, std::string laddr)
+    : Protocol(items), shared_(shared) {
   client_.id = shared_.NextClientId();
+  client_.addr = std::move(addr);
+  client_.laddr = std::move(laddr);
+  client_.created_ms = items_.NowMs();
+  client_.last_steady_ms.store(SteadyMs(), std::memory_order_relaxed);
+  // As Redis: a connection made while no password is set stays
+  // authenticated if one is set later.
+  client_.authenticated = !shared_.PasswordRequired();
+  shared_.clients().Add(&client_);
 }
 
-RespProtocol::RespProtocol(Items& items)
-    : Protocol(items), own_shared_(std::make_unique<RespShared>()), shared_(*own_shared_) {
-  client_.id = shared_.NextClientId();
+RespProtocol::RespProtocol(Items& items) : RespProtocol(items, *new RespShared()) {
+  own_shared_.reset(&shared_);
 }
+
+RespProtocol::~RespProtocol() { shared_.clients().Remove(&client_); }
 
 size_t RespProtocol::Consume(std::string_view in, std::string* out) {
+  if (client_.killed.load(std::memory_order_relaxed)) close_ = true;  // CLIENT KILL
   size_t pos = 0;
   while (!close_ && pos < in.size() && out->size() < kReplyBudgetBytes) {
+    if (discard_.active()) {
+      const size_t used = Discard(in.substr(pos), out);
+      if (used == 0) break;
+      pos += used;
+      continue;
+    }
     const size_t used = Parse(in.substr(pos), out);
     if (used == 0) break;
     pos += used;
@@ -163,8 +250,40 @@ size_t RespProtocol::Consume(std::string_view in, std::string* out) {
 
 void RespProtocol::ProtocolError(std::string_view what, std::string* out) {
   Stats::Add(items_.stats().protocol_errors);
-  RespReply(out, client_.protocol).Error(std::string("ERR Protocol error: ").append(what));
+  RespReply(out, client_.protocol.load(std::memory_order_relaxed))
+      .Error(std::string("ERR Protocol error: ").append(what));
   close_ = true;
+}
+
+size_t RespProtocol::Discard(std::string_view in, std::string* out) {
+  size_t pos = 0;
+  for (;;) {
+    const uint64_t take = std::min<uint64_t>(discard_.bytes, in.size() - pos);
+    discard_.bytes -= take;
+    pos += take;
+    if (discard_.bytes > 0) return pos;
+    if (discard_.args_left == 0) {
+      discard_ = {};
+      RespReply(out, client_.protocol.load(std::memory_order_relaxed))
+          .Error("ERR value too large (at most " + std::to_string(items_.max_data_bytes()) +
+                 " bytes)");
+      return pos;
+    }
+    // The next bulk string's length line.
+    std::string_view line;
+    const size_t next = LineAt(in, pos, &line);
+    if (next == 0) return pos;
+    int64_t len = 0;
+    if (next == std::string_view::npos || line.empty() || line[0] != '$' ||
+        !ParseNumber(line.substr(1), &len) || len < 0 ||
+        static_cast<uint64_t>(len) > shared_.proto_max_bulk_len()) {
+      ProtocolError("invalid bulk length", out);
+      return in.size();
+    }
+    discard_.bytes = static_cast<uint64_t>(len) + 2;
+    --discard_.args_left;
+    pos = next;
+  }
 }
 
 size_t RespProtocol::Parse(std::string_view in, std::string* out) {
@@ -177,13 +296,11 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
   }
   if (pos == 0) return 0;
   if (in[0] != '*') {  // an inline command
-    size_t i = 0;
-    while (i < line.size()) {
-      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-      const size_t start = i;
-      while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
-      if (i > start) args_.push_back(line.substr(start, i - start));
+    if (!SplitInline(line, &inline_args_)) {
+      ProtocolError("unbalanced quotes in request", out);
+      return in.size();
     }
+    for (const std::string& a : inline_args_) args_.push_back(a);
     return pos;
   }
   int64_t n = 0;
@@ -204,9 +321,17 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
     }
     int64_t len = 0;
     if (!ParseNumber(line.substr(1), &len) || len < 0 ||
-        static_cast<uint64_t>(len) > items_.max_data_bytes() + item_codec::kMaxHeaderBytes) {
+        static_cast<uint64_t>(len) > shared_.proto_max_bulk_len()) {
       ProtocolError("invalid bulk length", out);
       return in.size();
+    }
+    if (static_cast<uint64_t>(len) > items_.max_data_bytes() + item_codec::kMaxHeaderBytes) {
+      // Larger than any item, within proto-max-bulk-len: the request is
+      // read and dropped as it arrives (never buffered whole), then
+      // refused with an error; the connection stays usable.
+      discard_ = {static_cast<uint64_t>(len) + 2, n - i - 1};
+      args_.clear();
+      return next;
     }
     total += static_cast<size_t>(len);
     if (total > kMaxRequestBytes) {
@@ -225,7 +350,7 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
 }
 
 void RespProtocol::Run(std::string* out) {
-  RespReply reply(out, client_.protocol);
+  RespReply reply(out, client_.protocol.load(std::memory_order_relaxed));
   const Command* command = shared_.commands().Find(args_[0]);
   if (command == nullptr) {
     // Redis's text: the name and the first arguments, quoted, up to about
@@ -251,18 +376,37 @@ void RespProtocol::Run(std::string* out) {
     }
     command = sub;
   }
+  CommandCounters& counters = shared_.counters(command);
   const auto argc = static_cast<int64_t>(args_.size());
   if (command->arity >= 0 ? argc != command->arity : argc < -command->arity) {
+    counters.Rejected();
     return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
+  }
+  if (!client_.authenticated && !(command->flags & cmd_flag::kNoAuth)) {
+    if (shared_.PasswordRequired()) {
+      counters.Rejected();
+      return reply.Error("NOAUTH Authentication required.");
+    }
+    client_.authenticated = true;  // the password was removed meanwhile
   }
   CommandCall call{*command, args_, items_, client_, shared_, reply};
   if (command->first_key > 0) {
     const int64_t last = command->last_key < 0 ? argc + command->last_key : command->last_key;
     for (int64_t i = command->first_key; i <= last && i < argc; i += command->key_step) {
-      if (!CheckKey(call, args_[static_cast<size_t>(i)])) return;
+      if (!CheckKey(call, args_[static_cast<size_t>(i)])) {
+        counters.Rejected();
+        return;
+      }
     }
   }
+  // As Redis, CLIENT LIST names the command running (its own included).
+  const int64_t start_us = SteadyUs();
+  client_.last_command.store(command, std::memory_order_relaxed);
+  client_.last_steady_ms.store(start_us / 1000, std::memory_order_relaxed);
+  const size_t reply_start = out->size();
   command->handler(call);
+  counters.Called(static_cast<uint64_t>(SteadyUs() - start_us),
+                  out->size() > reply_start && (*out)[reply_start] == '-');
   if (call.close) close_ = true;
 }
 

@@ -1,8 +1,8 @@
 // RESP, the Redis protocol, over Items.
 //
 // Requests are arrays of bulk strings (binary-safe keys and values) or
-// inline commands (one line, arguments split at spaces and tabs, no
-// quoting). Each is looked up in the command table (resp_command.h),
+// inline commands (one line, split as Redis does, quotes included:
+// SplitInline). Each is looked up in the command table (resp_command.h),
 // checked there (name, arity, authentication, key sizes) and run by its
 // handler; docs/server.md lists the commands and their differences from
 // Redis 7.0.
@@ -14,10 +14,14 @@
 // whole walk is returned exactly once. COUNT (default 10) is how many
 // stored keys one call examines; MATCH is a glob (* ? [a-z] [^a] \x).
 //
-// Limits: a bulk string of at most the store's value size, at most
-// kMaxArgs arguments and kMaxRequestBytes bytes in one request. A request
-// over a limit, or one that breaks the framing, gets "-ERR Protocol
-// error: ..." and the connection closes (as Redis does).
+// Limits: a bulk string of at most proto-max-bulk-len bytes (a server
+// setting, 512 MiB by default as Redis), at most kMaxArgs arguments and
+// kMaxRequestBytes bytes in one request. A request over a limit, or one
+// that breaks the framing, gets "-ERR Protocol error: ..." and the
+// connection closes (as Redis does). A request with a bulk string larger
+// than one item (the store's value limit) but within proto-max-bulk-len
+// is read and dropped as it arrives, never held whole, and answered
+// "-ERR value too large (at most N bytes)"; the connection goes on.
 #pragma once
 
 #include <cstdint>
@@ -37,13 +41,16 @@ class RespProtocol final : public Protocol {
   static constexpr size_t kMaxRequestBytes = 64u << 20;
 
   // A connection of a server whose connections share `shared` (which
-  // must outlive it).
-  RespProtocol(Items& items, RespShared& shared);
+  // must outlive it), from peer `addr` to local `laddr` ("ip:port"). It is
+  // in shared.clients() from construction to destruction.
+  RespProtocol(Items& items, RespShared& shared, std::string addr = "", std::string laddr = "");
   // A connection on its own (tests).
   explicit RespProtocol(Items& items);
+  ~RespProtocol() override;
   size_t Consume(std::string_view in, std::string* out) override;
 
-  const RespClient& client() const { return client_; }
+  RespClient& client() { return client_; }
+  RespShared& shared() { return shared_; }
 
  private:
   // Parses one request at the front of `in` into args_. Returns the bytes
@@ -51,19 +58,36 @@ class RespProtocol final : public Protocol {
   // protocol error.
   size_t Parse(std::string_view in, std::string* out);
   void ProtocolError(std::string_view what, std::string* out);
+  // Drops the rest of a request with a bulk string larger than any item
+  // (discard_); replies its error once the request has been read whole.
+  // Returns the bytes it took (0: it needs more).
+  size_t Discard(std::string_view in, std::string* out);
   // Looks up, checks and runs the request in args_.
   void Run(std::string* out);
 
   std::unique_ptr<RespShared> own_shared_;  // when not given one
   RespShared& shared_;
   RespClient client_;
-  std::vector<std::string_view> args_;  // the current request's, into the input
+  std::vector<std::string_view> args_;    // the current request's, into the input
+  std::vector<std::string> inline_args_;  // an inline request's (unquoted)
+  // A request being dropped: the bytes left of the current bulk string
+  // (with its CRLF), and how many bulk strings follow it.
+  struct DiscardState {
+    uint64_t bytes = 0;
+    int64_t args_left = 0;
+    bool active() const { return bytes > 0 || args_left > 0; }
+  } discard_;
 };
 
 // SCAN cursors (see above). CursorToKey returns false for a string that
 // is no cursor this server made; "0" decodes to the empty key.
 std::string KeyToCursor(std::string_view key);
 bool CursorToKey(std::string_view cursor, size_t max_key_bytes, std::string* key);
+// Splits an inline command line into arguments as Redis does: at spaces;
+// "double quotes" with \n \r \t \b \a \xHH and \<char> escapes;
+// 'single quotes' with \' the only escape. Returns false for unbalanced
+// quotes or a closing quote not followed by a space or the end.
+bool SplitInline(std::string_view line, std::vector<std::string>* args);
 // Redis's glob: * ? [abc] [a-z] [^a] and \ escapes.
 bool GlobMatch(std::string_view pattern, std::string_view s);
 

@@ -1,6 +1,17 @@
-// RESP string commands: GET, SET, the INCR family, MGET, MSET.
-#include <algorithm>
+// RESP string commands (Redis's "string" and "bitmap" groups): GET, SET
+// and its variants, the INCR family, MGET, MSET, APPEND, STRLEN,
+// SETRANGE, GETRANGE, SETBIT, GETBIT, INCRBYFLOAT, LCS.
+//
+// Every command that reads and then writes a key does so in one
+// Items::Edit: the write applies only to the value it read (else it is
+// decided again), so it is atomic per key against every other client,
+// and durable before the reply.
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <optional>
 
 #include "server/numbers.h"
 #include "server/resp_command.h"
@@ -11,6 +22,83 @@ namespace {
 
 using namespace cmd_flag;
 
+constexpr std::string_view kTooLong =
+    "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+// The transient memory LCS may take (Redis bounds it by
+// proto-max-bulk-len, 512 MiB by default).
+constexpr uint64_t kMaxLcsTableBytes = 64u << 20;
+
+void ExpireTimeError(CommandCall& c) {
+  c.reply.Error("ERR invalid expire time in '" + c.command.full_name + "' command");
+}
+
+// ---- GET, SET and their variants
+
+// The options of SET and GETEX, with Redis's rules for which may be
+// combined.
+struct StringOptions {
+  bool nx = false, xx = false, get = false, keepttl = false, persist = false;
+  enum class Expire : uint8_t { kNone, kEx, kPx, kExAt, kPxAt } expire = Expire::kNone;
+  std::string_view expire_arg;
+};
+
+// Parses args from `first`; false after replying the error.
+bool ParseStringOptions(CommandCall& c, size_t first, bool for_set, StringOptions* o) {
+  using E = StringOptions::Expire;
+  for (size_t j = first; j < c.argc(); ++j) {
+    const std::string_view opt = c.args[j];
+    const bool next = j + 1 < c.argc();
+    const bool no_expire = o->expire == E::kNone;
+    auto expire_allowed = [&](E e) {
+      return !o->keepttl && !o->persist && (o->expire == E::kNone || o->expire == e) && next;
+    };
+    if (EqualsIgnoreCase(opt, "NX") && !o->xx && for_set) {
+      o->nx = true;
+    } else if (EqualsIgnoreCase(opt, "XX") && !o->nx && for_set) {
+      o->xx = true;
+    } else if (EqualsIgnoreCase(opt, "GET") && for_set) {
+      o->get = true;
+    } else if (EqualsIgnoreCase(opt, "KEEPTTL") && !o->persist && no_expire && for_set) {
+      o->keepttl = true;
+    } else if (EqualsIgnoreCase(opt, "PERSIST") && !for_set && no_expire && !o->keepttl) {
+      o->persist = true;
+    } else {
+      E e = E::kNone;
+      if (EqualsIgnoreCase(opt, "EX")) e = E::kEx;
+      if (EqualsIgnoreCase(opt, "PX")) e = E::kPx;
+      if (EqualsIgnoreCase(opt, "EXAT")) e = E::kExAt;
+      if (EqualsIgnoreCase(opt, "PXAT")) e = E::kPxAt;
+      if (e == E::kNone || !expire_allowed(e)) {
+        c.reply.Error(kSyntax);
+        return false;
+      }
+      o->expire = e;
+      o->expire_arg = c.args[++j];
+    }
+  }
+  return true;
+}
+
+// The absolute expiry (unix ms) an EX/PX/EXAT/PXAT option asks for;
+// false after replying the error. Values <= 0 are errors (as Redis).
+bool OptionExpiry(CommandCall& c, const StringOptions& o, int64_t* ms) {
+  using E = StringOptions::Expire;
+  int64_t t = 0;
+  if (!ParseNumber(o.expire_arg, &t)) {
+    c.reply.Error(kNotInteger);
+    return false;
+  }
+  const bool seconds = o.expire == E::kEx || o.expire == E::kExAt;
+  const bool relative = o.expire == E::kEx || o.expire == E::kPx;
+  if (t <= 0 || (seconds && __builtin_mul_overflow(t, 1000, &t)) ||
+      (relative && __builtin_add_overflow(t, c.items.NowMs(), &t))) {
+    ExpireTimeError(c);
+    return false;
+  }
+  *ms = t;
+  return true;
+}
+
 void Get(CommandCall& c) {
   Result<Item> r = c.items.Get(c.args[1]);
   if (r.ok()) return c.reply.Bulk(r->data);
@@ -18,34 +106,116 @@ void Get(CommandCall& c) {
   ReplyStoreError(c, r.status());
 }
 
+// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]
 void Set(CommandCall& c) {
   if (!CheckData(c, c.args[2])) return;
-  StoreMode mode = StoreMode::kSet;
+  StringOptions o;
+  if (!ParseStringOptions(c, 3, true, &o)) return;
   int64_t expiry_ms = 0;
-  bool has_expiry = false;
-  for (size_t i = 3; i < c.argc(); ++i) {
-    const std::string opt = Upper(c.args[i]);
-    if ((opt == "NX" || opt == "XX") && mode == StoreMode::kSet) {
-      mode = opt == "NX" ? StoreMode::kAdd : StoreMode::kReplace;
-    } else if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !has_expiry &&
-               i + 1 < c.argc()) {
-      int64_t t = 0;
-      const int64_t unit = opt == "EX" || opt == "EXAT" ? 1000 : 1;
-      const int64_t base = opt == "EX" || opt == "PX" ? c.items.NowMs() : 0;
-      if (!ParseNumber(c.args[++i], &t)) return c.reply.Error(kNotInteger);
-      if (t <= 0 || __builtin_mul_overflow(t, unit, &t) ||
-          __builtin_add_overflow(t, base, &expiry_ms)) {
-        return c.reply.Error("ERR invalid expire time in 'set' command");
-      }
-      has_expiry = true;
-    } else {
-      return c.reply.Error(kSyntax);
-    }
+  if (o.expire != StringOptions::Expire::kNone && !OptionExpiry(c, o, &expiry_ms)) return;
+  if (!o.get && !o.keepttl) {
+    // The common case needs no read.
+    const StoreMode mode = o.nx ? StoreMode::kAdd : o.xx ? StoreMode::kReplace : StoreMode::kSet;
+    Result<ItemOutcome> r = c.items.Write(mode, c.args[1], c.args[2], 0, expiry_ms);
+    if (!r.ok()) return ReplyStoreError(c, r.status());
+    if (*r == ItemOutcome::kDone) return c.reply.Simple("OK");
+    return c.reply.NullBulk();
   }
-  Result<ItemOutcome> r = c.items.Write(mode, c.args[1], c.args[2], 0, expiry_ms);
-  if (!r.ok()) return ReplyStoreError(c, r.status());
-  if (*r == ItemOutcome::kDone) return c.reply.Simple("OK");
+  std::optional<std::string> old;
+  bool stored = false;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    old = live ? std::optional<std::string>(live->data) : std::nullopt;
+    stored = !(o.nx && live) && !(o.xx && !live);
+    if (!stored) return ItemEdit::Keep();
+    return ItemEdit::Put(std::string(c.args[2]), 0,
+                         o.keepttl && live ? live->expiry_ms : expiry_ms);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  if (o.get) return old ? c.reply.Bulk(*old) : c.reply.NullBulk();
+  if (stored) return c.reply.Simple("OK");
   c.reply.NullBulk();
+}
+
+void SetNx(CommandCall& c) {
+  if (!CheckData(c, c.args[2])) return;
+  Result<ItemOutcome> r = c.items.Write(StoreMode::kAdd, c.args[1], c.args[2], 0, 0);
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  c.reply.Integer(*r == ItemOutcome::kDone ? 1 : 0);
+}
+
+// SETEX key seconds value, PSETEX key ms value.
+void SetEx(CommandCall& c) {
+  StringOptions o;
+  o.expire = c.command.name == "setex" ? StringOptions::Expire::kEx : StringOptions::Expire::kPx;
+  o.expire_arg = c.args[2];
+  int64_t expiry_ms = 0;
+  if (!OptionExpiry(c, o, &expiry_ms) || !CheckData(c, c.args[3])) return;
+  Result<ItemOutcome> r = c.items.Write(StoreMode::kSet, c.args[1], c.args[3], 0, expiry_ms);
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  c.reply.Simple("OK");
+}
+
+// GETSET key value: SET that replies the old value and clears the expiry.
+void GetSet(CommandCall& c) {
+  if (!CheckData(c, c.args[2])) return;
+  std::optional<std::string> old;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    old = live ? std::optional<std::string>(live->data) : std::nullopt;
+    return ItemEdit::Put(std::string(c.args[2]), 0, 0);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  old ? c.reply.Bulk(*old) : c.reply.NullBulk();
+}
+
+void GetDel(CommandCall& c) {
+  std::optional<std::string> old;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    old = live ? std::optional<std::string>(live->data) : std::nullopt;
+    return ItemEdit::Remove();
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  old ? c.reply.Bulk(*old) : c.reply.NullBulk();
+}
+
+// GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]
+void GetEx(CommandCall& c) {
+  StringOptions o;
+  if (!ParseStringOptions(c, 2, false, &o)) return;
+  if (o.expire == StringOptions::Expire::kNone && !o.persist) return Get(c);
+  // As Redis: a missing key is a null before the expiry is checked.
+  std::string error_reply;
+  int64_t expiry_ms = 0;
+  bool valid = true;
+  if (o.expire != StringOptions::Expire::kNone) {
+    std::string scratch;
+    RespReply quiet(&scratch, c.reply.protocol());
+    CommandCall probe{c.command, c.args, c.items, c.client, c.shared, quiet};
+    valid = OptionExpiry(probe, o, &expiry_ms);
+    error_reply = scratch;
+  }
+  std::optional<std::string> data;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    data.reset();
+    if (!live || !valid) {
+      if (live) data = live->data;
+      return ItemEdit::Keep();
+    }
+    data = live->data;
+    if (o.persist) {
+      if (live->expiry_ms == 0) return ItemEdit::Keep();
+      return ItemEdit::Put(live->data, live->flags, 0);
+    }
+    // An absolute time already past deletes the key (after this reply).
+    if (expiry_ms <= c.items.NowMs()) return ItemEdit::Remove();
+    return ItemEdit::Put(live->data, live->flags, expiry_ms);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  if (!data) return c.reply.NullBulk();
+  if (!valid) {
+    c.reply.out()->append(error_reply);
+    return;
+  }
+  c.reply.Bulk(*data);
 }
 
 // INCR, DECR, INCRBY, DECRBY.
@@ -65,6 +235,73 @@ void IncrDecr(CommandCall& c) {
   if (*r == ItemOutcome::kOverflow)
     return c.reply.Error("ERR increment or decrement would overflow");
   c.reply.Integer(v);
+}
+
+// Redis's strict long double: the whole string, no leading space, no
+// overflow, not NaN.
+bool ParseLongDouble(std::string_view s, long double* v) {
+  if (s.empty() || s.size() >= 5 * 1024 || std::isspace(static_cast<unsigned char>(s[0])))
+    return false;
+  const std::string buf(s);
+  char* end = nullptr;
+  errno = 0;
+  const long double d = std::strtold(buf.c_str(), &end);
+  if (end != buf.c_str() + buf.size() || std::isnan(d)) return false;
+  if (errno == ERANGE && (std::isinf(d) || d == 0)) return false;
+  if (errno == EINVAL) return false;
+  *v = d;
+  return true;
+}
+
+// Redis's "human" text of a long double: 17 decimals, trailing zeros and
+// a trailing point dropped, "-0" as "0".
+std::string LongDoubleText(long double v) {
+  char buf[5 * 1024];
+  int n = std::snprintf(buf, sizeof(buf), "%.17Lf", v);
+  if (n < 0 || static_cast<size_t>(n) >= sizeof(buf)) return "0";
+  std::string s(buf, static_cast<size_t>(n));
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+  }
+  if (s == "-0") s = "0";
+  return s;
+}
+
+void IncrByFloat(CommandCall& c) {
+  enum class Outcome { kDone, kNotFloat, kNaN, kTooLong } outcome = Outcome::kDone;
+  std::string result;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    long double value = 0, incr = 0;
+    if ((live && !ParseLongDouble(live->data, &value)) || !ParseLongDouble(c.args[2], &incr)) {
+      outcome = Outcome::kNotFloat;
+      return ItemEdit::Keep();
+    }
+    value += incr;
+    if (std::isnan(value) || std::isinf(value)) {
+      outcome = Outcome::kNaN;
+      return ItemEdit::Keep();
+    }
+    result = LongDoubleText(value);
+    if (result.size() > c.items.max_data_bytes()) {
+      outcome = Outcome::kTooLong;
+      return ItemEdit::Keep();
+    }
+    outcome = Outcome::kDone;
+    return ItemEdit::Put(result, live ? live->flags : 0, live ? live->expiry_ms : 0);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  switch (outcome) {
+    case Outcome::kNotFloat:
+      return c.reply.Error("ERR value is not a valid float");
+    case Outcome::kNaN:
+      return c.reply.Error("ERR increment would produce NaN or Infinity");
+    case Outcome::kTooLong:
+      return c.reply.Error(kTooLong);
+    case Outcome::kDone:
+      break;
+  }
+  c.reply.Bulk(result);
 }
 
 void MGet(CommandCall& c) {
@@ -100,37 +337,315 @@ void MSet(CommandCall& c) {
   c.reply.Simple("OK");
 }
 
+// ---- APPEND, STRLEN, SETRANGE, GETRANGE
+
+void Append(CommandCall& c) {
+  bool too_long = false;
+  size_t length = 0;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    too_long = false;
+    if (!live) {
+      length = c.args[2].size();
+      too_long = length > c.items.max_data_bytes();
+      if (too_long) return ItemEdit::Keep();
+      return ItemEdit::Put(std::string(c.args[2]), 0, 0);
+    }
+    length = live->data.size() + c.args[2].size();
+    too_long = length > c.items.max_data_bytes();
+    if (too_long) return ItemEdit::Keep();
+    return ItemEdit::Put(live->data + std::string(c.args[2]), live->flags, live->expiry_ms);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  if (too_long) return c.reply.Error(kTooLong);
+  c.reply.Integer(static_cast<int64_t>(length));
+}
+
+void StrLen(CommandCall& c) {
+  Result<Item> r = c.items.Get(c.args[1]);
+  if (r.ok()) return c.reply.Integer(static_cast<int64_t>(r->data.size()));
+  if (r.status().is_not_found()) return c.reply.Integer(0);
+  ReplyStoreError(c, r.status());
+}
+
+// SETRANGE key offset value: zero bytes fill the gap past the end.
+void SetRange(CommandCall& c) {
+  int64_t offset = 0;
+  if (!ParseNumber(c.args[2], &offset)) return c.reply.Error(kNotInteger);
+  if (offset < 0) return c.reply.Error("ERR offset is out of range");
+  const std::string_view value = c.args[3];
+  bool too_long = false;
+  size_t length = 0;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    too_long = false;
+    length = live ? live->data.size() : 0;
+    if (value.empty()) return ItemEdit::Keep();  // nothing to write: the length
+    const uint64_t end = static_cast<uint64_t>(offset) + value.size();
+    too_long = end > c.items.max_data_bytes();
+    if (too_long) return ItemEdit::Keep();
+    std::string data = live ? live->data : std::string();
+    if (data.size() < end) data.resize(end, '\0');
+    data.replace(static_cast<size_t>(offset), value.size(), value);
+    length = data.size();
+    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  if (too_long) return c.reply.Error(kTooLong);
+  c.reply.Integer(static_cast<int64_t>(length));
+}
+
+// GETRANGE key start end (and SUBSTR): Redis's index rules, negative
+// indexes from the end, the range clamped to the string.
+void GetRange(CommandCall& c) {
+  int64_t start = 0, end = 0;
+  if (!ParseNumber(c.args[2], &start) || !ParseNumber(c.args[3], &end))
+    return c.reply.Error(kNotInteger);
+  Result<Item> r = c.items.Get(c.args[1]);
+  if (!r.ok()) {
+    if (r.status().is_not_found()) return c.reply.Bulk("");
+    return ReplyStoreError(c, r.status());
+  }
+  const auto len = static_cast<int64_t>(r->data.size());
+  if (start < 0 && end < 0 && start > end) return c.reply.Bulk("");
+  if (start < 0) start = len + start;
+  if (end < 0) end = len + end;
+  if (start < 0) start = 0;
+  if (end < 0) end = 0;
+  if (end >= len) end = len - 1;
+  if (start > end || len == 0) return c.reply.Bulk("");
+  c.reply.Bulk(std::string_view(r->data).substr(static_cast<size_t>(start),
+                                                static_cast<size_t>(end - start + 1)));
+}
+
+// ---- SETBIT, GETBIT
+
+// A bit offset: 0 up to the last bit of the largest item; false after
+// replying Redis's error.
+bool BitOffset(CommandCall& c, std::string_view arg, uint64_t* offset) {
+  int64_t v = 0;
+  if (!ParseNumber(arg, &v) || v < 0 || static_cast<uint64_t>(v) / 8 >= c.items.max_data_bytes()) {
+    c.reply.Error("ERR bit offset is not an integer or out of range");
+    return false;
+  }
+  *offset = static_cast<uint64_t>(v);
+  return true;
+}
+
+// Bit `offset` of `data`, bit 0 being the most significant bit of byte 0.
+int BitAt(std::string_view data, uint64_t offset) {
+  const uint64_t byte = offset / 8;
+  if (byte >= data.size()) return 0;
+  return (static_cast<unsigned char>(data[byte]) >> (7 - offset % 8)) & 1;
+}
+
+void SetBit(CommandCall& c) {
+  uint64_t offset = 0;
+  if (!BitOffset(c, c.args[2], &offset)) return;
+  if (c.args[3] != "0" && c.args[3] != "1")
+    return c.reply.Error("ERR bit is not an integer or out of range");
+  const bool on = c.args[3] == "1";
+  int old = 0;
+  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
+    std::string data = live ? live->data : std::string();
+    old = BitAt(data, offset);
+    const uint64_t byte = offset / 8;
+    if (live && old == static_cast<int>(on) && byte < data.size()) return ItemEdit::Keep();
+    if (data.size() <= byte) data.resize(byte + 1, '\0');
+    const auto mask = static_cast<unsigned char>(1u << (7 - offset % 8));
+    auto& b = reinterpret_cast<unsigned char&>(data[byte]);
+    b = on ? (b | mask) : (b & ~mask);
+    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0);
+  });
+  if (!s.ok()) return ReplyStoreError(c, s);
+  c.reply.Integer(old);
+}
+
+void GetBit(CommandCall& c) {
+  uint64_t offset = 0;
+  if (!BitOffset(c, c.args[2], &offset)) return;
+  Result<Item> r = c.items.Get(c.args[1]);
+  if (r.ok()) return c.reply.Integer(BitAt(r->data, offset));
+  if (r.status().is_not_found()) return c.reply.Integer(0);
+  ReplyStoreError(c, r.status());
+}
+
+// ---- LCS
+
+// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest
+// common subsequence by the textbook dynamic program, and the matching
+// ranges from the end backwards, as Redis reports them.
+void Lcs(CommandCall& c) {
+  std::string a, b;
+  for (int i = 1; i <= 2; ++i) {
+    Result<Item> r = c.items.Get(c.args[static_cast<size_t>(i)]);
+    if (!r.ok() && !r.status().is_not_found()) return ReplyStoreError(c, r.status());
+    if (r.ok()) (i == 1 ? a : b) = std::move(r->data);
+  }
+  bool getlen = false, getidx = false, withmatchlen = false;
+  int64_t minmatchlen = 0;
+  for (size_t j = 3; j < c.argc(); ++j) {
+    if (EqualsIgnoreCase(c.args[j], "IDX")) {
+      getidx = true;
+    } else if (EqualsIgnoreCase(c.args[j], "LEN")) {
+      getlen = true;
+    } else if (EqualsIgnoreCase(c.args[j], "WITHMATCHLEN")) {
+      withmatchlen = true;
+    } else if (EqualsIgnoreCase(c.args[j], "MINMATCHLEN") && j + 1 < c.argc()) {
+      if (!ParseNumber(c.args[++j], &minmatchlen)) return c.reply.Error(kNotInteger);
+      minmatchlen = std::max<int64_t>(minmatchlen, 0);
+    } else {
+      return c.reply.Error(kSyntax);
+    }
+  }
+  if (getlen && getidx)
+    return c.reply.Error("ERR If you want both the length and indexes, please just use IDX.");
+  const size_t alen = a.size(), blen = b.size();
+  const uint64_t cells = static_cast<uint64_t>(alen + 1) * (blen + 1);
+  if (cells * sizeof(uint32_t) > kMaxLcsTableBytes) {
+    return c.reply.Error(
+        "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+  }
+  std::vector<uint32_t> table(cells, 0);
+  auto at = [&](size_t i, size_t j) -> uint32_t& { return table[j + i * (blen + 1)]; };
+  for (size_t i = 1; i <= alen; ++i) {
+    for (size_t j = 1; j <= blen; ++j) {
+      at(i, j) = a[i - 1] == b[j - 1] ? at(i - 1, j - 1) + 1 : std::max(at(i - 1, j), at(i, j - 1));
+    }
+  }
+  const uint32_t total = at(alen, blen);
+  if (getlen) return c.reply.Integer(total);
+
+  // Walk back from the end, collecting the common bytes and the ranges
+  // of contiguous matches.
+  std::string result(total, '\0');
+  struct Range {
+    size_t a_start, a_end, b_start, b_end;
+  };
+  std::vector<Range> ranges;
+  size_t i = alen, j = blen, idx = total;
+  bool open = false;
+  Range cur{};
+  while (i > 0 && j > 0) {
+    bool emit = false;
+    if (a[i - 1] == b[j - 1]) {
+      result[--idx] = a[i - 1];
+      if (!open) {
+        cur = {i - 1, i - 1, j - 1, j - 1};
+        open = true;
+      } else if (cur.a_start == i && cur.b_start == j) {
+        --cur.a_start;
+        --cur.b_start;
+      } else {
+        emit = true;
+      }
+      if (cur.a_start == 0 || cur.b_start == 0) emit = true;
+      --i;
+      --j;
+    } else {
+      if (at(i - 1, j) > at(i, j - 1)) {
+        --i;
+      } else {
+        --j;
+      }
+      if (open) emit = true;
+    }
+    if (emit) {
+      const size_t match_len = cur.a_end - cur.a_start + 1;
+      if (minmatchlen == 0 || match_len >= static_cast<uint64_t>(minmatchlen))
+        ranges.push_back(cur);
+      open = false;
+    }
+  }
+  if (!getidx) return c.reply.Bulk(result);
+  c.reply.Map(2);
+  c.reply.Bulk("matches");
+  c.reply.Array(ranges.size());
+  for (const Range& r : ranges) {
+    c.reply.Array(withmatchlen ? 3 : 2);
+    c.reply.Array(2);
+    c.reply.Integer(static_cast<int64_t>(r.a_start));
+    c.reply.Integer(static_cast<int64_t>(r.a_end));
+    c.reply.Array(2);
+    c.reply.Integer(static_cast<int64_t>(r.b_start));
+    c.reply.Integer(static_cast<int64_t>(r.b_end));
+    if (withmatchlen) c.reply.Integer(static_cast<int64_t>(r.a_end - r.a_start + 1));
+  }
+  c.reply.Bulk("len");
+  c.reply.Integer(total);
+}
+
 }  // namespace
 
 void RegisterStringCommands(CommandTable& t) {
-  auto add = [&t](std::string_view name, int arity, uint64_t flags, int first, int last, int step,
-                  std::string_view key_flags, std::string_view summary, CommandHandler h) {
-    t.Add({.name = name,
-           .arity = arity,
-           .flags = flags,
-           .first_key = first,
-           .last_key = last,
-           .key_step = step,
-           .group = "string",
-           .summary = summary,
-           .key_flags = key_flags,
-           .categories = "string",
-           .handler = h});
+  struct Spec {
+    std::string_view name;
+    int arity;
+    uint64_t flags;
+    int last_key;
+    std::string_view key_flags;
+    std::string_view summary;
+    CommandHandler handler;
+    std::string_view group = "string";
+    std::string_view tips = "";
   };
-  add("get", 2, kReadonly | kFast, 1, 1, 1, "RO ACCESS", "Returns the string value of a key.", Get);
-  add("set", -3, kWrite | kDenyOom, 1, 1, 1, "RW ACCESS UPDATE VARIABLE_FLAGS",
-      "Sets the string value of a key, with options (NX, XX, expiry).", Set);
-  add("incr", 2, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
-      "Adds one to the integer value of a key.", IncrDecr);
-  add("decr", 2, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
-      "Subtracts one from the integer value of a key.", IncrDecr);
-  add("incrby", 3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
-      "Adds a number to the integer value of a key.", IncrDecr);
-  add("decrby", 3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
-      "Subtracts a number from the integer value of a key.", IncrDecr);
-  add("mget", -2, kReadonly | kFast, 1, -1, 1, "RO ACCESS", "Returns the values of keys.", MGet);
-  add("mset", -3, kWrite | kDenyOom, 1, -1, 2, "OW UPDATE",
-      "Sets several keys at once, atomically.", MSet);
+  const Spec specs[] = {
+      {"get", 2, kReadonly | kFast, 1, "RO ACCESS", "Returns the string value of a key.", Get},
+      {"set", -3, kWrite | kDenyOom, 1, "RW ACCESS UPDATE VARIABLE_FLAGS",
+       "Sets the string value of a key (NX, XX, GET, expiry, KEEPTTL).", Set},
+      {"setnx", 3, kWrite | kDenyOom | kFast, 1, "OW INSERT",
+       "Sets a key only if it does not exist.", SetNx},
+      {"setex", 4, kWrite | kDenyOom, 1, "OW UPDATE", "Sets a key with a time to live in seconds.",
+       SetEx},
+      {"psetex", 4, kWrite | kDenyOom, 1, "OW UPDATE",
+       "Sets a key with a time to live in milliseconds.", SetEx},
+      {"getset", 3, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
+       "Sets a key and returns its old value.", GetSet},
+      {"getdel", 2, kWrite | kFast, 1, "RW ACCESS DELETE", "Returns a key's value and deletes it.",
+       GetDel},
+      {"getex", -2, kWrite | kFast, 1, "RW ACCESS UPDATE",
+       "Returns a key's value and sets or removes its expiry.", GetEx},
+      {"incr", 2, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
+       "Adds one to the integer value of a key.", IncrDecr},
+      {"decr", 2, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
+       "Subtracts one from the integer value of a key.", IncrDecr},
+      {"incrby", 3, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
+       "Adds a number to the integer value of a key.", IncrDecr},
+      {"decrby", 3, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
+       "Subtracts a number from the integer value of a key.", IncrDecr},
+      {"incrbyfloat", 3, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
+       "Adds a floating-point number to the value of a key.", IncrByFloat},
+      {"mget", -2, kReadonly | kFast, -1, "RO ACCESS", "Returns the values of keys.", MGet,
+       "string", "request_policy:multi_shard"},
+      {"mset", -3, kWrite | kDenyOom, -1, "OW UPDATE", "Sets several keys at once, atomically.",
+       MSet, "string", "request_policy:multi_shard response_policy:all_succeeded"},
+      {"append", 3, kWrite | kDenyOom | kFast, 1, "RW INSERT",
+       "Appends to a key's value (creating it); returns the new length.", Append},
+      {"strlen", 2, kReadonly | kFast, 1, "RO", "Returns the length of a key's value.", StrLen},
+      {"setrange", 4, kWrite | kDenyOom, 1, "RW UPDATE",
+       "Overwrites part of a key's value at an offset.", SetRange},
+      {"getrange", 4, kReadonly, 1, "RO ACCESS", "Returns a substring of a key's value.", GetRange},
+      {"substr", 4, kReadonly, 1, "RO ACCESS", "Returns a substring of a key's value (GETRANGE).",
+       GetRange},
+      {"setbit", 4, kWrite | kDenyOom, 1, "RW ACCESS UPDATE",
+       "Sets or clears a bit of a key's value; returns the old bit.", SetBit, "bitmap"},
+      {"getbit", 3, kReadonly | kFast, 1, "RO ACCESS", "Returns a bit of a key's value.", GetBit,
+       "bitmap"},
+      {"lcs", -3, kReadonly, 2, "RO ACCESS",
+       "Returns the longest common subsequence of two keys' values.", Lcs},
+  };
+  for (const Spec& s : specs) {
+    t.Add({.name = s.name,
+           .arity = s.arity,
+           .flags = s.flags,
+           .first_key = 1,
+           .last_key = s.last_key,
+           .key_step = s.name == "mset" ? 2 : 1,
+           .group = s.group,
+           .summary = s.summary,
+           .key_flags = s.key_flags,
+           .categories = s.group,
+           .tips = s.tips,
+           .handler = s.handler});
+  }
 }
 
 }  // namespace pmindex::server

@@ -18,6 +18,25 @@ using asio::ip::tcp;
 namespace {
 // Bytes asked of the socket per read.
 constexpr size_t kReadChunk = 64 * 1024;
+
+// What a RESP connection refused by protected mode is told (Redis's
+// DENIED error, in pmserver's terms), before it is closed.
+constexpr std::string_view kProtectedModeRefusal =
+    "-DENIED pmserver is running in protected mode: no password is set, so it accepts RESP "
+    "connections from the loopback interface only. To accept others, start it with a password "
+    "(--requirepass or --requirepass-file), or turn protected mode off (--protected-mode no, "
+    "or CONFIG SET protected-mode no from a loopback connection) if the network is trusted.\r\n";
+
+bool IsLoopback(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
+  return a.is_loopback();
+}
+
+// "ip:port", as Redis's CLIENT LIST writes addresses.
+std::string EndpointText(const tcp::endpoint& e) {
+  return e.address().to_string() + ":" + std::to_string(e.port());
+}
 }  // namespace
 
 // One listening socket and the protocol it serves.
@@ -31,13 +50,25 @@ struct Listener {
 
 struct Server::Impl {
   Impl(Server& s, Items& i, Options o)
-      : self(s), items(i), options(std::move(o)), loops(MakeLoops(options.threads)),
+      : self(s), items(i), options(std::move(o)), resp_shared(MakeRespSettings(options)),
+        loops(MakeLoops(options.threads)),
         strand(asio::make_strand(*loops[0])), grace(strand), signals(strand) {}
   ~Impl() {
     std::lock_guard<std::mutex> lock(mu);
     destroying = true;
   }
 
+  static RespSettings MakeRespSettings(const Options& o) {
+    RespSettings r;
+    r.requirepass = o.requirepass;
+    r.protected_mode = o.protected_mode;
+    r.bind = o.bind;
+    r.port = o.resp_port;
+    r.threads = o.threads;
+    r.max_connections = o.max_connections;
+    r.proto_max_bulk_len = o.proto_max_bulk_len;
+    return r;
+  }
   static std::vector<std::unique_ptr<asio::io_context>> MakeLoops(int threads) {
     std::vector<std::unique_ptr<asio::io_context>> loops;
     // One thread runs each loop.
@@ -223,26 +254,51 @@ void Server::Impl::Accept(Listener& l) {
       return;
     }
     Stats& stats = items.stats();
+    asio::error_code ignored;
+    const tcp::endpoint peer = socket.remote_endpoint(ignored);
+    const tcp::endpoint local = socket.local_endpoint(ignored);
+    std::string_view refusal;
     if (Stats::Read(stats.curr_connections) >= options.max_connections) {
+      refusal = l.protocol == Server::Wire::kMemcached
+                    ? "SERVER_ERROR too many open connections\r\n"
+                    : "-ERR max number of clients reached\r\n";
+    } else if (l.protocol == Server::Wire::kResp &&
+               resp_shared.RefuseConnection(IsLoopback(peer.address()))) {
+      refusal = kProtectedModeRefusal;
+    }
+    if (!refusal.empty()) {
       Stats::Add(stats.rejected_connections);
-      const std::string_view msg = l.protocol == Server::Wire::kMemcached
-                                       ? "SERVER_ERROR too many open connections\r\n"
-                                       : "-ERR max number of clients reached\r\n";
-      asio::error_code ignored;
+      const std::string_view msg = refusal;
       socket.non_blocking(true, ignored);
       socket.write_some(asio::buffer(msg), ignored);  // a fresh socket's buffer takes it
       socket.close(ignored);
       return Accept(l);
     }
-    asio::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     std::unique_ptr<Protocol> protocol;
+    RespProtocol* resp = nullptr;
     if (l.protocol == Server::Wire::kMemcached) {
       protocol = std::make_unique<MemcacheProtocol>(items);
     } else {
-      protocol = std::make_unique<RespProtocol>(items, resp_shared);
+      auto p = std::make_unique<RespProtocol>(items, resp_shared, EndpointText(peer),
+                                              EndpointText(local));
+      resp = p.get();
+      protocol = std::move(p);
     }
     auto session = std::make_shared<Session>(*this, std::move(socket), std::move(protocol));
+    if (resp != nullptr) {
+      // CLIENT KILL from another connection closes this one on its own
+      // loop's thread.
+      resp_shared.clients().Update(
+          resp->client(), [weak = std::weak_ptr<Session>(session),
+                           executor = session->socket().get_executor()](RespClient& c) {
+            c.on_kill = [weak, executor] {
+              asio::post(executor, [weak] {
+                if (auto s = weak.lock()) s->Abort();
+              });
+            };
+          });
+    }
     if (Register(session.get())) {
       Stats::Add(stats.curr_connections);
       Stats::Add(stats.total_connections);
@@ -284,6 +340,12 @@ void Server::Impl::StopOnStrand() {
         asio::post(p->socket().get_executor(), [p] { p->Abort(); });
     }
   });
+}
+
+bool Server::IsLoopbackAddress(const std::string& bind) {
+  asio::error_code ec;
+  const asio::ip::address a = asio::ip::make_address(bind, ec);
+  return !ec && IsLoopback(a);
 }
 
 Server::Server(Items& items, Options options)

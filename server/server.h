@@ -53,7 +53,20 @@ class Server {
     size_t max_connections = 1024;
     int shutdown_grace_ms = 5000;
     bool stop_on_signals = false;  // SIGINT and SIGTERM call Stop()
+    // RESP: the password ("" = none) and Redis's protected mode (with no
+    // password, connections from beyond loopback are refused).
+    std::string requirepass;
+    bool protected_mode = true;
+    // The largest bulk string a RESP request may carry (Redis's
+    // proto-max-bulk-len); larger is a protocol error that closes the
+    // connection. One larger than an item but within it is dropped as it
+    // arrives and answered with an error.
+    size_t proto_max_bulk_len = size_t{512} << 20;
   };
+
+  // True iff `bind` is an IP address of the loopback interface
+  // (127.0.0.0/8, ::1, or ::ffff:127.x.y.z).
+  static bool IsLoopbackAddress(const std::string& bind);
 
   // `items` must outlive the server.
   Server(Items& items, Options options);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "server/items.h"
 #include "server/protocol.h"
@@ -20,8 +21,12 @@ inline constexpr int64_t kStartMs = 1'700'000'000'000;  // a unix time in ms
 template <class P>
 class Harness {
  public:
-  explicit Harness(size_t max_value_bytes = size_t{1} << 20)
-      : store(max_value_bytes), items(store, stats, [this] { return now_ms; }), protocol(items) {}
+  // `extra` is passed to P's constructor after the items.
+  template <class... Extra>
+  explicit Harness(size_t max_value_bytes = size_t{1} << 20, Extra&&... extra)
+      : store(max_value_bytes),
+        items(store, stats, [this] { return now_ms; }),
+        protocol(items, std::forward<Extra>(extra)...) {}
 
   // Appends `bytes` to the connection's input and returns the replies
   // they complete. As the server's session: after replies, Consume runs

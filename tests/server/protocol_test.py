@@ -22,10 +22,13 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 try:
     import pymemcache
     import redis
+    import redis.backoff
+    import redis.retry
     from pymemcache.client.base import Client as McClient
     from pymemcache.exceptions import MemcacheServerError
 except ImportError as e:  # pragma: no cover
@@ -72,9 +75,12 @@ class Server:
         kw.setdefault("timeout", 10)
         return McClient(("127.0.0.1", self.mc_port), **kw)
 
-    def redis(self):
-        return redis.Redis(host="127.0.0.1", port=self.resp_port, protocol=2,
-                           socket_timeout=10, socket_connect_timeout=5)
+    def redis(self, protocol=2, **kw):
+        """redis-py; protocol=None: the client's default (3 for redis-py 8)."""
+        if protocol is not None:
+            kw["protocol"] = protocol
+        return redis.Redis(host="127.0.0.1", port=self.resp_port, socket_timeout=10,
+                           socket_connect_timeout=5, **kw)
 
     def raw(self, resp=False):
         s = socket.create_connection(("127.0.0.1", self.resp_port if resp else self.mc_port),
@@ -495,6 +501,186 @@ def test_usage_errors(ctx):
     assert r.returncode == 2 and "--threads" in r.stderr, r
 
 
+def test_resp3_as_redis_py_8_defaults(ctx):
+    # redis-py 8's default (protocol 3) opens with HELLO 3 and CLIENT
+    # SETINFO; RESP3 replies (null, maps, verbatim strings) must parse to
+    # what RESP2 gives.
+    with ctx.server() as s:
+        r = s.redis(protocol=3)
+        assert r.ping() is True
+        assert r.set("k", "v") is True and r.get("k") == b"v" and r.get("nope") is None
+        assert r.set("k", "w", nx=True) is None
+        assert r.mget("k", "nope") == [b"v", None]
+        assert r.incr("n") == 1 and r.exists("k", "n") == 2 and r.delete("n") == 1
+        assert r.expire("k", 100) is True and 99 <= r.ttl("k") <= 100
+        hello = r.execute_command("HELLO")
+        assert hello[b"proto"] == 3 and hello[b"server"] == b"redis", hello
+        info = r.info()
+        assert info["server"] == "pmserver", info
+        assert r.client_setname("app") is True and r.client_getname() in ("app", b"app")
+        me = r.client_info()
+        assert me["name"] == "app" and me["resp"] == "3" and me["lib-name"] == "redis-py", me
+        assert any(c["name"] == "app" for c in r.client_list())
+        assert list(r.scan_iter()) == [b"k"]
+        try:
+            r.execute_command("HELLO", "4")
+            raise AssertionError("HELLO 4 succeeded")
+        except redis.ResponseError as e:
+            assert "NOPROTO" in str(e), e
+        # Another connection (on another event-loop thread, or not) kills
+        # this one.
+        victim = s.raw(resp=True)
+        victim.sendall(b"CLIENT ID\r\n")
+        vid = int(recv_until(victim, b"\r\n")[1:])
+        assert r.client_kill_filter(_id=vid) == 1
+        assert recv_until(victim, b"never") == b""  # closed
+
+
+def test_resp_password(ctx):
+    secret = ctx.pool("secret") + ".txt"
+    with open(secret, "w") as f:
+        f.write("s3cret pass\nignored second line\n")
+    with ctx.server(extra=("--requirepass-file", secret)) as s:
+        # (No retries: redis-py retries a refused authentication.)
+        no_retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+        for protocol in (2, 3):
+            try:
+                s.redis(protocol=protocol, retry=no_retry).get("k")
+                raise AssertionError("a command ran without the password")
+            except redis.AuthenticationError:
+                pass
+            try:
+                s.redis(protocol=protocol, password="wrong", retry=no_retry).get("k")
+                raise AssertionError("a wrong password was accepted")
+            except redis.AuthenticationError:
+                pass
+            r = s.redis(protocol=protocol, password="s3cret pass")
+            assert r.set("k", "v") is True and r.get("k") == b"v"
+        sock = s.raw(resp=True)
+        sock.sendall(b"GET k\r\nAUTH default wrong\r\nAUTH default \"s3cret pass\"\r\nQUIT\r\n")
+        got = recv_until(sock, b"+OK\r\n+OK\r\n")
+        assert got == (b"-NOAUTH Authentication required.\r\n"
+                       b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+                       b"+OK\r\n+OK\r\n"), got
+        assert s.redis(password="s3cret pass").config_get("requirepass") == \
+            {"requirepass": "s3cret pass"}
+    r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--create", "lbtree",
+                        "--requirepass-file", ctx.pool("missing")], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "--requirepass-file" in r.stderr, r
+
+
+def non_loopback_address():
+    """An address of this machine beyond loopback, or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.connect(("192.0.2.1", 9))  # no packet is sent
+            addr = u.getsockname()[0]
+        return None if addr.startswith("127.") else addr
+    except OSError:
+        return None
+
+
+def test_protected_mode_and_memcached_beyond_loopback(ctx):
+    # memcached has no password: binding it beyond loopback needs consent.
+    r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--create", "lbtree", "--bind",
+                        "0.0.0.0", "--memcached-port", "auto", "--resp-port", "0"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--memcached-insecure" in r.stderr, r
+    addr = non_loopback_address()
+    with ctx.server(extra=("--bind", "0.0.0.0", "--memcached-insecure")) as s:
+        assert s.redis().ping() is True  # loopback peers are served
+        if addr is None:
+            print("    protected mode: no address beyond loopback here; remote peer not tried")
+            return
+        sock = socket.create_connection((addr, s.resp_port), timeout=10)
+        got = recv_until(sock, b"\r\n")
+        assert got.startswith(b"-DENIED "), got
+        assert peer_closed(sock)
+        # With protected mode off, the same peer is served.
+        assert s.redis().config_set("protected-mode", "no") is True
+        far = redis.Redis(host=addr, port=s.resp_port, protocol=2, socket_timeout=10)
+        assert far.ping() is True
+
+
+def test_resp_string_and_keyspace_commands(ctx):
+    # What redis-py users call, in both protocol versions.
+    warnings.simplefilter("ignore", DeprecationWarning)  # setex, psetex, ...
+    with ctx.server() as s:
+        for protocol in (2, 3):
+            r = s.redis(protocol=protocol)
+            r.flushall()
+            assert r.setex("e", 100, "v") is True and 99 <= r.ttl("e") <= 100
+            assert r.psetex("p", 100000, "v") is True and r.pexpiretime("p") > 0
+            assert r.setnx("n", "1") is True and r.setnx("n", "2") is False
+            assert r.getset("n", "3") == b"1" and r.getdel("n") == b"3" and r.get("n") is None
+            assert r.append("a", "hello") == 5 and r.append("a", " world") == 11
+            assert r.strlen("a") == 11 and r.getrange("a", 0, 4) == b"hello"
+            assert r.setrange("a", 6, "WORLD") == 11 and r.get("a") == b"hello WORLD"
+            assert r.type("a") == b"string" and r.type("nope") == b"none"
+            assert sorted(r.keys("*")) == [b"a", b"e", b"p"]
+            assert r.set("a", "x", get=True) == b"hello WORLD"
+            assert r.expire("a", 100) is True and r.set("a", "y", keepttl=True) is True
+            assert 99 <= r.ttl("a") <= 100
+            assert r.expire("a", 10, nx=True) is False and r.expire("a", 10, lt=True) is True
+            assert r.persist("a") is True and r.ttl("a") == -1
+            assert r.expireat("a", int(time.time()) + 50) is True and 49 <= r.ttl("a") <= 50
+            assert r.getex("a", persist=True) == b"y" and r.ttl("a") == -1
+            assert r.setbit("b", 7, 1) == 0 and r.getbit("b", 7) == 1 and r.get("b") == b"\x01"
+            assert r.set("f", "10.5") and r.incrbyfloat("f", 0.1) == 10.6
+            assert r.mset({"l1": "ohmytext", "l2": "mynewtext"})
+            assert r.lcs("l1", "l2") == b"mytext" and r.lcs("l1", "l2", len=True) == 6
+            assert r.touch("a", "b", "nope") == 2 and r.unlink("b", "nope") == 1
+            assert r.object("encoding", "f") in (b"embstr", "embstr")
+            assert r.randomkey() in {b"a", b"e", b"p", b"f", b"l1", b"l2"}
+            assert [k for k in r.scan_iter(_type="string")] == sorted(r.keys())
+            seconds, micros = r.time()
+            assert abs(seconds - time.time()) < 5 and 0 <= micros < 1000000
+            assert r.config_get("save") == {"save": ""}
+            assert r.config_get("appendonly") == {"appendonly": "no"}
+            assert len(r.client_list()) >= 1
+            try:
+                r.expire("a", 10, nx=True, xx=True)
+                raise AssertionError("EXPIRE NX XX succeeded")
+            except (redis.ResponseError, redis.DataError):
+                pass
+            # COMMAND's key positions, which cluster clients route by.
+            assert r.command_getkeys("MSET", "x", "1", "y", "2") in ([b"x", b"y"], ["x", "y"])
+            cmds = r.command()  # redis-py's parse of COMMAND, which its cluster client uses
+            m = cmds["mset"]
+            assert (m["first_key_pos"], m["last_key_pos"], m["step_count"]) == (1, -1, 2), m
+            assert cmds["get"]["arity"] == 2 and "readonly" in cmds["get"]["flags"], cmds["get"]
+            names = [n.decode() if isinstance(n, bytes) else n for n in r.command_list()]
+            assert r.command_count() == len([n for n in names if "|" not in n])
+        # Inline commands with quotes (redis-cli style) and the protocol
+        # error for unbalanced ones.
+        sock = s.raw(resp=True)
+        sock.sendall(b'SET "a key" \'it\\\'s\'\r\nGET "a key"\r\nGET "unbalanced\r\n')
+        got = recv_until(sock, b"request\r\n")
+        assert got == (b"+OK\r\n$4\r\nit's\r\n"
+                       b"-ERR Protocol error: unbalanced quotes in request\r\n"), got
+        assert peer_closed(sock)
+
+
+def test_resp_bulk_larger_than_an_item(ctx):
+    # Within proto-max-bulk-len but larger than one item: refused with an
+    # error, the connection stays usable (Redis would store it).
+    with ctx.server() as s:
+        r = s.redis()
+        try:
+            r.set("big", b"x" * (4 << 20))
+            raise AssertionError("a 4 MiB value was stored")
+        except redis.ResponseError as e:
+            assert "too large" in str(e), e
+        assert r.ping() is True and r.exists("big") == 0
+        assert r.config_get("proto-max-bulk-len") == {"proto-max-bulk-len": str(512 << 20)}
+        # Beyond proto-max-bulk-len: Redis's protocol error, then closed.
+        sock = s.raw(resp=True)
+        sock.sendall(b"*2\r\n$4\r\nECHO\r\n$600000000\r\n")
+        assert recv_until(sock, b"\r\n") == b"-ERR Protocol error: invalid bulk length\r\n"
+        assert peer_closed(sock)
+
+
 # ---------------------------------------------------------------- the runner
 
 class Context:
@@ -505,12 +691,12 @@ class Context:
         self.n += 1
         return os.path.join(self.workdir, f"{name}-{self.n}.pool")
 
-    def server(self, threads=2):
+    def server(self, threads=2, extra=()):
         ctx = self
 
         class Running:
             def __enter__(self):
-                self.s = Server(ctx.binary, ctx.pool("t"), threads=threads)
+                self.s = Server(ctx.binary, ctx.pool("t"), threads=threads, extra=extra)
                 return self.s
 
             def __exit__(self, *exc):

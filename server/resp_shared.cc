@@ -1,0 +1,170 @@
+#include "server/resp_shared.h"
+
+#include <chrono>
+
+#include "server/resp_command.h"
+
+namespace pmindex::server {
+
+int64_t SteadyUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void ClientRegistry::Add(RespClient* c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  clients_[c->id] = c;
+}
+
+void ClientRegistry::Remove(RespClient* c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  clients_.erase(c->id);
+}
+
+size_t ClientRegistry::Kill(const std::function<bool(const RespClient&)>& match,
+                            const RespClient* self) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, c] : clients_) {
+    if (!match(*c)) continue;
+    ++n;
+    c->killed.store(true, std::memory_order_relaxed);
+    if (c != self && c->on_kill) c->on_kill();
+  }
+  return n;
+}
+
+size_t ClientRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return clients_.size();
+}
+
+namespace {
+
+// Compares in time independent of where the strings differ (a password
+// check should not tell how many leading bytes were right).
+bool SameBytes(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+RespShared::RespShared(RespSettings settings)
+    : commands_(RespCommands()),
+      settings_(std::move(settings)),
+      protected_mode_(settings_.protected_mode),
+      counters_(new CommandCounters[commands_.ids()]) {
+  AddConfig();
+}
+
+CommandCounters::Stripe& CommandCounters::Mine() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t stripe = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return stripes_[stripe];
+}
+
+CommandCounters::Totals CommandCounters::Read() const {
+  Totals t;
+  for (const Stripe& s : stripes_) {
+    t.calls += s.calls.load(std::memory_order_relaxed);
+    t.usec += s.usec.load(std::memory_order_relaxed);
+    t.rejected += s.rejected.load(std::memory_order_relaxed);
+    t.failed += s.failed.load(std::memory_order_relaxed);
+  }
+  return t;
+}
+
+void CommandCounters::Reset() {
+  for (Stripe& s : stripes_) {
+    s.calls.store(0, std::memory_order_relaxed);
+    s.usec.store(0, std::memory_order_relaxed);
+    s.rejected.store(0, std::memory_order_relaxed);
+    s.failed.store(0, std::memory_order_relaxed);
+  }
+}
+
+CommandCounters& RespShared::counters(const Command* c) { return counters_[c->id]; }
+
+void RespShared::ForEachCounters(
+    const std::function<void(const Command&, const CommandCounters::Totals&)>& f) const {
+  commands_.ForEach([&](const Command& c) {
+    f(c, counters_[c.id].Read());
+    for (const Command& sub : c.subcommands) f(sub, counters_[sub.id].Read());
+  });
+}
+
+bool RespShared::PasswordRequired() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !settings_.requirepass.empty();
+}
+
+bool RespShared::Authenticate(std::string_view user, std::string_view password) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (user != "default") return false;
+  return settings_.requirepass.empty() || SameBytes(password, settings_.requirepass);
+}
+
+bool RespShared::RefuseConnection(bool peer_is_loopback) const {
+  return !peer_is_loopback && protected_mode_.load(std::memory_order_relaxed) &&
+         !PasswordRequired();
+}
+
+void RespShared::ResetCommandCounters() {
+  for (uint32_t i = 0; i < commands_.ids(); ++i) counters_[i].Reset();
+}
+
+void RespShared::AddConfig() {
+  // A setting pmserver reports but cannot change: setting it to the value
+  // it has is accepted (tools do that), anything else is an error.
+  auto fixed = [this](std::string name, std::string value) {
+    config_[std::move(name)] = {[value] { return value; },
+                                [value](std::string_view v) {
+                                  return v == value ? std::string()
+                                                    : std::string("pmserver cannot change it");
+                                }};
+  };
+  // One of the server's own settings, fixed when it started.
+  auto immutable = [this](std::string name, std::string value) {
+    config_[std::move(name)] = {[value] { return value; }, nullptr};
+  };
+  config_["requirepass"] = {[this] {
+                              std::lock_guard<std::mutex> lock(mu_);
+                              return settings_.requirepass;
+                            },
+                            [this](std::string_view v) {
+                              std::lock_guard<std::mutex> lock(mu_);
+                              settings_.requirepass = std::string(v);
+                              return std::string();
+                            }};
+  config_["protected-mode"] = {
+      [this] { return std::string(protected_mode_.load() ? "yes" : "no"); },
+      [this](std::string_view v) {
+        if (EqualsIgnoreCase(v, "yes")) {
+          protected_mode_.store(true);
+        } else if (EqualsIgnoreCase(v, "no")) {
+          protected_mode_.store(false);
+        } else {
+          return std::string("argument must be 'yes' or 'no'");
+        }
+        return std::string();
+      }};
+  immutable("bind", settings_.bind);
+  immutable("port", std::to_string(settings_.port));
+  immutable("maxclients", std::to_string(settings_.max_connections));
+  immutable("proto-max-bulk-len", std::to_string(settings_.proto_max_bulk_len));
+  immutable("databases", "1");
+  // Facts of a server that persists every write before its reply and
+  // never evicts, in the words Redis's tools ask for them.
+  fixed("save", "");
+  fixed("appendonly", "no");
+  fixed("maxmemory", "0");
+  fixed("maxmemory-policy", "noeviction");
+  fixed("timeout", "0");
+  fixed("cluster-enabled", "no");
+}
+
+}  // namespace pmindex::server

@@ -1,0 +1,190 @@
+// What the RESP side keeps per connection (RespClient) and what all the
+// RESP connections of a server share (RespShared): the command table, the
+// registry of connected clients (CLIENT LIST, CLIENT KILL), the settings
+// CONFIG GET/SET read and change (the password among them), and the
+// per-command counters (INFO commandstats).
+//
+// Threads: connections run on several event-loop threads at once. A
+// RespClient is changed only by its own connection's thread; other
+// connections read it (CLIENT LIST) while they hold the registry's mutex,
+// so its fields are either atomics or strings that the owner writes only
+// under that mutex (ClientRegistry::Update). RespShared's settings are
+// behind their own mutex or atomic; the command table is read-only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pmindex::server {
+
+struct Command;
+class CommandTable;
+
+// The steady clock (CLOCK_MONOTONIC) in microseconds and milliseconds:
+// idle times and command durations.
+int64_t SteadyUs();
+inline int64_t SteadyMs() { return SteadyUs() / 1000; }
+
+// One RESP connection's state.
+struct RespClient {
+  // Set before the client is registered, constant after.
+  uint64_t id = 0;
+  std::string addr;   // the peer, "ip:port" ("" in tests)
+  std::string laddr;  // the local end
+  int64_t created_ms = 0;
+
+  // Own thread writes; others read.
+  std::atomic<int> protocol{2};            // RESP version: 2, or 3 after HELLO 3
+  std::atomic<int> db{0};                  // the selected database
+  std::atomic<int64_t> last_steady_ms{0};  // last command's start, steady clock
+  std::atomic<const Command*> last_command{nullptr};
+  std::atomic<bool> no_evict{false};
+  // Set by CLIENT KILL from any connection: the connection closes.
+  std::atomic<bool> killed{false};
+
+  // Own thread only.
+  bool authenticated = false;  // meaningful only while a password is set
+
+  // Written by the own thread under the registry's mutex (Update); read
+  // by others under it, by the own thread at any time.
+  std::string name;  // CLIENT SETNAME, HELLO SETNAME
+  std::string lib_name;
+  std::string lib_ver;
+  // Closes the connection from any thread (set by the server; empty in
+  // tests, where `killed` is enough). Guarded by the registry's mutex.
+  std::function<void()> on_kill;
+};
+
+// The connected clients, by id.
+class ClientRegistry {
+ public:
+  void Add(RespClient* c);
+  void Remove(RespClient* c);
+  // Runs f(c) under the mutex: the own thread's way to change the fields
+  // others read under it.
+  template <class F>
+  void Update(RespClient& c, F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(c);
+  }
+  // Calls f(const RespClient&) for every client, in id order, under the
+  // mutex.
+  template <class F>
+  void ForEach(F&& f) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, c] : clients_) f(*c);
+  }
+  // Marks every client `match` selects as killed and runs its on_kill;
+  // returns how many. The caller's own client (`self`) is marked but its
+  // on_kill is not run: it closes after its reply.
+  size_t Kill(const std::function<bool(const RespClient&)>& match, const RespClient* self);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uint64_t, RespClient*> clients_;
+};
+
+// Settings of the RESP side that the server sets at start.
+struct RespSettings {
+  std::string requirepass{};   // "" = no password
+  bool protected_mode = true;  // see RespShared::RefuseConnection
+  // Read-only facts CONFIG GET reports.
+  std::string bind{"127.0.0.1"};
+  int port = 0;
+  int threads = 1;
+  size_t max_connections = 0;
+  size_t proto_max_bulk_len = size_t{512} << 20;
+};
+
+// Calls, time and failures of one command (INFO commandstats). Striped:
+// threads running the same command add to different cache lines (a
+// thread's stripe is fixed when it first counts), a read sums the
+// stripes. Each count is exact; a read is not a snapshot of all four.
+class CommandCounters {
+ public:
+  struct Totals {
+    uint64_t calls = 0;
+    uint64_t usec = 0;
+    uint64_t rejected = 0;  // refused before running (arity, auth, key)
+    uint64_t failed = 0;    // ran and replied an error
+  };
+  void Called(uint64_t usec, bool failed) {
+    Stripe& s = Mine();
+    s.calls.fetch_add(1, std::memory_order_relaxed);
+    s.usec.fetch_add(usec, std::memory_order_relaxed);
+    if (failed) s.failed.fetch_add(1, std::memory_order_relaxed);
+  }
+  void Rejected() { Mine().rejected.fetch_add(1, std::memory_order_relaxed); }
+  Totals Read() const;
+  void Reset();
+
+ private:
+  static constexpr size_t kStripes = 8;
+  struct alignas(64) Stripe {
+    std::atomic<uint64_t> calls{0}, usec{0}, rejected{0}, failed{0};
+  };
+  Stripe& Mine();
+  Stripe stripes_[kStripes];
+};
+
+class RespShared {
+ public:
+  explicit RespShared(RespSettings settings = {});
+  RespShared(const RespShared&) = delete;
+  RespShared& operator=(const RespShared&) = delete;
+
+  const CommandTable& commands() const { return commands_; }
+  ClientRegistry& clients() { return clients_; }
+  // A new connection's id: 1, 2, 3, ... (CLIENT ID).
+  uint64_t NextClientId() { return next_client_id_.fetch_add(1, std::memory_order_relaxed); }
+
+  // The password (requirepass): whether one is set, and whether a user
+  // and password authenticate. The only user is "default"; without a
+  // password, "default" with any password authenticates (Redis's
+  // "nopass" default user).
+  bool PasswordRequired() const;
+  bool Authenticate(std::string_view user, std::string_view password) const;
+  // Protected mode: true iff a connection from `peer_is_loopback` must be
+  // refused (protected mode on, no password, a peer beyond loopback).
+  bool RefuseConnection(bool peer_is_loopback) const;
+  // The largest bulk string a request may carry (proto-max-bulk-len).
+  size_t proto_max_bulk_len() const { return settings_.proto_max_bulk_len; }
+
+  // The settings CONFIG GET and CONFIG SET know, by name.
+  struct ConfigParam {
+    std::function<std::string()> get;
+    // Empty: read-only. Returns "" or the error's text.
+    std::function<std::string(std::string_view)> set;
+  };
+  const std::map<std::string, ConfigParam, std::less<>>& config() const { return config_; }
+
+  // Counters of a command (or subcommand) of the table.
+  CommandCounters& counters(const Command* c);
+  // CONFIG RESETSTAT: zeroes the command counters.
+  void ResetCommandCounters();
+  // Calls f(command, totals) for every command and subcommand.
+  void ForEachCounters(
+      const std::function<void(const Command&, const CommandCounters::Totals&)>& f) const;
+
+ private:
+  void AddConfig();
+
+  const CommandTable& commands_;
+  ClientRegistry clients_;
+  std::atomic<uint64_t> next_client_id_{1};
+  mutable std::mutex mu_;  // guards settings_.requirepass
+  RespSettings settings_;
+  std::atomic<bool> protected_mode_;
+  std::map<std::string, ConfigParam, std::less<>> config_;
+  std::unique_ptr<CommandCounters[]> counters_;  // by Command::id
+};
+
+}  // namespace pmindex::server

@@ -401,6 +401,7 @@ int Main(int argc, char** argv) {
           {"reads", cfg.reads}, {"txs", cfg.txs}, {"repeat", cfg.repeat}, {"seed", cfg.seed},
           {"key_prefix", g_key_prefix}}},
         {"load_seconds", load_seconds},
+        {"close_seconds", close_seconds},
         {"open_seconds", open_seconds},
         {"stats_seconds", stats_seconds},
         {"runs", runs},

@@ -90,7 +90,10 @@ class KvStore {
                                                                const DbOptions& db_options = {});
   // Opens an existing store (kind and options from the pool) and recovers
   // after a crash. WrongKind if PATH holds a plain index (Db), and Db::Open
-  // of a store's pool is WrongKind likewise.
+  // of a store's pool is WrongKind likewise. Corruption, with the files
+  // unchanged, if the pool is damaged; after a clean close this includes a
+  // key, value or version changed since (the store's content record,
+  // docs/layout/kv.md), which after a crash goes undetected.
   [[nodiscard]] static Result<std::unique_ptr<KvStore>> Open(const std::string& path);
   // A store in an anonymous-memory pool that lives and dies with the
   // process (tests, benchmarks).
@@ -134,7 +137,9 @@ class KvStore {
   [[nodiscard]] std::unique_ptr<Transaction> Begin();
 
   // Checks every invariant of the store and of its index: Corruption
-  // naming the first violation.
+  // naming the first violation. If nothing was written since an open of a
+  // cleanly closed store, also that every key, value and version is as
+  // the open found it (reads every value).
   [[nodiscard]] Status Verify() const;
   // The store's counters (keys, versions: exact while no change is in
   // flight), the pool's bytes and the index's statistics: no walk of the

@@ -16,7 +16,11 @@
 //     the blocks the visitor marks count as reachable in the bound and a
 //     refusal still changes no byte;
 //   - calls may come from several threads at once (lbtree's parallel
-//     recovery walk) and a pair may be visited more than once;
+//     recovery walk) and a pair may be visited more than once, but on the
+//     clean path (a cleanly closed pool) exactly once: the key-value
+//     store's content record sums over the visits, as every kind's own
+//     content record sums over the pairs it validates
+//     (tests/unit/pair_visitor_test.cc checks it per kind);
 //   - the kind's open returns status() before its first write (through
 //     common::CheckContentRecord; the PM-leaf trees after their own visit
 //     of the leaves they keep).

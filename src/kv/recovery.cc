@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "common/content_record.h"
 #include "kv/store.h"
 #include "kv/walk.h"
 #include "pm/persist.h"
@@ -42,6 +43,12 @@ class Store::Recovery final : public PairVisitor {
     clock_ = pool->root(pm::kStoreSlot);
     rules_.ts_limit = clock_;
     rules_.allow_pending = true;
+    // A clean pool whose content record its last close wrote (not one an
+    // older build left before opening it again): the walks digest every
+    // block, and status() compares the sum before the index's first write.
+    record_ = pool->root(pm::kStoreContentSlot);
+    check_content_ = pool->was_clean() && pm::StoreContentRecordCurrent(record_, clock_);
+    rules_.content = check_content_;
   }
 
   void Visit(Key key, Value value) override {
@@ -57,14 +64,32 @@ class Store::Recovery final : public PairVisitor {
     std::lock_guard<std::mutex> g(mu_);
     ++pairs_;
     if (!s.ok() && first_.ok()) first_ = s;
+    content_.Add(key, sink.digest.value());
+    keys_ += sink.keys;
+    versions_ += sink.versions;
     pending_.insert(pending_.end(), sink.pending.begin(), sink.pending.end());
     dead_.insert(dead_.end(), sink.dead.begin(), sink.dead.end());
   }
 
+  // The first walk's error; else, on a clean pool with a current content
+  // record, Corruption if the visits' sum differs from it. The kinds call
+  // it once every pair was visited, before their first write.
   Status status() const override {
     std::lock_guard<std::mutex> g(mu_);
-    return first_;
+    if (!first_.ok() || !check_content_) return first_;
+    if (pm::StoreContentRecord(content_.value(), clock_) == record_) return first_;
+    return Status::Corruption(
+        "kv: the keys, values or versions differ from those the store was closed with (content "
+        "record of root slot 4), so one of them was damaged; nothing was changed");
   }
+
+  // Whether the pool's content record was checked (and matched, if the
+  // open went on): every pair was then visited exactly once, as the close
+  // summed them, so the visits' sum and counts are the store's.
+  bool content_checked() const { return check_content_; }
+  uint64_t content_sum() const { return content_.value(); }
+  uint64_t keys() const { return keys_; }
+  uint64_t versions() const { return versions_; }
 
   uint64_t clock() const { return clock_; }
   uint64_t pairs() const { return pairs_; }
@@ -101,11 +126,16 @@ class Store::Recovery final : public PairVisitor {
     void PendingHead(uint64_t rec, uint64_t ver, uint64_t txn, uint64_t commit_ts) override {
       pending.push_back(Pending{rec, ver, txn, commit_ts});
     }
-    void RecordDone(uint64_t rec, const Record&, bool live, uint64_t) override {
+    void RecordDone(uint64_t rec, const Record&, bool live, uint64_t versions) override {
       if (!live) dead.push_back(rec);
+      keys += live ? 1 : 0;
+      this->versions += versions;
     }
+    void Content(const void* p, size_t n) override { digest.Add(p, n); }
     std::vector<Pending> pending;
     std::vector<uint64_t> dead;
+    ContentDigest digest;
+    uint64_t keys = 0, versions = 0;
 
    private:
     alloc::Allocator& a_;
@@ -115,9 +145,13 @@ class Store::Recovery final : public PairVisitor {
   alloc::Allocator* alloc_ = nullptr;
   uint64_t clock_ = 0;
   WalkRules rules_;
+  uint64_t record_ = 0;
+  bool check_content_ = false;
   mutable std::mutex mu_;
   Status first_;
   uint64_t pairs_ = 0;
+  common::ContentSum content_;
+  uint64_t keys_ = 0, versions_ = 0;
   std::vector<Pending> pending_;
   std::vector<uint64_t> dead_;
 };
@@ -144,9 +178,21 @@ Result<std::unique_ptr<Store>> Store::Open(Pool* pool, const StoreOptions& opts,
   pool->WriteRoot(pm::kStoreSlot, r);
   s->reserved_.store(r, std::memory_order_release);
   PMINDEX_RETURN_IF_ERROR(s->Repair(rec));
-  // The counters Stats reports, from the repaired store (a pair may be
-  // visited more than once above, so the visits cannot count).
-  s->CountAll();
+  // The counters Stats reports. A pair may be visited more than once in
+  // general, so the visits cannot count; but a content record that matched
+  // says each was visited once, and with no transaction to repair the
+  // visits saw the store as it is now: then no second walk.
+  const bool known = rec.content_checked() && rec.pending().empty();
+  if (known) {
+    s->live_keys_.store(static_cast<int64_t>(rec.keys()), std::memory_order_relaxed);
+    s->versions_.store(static_cast<int64_t>(rec.versions()), std::memory_order_relaxed);
+  } else {
+    s->CountAll();
+  }
+  // The store's contents are those of the record while nothing is written
+  // (Verify compares, and Close need not walk again to write it).
+  s->content_known_ = known;
+  s->content_sum_ = rec.content_sum();
   return s;
 }
 

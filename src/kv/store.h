@@ -342,6 +342,22 @@ class Store {
   // walk at Open, then moved by each writer under its latches (so exact
   // whenever no writer is inside; Verify checks them against its walk).
   std::atomic<int64_t> live_keys_{0}, versions_{0};
+  // The content record (pm::kStoreContentSlot, docs/layout/kv.md "Content
+  // record"): content_known_ if the open checked the pool's record and
+  // repaired nothing, so that the store held content_sum_ at open; changed_
+  // once anything may have written a block since (Write, Commit, Purge).
+  // While known and unchanged, Verify compares its own sum and Close
+  // writes the record without a walk.
+  bool content_known_ = false;
+  uint64_t content_sum_ = 0;
+  std::atomic<bool> changed_{false};
+  void MarkChanged() {
+    // One load per write once set: the line stays shared between writers.
+    if (!changed_.load(std::memory_order_relaxed)) changed_.store(true, std::memory_order_relaxed);
+  }
+  // The sum the record holds for the store as it is (no writer runs): a
+  // walk of every pair, or content_sum_ while known and unchanged.
+  Result<uint64_t> ContentSumNow() const;
   CommitStop stop_;
 };
 

@@ -70,6 +70,7 @@ class Walker {
     if (rules_.check_nodes && d.value()->check != NodeCheck(d.value(), Directory::Bytes(n)))
       return Bad("directory", raw, "check word does not match its contents");
     PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(raw), Directory::Bytes(n)));
+    if (rules_.content) sink_.Content(d.value(), Directory::kHeaderBytes);
     for (uint32_t i = 0; i < n; ++i) {
       const Directory::Entry e = d.value()->entries()[i];
       uint64_t f = 0, f8 = 0;
@@ -90,6 +91,7 @@ class Walker {
     if (rules_.check_nodes && d.value()->check != NodeCheck(d.value(), Bucket::Bytes(n)))
       return Bad("bucket", raw, "check word does not match its contents");
     PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(raw), Bucket::Bytes(n)));
+    if (rules_.content) sink_.Content(d.value(), Bucket::kHeaderBytes);
     for (uint32_t i = 0; i < n; ++i) {
       const Bucket::Entry e = b->entries()[i];
       std::string key;
@@ -115,6 +117,7 @@ class Walker {
     auto full = pm::Decode<const Record>(pool_, raw, Record::Bytes(len), 64, "kv: record");
     if (!full.ok()) return full.status();
     PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(raw), Record::Bytes(len)));
+    if (rules_.content) sink_.Content(r, Record::Bytes(len));
     const std::string_view key = r->key();
     if (Prefix(key) != prefix) return Bad("record", raw, "key stored under another prefix " + HexWord(prefix));
     if (next8 != nullptr && Next8(key) != *next8) return Bad("record", raw, "key differs from its bucket entry");
@@ -163,7 +166,9 @@ class Walker {
     if (x.len > kMaxValueBytes) return Bad("version", v, "value longer than the limit");
     if (x.tombstone()) {
       if (x.separate() || x.len != 0 || x.value != 0) return Bad("version", v, "a tombstone with a value");
-      return sink_.Block(PPtr(v), Version::kHeaderBytes);
+      PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(v), Version::kHeaderBytes));
+      if (rules_.content) sink_.Content(&x, Version::kHeaderBytes);
+      return Status::OK();
     }
     if (x.separate() != !Version::Inline(x.len) || (x.value != 0) != x.separate())
       return Bad("version", v, "value placement does not match its length");
@@ -171,10 +176,13 @@ class Walker {
     auto d = pm::Decode<const Version>(pool_, v, bytes, 64, "kv: version");
     if (!d.ok()) return d.status();
     PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(v), bytes));
+    if (rules_.content) sink_.Content(&x, bytes);
     if (!x.separate()) return Status::OK();
     auto vb = pm::Decode<const char>(pool_, x.value, x.len, 64, "kv: value block");
     if (!vb.ok()) return vb.status();
-    return sink_.Block(PPtr(x.value), x.len);
+    PMINDEX_RETURN_IF_ERROR(sink_.Block(PPtr(x.value), x.len));
+    if (rules_.content) sink_.Content(vb.value(), x.len);
+    return Status::OK();
   }
 
   // The transaction record an in-flight head names; *ts its commit
@@ -185,6 +193,7 @@ class Walker {
     const TxnRecord* t = d.value();
     if (t->tag != kTxnTag) return Bad("transaction record", txn, "bad tag");
     PMINDEX_RETURN_IF_ERROR(sink_.TxnBlock(PPtr(txn)));
+    if (rules_.content) sink_.Content(t, 16);
     const uint64_t c = LoadWord(t->commit);
     if (c != 0 && !IsCommittedStamp(c)) return Bad("transaction record", txn, "bad commit word");
     *ts = c == 0 ? 0 : StampTs(c);

@@ -5,6 +5,8 @@
 // they do with each block is the sink's.
 #pragma once
 
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -36,6 +38,30 @@ class WalkSink {
   virtual void RecordDone(uint64_t rec, const Record& r, bool live, uint64_t versions) {
     (void)rec, (void)r, (void)live, (void)versions;
   }
+  // With WalkRules::content: the bytes of each block the walk accepted that
+  // the store's content record covers, in walk order (a record with its
+  // key, a version with its inline value, a value block; of a bucket or a
+  // directory its 16-byte header, whose check word covers the rest once
+  // the walk compared it). Read only while no writer runs.
+  virtual void Content(const void* p, size_t n) { (void)p, (void)n; }
+};
+
+// The digest of one index pair's blocks for the store's content record
+// (docs/layout/kv.md "Content record"): a fold, in walk order, of
+// BytesCheck over what the walk tells WalkSink::Content. The record sums
+// pm::ContentTerm(prefix, digest) over the pairs (common::ContentSum), so
+// the order in which the pairs are met does not matter.
+class ContentDigest {
+ public:
+  void Add(const void* p, size_t n) {
+    h_ = std::rotl((h_ ^ BytesCheck(p, n)) * 0xC2B2AE3D27D4EB4Full, 31) + n;
+  }
+  uint64_t value() const { return h_; }
+  void Reset() { h_ = kSeed; }
+
+ private:
+  static constexpr uint64_t kSeed = 0x4B56434F4E54454Eull;  // "KVCONTEN"
+  uint64_t h_ = kSeed;
 };
 
 struct WalkRules {
@@ -48,6 +74,8 @@ struct WalkRules {
   // Compare each bucket's and directory's check word (off only for a walk
   // of nodes a checking walk has just accepted: the count at open).
   bool check_nodes = true;
+  // Tell the sink the bytes of every block (WalkSink::Content).
+  bool content = false;
 };
 
 // Walks index value `raw`, stored under index key `prefix`: the record or

@@ -126,7 +126,8 @@ static_assert(offsetof(PoolHeader, segments) == kMutableOffset + 136);
 static_assert(offsetof(PoolHeader, root_b) == kMutableOffset + 192);
 static_assert(offsetof(PoolHeader, root_b) % 64 == 0);
 
-// Root slots 3 and 4 are unused by every kind. Slot 5 belongs to the
+// Root slot 3 is unused by every kind; slot 4 is the key-value store's
+// content record (kStoreContentSlot, below). Slot 5 belongs to the
 // key-value store (src/kv, docs/layout/kv.md): in a pool flagged
 // kIncompatKvStore it holds the store's clock reservation, a timestamp above
 // every commit timestamp the store has handed out (0: the store's create
@@ -174,6 +175,27 @@ inline uint64_t ContentTerm(uint64_t key, uint64_t value) {
   return ContentMix(key ^ (value * 0x9E3779B97F4A7C15ull));
 }
 inline uint64_t ContentRecord(uint64_t sum) { return sum << 1 | 1; }
+
+// The key-value store's content record: root slot 4 of a pool flagged
+// kIncompatKvStore (no index kind may use it). The store's close() sums,
+// over the index's pairs, ContentTerm(prefix, digest of every block the
+// pair reaches: records with their keys, versions with their stamps and
+// inline values, value blocks, node headers; src/kv/walk.h), and an open
+// that finds the clean flag set compares. Root slot 6 (the index's own
+// record) covers only the (prefix, pointer) pairs. Value: bits 32..63 the
+// sum's, bits 1..31 a mix of root slot 5 (the clock reservation) as the
+// close left it, bit 0 set (0 = no record). Every open of a store writes
+// slot 5, so a record left by an earlier close (a build that does not
+// keep this record opened and closed the pool since) no longer matches
+// slot 5 and is ignored, not taken for damage.
+inline constexpr unsigned kStoreContentSlot = 4;
+inline uint64_t StoreContentRecord(uint64_t sum, uint64_t clock) {
+  return (sum & ~uint64_t{0xFFFFFFFF}) | (ContentMix(clock) & 0xFFFFFFFEull) | 1;
+}
+// Whether `rec` is a record written with root slot 5 at `clock`.
+inline bool StoreContentRecordCurrent(uint64_t rec, uint64_t clock) {
+  return rec != 0 && (rec & 0xFFFFFFFFull) == (StoreContentRecord(0, clock) & 0xFFFFFFFFull);
+}
 
 // CRC32C (Castagnoli), bitwise-table implementation.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);

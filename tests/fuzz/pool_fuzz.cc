@@ -29,8 +29,13 @@
 // damaged key or value of a pool that crashed. They are counted, printed
 // with --verbose and marked "k"; any other failure fails the run.
 //
+// KvStore pools: the same three bases of a key-value store (KvStore) over
+// the kinds of --kv-kinds (default lbtree and fptree), through the same
+// classes, opened with KvStore::Open (see "KvStore pools" below).
+//
 // Usage: pool_fuzz [--budget N] [--seed S] [--index KIND] [--keys N]
-//                  [--class NAME] [--timeout SEC] [--verbose] [--strict]
+//                  [--class NAME] [--kv-kinds LIST] [--kv-only]
+//                  [--timeout SEC] [--verbose] [--strict]
 //   --budget   mutants per (index, base, class); default 2 (CI budget)
 //   --strict   every failure fails the run, known or not
 // Exit status: 0 pass, 1 failures, 2 usage error.
@@ -51,6 +56,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -63,6 +69,7 @@
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "pmindex/kv.h"
 
 namespace pmindex {
 namespace {
@@ -111,6 +118,8 @@ struct Config {
   int budget = 2;
   uint64_t seed = 1;
   std::string only_index;
+  std::string kv_kinds = "lbtree,fptree";  // KvStore pools over these ("none": no KvStore pools)
+  bool kv_only = false;                    // only the KvStore pools
   std::string only_class;
   int keys = 2000;
   int timeout_s = 60;
@@ -650,8 +659,12 @@ struct Result1 {
   std::string detail;
 };
 
+// The child's oracle: writes its one line to fd and exits (Child's, or the
+// KvStore block's KvChild).
+using ChildFn = std::function<void(const std::string& path, int fd)>;
+
 Result1 RunMutant(const std::string& dir, const std::string& path, const Mutant& m,
-                  const std::vector<KV>& keys, const Config& cfg) {
+                  const std::vector<KV>& keys, const Config& cfg, const ChildFn& child = {}) {
   RemovePoolFiles(dir);
   WriteFiles(path, m.fs);
   const std::string err_path = dir + "/child.stderr";
@@ -666,6 +679,10 @@ Result1 RunMutant(const std::string& dir, const std::string& path, const Mutant&
     if (e >= 0) {
       dup2(e, 2);
       close(e);
+    }
+    if (child) {
+      child(path, pfd[1]);
+      _exit(3);  // not reached: a child reports and exits
     }
     Child(path, keys, pfd[1]);
   }
@@ -722,7 +739,7 @@ struct Cell {
 
 const char* const kHelp =
     "usage: pool_fuzz [--budget N] [--seed S] [--index KIND] [--class NAME] [--keys N]\n"
-    "                 [--timeout SEC] [--verbose] [--strict]\n"
+    "                 [--kv-kinds LIST] [--kv-only] [--timeout SEC] [--verbose] [--strict]\n"
     "Damages pools of every persistent index kind (clean, crashed and grown bases) with\n"
     "every mutation class and opens each mutant in a child process: it must be refused\n"
     "with its files unchanged, or open intact (verify passes, every key has its value).\n"
@@ -733,6 +750,9 @@ const char* const kHelp =
     "                 damage-seg, flip-header, flip-root, flip-ptable, flip-heap, overwrite,\n"
     "                 zero-4k, zero-256k, forge-header, root-slot)\n"
     "  --keys N       keys in the clean and crashed bases (default 2000)\n"
+    "  --kv-kinds L   also KvStore pools over these kinds, a comma list (default\n"
+    "                 lbtree,fptree; none: no KvStore pools); --index filters them too\n"
+    "  --kv-only      only the KvStore pools\n"
     "  --timeout SEC  a child running longer is a hang, a failure (default 60)\n"
     "  --verbose      print every mutant and its outcome\n"
     "  --strict       every failure fails the run, known or not\n"
@@ -743,10 +763,244 @@ const char* const kHelp =
 int Usage(const char* msg) {
   std::fprintf(stderr,
                "pool_fuzz: %s\nusage: pool_fuzz [--budget N] [--seed S] [--index KIND] "
-               "[--class NAME] [--keys N] [--timeout SEC] [--verbose] [--strict]\n",
+               "[--class NAME] [--keys N] [--kv-kinds LIST] [--kv-only] [--timeout SEC] "
+               "[--verbose] [--strict]\n",
                msg);
   return 2;
 }
+
+// ------------------------------------------------------- KvStore pools
+// The same classes over key-value store pools (KvStore, pmindex/kv.h) on the
+// kinds of --kv-kinds (default lbtree and fptree): clean, crashed and grown
+// stores of string keys (some under one 8-byte prefix: buckets and
+// directories), values of 0 to 300 bytes and two in value blocks, keys
+// written twice (two versions) and removed. Oracle as above, through
+// KvStore::Open: refused with the files unchanged, or open intact (Verify
+// passes, Count and every Get match). The known failures are the index
+// kinds' (kKnownFailures): a damaged key or value of a crashed store, and
+// in the crashed base also any class that only changed values (a zeroed
+// page that held nothing but a value block's bytes); a cleanly closed
+// store is covered by its content record (root slot 4).
+using KvPairs = std::vector<std::pair<std::string, std::string>>;
+
+struct KvBase {
+  Base base;      // files and geometry for the mutation classes (no KV keys)
+  KvPairs pairs;  // what the store holds, ascending
+};
+
+std::string KvKey(Rng& r, uint64_t i) {
+  char b[48];
+  switch (i % 3) {
+    case 0:  // one shared prefix "user:000"
+      std::snprintf(b, sizeof b, "user:%08llu", static_cast<unsigned long long>(i));
+      return b;
+    case 1:  // a prefix of its own
+      std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(r.Next()));
+      return b;
+    default: {  // longer keys
+      std::snprintf(b, sizeof b, "item/%llu/", static_cast<unsigned long long>(i));
+      std::string k = b;
+      k.append(r.Below(40), static_cast<char>('a' + i % 26));
+      return k;
+    }
+  }
+}
+std::string KvValue(Rng& r, uint64_t i, bool big) {
+  std::string v = "v" + std::to_string(i) + ":";
+  const size_t n = big ? (150u << 10) : r.Below(300);
+  while (v.size() < n) v.push_back(static_cast<char>('A' + r.Below(26)));
+  return v;
+}
+
+// Puts `n` new pairs (every 7th key written twice, every 11th removed).
+void KvFill(KvStore& kv, Rng& r, uint64_t from, uint64_t n,
+            std::map<std::string, std::string>* model, const std::string& what) {
+  for (uint64_t i = from; i < from + n; ++i) {
+    const std::string k = KvKey(r, i);
+    const std::string v = KvValue(r, i, i == from + 5 || i == from + n / 2);
+    if (Status s = kv.Put(k, v); !s.ok()) Die(what + ": put: " + s.ToString());
+    (*model)[k] = v;
+    if (i % 7 == 0) {
+      const std::string v2 = KvValue(r, i + 1, false);
+      if (Status s = kv.Put(k, v2); !s.ok()) Die(what + ": put again: " + s.ToString());
+      (*model)[k] = v2;
+    }
+    if (i % 11 == 0) {
+      if (Status s = kv.Remove(k); !s.ok()) Die(what + ": remove: " + s.ToString());
+      model->erase(k);
+    }
+  }
+}
+
+std::vector<KvBase> BuildKvBases(const std::string& kind, const Config& cfg,
+                                 const std::string& dir) {
+  std::vector<KvBase> out;
+  const uint64_t kseed = Mix(cfg.seed ^ HashStr("kv/" + kind));
+  DbOptions o;
+  o.size = 4ull << 20;
+  o.max_size = 256ull << 20;
+  const std::string path = dir + "/base";
+  for (const char* name : {"clean", "crashed", "grown"}) {
+    RemovePoolFiles(dir);
+    const std::string base_name = name;
+    DbOptions opts = o;
+    if (base_name == "grown") opts.segment_size = 1ull << 20;
+    auto kv = KvStore::Create(path, kind, "", opts);
+    if (!kv.ok()) Die("kv/" + kind + ": create: " + kv.status().ToString());
+    Rng r(kseed + out.size());
+    std::map<std::string, std::string> model;
+    KvBase b;
+    b.base.name = base_name;
+    if (base_name == "grown") {
+      uint64_t n = 0;
+      while (!fs::exists(path + ".2")) {
+        if (n > 2'000'000) Die("kv/" + kind + ": the pool does not grow");
+        KvFill(*kv.value(), r, n, 1000, &model, "kv/" + kind + "/grown");
+        n += 1000;
+      }
+    } else {
+      KvFill(*kv.value(), r, 0, static_cast<uint64_t>(cfg.keys), &model,
+             "kv/" + kind + "/" + base_name);
+    }
+    if (base_name == "crashed") {
+      // The files as a kill -9 leaves them (after a sync): clean flag 0.
+      if (Status s = kv.value()->Sync(); !s.ok()) Die("kv/" + kind + ": sync: " + s.ToString());
+      b.base.fs = ReadPool(path);
+    }
+    if (Status s = kv.value()->Close(); !s.ok()) Die("kv/" + kind + ": close: " + s.ToString());
+    if (base_name != "crashed") b.base.fs = ReadPool(path);
+    b.pairs.assign(model.begin(), model.end());
+    Analyze(&b.base);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// KvChild's failure when every key is there and only values differ: in the
+// crashed base, the known limit whatever the class (a zeroed page may hold
+// nothing but the bytes of a value block).
+constexpr const char* kValuesDamaged = "values damaged, every key present";
+
+[[noreturn]] void KvChild(const std::string& path, const KvPairs& pairs, int fd) {
+  auto report = [fd](const std::string& s) {
+    std::string line = s + "\n";
+    ssize_t n = write(fd, line.data(), line.size());
+    (void)n;
+    _exit(0);
+  };
+  auto kv = KvStore::Open(path);
+  if (!kv.ok()) {
+    if (kv.status().message().empty()) report("F KvStore::Open refused with an empty message");
+    report("R KvStore::Open: " + kv.status().ToString());
+  }
+  KvStore& s = *kv.value();
+  if (Status v = s.Verify(); !v.ok()) report("F opened, but Verify says " + v.ToString());
+  size_t missing = 0, wrong = 0;
+  std::string first;
+  for (const auto& [k, v] : pairs) {
+    auto got = s.Get(k);
+    if (!got.ok()) {
+      if (missing++ == 0 && wrong == 0)
+        first = "key '" + k + "' missing: " + got.status().ToString();
+    } else if (got.value() != v) {
+      if (wrong++ == 0 && missing == 0) first = "key '" + k + "' has a wrong value";
+    }
+  }
+  const uint64_t count = s.Count();
+  if (missing == 0 && wrong != 0 && count == pairs.size()) {
+    report("F " + std::string(kValuesDamaged) + ": " + std::to_string(wrong) + " of " +
+           std::to_string(pairs.size()) + " values differ; " + first);
+  }
+  if (missing != 0 || wrong != 0 || count != pairs.size()) {
+    report("F opened and Verify passed, but " + std::to_string(missing) + " of " +
+           std::to_string(pairs.size()) + " keys missing, " + std::to_string(wrong) +
+           " wrong values, Count " + std::to_string(count) + (first.empty() ? "" : "; " + first));
+  }
+  if (Status c = s.Close(); !c.ok()) report("F close: " + c.ToString());
+  report("O");
+  _exit(0);  // not reached: report exits
+}
+
+struct KvTotals {
+  int mutants = 0, failed = 0, unexpected = 0;
+};
+
+// Runs every class over the KvStore bases of `kv_kinds`; prints its table.
+KvTotals RunKvBlock(const Config& cfg, const std::vector<std::string>& kv_kinds,
+                    const std::vector<std::string>& all_kinds, const std::string& dir,
+                    const std::string& path) {
+  KvTotals t;
+  std::map<std::pair<std::string, std::string>, Cell> cells;
+  for (const std::string& kind : kv_kinds) {
+    for (const KvBase& kb : BuildKvBases(kind, cfg, dir)) {
+      const Base& b = kb.base;
+      if (cfg.verbose)
+        std::printf("kv/%s/%s: %zu pairs, %zu files, %zu pages in use\n", kind.c_str(),
+                    b.name.c_str(), kb.pairs.size(), b.fs.files.size(), b.used_pages.size());
+      const ChildFn child = [&kb](const std::string& p, int fd) { KvChild(p, kb.pairs, fd); };
+      for (const MutationClass& mc : kClasses) {
+        if (!cfg.only_class.empty() && cfg.only_class != mc.name) continue;
+        for (int n = 0; n < cfg.budget; ++n) {
+          Rng r(Mix(cfg.seed ^ HashStr("kv/" + kind + "/" + b.name + "/" + mc.name)) + n);
+          Mutant m;
+          m.fs = b.fs;
+          mc.fn(b, r, m, all_kinds);
+          if (!m.applicable) break;
+          if (mc.fn == MNone && n > 0) break;  // one control per base
+          ++t.mutants;
+          Result1 res = RunMutant(dir, path, m, {}, cfg, child);
+          if (mc.fn == MNone && res.outcome == Outcome::kRefused)
+            res = {Outcome::kFailed, "an undamaged store was refused: " + res.detail};
+          Cell& c = cells[{kind, mc.name}];
+          switch (res.outcome) {
+            case Outcome::kRefused: ++c.refused; break;
+            case Outcome::kIntact: ++c.intact; break;
+            case Outcome::kFailed: ++c.failed; break;
+          }
+          const bool known = kKnownFailures.count(b.name + "/" + mc.name) != 0 ||
+                             (b.name == "crashed" && res.detail.rfind(kValuesDamaged, 0) == 0);
+          if (res.outcome == Outcome::kFailed && !known) ++c.unknown;
+          if (res.outcome == Outcome::kFailed && (cfg.verbose || !known || cfg.strict)) {
+            std::printf("FAILED%s kv/%s/%s/%s #%d (seed %llu): %s\n    %s\n",
+                        known ? " (known)" : "", kind.c_str(), b.name.c_str(), mc.name, n,
+                        static_cast<unsigned long long>(cfg.seed), m.desc.c_str(),
+                        res.detail.c_str());
+          } else if (cfg.verbose) {
+            std::printf("%s kv/%s/%s/%s #%d: %s%s%s\n",
+                        res.outcome == Outcome::kRefused ? "refused" : "intact ", kind.c_str(),
+                        b.name.c_str(), mc.name, n, m.desc.c_str(),
+                        res.detail.empty() ? "" : " -> ", res.detail.c_str());
+          }
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  std::printf("\n%-12s", "KvStore over");
+  for (auto& k : kv_kinds) std::printf(" %-14s", k.c_str());
+  std::printf("\n");
+  for (const MutationClass& mc : kClasses) {
+    if (!cfg.only_class.empty() && cfg.only_class != mc.name) continue;
+    std::printf("%-12s", mc.name);
+    for (auto& k : kv_kinds) {
+      auto it = cells.find({k, mc.name});
+      if (it == cells.end()) {
+        std::printf(" %-14s", "-");
+        continue;
+      }
+      const Cell& c = it->second;
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%d/%d/%d%s", c.refused, c.intact, c.failed,
+                    c.failed != 0 ? (c.unknown == 0 ? "k" : "!") : "");
+      std::printf(" %-14s", buf);
+      t.failed += c.failed;
+      if (c.unknown != 0 || (c.failed != 0 && cfg.strict)) ++t.unexpected;
+    }
+    std::printf("\n");
+  }
+  return t;
+}
+
 
 int Main(int argc, char** argv) {
   Config cfg;
@@ -766,6 +1020,10 @@ int Main(int argc, char** argv) {
         cfg.seed = std::stoull(val());
       } else if (a == "--index") {
         cfg.only_index = val();
+      } else if (a == "--kv-kinds") {
+        cfg.kv_kinds = val();
+      } else if (a == "--kv-only") {
+        cfg.kv_only = true;
       } else if (a == "--class") {
         cfg.only_class = val();
       } else if (a == "--keys") {
@@ -810,6 +1068,7 @@ int Main(int argc, char** argv) {
   std::map<std::pair<std::string, std::string>, Cell> cells;
   int mutants = 0;
   for (const std::string& kind : kinds) {
+    if (cfg.kv_only) break;
     auto bases = BuildBases(kind, cfg, dir);
     for (const Base& b : bases) {
       if (cfg.verbose)
@@ -854,15 +1113,33 @@ int Main(int argc, char** argv) {
       }
     }
   }
+  // KvStore pools over the --kv-kinds that --index selects.
+  std::vector<std::string> kv_kinds;
+  for (size_t at = 0; cfg.kv_kinds != "none" && at <= cfg.kv_kinds.size();) {
+    const size_t comma = std::min(cfg.kv_kinds.find(',', at), cfg.kv_kinds.size());
+    const std::string k = cfg.kv_kinds.substr(at, comma - at);
+    at = comma + 1;
+    if (k.empty()) continue;
+    if (std::find(all_kinds.begin(), all_kinds.end(), k) == all_kinds.end()) {
+      fs::remove_all(dir);
+      return Usage(("--kv-kinds: no persistent index kind " + k).c_str());
+    }
+    if (cfg.only_index.empty() || cfg.only_index == k) kv_kinds.push_back(k);
+  }
+  KvTotals kvt;
+  if (!kv_kinds.empty()) kvt = RunKvBlock(cfg, kv_kinds, all_kinds, dir, path);
   std::error_code ec;
   fs::remove_all(dir, ec);
 
   // The table: refused / opened-intact / FAILED per index x class.
-  std::printf("\n%-12s", "class");
-  for (auto& k : kinds) std::printf(" %-14s", k.c_str());
-  std::printf("\n");
+  if (!cfg.kv_only) {
+    std::printf("\n%-12s", "class");
+    for (auto& k : kinds) std::printf(" %-14s", k.c_str());
+    std::printf("\n");
+  }
   int unexpected = 0, total_failed = 0;
   for (const MutationClass& mc : kClasses) {
+    if (cfg.kv_only) break;
     if (!cfg.only_class.empty() && cfg.only_class != mc.name) continue;
     std::printf("%-12s", mc.name);
     for (auto& k : kinds) {
@@ -881,6 +1158,9 @@ int Main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  mutants += kvt.mutants;
+  total_failed += kvt.failed;
+  unexpected += kvt.unexpected;
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(

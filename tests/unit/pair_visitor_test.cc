@@ -1,6 +1,7 @@
 // open_index's pair visitor (index/pair_visitor.h, issue 11), for every
 // persistent kind: on a cleanly closed pool and on a crashed one, the
-// visitor is told exactly the pairs the recovered index holds, every visit
+// visitor is told exactly the pairs the recovered index holds (on a clean
+// pool each exactly once), every visit
 // comes before the open's first write (the clean flag is still set), its
 // error refuses the open without a byte changed, and a key-value store's
 // pool is refused without a visitor (and a plain pool with one).
@@ -124,6 +125,9 @@ TEST_P(PairVisitorOverKind, EveryLivePairBeforeTheFirstWrite) {
     EXPECT_GE(rec.visits_, model.size());
     if (clean) {
       EXPECT_EQ(rec.after_first_write_, 0u) << "visits after the clean flag was cleared";
+      // Once each on the clean path: the key-value store sums its content
+      // record over the visits (docs/layout/kv.md "Content record").
+      EXPECT_EQ(rec.visits_, model.size()) << "a pair visited twice on a clean pool";
     }
   }
 }

@@ -276,6 +276,46 @@ case $KIND in
     ;;
 esac
 
+# cddstree: salvage of a pool with a zeroed 4 KiB page (four 1 KiB nodes)
+# or a zeroed 256 KiB page, clean or not closed cleanly, never
+# crashes: it copies what is reachable past the damage and says how much
+# it could not copy (clean: against the count the close recorded), or
+# refuses with one line (the root itself was zeroed); the source is
+# unchanged either way.
+case $KIND in
+  cddstree)
+    for dmg in 4k:4096:$(((262144 + 2 * 262144) / 4096 + 10)) 256k:262144:2; do
+      name=${dmg%%:*} rest=${dmg#*:}
+      for st in clean crashed; do
+        Z="$DIR/zero-$name-$st.pool"
+        cp "$V" "$Z"
+        dd if=/dev/zero of="$Z" bs=${rest%%:*} seek=${rest#*:} count=1 conv=notrunc status=none
+        [ "$st" = crashed ] && patch "$Z" 2176 '\000'
+        before=$(state "$Z")
+        timeout 60 "$PMPOOL" salvage "$Z" "$Z.salvaged" >"$DIR/out" 2>"$DIR/err"
+        rc=$?
+        [ "$(state "$Z")" = "$before" ] || fail "salvage changed $Z"
+        if [ "$rc" -eq 0 ]; then
+          n=$(sed -n 's/.*copied \([0-9]*\) entries.*/\1/p' "$DIR/out")
+          [ -n "$n" ] && [ "$n" -lt $NKEYS ] || fail "salvage of $Z: $(cat "$DIR/out")"
+          if [ "$st" = clean ]; then
+            grep -q "^  recorded: *$NKEYS entries.* $((NKEYS - n)) could not be copied" "$DIR/out" ||
+              fail "salvage of $Z does not say what it could not copy: $(cat "$DIR/out")"
+          fi
+          "$PMPOOL" scan "$Z.salvaged" | sort >"$DIR/z.scan"
+          sort "$DIR/v.scan" | comm -23 "$DIR/z.scan" - | grep -q . &&
+            fail "salvage of $Z invented entries"
+        elif [ "$rc" -eq 1 ]; then
+          [ "$(wc -l <"$DIR/err")" -eq 1 ] || fail "salvage of $Z: $(cat "$DIR/err")"
+          [ -e "$Z.salvaged" ] && fail "a refused salvage of $Z left $Z.salvaged"
+        else
+          fail "salvage of $Z: exit status $rc: $(cat "$DIR/err")"
+        fi
+      done
+    done
+    ;;
+esac
+
 # A pool locked by another process (flock(1) takes the same lock).
 if command -v flock >/dev/null 2>&1; then
   flock "$P" sleep 3 &

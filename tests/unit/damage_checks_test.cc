@@ -168,6 +168,72 @@ TEST(DamageChecks, ZeroedCddsNodeIsRefused) {
   }
 }
 
+// A salvage open (open_index with ReclaimBound::kNone, as `pmpool salvage`
+// opens its in-memory copy) of a cddstree with a zeroed node cuts the
+// subtree off instead of keeping an inner node without a live entry, which
+// lookup, stats and scan would follow to a null node (they crashed).
+TEST(DamageChecks, SalvageOfZeroedCddsNodesCutsThemOff) {
+  for (bool clean : {true, false}) {
+    Image img = Build("cddstree", kKeys, clean);
+    // blocks: the meta block, then the nodes in preorder (root first).
+    const uint64_t root = img.blocks[1];
+    uint64_t inner = 0, leaf = 0;
+    for (size_t i = 2; i < img.blocks.size() && (inner == 0 || leaf == 0); ++i) {
+      uint32_t is_leaf;
+      std::memcpy(&is_leaf, img.bytes.data() + img.blocks[i] + 4, 4);
+      (is_leaf != 0 ? leaf : inner) = img.blocks[i];
+    }
+    ASSERT_NE(inner, 0u) << "the tree must have three levels";
+    struct Damage {
+      const char* what;
+      uint64_t offset, bytes;
+    };
+    for (const Damage& dmg : {Damage{"a leaf", leaf, 1024}, Damage{"an inner node", inner, 1024},
+                              Damage{"the leaf's 4 KiB page", leaf / 4096 * 4096, 4096}}) {
+      SCOPED_TRACE(std::string(clean ? "clean, " : "crashed, ") + "zeroed " + dmg.what);
+      std::vector<std::byte> d = img.bytes;
+      std::memset(d.data() + dmg.offset, 0, dmg.bytes);
+      auto pool = Pool::OpenImage(d);
+      ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+      auto idx = open_index(pool.value().get(), ReclaimBound::kNone);
+      ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+      Index& t = *idx.value();
+      const IndexStats st = t.stats();
+      EXPECT_GT(st.entries, 0u);
+      EXPECT_LT(st.entries, static_cast<uint64_t>(kKeys));
+      double cut = 0;
+      for (const auto& [name, v] : st.extra)
+        if (name == "salvage_cut_subtrees") cut = v;
+      EXPECT_GE(cut, 1.0);
+      std::vector<KV> all(kKeys + 1);
+      const size_t n = t.scan(0, all.size(), all.data());
+      EXPECT_EQ(n, st.entries);
+      size_t found = 0;
+      for (int i = 0; i < kKeys; ++i) {
+        auto v = t.lookup(ImageKey(i));
+        if (v) {
+          EXPECT_EQ(*v, uint64_t(i));
+          ++found;
+        }
+      }
+      EXPECT_EQ(found, st.entries);
+      uint64_t blocks = 0;
+      EXPECT_TRUE(t.for_each_block([&](PPtr) { ++blocks; }).ok());
+      EXPECT_GT(blocks, 1u);
+      IgnoreError(t.verify(), "may report the cut; only that it returns matters");
+    }
+    // The root zeroed: nothing is reachable, refused with a message.
+    std::vector<std::byte> d = img.bytes;
+    std::memset(d.data() + root, 0, 1024);
+    auto pool = Pool::OpenImage(d);
+    ASSERT_TRUE(pool.ok());
+    auto idx = open_index(pool.value().get(), ReclaimBound::kNone);
+    ASSERT_FALSE(idx.ok());
+    EXPECT_NE(idx.status().message().find("root node"), std::string_view::npos)
+        << idx.status().ToString();
+  }
+}
+
 TEST(DamageChecks, NvtreeKeyOutsideItsFencesIsRefused) {
   for (bool clean : {true, false}) {
     Image img = Build("nvtree", kKeys, clean);

@@ -15,6 +15,7 @@
 //     does (it read LN headers only).
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -24,6 +25,7 @@
 
 #include "gtest/gtest.h"
 #include "index/index.h"
+#include "kv/store.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pool_images.h"
@@ -231,6 +233,94 @@ TEST(DamageChecks, SalvageOfZeroedCddsNodesCutsThemOff) {
     ASSERT_FALSE(idx.ok());
     EXPECT_NE(idx.status().message().find("root node"), std::string_view::npos)
         << idx.status().ToString();
+  }
+}
+
+// A pool that crashed, then lost its heap (a hole punched, a partial or
+// sparse copy: the heap reads as zeros). Recovery used to find the head
+// leaf empty without a sibling, give the zeroed pages back (fewer than a
+// crash's allocator bound) and mark the pool clean with an empty index.
+// The list's floor (root slot 7, written by the last clean close or crashed
+// open, and raised as the leaves double) refuses it unchanged.
+std::vector<std::byte> ZeroHeap(std::vector<std::byte> bytes) {
+  pm::PoolHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  std::memset(bytes.data() + h.heap_begin, 0, bytes.size() - h.heap_begin);
+  return bytes;
+}
+
+TEST(DamageChecks, ZeroedHeapOfCrashedPoolIsRefused) {
+  for (std::string kind : {"lbtree", "fptree", "wbtree"}) {
+    SCOPED_TRACE(kind);
+    // Closed cleanly with kKeys, then opened, kKeys / 8 more, crashed.
+    Image img = Build(kind, kKeys, /*clean=*/true);
+    auto pool = Pool::OpenImage(img.bytes);
+    ASSERT_TRUE(pool.ok());
+    auto idx = open_index(pool.value().get());
+    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    for (int i = kKeys; i < kKeys + kKeys / 8; ++i) ASSERT_TRUE(idx.value()->insert(ImageKey(i), i).ok());
+    auto b = pool.value()->bytes();
+    const std::vector<std::byte> crashed(b.begin(), b.end());
+    ExpectIntact(crashed, kKeys + kKeys / 8, "crashed after a clean close");
+    std::string msg = ExpectRefusedUnchanged(ZeroHeap(crashed), "crashed after a clean close, heap zeroed");
+    EXPECT_NE(msg.find("damage cut it short"), std::string::npos) << msg;
+
+    // Never closed: the floor raised by the splits covers it.
+    Image never = Build(kind, kKeys, /*clean=*/false);
+    if (never.leaves <= 2 * std::max<uint64_t>(16, std::thread::hardware_concurrency())) continue;
+    ExpectIntact(never.bytes, kKeys, "crashed, never closed");
+    msg = ExpectRefusedUnchanged(ZeroHeap(never.bytes), "crashed, never closed, heap zeroed");
+    EXPECT_NE(msg.find("damage cut it short"), std::string::npos) << msg;
+  }
+}
+
+// Key "key<i>", value "v<i>".
+Status Put(kv::Store& st, int i) {
+  char key[32], value[32];
+  std::snprintf(key, sizeof key, "key%d", i);
+  std::snprintf(value, sizeof value, "v%d", i);
+  const std::string_view v = value;
+  return st.Write(key, &v, kv::Store::Cond::kNone, 0);
+}
+
+// The same over a key-value store (its index is the leaf-list tree's).
+TEST(DamageChecks, ZeroedHeapOfCrashedKvStoreIsRefused) {
+  for (std::string kind : {"lbtree", "fptree"}) {
+    SCOPED_TRACE(kind);
+    PoolOptions po;
+    po.size = 16ull << 20;
+    po.max_size = 64ull << 20;
+    po.kind = kind;
+    po.incompat_flags = pm::kIncompatKvStore;
+    auto pool = Pool::CreateInMemory(po);
+    ASSERT_TRUE(pool.ok());
+    std::vector<std::byte> closed;
+    {
+      auto st = kv::Store::Create(pool.value().get(), kind, "");
+      ASSERT_TRUE(st.ok()) << st.status().ToString();
+      for (int i = 0; i < 3000; ++i) ASSERT_TRUE(Put(*st.value(), i).ok());
+      ASSERT_TRUE(st.value()->Close().ok());
+    }
+    auto b = pool.value()->bytes();
+    closed.assign(b.begin(), b.end());
+    const uint64_t one = 1;
+    std::memcpy(closed.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
+    auto again = Pool::OpenImage(closed);
+    ASSERT_TRUE(again.ok());
+    auto st = kv::Store::Open(again.value().get());
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    for (int i = 3000; i < 3300; ++i) ASSERT_TRUE(Put(*st.value(), i).ok());
+    auto cb = again.value()->bytes();
+    const std::vector<std::byte> zeroed = ZeroHeap({cb.begin(), cb.end()});
+    auto dmg = Pool::OpenImage(zeroed);
+    ASSERT_TRUE(dmg.ok());
+    auto refused = kv::Store::Open(dmg.value().get());
+    ASSERT_FALSE(refused.ok()) << "a store whose heap reads as zeros opened";
+    EXPECT_TRUE(refused.status().is_corruption()) << refused.status().ToString();
+    EXPECT_NE(refused.status().message().find("damage cut it short"), std::string_view::npos)
+        << refused.status().ToString();
+    auto after = dmg.value()->bytes();
+    EXPECT_TRUE(std::equal(after.begin(), after.end(), zeroed.begin())) << "the refused open wrote";
   }
 }
 

@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,9 +28,11 @@
 #include "gtest/gtest.h"
 #include "index/index.h"
 #include "kv/store.h"
+#include "pmindex/db.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pool_images.h"
+#include "temp_files.h"
 
 namespace pmindex {
 namespace {
@@ -321,6 +325,55 @@ TEST(DamageChecks, ZeroedHeapOfCrashedKvStoreIsRefused) {
         << refused.status().ToString();
     auto after = dmg.value()->bytes();
     EXPECT_TRUE(std::equal(after.begin(), after.end(), zeroed.begin())) << "the refused open wrote";
+  }
+}
+
+// A header rewritten with a valid checksum but without the key-value
+// store's flag, over a store's pool: a plain open would recover the index
+// alone and give every store block back. Root slot 5 (the store's clock
+// reservation, which no index kind uses) gives the store away: refused
+// before anything is written, through open_index and through Db::Open.
+TEST(DamageChecks, StorePoolWithoutItsFlagIsRefused) {
+  for (bool crashed : {true, false}) {
+    SCOPED_TRACE(crashed ? "crashed" : "closed cleanly");
+    PoolOptions po;
+    po.size = 4ull << 20;
+    po.max_size = 64ull << 20;
+    po.kind = "lbtree";
+    po.incompat_flags = pm::kIncompatKvStore;
+    auto pool = Pool::CreateInMemory(po);
+    ASSERT_TRUE(pool.ok());
+    auto st = kv::Store::Create(pool.value().get(), "lbtree", "");
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    for (int i = 0; i < 500; ++i) ASSERT_TRUE(Put(*st.value(), i).ok());
+    if (!crashed) {
+      ASSERT_TRUE(st.value()->Close().ok());
+      st.value().reset();
+    }
+    auto b = pool.value()->bytes();
+    std::vector<std::byte> forged(b.begin(), b.end());
+    pm::PoolHeader h;
+    std::memcpy(&h, forged.data(), sizeof h);
+    if (!crashed) h.clean = 1;
+    h.incompat_flags &= ~pm::kIncompatKvStore;
+    h.checksum = pm::HeaderChecksum(h);
+    std::memcpy(forged.data(), &h, sizeof h);
+    std::string msg = ExpectRefusedUnchanged(forged, "store's flag cleared");
+    EXPECT_NE(msg.find("root slot 5"), std::string::npos) << msg;
+
+    testing::TempDir dir("forged-store");
+    const std::string path = dir.path("forged.pool");
+    {
+      std::ofstream out(path, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(forged.data()), static_cast<std::streamsize>(forged.size()));
+    }
+    auto db = Db::Open(path);
+    ASSERT_FALSE(db.ok());
+    EXPECT_TRUE(db.status().is_corruption()) << db.status().ToString();
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_EQ(now.size(), forged.size());
+    EXPECT_EQ(std::memcmp(now.data(), forged.data(), now.size()), 0) << "Db::Open wrote the file";
   }
 }
 

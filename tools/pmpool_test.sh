@@ -217,9 +217,15 @@ cp "$V" "$DIR/extra.pool"
 dd if="$V" of="$DIR/extra.pool" bs=8 skip=$((4096 / 8)) seek=$(((4096 + 8 * 30) / 8)) count=1 \
   conv=notrunc status=none
 expect_refused "$DIR/extra.pool" "would reclaim" "$PMPOOL" verify "$DIR/extra.pool"
-# The same pool not closed cleanly: a crash's bound would let recovery give
-# the page back, but verify allows only what a clean close leaves.
+# The same pool not closed cleanly, with five such pages (26..30): a
+# crash's bound would let recovery give them back, but verify allows only
+# what a clean close leaves plus what one writer's crash can (nvtree: 4).
 cp "$DIR/extra.pool" "$DIR/extra-crashed.pool" && patch "$DIR/extra-crashed.pool" 2176 '\000'
+for pg in 26 27 28 29; do
+  [ "$(word "$V" $pg)" = 0 ] || fail "page $pg used"
+  dd if="$V" of="$DIR/extra-crashed.pool" bs=8 skip=$((4096 / 8)) seek=$(((4096 + 8 * pg) / 8)) \
+    count=1 conv=notrunc status=none
+done
 expect_refused "$DIR/extra-crashed.pool" "would reclaim.*not closed cleanly" \
   "$PMPOOL" verify "$DIR/extra-crashed.pool"
 # salvage: every entry, the source unchanged (bytes and mtime).

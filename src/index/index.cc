@@ -215,7 +215,8 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& op
       a->SetRecoveryBound(RecoveryBound(*info, pool->was_clean()));
       break;
     case ReclaimBound::kAsIfClean:
-      a->SetRecoveryBound(RecoveryBound(*info, /*was_clean=*/true));
+      a->SetRecoveryBound(RecoveryBound(*info, /*was_clean=*/true) +
+                          (pool->was_clean() ? 0 : info->verify_after_crash));
       break;
     case ReclaimBound::kNone:
       a->SetRecoveryBound(UINT64_MAX);

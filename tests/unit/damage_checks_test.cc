@@ -262,11 +262,14 @@ TEST(DamageChecks, ZeroedHeapOfCrashedPoolIsRefused) {
     ASSERT_TRUE(pool.ok());
     auto idx = open_index(pool.value().get());
     ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-    for (int i = kKeys; i < kKeys + kKeys / 8; ++i) ASSERT_TRUE(idx.value()->insert(ImageKey(i), i).ok());
+    for (int i = kKeys; i < kKeys + kKeys / 8; ++i) {
+      ASSERT_TRUE(idx.value()->insert(ImageKey(i), i).ok());
+    }
     auto b = pool.value()->bytes();
     const std::vector<std::byte> crashed(b.begin(), b.end());
     ExpectIntact(crashed, kKeys + kKeys / 8, "crashed after a clean close");
-    std::string msg = ExpectRefusedUnchanged(ZeroHeap(crashed), "crashed after a clean close, heap zeroed");
+    std::string msg =
+        ExpectRefusedUnchanged(ZeroHeap(crashed), "crashed after a clean close, heap zeroed");
     EXPECT_NE(msg.find("damage cut it short"), std::string::npos) << msg;
 
     // Never closed: the floor raised by the splits covers it.
@@ -365,7 +368,8 @@ TEST(DamageChecks, StorePoolWithoutItsFlagIsRefused) {
     const std::string path = dir.path("forged.pool");
     {
       std::ofstream out(path, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(forged.data()), static_cast<std::streamsize>(forged.size()));
+      out.write(reinterpret_cast<const char*>(forged.data()),
+                static_cast<std::streamsize>(forged.size()));
     }
     auto db = Db::Open(path);
     ASSERT_FALSE(db.ok());

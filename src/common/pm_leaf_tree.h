@@ -858,14 +858,19 @@ class PmLeafTree final : public Index {
     RaiseLeafFloor(n);
   }
   // Raises the floor CheckLeafFloor compares after a crash (the node count
-  // of root slot 7) to the routed leaves, less one split per assumed writer
-  // (a split's new leaf is routed before it is linked), so that a pool that
-  // crashed without ever being closed is covered too. Only when the hints
-  // are rewritten (the leaves doubled): one root slot write each time.
+  // of root slot 7) toward the routed leaves, so that a pool that crashed
+  // without ever being closed is covered too. A split's new leaf is routed
+  // before it is linked, so routed leaves may be missing from the list, one
+  // per writer in the middle of a split: the floor leaves room for the
+  // assumed writers (the hardware threads, at least 16) and at least for
+  // half of the leaves (more writer threads than that, all preempted in a
+  // split, cannot make a legitimate crash look damaged). Only when the
+  // hints are rewritten (the leaves doubled): one root slot write each time.
   void RaiseLeafFloor(uint64_t routed) {
     const uint64_t writers = std::max<uint64_t>(16, std::thread::hardware_concurrency());
     if (routed <= writers) return;
-    const uint64_t floor = std::min<uint64_t>(routed - writers, (uint64_t{1} << 23) - 1);
+    const uint64_t floor =
+        std::min({routed - writers, routed / 2, (uint64_t{1} << 23) - 1});
     const uint64_t rec = pool_->root(pm::kCleanCloseSlot);
     if (rec != 0 && pm::CleanCloseNodes(rec) >= floor) return;
     pool_->WriteRoot(pm::kCleanCloseSlot,

@@ -59,10 +59,13 @@ int main(int argc, char** argv) {
   app.add_option("--create", create,
                  "if the pool file does not exist, create it over this index kind, "
                  "KIND or KIND:OPTIONS (e.g. lbtree or lbtree:node=256)");
+  // The smallest first file that holds the header and both page-table
+  // copies for DbOptions' default max_size (64 GiB: 4.25 MiB) plus one
+  // heap page, which Pool::Create requires.
   app.add_option("--pool-size-mb", pool_size_mb,
-                 "size of a new pool's first file in MiB (it grows by segments)")
+                 "size of a new pool's first file in MiB, at least 5 (it grows by segments)")
       ->capture_default_str()
-      ->check(CLI::Range(4, 1 << 20));
+      ->check(CLI::Range(5, 1 << 20));
   app.add_option("--memcached-port", memcached_port,
                  "memcached text protocol port: a number, 0 = off, auto = a free port")
       ->capture_default_str();

@@ -521,7 +521,14 @@ int Salvage(const SalvageArgs& a) {
       from = kv.back().key + 1;
     }
   }
-  const uint64_t src_entries = index->stats().entries;
+  const IndexStats src_stats = index->stats();
+  const uint64_t src_entries = src_stats.entries;
+  uint64_t cut_subtrees = 0;
+  for (const auto& [name, value] : src_stats.extra)
+    if (name == "salvage_cut_subtrees") cut_subtrees = static_cast<uint64_t>(value);
+  // What a clean close recorded (root slot 7, kinds that keep the record),
+  // to tell the user how much could not be copied.
+  const uint64_t close_rec = info->clean ? copy->root(pm::kCleanCloseSlot) : 0;
   IgnoreError(index->close(), "the in-memory copy is dropped: its close has nothing to keep");
   index.reset();
   copy.reset();
@@ -574,6 +581,17 @@ int Salvage(const SalvageArgs& a) {
   }
   std::printf("  reached:     %" PRIu64 " entries scanned; the index counted %" PRIu64 "\n",
               static_cast<uint64_t>(kv.size() + dropped), src_entries);
+  if (cut_subtrees != 0) {
+    std::printf("  cut off:     %" PRIu64 " subtree(s) whose node failed its checks (not copied)\n",
+                cut_subtrees);
+  }
+  if (close_rec != 0) {
+    const uint64_t recorded = pm::CleanCloseEntries(close_rec);
+    std::printf("  recorded:    %" PRIu64 " entries at the last clean close; %s\n", recorded,
+                recorded > kv.size()
+                    ? (std::to_string(recorded - kv.size()) + " could not be copied").c_str()
+                    : "all were copied");
+  }
   std::printf("  unreachable: %s; blocks in pages that also hold reachable ones are not "
               "counted\n",
               Units(rep).c_str());

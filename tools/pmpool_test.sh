@@ -217,9 +217,15 @@ cp "$V" "$DIR/extra.pool"
 dd if="$V" of="$DIR/extra.pool" bs=8 skip=$((4096 / 8)) seek=$(((4096 + 8 * 30) / 8)) count=1 \
   conv=notrunc status=none
 expect_refused "$DIR/extra.pool" "would reclaim" "$PMPOOL" verify "$DIR/extra.pool"
-# The same pool not closed cleanly: a crash's bound would let recovery give
-# the page back, but verify allows only what a clean close leaves.
+# The same pool not closed cleanly, with five such pages (26..30): a
+# crash's bound would let recovery give them back, but verify allows only
+# what a clean close leaves plus what one writer's crash can (nvtree: 4).
 cp "$DIR/extra.pool" "$DIR/extra-crashed.pool" && patch "$DIR/extra-crashed.pool" 2176 '\000'
+for pg in 26 27 28 29; do
+  [ "$(word "$V" $pg)" = 0 ] || fail "page $pg used"
+  dd if="$V" of="$DIR/extra-crashed.pool" bs=8 skip=$((4096 / 8)) seek=$(((4096 + 8 * pg) / 8)) \
+    count=1 conv=notrunc status=none
+done
 expect_refused "$DIR/extra-crashed.pool" "would reclaim.*not closed cleanly" \
   "$PMPOOL" verify "$DIR/extra-crashed.pool"
 # salvage: every entry, the source unchanged (bytes and mtime).
@@ -273,6 +279,46 @@ case $KIND in
     "$PMPOOL" scan "$DIR/cut.salvaged" | sort >"$DIR/cut.scan"
     sort "$DIR/v.scan" | comm -23 "$DIR/cut.scan" - | grep -q . && fail "salvage invented entries"
     expect_ok "$PMPOOL" verify "$DIR/cut.salvaged"
+    ;;
+esac
+
+# cddstree: salvage of a pool with a zeroed 4 KiB page (four 1 KiB nodes)
+# or a zeroed 256 KiB page, clean or not closed cleanly, never
+# crashes: it copies what is reachable past the damage and says how much
+# it could not copy (clean: against the count the close recorded), or
+# refuses with one line (the root itself was zeroed); the source is
+# unchanged either way.
+case $KIND in
+  cddstree)
+    for dmg in 4k:4096:$(((262144 + 2 * 262144) / 4096 + 10)) 256k:262144:2; do
+      name=${dmg%%:*} rest=${dmg#*:}
+      for st in clean crashed; do
+        Z="$DIR/zero-$name-$st.pool"
+        cp "$V" "$Z"
+        dd if=/dev/zero of="$Z" bs=${rest%%:*} seek=${rest#*:} count=1 conv=notrunc status=none
+        [ "$st" = crashed ] && patch "$Z" 2176 '\000'
+        before=$(state "$Z")
+        timeout 60 "$PMPOOL" salvage "$Z" "$Z.salvaged" >"$DIR/out" 2>"$DIR/err"
+        rc=$?
+        [ "$(state "$Z")" = "$before" ] || fail "salvage changed $Z"
+        if [ "$rc" -eq 0 ]; then
+          n=$(sed -n 's/.*copied \([0-9]*\) entries.*/\1/p' "$DIR/out")
+          [ -n "$n" ] && [ "$n" -lt $NKEYS ] || fail "salvage of $Z: $(cat "$DIR/out")"
+          if [ "$st" = clean ]; then
+            grep -q "^  recorded: *$NKEYS entries.* $((NKEYS - n)) could not be copied" "$DIR/out" ||
+              fail "salvage of $Z does not say what it could not copy: $(cat "$DIR/out")"
+          fi
+          "$PMPOOL" scan "$Z.salvaged" | sort >"$DIR/z.scan"
+          sort "$DIR/v.scan" | comm -23 "$DIR/z.scan" - | grep -q . &&
+            fail "salvage of $Z invented entries"
+        elif [ "$rc" -eq 1 ]; then
+          [ "$(wc -l <"$DIR/err")" -eq 1 ] || fail "salvage of $Z: $(cat "$DIR/err")"
+          [ -e "$Z.salvaged" ] && fail "a refused salvage of $Z left $Z.salvaged"
+        else
+          fail "salvage of $Z: exit status $rc: $(cat "$DIR/err")"
+        fi
+      done
+    done
     ;;
 esac
 

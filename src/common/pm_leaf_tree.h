@@ -637,6 +637,7 @@ class PmLeafTree final : public Index {
       if (all[i].count != 0) kept.push_back(all[i]);
     PMINDEX_RETURN_IF_ERROR(VisitKeptPairs(kept, drops));
     PMINDEX_RETURN_IF_ERROR(CheckCleanCloseRecord(kept));
+    PMINDEX_RETURN_IF_ERROR(CheckLeafFloor(all.size()));
     // Every kept block must be one the allocator accepts (else
     // FinishRecovery refuses the pool after the repairs below): marked in
     // DRAM, then checked.
@@ -661,6 +662,14 @@ class PmLeafTree final : public Index {
     PMINDEX_RETURN_IF_ERROR(alloc_->CheckRecoveryBound());
     PMINDEX_RETURN_IF_ERROR(pool_->MarkInUse());
     if constexpr (Policy::kMetaBytes > 0) policy_.RepairMeta(meta, pool_);
+    // The floor for the next open after a crash is the list the repairs
+    // leave (the kept leaves), recorded before the first unlink.
+    if (!pool_->was_clean() && !salvage_) {
+      uint64_t entries = 0;
+      for (const auto& li : kept) entries += static_cast<uint64_t>(li.count);
+      const uint64_t rec = pm::CleanCloseRecord(entries, kept.size());
+      if (pool_->root(pm::kCleanCloseSlot) != rec) pool_->WriteRoot(pm::kCleanCloseSlot, rec);
+    }
     // Stale lock bits, interrupted leaf operations (after the split
     // replays, which may leave a leaf for RecoverLeaf to finish).
     ParallelFor(all.size(), [&](size_t i) { pool_->to_ptr<LeafT>(all[i].ptr)->RecoverLeaf(); });
@@ -768,6 +777,27 @@ class PmLeafTree final : public Index {
                               " leaves, but its leaf list holds " + std::to_string(entries) + " in " +
                               std::to_string(kept.size()) + " (damaged leaves); nothing was changed");
   }
+  // The clean-close record is also a floor after a crash: no leaf leaves
+  // the PM list outside recovery (deletes leave empty leaves on it;
+  // bulk_load needs a list of the head alone), so from the open that
+  // followed the record's write (a clean close's, or a crashed open's,
+  // written above before its first unlink) until a crash, the list holds
+  // at least the leaves it counts. A shorter list was cut by damage: a
+  // zeroed leaf reads as an empty leaf without a sibling, and a heap that
+  // reads as zeros leaves the head alone, which recovery would otherwise
+  // accept as an empty index. (The count is kept modulo 2^23, which never
+  // exceeds the true count, so the check is only weaker past 2^23 leaves.)
+  Status CheckLeafFloor(size_t on_list) const {
+    if (salvage_ || pool_->was_clean()) return Status::OK();
+    const uint64_t rec = pool_->root(pm::kCleanCloseSlot);
+    if (rec == 0 || on_list >= pm::CleanCloseNodes(rec)) return Status::OK();
+    return Status::Corruption(std::string(Policy::kName) + ": the leaf list holds " +
+                              std::to_string(on_list) + " leaves, but it held " +
+                              std::to_string(pm::CleanCloseNodes(rec)) +
+                              " when the pool was last closed or recovered and no leaf leaves it "
+                              "before recovery, so damage cut it short (a zeroed leaf or heap); "
+                              "nothing was changed");
+  }
   // Writes the clean-close record (close(), no writer running).
   void WriteCleanCloseRecord() {
     uint64_t entries = 0, leaves = 0;
@@ -825,6 +855,26 @@ class PmLeafTree final : public Index {
       pm::naw(&h->count, k);
     }
     hinted_leaves_ = n;
+    RaiseLeafFloor(n);
+  }
+  // Raises the floor CheckLeafFloor compares after a crash (the node count
+  // of root slot 7) toward the routed leaves, so that a pool that crashed
+  // without ever being closed is covered too. A split's new leaf is routed
+  // before it is linked, so routed leaves may be missing from the list, one
+  // per writer in the middle of a split: the floor leaves room for the
+  // assumed writers (the hardware threads, at least 16) and at least for
+  // half of the leaves (more writer threads than that, all preempted in a
+  // split, cannot make a legitimate crash look damaged). Only when the
+  // hints are rewritten (the leaves doubled): one root slot write each time.
+  void RaiseLeafFloor(uint64_t routed) {
+    const uint64_t writers = std::max<uint64_t>(16, std::thread::hardware_concurrency());
+    if (routed <= writers) return;
+    const uint64_t floor =
+        std::min({routed - writers, routed / 2, (uint64_t{1} << 23) - 1});
+    const uint64_t rec = pool_->root(pm::kCleanCloseSlot);
+    if (rec != 0 && pm::CleanCloseNodes(rec) >= floor) return;
+    pool_->WriteRoot(pm::kCleanCloseSlot,
+                     pm::CleanCloseRecord(rec != 0 ? pm::CleanCloseEntries(rec) : 0, floor));
   }
 
   // ---------------------------------------------------------- locking

@@ -160,6 +160,17 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& op
     return Status::WrongKind("pool holds a plain index of kind \"" + std::string(pool->kind()) +
                              "\", not a key-value store: open it with Db::Open");
   }
+  // The structure must match the header: root slot 5 is written only by a
+  // key-value store (its clock reservation) and no index kind uses it. A
+  // header without the store's flag over a pool holding one (a damaged or
+  // forged header with a valid checksum) would let recovery free every
+  // store block as unreachable; refused before anything is read or written.
+  if (!kv_pool && pool->root(pm::kStoreSlot) != 0) {
+    return Status::Corruption(
+        "pool's header says a plain index of kind \"" + std::string(pool->kind()) +
+        "\", but root slot 5 holds a key-value store's clock reservation: the header does not "
+        "match the pool (damaged or rewritten); nothing was changed");
+  }
   const IndexInfo* info = Registry::Get().Find(pool->kind());
   if (info == nullptr) {
     return Status::NotSupported("pool holds index kind \"" + std::string(pool->kind()) +
@@ -204,7 +215,8 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& op
       a->SetRecoveryBound(RecoveryBound(*info, pool->was_clean()));
       break;
     case ReclaimBound::kAsIfClean:
-      a->SetRecoveryBound(RecoveryBound(*info, /*was_clean=*/true));
+      a->SetRecoveryBound(RecoveryBound(*info, /*was_clean=*/true) +
+                          (pool->was_clean() ? 0 : info->verify_after_crash));
       break;
     case ReclaimBound::kNone:
       a->SetRecoveryBound(UINT64_MAX);

@@ -141,7 +141,9 @@ enum class ReclaimBound {
   // writer thread after a crash.
   kByCleanFlag,
   // unreachable_after_clean even after a crash: what a clean close leaves
-  // (`pmpool verify`). A crashed pool with more is refused unchanged.
+  // (`pmpool verify`), plus IndexInfo::verify_after_crash for a pool that
+  // was not closed cleanly (nvtree's writers leave replaced LNs in their
+  // caches). A crashed pool with more is refused unchanged.
   kAsIfClean,
   // No bound: recovery gives back whatever it does not reach. Only for a
   // copy of a damaged pool (`pmpool salvage` opens an in-memory image).

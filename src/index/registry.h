@@ -69,6 +69,15 @@ struct IndexInfo {
   // open_index refuses (Corruption, nothing written) beyond that.
   uint32_t unreachable_after_clean = 0;
   uint32_t unreachable_per_writer = 4;
+  // What `pmpool verify` (ReclaimBound::kAsIfClean) allows on top of
+  // unreachable_after_clean when the pool was not closed cleanly: the
+  // units one writer's crash leaves in the kind's normal use, beyond an
+  // allocation that happens to open a page (kinds that free nothing on
+  // their write paths: 0). nvtree: the LNs its splits replaced wait in the
+  // writer's allocator cache and epoch list, and with its adaptive LN
+  // sizes their pages often hold nothing else (a kill -9 of `pmpool load`
+  // left 3).
+  uint32_t verify_after_crash = 0;
   // Simulated NUMA nodes the shared scenarios give this index's pools
   // (alloc::Topology::Simulated; 0: the machine's topology), for indexes
   // whose code paths differ with more than one node (nobtree).

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <vector>
 
+#include "pm/lock_holder.h"
 #include "pm/persist.h"
 #include "pm/pool_format.h"
 #include "util/check.h"
@@ -626,7 +627,10 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
   // this process, gets its own description and is refused here.
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return fail(Status::Busy("pool " + path + " is open in another process"));
+      const bool here = pm::FlockHeldByThisProcess(fd);
+      return fail(Status::Busy("pool " + path +
+                               (here ? " is already open in this process"
+                                     : " is open in another process")));
     }
     return fail(Status::IOError(SysError("cannot lock", path, errno)));
   }

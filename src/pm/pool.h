@@ -126,7 +126,8 @@ class Pool {
   // Errors, all leaving the content of every file unchanged: NotFound,
   // Corruption (not a pool, not a regular file, bad checksum, truncated or
   // resized file, missing segment), NotSupported (newer format, unknown
-  // incompatible feature), WrongKind, Busy (open in another process),
+  // incompatible feature), WrongKind, Busy (open in another process, or
+  // already open in this process),
   // OutOfSpace (no room to fill the holes of a sparse file), IOError.
   static Result<std::unique_ptr<Pool>> Open(const std::string& path, const OpenOptions& opt = {});
 

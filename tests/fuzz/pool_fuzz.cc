@@ -11,7 +11,8 @@
 //            (small first size and segment size), then closed.
 // Each base is damaged by every mutation class (truncation, bit flips in the
 // header, the root slots, the page table and the heap, byte overwrites,
-// zeroed 4 KiB and 256 KiB pages, damaged / truncated / removed segment
+// zeroed 4 KiB and 256 KiB pages, zeroed or hole-punched heap ranges up to
+// the whole heap, damaged / truncated / removed segment
 // files, forged headers with a valid checksum, forged root slots: both copies
 // valid, holding a wrong value).
 //
@@ -551,6 +552,40 @@ void MRootDamage(const Base& b, Rng& r, Mutant& m, const std::vector<std::string
   m.desc = "forged root slot " + std::to_string(slot) + " " + Hex(v) + " -> " + Hex(nv) + " (" + how + ")";
 }
 
+// ------------------------------------------- zeroed or hole-punched heaps
+// What a punched hole, a sparse or partial copy, or `truncate -s` down and
+// back up leaves: a range of the heap reads as zeros (the header and page
+// tables intact). Recovery must refuse it, or find every key; above all it
+// must not open an empty or shortened index and mark it clean. The crashed
+// base only (the cleanly closed ones have their clean-close and content
+// records, which zero-4k and zero-256k exercise), to keep the CI budget.
+void MZeroHeap(const Base& b, Rng& r, Mutant& m, const std::vector<std::string>&) {
+  if (b.name != "crashed") {
+    m.applicable = false;
+    return;
+  }
+  const uint64_t total = TotalSize(m.fs);
+  uint64_t from, len;
+  switch (r.Below(3)) {
+    case 0:  // the whole heap (truncate to the page tables, then back)
+      from = b.heap_begin;
+      len = total - from;
+      m.desc = "zero the whole heap from " + std::to_string(from);
+      break;
+    case 1:  // from a point in the pages in use to the end (a partial copy)
+      from = UsedHeapOffset(b, r) / 4096 * 4096;
+      len = total - from;
+      m.desc = "zero the heap from " + std::to_string(from) + " to the end";
+      break;
+    default:  // a hole of 1 to 64 pages of 4 KiB in the pages in use
+      from = UsedHeapOffset(b, r) / 4096 * 4096;
+      len = 4096 * (1 + r.Below(64));
+      m.desc = "punch a hole of " + std::to_string(len) + " bytes at " + std::to_string(from);
+      break;
+  }
+  ZeroRange(m.fs, from, len);
+}
+
 struct MutationClass {
   const char* name;
   MutateFn fn;
@@ -562,6 +597,7 @@ const MutationClass kClasses[] = {
     {"flip-ptable", MFlipPageTable}, {"flip-heap", MFlipHeap},    {"overwrite", MOverwrite},
     {"zero-4k", MZero4k},           {"zero-256k", MZero256k},     {"forge-header", MForgeHeader},
     {"root-slot", MRootDamage},
+    {"zero-heap", MZeroHeap},
 };
 
 bool IsRemoved(const std::string& f) { return f.size() == 8 && f == std::string("\x01REMOVED", 8); }
@@ -748,7 +784,7 @@ const char* const kHelp =
     "  --index KIND   only this index kind\n"
     "  --class NAME   only this mutation class (none, trunc-main, trunc-seg, remove-seg,\n"
     "                 damage-seg, flip-header, flip-root, flip-ptable, flip-heap, overwrite,\n"
-    "                 zero-4k, zero-256k, forge-header, root-slot)\n"
+    "                 zero-4k, zero-256k, forge-header, root-slot, zero-heap)\n"
     "  --keys N       keys in the clean and crashed bases (default 2000)\n"
     "  --kv-kinds L   also KvStore pools over these kinds, a comma list (default\n"
     "                 lbtree,fptree; none: no KvStore pools); --index filters them too\n"

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "pm/pool_format.h"
 #include "pm/pptr_decode.h"
@@ -121,7 +122,8 @@ Status CddsTree::Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key
   // The repaired copy must pass verify()'s checks: the repairs leave a
   // tree verify accepts after any crash (pmcrash checks it), so what fails
   // here is damage. A salvage copy (IndexEnv::salvage) keeps what it can
-  // reach: only the pointer checks apply there.
+  // reach: SalvageCut has already cut every live entry to a node that
+  // fails its checks, so only the collection runs there.
   if (env_.salvage) {
     if (!x->leaf) {
       for (uint32_t i = 0; i < x->n; ++i)
@@ -146,6 +148,30 @@ Status CddsTree::Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key
     PMINDEX_RETURN_IF_ERROR(Validate(x->e[lv[j]].val, depth + 1, clo, chh, chi, leaf_depth, entries, content, nodes));
   }
   return Status::OK();
+}
+
+bool CddsTree::SalvageCut(uint64_t raw, uint32_t depth, std::unordered_set<uint64_t>* seen,
+                          uint64_t* cut) {
+  if (depth >= kMaxHeight || !CheckNode(raw).ok() || !seen->insert(raw).second) return false;
+  Node* x = N(raw);
+  const uint64_t v = gv();
+  // The copy is written from here on: the repairs first, so that the cuts
+  // below see the entries that stay live (Recover repeats them, a no-op).
+  RepairEntries(x, v, [](uint64_t* w, uint64_t val) { pm::store(w, val); });
+  if (x->leaf) return true;
+  bool any = false;
+  for (uint32_t i = 0; i < x->n; ++i) {
+    if (!x->e[i].live(v)) continue;
+    if (SalvageCut(x->e[i].val, depth + 1, seen, cut)) {
+      any = true;
+    } else {
+      pm::store(&x->e[i].end, uint64_t{0});  // dead, as recovery's neutralized entries
+      ++*cut;
+    }
+  }
+  // An inner node without a live entry (a zeroed node reads as one) routes
+  // nowhere: lookup, stats and scan descend through a live entry.
+  return any;
 }
 
 Status CddsTree::Recover(uint64_t raw, uint32_t depth) {
@@ -174,6 +200,20 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
   t->meta_ = md.value();
   if (t->meta_->tag != kTag || t->meta_->node_bytes != node_bytes)
     return Status::Corruption("cddstree: bad meta block");
+  if (env.salvage) {
+    // A salvage copy (in memory, IndexEnv::salvage) keeps every subtree
+    // that passes the node checks and cuts the live entries to the others
+    // (a bad pointer or header, a zeroed node, a node reached twice, a
+    // path deeper than the limit), writing the cuts into the copy, so that
+    // every walk of the copy (lookup, scan, stats, for_each_block) reaches
+    // only nodes that passed them.
+    std::unordered_set<uint64_t> seen;
+    uint64_t cut = 0;
+    if (!t->SalvageCut(t->meta_->root, 0, &seen, &cut))
+      return Status::Corruption("cddstree: the root node " + Hex(t->meta_->root) +
+                                " fails its checks; nothing is reachable");
+    t->salvage_cuts_ = cut;
+  }
   // Validation, reads only (issue 15): every node reachable through the
   // entries that will be live after the repairs, and the allocator's
   // acceptance of every block; then the repairs.
@@ -620,6 +660,9 @@ IndexStats CddsTree::stats() {
   });
   s.height = 1;
   for (Node* x = N(meta_->root); !x->leaf; x = N(x->e[Route(x, 0)].val)) ++s.height;
+  if (salvage_cuts_ != 0) {
+    s.extra.push_back({"salvage_cut_subtrees", static_cast<double>(salvage_cuts_)});
+  }
   return s;
 }
 

@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 #include <shared_mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "alloc/allocator.h"
@@ -142,6 +143,10 @@ class CddsTree final : public Index {
   Status Validate(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,
                   uint64_t* entries, common::ContentSum* content, std::vector<uint64_t>* nodes) const;
   Status Recover(uint64_t raw, uint32_t depth);
+  // Salvage copies only: repairs the node at raw in the copy and cuts
+  // (end = 0) each live entry whose subtree fails the node checks; false if
+  // the node itself is unusable. *cut counts the entries cut.
+  bool SalvageCut(uint64_t raw, uint32_t depth, std::unordered_set<uint64_t>* seen, uint64_t* cut);
   Status CheckNode(uint64_t raw) const;
   Status VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, Key hi, uint32_t* leaf_depth,
                     uint64_t* entries);
@@ -154,6 +159,7 @@ class CddsTree final : public Index {
   // True until Create or Open succeeds (a refused open writes nothing),
   // and after close().
   bool closed_ = true;
+  uint64_t salvage_cuts_ = 0;  // subtrees SalvageCut cut off (stats().extra)
   mutable std::shared_mutex mu_;
 };
 

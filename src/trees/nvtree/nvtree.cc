@@ -1021,6 +1021,7 @@ PMINDEX_REGISTER_INDEX(nvtree, {
     },
     .marks_in_use = true,
     .unreachable_after_clean = 1,  // the snapshot block, freed by recovery
+    .verify_after_crash = 4,       // one writer's replaced LNs (registry.h)
 });
 
 }  // namespace

@@ -45,6 +45,9 @@ namespace pmindex {
 class Index;
 enum class ReclaimBound;  // index/index.h
 struct OpenIndexOptions;  // index/index.h
+namespace pm {
+class FileSystem;  // pm/file_system.h
+}
 
 // An 8-byte persistent pointer: pool id in the top 16 bits, byte offset
 // from the pool base below. 0 is null.
@@ -94,6 +97,9 @@ struct PoolOptions {
   // In-memory pools only: fill fresh memory with this byte (the crash
   // simulator's poison) instead of zeros. -1 = zeros.
   int poison = -1;
+  // The system calls the pool makes, for its whole life (create, grow,
+  // sync, close). Null = pm::DefaultFileSystem(). Must outlive the pool.
+  pm::FileSystem* file_system = nullptr;
 };
 
 struct OpenOptions {
@@ -107,6 +113,8 @@ struct OpenOptions {
   // of a write path costs microseconds (the original trees' drivers touch
   // every page of their pools before timing).
   bool prefault = false;
+  // As PoolOptions::file_system, for an opened pool.
+  pm::FileSystem* file_system = nullptr;
 };
 
 class Pool {
@@ -153,7 +161,7 @@ class Pool {
     // What Open would give (Inspect probes with a read-only MAP_SYNC map).
     Durability durability = Durability::kVolatile;
   };
-  static Result<Info> Inspect(const std::string& path);
+  static Result<Info> Inspect(const std::string& path, pm::FileSystem* fs = nullptr);
 
   ~Pool();  // Close() if not closed
   Pool(const Pool&) = delete;

@@ -609,7 +609,9 @@ Result<std::unique_ptr<Pool>> Pool::Create(const std::string& path, const PoolOp
     if (err != 0) return fail(SysStatus("cannot write the header of", tmp, err));
     // A regular file with its blocks allocated takes every byte; no
     // progress at all would loop for ever.
-    if (w == 0) return fail(Status::IOError("cannot write the header of " + tmp + ": no bytes written"));
+    if (w == 0) {
+      return fail(Status::IOError("cannot write the header of " + tmp + ": no bytes written"));
+    }
     done += w;
   }
   if (int err = fs.Fsync(fd); err != 0) return fail(SysStatus("cannot fsync", tmp, err));

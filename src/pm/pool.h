@@ -123,7 +123,9 @@ class Pool {
 
   // Creates PATH (must not exist) atomically: written to a temporary file,
   // then renamed. Errors: AlreadyExists, InvalidArgument (size below
-  // kMinSize, max_size < size, kind too long), IOError, OutOfSpace.
+  // kMinSize, max_size < size, kind too long), IOError, OutOfSpace. A
+  // failed create leaves no file behind (docs/pool-format.md, "Errors of
+  // the file system", has what each failing system call gives).
   static Result<std::unique_ptr<Pool>> Create(const std::string& path, const PoolOptions& opt);
 
   // Opens an existing pool and locks it (flock) against other processes.
@@ -171,14 +173,19 @@ class Pool {
   // of the header page, so the cleared flag reaches the file before any data
   // page). Call it before the first write to an opened pool: create_index,
   // open_index and Grow do. Idempotent, thread-safe; writes nothing if the
-  // flag is already clear.
+  // flag is already clear. If the msync fails (IOError/OutOfSpace) the flag
+  // is set back and the caller must not write; the next call starts over.
   Status MarkInUse();
 
   // Syncs, sets the clean-shutdown flag (NAW) if the rules in the comment at
   // the top of this file allow it, unmaps and unlocks. Close (destroy) the
   // index first: a pool closed while an index is attached stays unclean.
+  // A failed sync is returned (IOError/OutOfSpace) and the pool is closed
+  // anyway; if it was the sync before the flag, the flag stays clear and
+  // the next open recovers.
   Status Close();
   // msync of every segment (no-op for in-memory and MAP_SYNC pools).
+  // Errors: IOError, OutOfSpace, naming the segment file.
   Status Sync();
 
   Durability durability() const;
@@ -236,7 +243,8 @@ class Pool {
   size_t pages_mapped() const;           // pages in the currently mapped size
   // Maps at least `min_pages` pages in total by adding segments. Returns
   // OutOfSpace (clear message, nothing changed) past max_size or when the
-  // disk is full. Thread-safe.
+  // disk is full, IOError (nothing changed) when a system call fails.
+  // Thread-safe.
   Status Grow(size_t min_pages);
 
   // The whole mapped range (the crash simulator snapshots it).

@@ -8,6 +8,7 @@
 // pool opens with everything that was acknowledged before the fault (and a
 // failed create leaves no file behind).
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,15 +44,27 @@ constexpr uint64_t kMiB = 1ull << 20;
 // directory: in memory (/dev/shm, tmpfs) when there is one, where a sync
 // costs nothing, so the sweeps take a second instead of a minute of disk
 // waits. The calls and their failures are the same on any file system.
+// Each sweep keeps at most a few pools at a time (RemovePool), under 64
+// MiB; /dev/shm is used only with room to spare (a container's may be
+// small).
 class SweepDir : public TempDir {
  public:
   SweepDir() : TempDir("pmindex-faults", ShmOrDefault()) {}
 
  private:
   static std::string ShmOrDefault() {
-    return access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "";
+    struct statvfs sv;
+    if (access("/dev/shm", W_OK | X_OK) != 0 || statvfs("/dev/shm", &sv) != 0) return "";
+    return static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize >= (256ull << 20) ? "/dev/shm" : "";
   }
 };
+
+// Removes a pool file and its segment files.
+void RemovePool(const std::string& path) {
+  fs::remove(path);
+  for (int i = 1; fs::remove(path + "." + std::to_string(i)); ++i) {
+  }
+}
 
 PoolOptions SmallOptions(pm::FileSystem* fsys) {
   PoolOptions o;
@@ -444,6 +457,8 @@ TEST(PoolFaults, GrowFailsCleanlyAtEveryCallAndThePoolStaysUsable) {
     EXPECT_TRUE(q.value()->was_clean());
     EXPECT_EQ(q.value()->info().segments, 2u);
     ExpectMarked(*q.value(), 5);
+    q = Status::NotFound("");
+    RemovePool(path);
   }
   ExpectSites(sites, {"cannot create segment file ", "no space for ",
                       "cannot fsync segment file ", "cannot open directory ",
@@ -546,6 +561,8 @@ TEST(PoolFaults, SyncAndCloseFailWithoutLosingData) {
     if (i <= 2) {
       EXPECT_FALSE(q.value()->was_clean()) << Describe(f, i, EIO);
     }
+    q = Status::NotFound("");
+    RemovePool(path);
   }
   ExpectSites(sites, {"cannot msync "});
 }
@@ -741,6 +758,7 @@ TEST(DbFaults, OpenOfACrashedPoolFailsCleanlyAtEveryCall) {
     EXPECT_EQ(f.open_fds(), 0u);
     EXPECT_TRUE(Contents(work) == crashed) << Describe(f, i, err);
     ExpectKeys(work, 600, Describe(f, i, err));
+    RemovePool(work);
   }
   EXPECT_FALSE(sites.empty());
 }
@@ -828,6 +846,7 @@ TEST(DbFaults, GrowthFailureLosesNothingAndTheDbKeepsWorking) {
       }
       EXPECT_EQ(f.open_fds(), 0u);
       ExpectKeys(work, total, Describe(f, i, err));
+      RemovePool(work);
     }
   }
   // (ENOSPC from posix_fallocate never shows here: the allocator's retry

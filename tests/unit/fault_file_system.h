@@ -4,6 +4,7 @@
 // Every call is passed to the POSIX file system unless a fault matches it:
 //   FailNth(n, err)        the n-th call counted from the last Reset() fails
 //                          with err (whatever its kind);
+//   FailNthOf(op, n, err)  the n-th call of kind op from the last Reset();
 //   FailEvery(op, err)     every call of kind op fails with err;
 //   ShortTransfers(max)    every pread/pwrite moves at most `max` bytes
 //                          (a short transfer, not an error; 0: none at all).
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pm/file_system.h"
@@ -76,15 +78,17 @@ class FaultFileSystem final : public pm::FileSystem {
     int injected;      // the error injected into this call, 0 if none
   };
 
-  // Forgets the calls recorded and the n of FailNth (counting restarts);
-  // the faults stay armed.
+  // Forgets the calls recorded (FailNth counts from here) and disarms
+  // FailNth; FailEvery and ShortTransfers stay armed.
   void Reset() {
     calls_.clear();
     fail_nth_ = 0;
+    nth_of_.clear();
   }
   // Disarms every fault.
   void Clear() {
     fail_nth_ = 0;
+    nth_of_.clear();
     every_.clear();
     short_max_ = SIZE_MAX;
   }
@@ -92,6 +96,7 @@ class FaultFileSystem final : public pm::FileSystem {
     fail_nth_ = n;
     nth_err_ = err;
   }
+  void FailNthOf(FsOp op, uint64_t n, int err) { nth_of_[op] = {n, err}; }
   void FailEvery(FsOp op, int err) { every_[op] = err; }
   void ShortTransfers(size_t max_bytes) { short_max_ = max_bytes; }
 
@@ -182,6 +187,12 @@ class FaultFileSystem final : public pm::FileSystem {
     auto it = every_.find(op);
     if (it != every_.end()) err = it->second;
     if (fail_nth_ != 0 && calls_.size() + 1 == fail_nth_) err = nth_err_;
+    auto of = nth_of_.find(op);
+    if (of != nth_of_.end()) {
+      uint64_t seen = 1;  // this call
+      for (const Call& c : calls_) seen += c.op == op;
+      if (seen == of->second.first) err = of->second.second;
+    }
     calls_.push_back({op, what, err});
     return err;
   }
@@ -196,6 +207,7 @@ class FaultFileSystem final : public pm::FileSystem {
   uint64_t fail_nth_ = 0;
   int nth_err_ = EIO;
   std::map<FsOp, int> every_;
+  std::map<FsOp, std::pair<uint64_t, int>> nth_of_;  // op -> (n, error)
   size_t short_max_ = SIZE_MAX;
   std::map<int, std::string> fds_;
 };

@@ -17,7 +17,8 @@
 #      threaded test is missed), except suites that run one thread and
 #      start none, to keep the whole run within 30 minutes (release and
 #      ASan run them): the pool-damage suites PoolFile, RootSlots and
-#      ContentRecord (no thread in their files), three slow single-threaded
+#      ContentRecord and the file-system fault sweeps of PoolFaults (no
+#      thread in their files), three slow single-threaded
 #      tests (PoolInMemory.RandomImagesNeverCrash, and DbTest's
 #      CreateOnAnExistingPath... and OpenWithTheWrongExpectedKind..., 20 s
 #      each under TSan) and the single-threaded shared scenarios
@@ -67,6 +68,6 @@ ninja -C build/tsan -j "$jobs" unit_tests scenario_tests server_tests
 step "TSan tests"
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
    ctest -j "$jobs" --output-on-failure -L 'unit|scenario' \
-         -E '^((PoolFile|RootSlots|ContentRecord|OutOfSpace|BulkLoad|Sequential|Oracle|RemoveAll|Empty)\.|PoolInMemory\.RandomImagesNeverCrash$|DbTest\.(CreateOnAnExistingPath|OpenWithTheWrongExpectedKind))')
+         -E '^((PoolFile|PoolFaults|RootSlots|ContentRecord|OutOfSpace|BulkLoad|Sequential|Oracle|RemoveAll|Empty)\.|PoolInMemory\.RandomImagesNeverCrash$|DbTest\.(CreateOnAnExistingPath|OpenWithTheWrongExpectedKind))')
 
 step "all tests passed"

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <vector>
 
+#include "pm/file_system.h"
 #include "pm/lock_holder.h"
 #include "pm/persist.h"
 #include "pm/pool_format.h"
@@ -43,9 +44,6 @@
 #endif
 #ifndef MAP_SYNC
 #define MAP_SYNC 0x80000
-#endif
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
 #endif
 
 namespace pmindex {
@@ -78,6 +76,16 @@ uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
 std::string SysError(const std::string& what, const std::string& path, int err) {
   return what + " " + path + ": " + std::strerror(err);
+}
+
+// The Status of a failed system call (docs/pool-format.md, "Errors of the
+// file system"): OutOfSpace when the file system has no room or a quota or
+// file-size limit is reached, IOError for every other error.
+Status SysStatus(const std::string& what, const std::string& path, int err) {
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+    return Status::OutOfSpace(SysError(what, path, err));
+  }
+  return Status::IOError(SysError(what, path, err));
 }
 
 std::string ByteCount(uint64_t b) {
@@ -201,37 +209,35 @@ const char* FileTypeName(mode_t m) {
 // O_NONBLOCK | O_NOCTTY in case the path was replaced in between, checked
 // again with fstat. `missing` is the Status for a path that does not
 // exist. On success *fd is a blocking descriptor of a regular file.
-Status OpenRegularFile(const std::string& path, int flags, const std::string& what,
-                       const Status& missing, int* fd) {
+Status OpenRegularFile(pm::FileSystem& fs, const std::string& path, int flags,
+                       const std::string& what, const Status& missing, int* fd) {
   *fd = -1;
   struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return missing;
-    return Status::IOError(SysError("cannot stat", path, errno));
+  if (int err = fs.Stat(path, &st); err != 0) {
+    if (err == ENOENT) return missing;
+    return SysStatus("cannot stat", path, err);
   }
   if (!S_ISREG(st.st_mode)) {
     return Status::Corruption(path + " is not a pmindex " + what + " (" +
                               FileTypeName(st.st_mode) + ")");
   }
-  int f = open(path.c_str(), flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (f < 0) {
-    if (errno == ENOENT) return missing;
-    return Status::IOError(SysError("cannot open", path, errno));
+  int f = -1;
+  if (int err = fs.Open(path, flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0, &f); err != 0) {
+    if (err == ENOENT) return missing;
+    return SysStatus("cannot open", path, err);
   }
-  if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int err = errno;
-    close(f);
-    if (!S_ISREG(st.st_mode)) {
-      return Status::Corruption(path + " is not a pmindex " + what + " (" +
-                                FileTypeName(st.st_mode) + ")");
-    }
-    return Status::IOError(SysError("cannot stat", path, err));
+  if (int err = fs.Fstat(f, &st); err != 0) {
+    fs.Close(f);
+    return SysStatus("cannot stat the opened", path, err);
   }
-  int fl = fcntl(f, F_GETFL);
-  if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-    int err = errno;
-    close(f);
-    return Status::IOError(SysError("cannot set flags of", path, err));
+  if (!S_ISREG(st.st_mode)) {
+    fs.Close(f);
+    return Status::Corruption(path + " is not a pmindex " + what + " (" +
+                              FileTypeName(st.st_mode) + ")");
+  }
+  if (int err = fs.SetBlocking(f); err != 0) {
+    fs.Close(f);
+    return SysStatus("cannot set flags of", path, err);
   }
   *fd = f;
   return Status::OK();
@@ -345,16 +351,16 @@ std::string SegmentPath(const std::string& path, uint64_t i) {
 }
 
 // Checks that segment files 1..segments-1 exist with their exact sizes.
-Status CheckSegmentFiles(const PoolHeader& h, const std::string& path) {
+Status CheckSegmentFiles(pm::FileSystem& fs, const PoolHeader& h, const std::string& path) {
   for (uint64_t i = 1; i < h.segments; ++i) {
     std::string sp = SegmentPath(path, i);
     struct stat st;
-    if (stat(sp.c_str(), &st) != 0) {
-      if (errno == ENOENT) {
+    if (int err = fs.Stat(sp, &st); err != 0) {
+      if (err == ENOENT) {
         return Status::Corruption("missing segment file " + sp + " (pool " + path + " has " +
                                   std::to_string(h.segments) + " segments)");
       }
-      return Status::IOError(SysError("cannot stat segment file", sp, errno));
+      return SysStatus("cannot stat segment file", sp, err);
     }
     if (!S_ISREG(st.st_mode)) {
       return Status::Corruption("segment file " + sp + " is not a regular file (" +
@@ -372,9 +378,11 @@ Status CheckSegmentFiles(const PoolHeader& h, const std::string& path) {
 
 // Reads the header of an open pool file into *h and validates the header
 // and the first file's size. Leaves the file unchanged.
-Status ReadHeader(int fd, const std::string& path, PoolHeader* h) {
+Status ReadHeader(pm::FileSystem& fs, int fd, const std::string& path, PoolHeader* h) {
   struct stat st;
-  if (fstat(fd, &st) != 0) return Status::IOError(SysError("cannot stat", path, errno));
+  if (int err = fs.Fstat(fd, &st); err != 0) {
+    return SysStatus("cannot stat (to read the header of)", path, err);
+  }
   if (!S_ISREG(st.st_mode)) {
     return Status::Corruption(path + " is not a pmindex pool (" + FileTypeName(st.st_mode) +
                               ")");
@@ -383,12 +391,14 @@ Status ReadHeader(int fd, const std::string& path, PoolHeader* h) {
   uint64_t have = static_cast<uint64_t>(st.st_size);
   if (have >= pm::kHeaderSize) {
     size_t got = 0;
+    // A short read is continued; end of file before 4 KiB (the file was
+    // cut while being read) leaves `have` short, which is Corruption below.
     while (got < pm::kHeaderSize) {
-      ssize_t r = pread(fd, reinterpret_cast<char*>(h) + got, pm::kHeaderSize - got, got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Status::IOError(SysError("cannot read", path, errno));
+      size_t r = 0;
+      int err = fs.Pread(fd, reinterpret_cast<char*>(h) + got, pm::kHeaderSize - got, got, &r);
+      if (err != 0) return SysStatus("cannot read the header of", path, err);
       if (r == 0) break;
-      got += static_cast<size_t>(r);
+      got += r;
     }
     have = got;
   }
@@ -401,27 +411,26 @@ Status ReadHeader(int fd, const std::string& path, PoolHeader* h) {
   return Status::OK();
 }
 
-Status SyncDirectoryOf(const std::string& path) {
+// Makes a directory entry just created or renamed in path's directory
+// durable. A file system whose directories cannot be fsynced (EINVAL)
+// keeps its entries durable by other means.
+Status SyncDirectoryOf(pm::FileSystem& fs, const std::string& path) {
   std::string dir = ".";
   size_t slash = path.rfind('/');
   if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return Status::IOError(SysError("cannot open directory", dir, errno));
-  int rc = fsync(dfd);
-  int err = errno;
-  close(dfd);
-  if (rc != 0 && err != EINVAL) {
-    return Status::IOError(SysError("cannot fsync directory", dir, err));
+  int dfd = -1;
+  if (int err = fs.Open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, &dfd); err != 0) {
+    return SysStatus("cannot open directory", dir, err);
   }
+  int err = fs.Fsync(dfd);
+  fs.Close(dfd);
+  if (err != 0 && err != EINVAL) return SysStatus("cannot fsync directory", dir, err);
   return Status::OK();
 }
 
 // posix_fallocate with the error classes pools report.
-Status Allocate(int fd, uint64_t len, const std::string& path) {
-  int rc;
-  do {
-    rc = posix_fallocate(fd, 0, static_cast<off_t>(len));
-  } while (rc == EINTR);
+Status Allocate(pm::FileSystem& fs, int fd, uint64_t len, const std::string& path) {
+  int rc = fs.Allocate(fd, len);
   if (rc == 0) return Status::OK();
   if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT) {
     return Status::OutOfSpace("no space for " + ByteCount(len) + " in " + path + ": " +
@@ -434,11 +443,13 @@ Status Allocate(int fd, uint64_t len, const std::string& path) {
 // its blocks only when a page of the mapping is first written, and a full
 // disk then raises SIGBUS. Reserve them now: posix_fallocate only
 // allocates blocks and never changes the file's content or size.
-Status ReserveHoles(int fd, uint64_t len, const std::string& path) {
+Status ReserveHoles(pm::FileSystem& fs, int fd, uint64_t len, const std::string& path) {
   struct stat st;
-  if (fstat(fd, &st) != 0) return Status::IOError(SysError("cannot stat", path, errno));
+  if (int err = fs.Fstat(fd, &st); err != 0) {
+    return SysStatus("cannot stat (to count the allocated blocks of)", path, err);
+  }
   if (static_cast<uint64_t>(st.st_blocks) * 512 >= len) return Status::OK();
-  Status s = Allocate(fd, len, path);
+  Status s = Allocate(fs, fd, len, path);
   if (s.is_out_of_space()) {
     return Status::OutOfSpace(std::string(s.message()) +
                               " (the file is sparse; its holes must be allocated before use)");
@@ -459,6 +470,7 @@ struct Pool::IndexState {
 };
 
 struct Pool::Impl {
+  pm::FileSystem* fs = nullptr;  // every system call of this pool
   std::string path;     // empty for in-memory pools
   int lock_fd = -1;     // first segment, holds the flock
   mode_t file_mode = 0644;
@@ -475,6 +487,7 @@ struct Pool::Impl {
   std::string kind, options;
   uint64_t incompat_flags = 0;  // the header's, as validated at open/create
   std::mutex grow_mu;
+  bool reserve_broken = false;  // a failed Grow could not restore the reservation
   struct Segment {
     char* addr;
     size_t len;
@@ -497,12 +510,15 @@ Pool::~Pool() { IgnoreError(Close(), "a destructor has no caller to report to; C
 namespace {
 
 // Reserves address space for max_size bytes at a 2 MiB aligned base.
-Status Reserve(uint64_t max_size, char** reserve, size_t* reserve_len, char** base) {
+Status Reserve(pm::FileSystem& fs, uint64_t max_size, char** reserve, size_t* reserve_len,
+               char** base) {
   size_t len = max_size + kBaseAlign;
-  void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
+  void* p = nullptr;
+  if (int err = fs.Map(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                       &p);
+      err != 0) {
     return Status::IOError("cannot reserve " + ByteCount(max_size) +
-                           " of address space: " + std::strerror(errno));
+                           " of address space: " + std::strerror(err));
   }
   *reserve = static_cast<char*>(p);
   *reserve_len = len;
@@ -512,13 +528,14 @@ Status Reserve(uint64_t max_size, char** reserve, size_t* reserve_len, char** ba
 
 // Anonymous read-write memory at [addr, addr+len) inside a reservation.
 // `populate` pre-faults it (for memory about to be overwritten in full).
-Status CommitAnonymous(char* addr, size_t len, int poison, bool populate = false) {
+Status CommitAnonymous(pm::FileSystem& fs, char* addr, size_t len, int poison,
+                       bool populate = false) {
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE;
   if (populate) flags |= MAP_POPULATE;
-  void* p = mmap(addr, len, PROT_READ | PROT_WRITE, flags, -1, 0);
-  if (p == MAP_FAILED) {
+  void* p = nullptr;
+  if (int err = fs.Map(addr, len, PROT_READ | PROT_WRITE, flags, -1, &p); err != 0) {
     return Status::OutOfSpace("cannot map " + ByteCount(len) + " of memory: " +
-                              std::strerror(errno));
+                              std::strerror(err));
   }
   if (poison >= 0) std::memset(addr, poison, len);
   return Status::OK();
@@ -541,15 +558,16 @@ bool MemoryBacked(int fd, Durability durability) {
 // for writing now, on memory-backed files only: on a disk-backed file it
 // would dirty every page of the page cache. Best effort: a kernel without
 // MADV_POPULATE_WRITE (before 5.14) maps lazily as before.
-Status MapFile(int fd, char* addr, size_t len, const std::string& path, Durability* durability,
-               bool populate) {
-  void* p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED,
-                 fd, 0);
-  if (p == MAP_FAILED && (errno == EOPNOTSUPP || errno == EINVAL)) {
-    p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-    if (p != MAP_FAILED) *durability = Durability::kProcessCrash;
+Status MapFile(pm::FileSystem& fs, int fd, char* addr, size_t len, const std::string& path,
+               Durability* durability, bool populate) {
+  void* p = nullptr;
+  int err = fs.Map(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED,
+                   fd, &p);
+  if (err == EOPNOTSUPP || err == EINVAL) {
+    err = fs.Map(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, &p);
+    if (err == 0) *durability = Durability::kProcessCrash;
   }
-  if (p == MAP_FAILED) return Status::IOError(SysError("cannot map", path, errno));
+  if (err != 0) return SysStatus("cannot map", path, err);
 #ifdef MADV_POPULATE_WRITE
   if (populate && MemoryBacked(fd, *durability)) (void)madvise(addr, len, MADV_POPULATE_WRITE);
 #endif
@@ -564,88 +582,110 @@ Result<std::unique_ptr<Pool>> Pool::Create(const std::string& path, const PoolOp
   if (path.empty()) return Status::InvalidArgument("pool path is empty");
   auto g = GeometryFor(opt);
   if (!g.ok()) return g.status();
+  pm::FileSystem& fs = opt.file_system != nullptr ? *opt.file_system : *pm::DefaultFileSystem();
+  // A fast refusal only: the rename below never replaces a file, whatever
+  // this check saw (an lstat that fails for another reason is ignored).
   struct stat st;
-  if (lstat(path.c_str(), &st) == 0) return Status::AlreadyExists(path + " already exists");
+  if (fs.Lstat(path, &st) == 0) return Status::AlreadyExists(path + " already exists");
   PoolHeader h = MakeHeader(g.value(), opt);
 
+  // Until the rename, everything happens in a temporary file, removed on
+  // any failure: PATH appears complete or not at all.
   std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError(SysError("cannot create", path, errno));
+  int fd = -1;
+  if (int err = fs.Open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644, &fd); err != 0) {
+    return SysStatus("cannot create", tmp, err);
+  }
   auto fail = [&](Status s) {
-    close(fd);
-    unlink(tmp.c_str());
+    if (fd >= 0) fs.Close(fd);
+    fs.Unlink(tmp);
     return s;
   };
-  Status s = Allocate(fd, h.first_size, path);
+  Status s = Allocate(fs, fd, h.first_size, path);
   if (!s.ok()) return fail(s);
   size_t done = 0;
   while (done < sizeof(h)) {
-    ssize_t w = pwrite(fd, reinterpret_cast<const char*>(&h) + done, sizeof(h) - done, done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return fail(Status::IOError(SysError("cannot write", tmp, errno)));
-    done += static_cast<size_t>(w);
+    size_t w = 0;
+    int err = fs.Pwrite(fd, reinterpret_cast<const char*>(&h) + done, sizeof(h) - done, done, &w);
+    if (err != 0) return fail(SysStatus("cannot write the header of", tmp, err));
+    // A regular file with its blocks allocated takes every byte; no
+    // progress at all would loop for ever.
+    if (w == 0) {
+      return fail(Status::IOError("cannot write the header of " + tmp + ": no bytes written"));
+    }
+    done += w;
   }
-  if (fsync(fd) != 0) return fail(Status::IOError(SysError("cannot fsync", tmp, errno)));
-  close(fd);
+  if (int err = fs.Fsync(fd); err != 0) return fail(SysStatus("cannot fsync", tmp, err));
+  fs.Close(fd);
   fd = -1;
   // Atomic and never replaces an existing file.
-  if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
-    int err = errno;
+  if (int err = fs.RenameNoReplace(tmp, path); err != 0) {
     if (err == EINVAL || err == ENOSYS) {
       // File system without RENAME_NOREPLACE: link() fails if path exists.
-      if (link(tmp.c_str(), path.c_str()) == 0) {
-        unlink(tmp.c_str());
-        err = 0;
-      } else {
-        err = errno;
-      }
+      err = fs.Link(tmp, path);
+      if (err == 0) fs.Unlink(tmp);
     }
     if (err != 0) {
-      unlink(tmp.c_str());
+      fs.Unlink(tmp);
       if (err == EEXIST) return Status::AlreadyExists(path + " already exists");
-      return Status::IOError(SysError("cannot create", path, err));
+      return SysStatus("cannot rename " + tmp + " to", path, err);
     }
   }
-  PMINDEX_RETURN_IF_ERROR(SyncDirectoryOf(path));
+  // From here PATH is a complete pool with no index in it. A failure
+  // removes it again, so that a failed create leaves nothing behind.
+  auto undo = [&](Status s) {
+    fs.Unlink(path);
+    IgnoreError(SyncDirectoryOf(fs, path), "the create's own error is the one reported");
+    return s;
+  };
+  if (s = SyncDirectoryOf(fs, path); !s.ok()) return undo(s);
   OpenOptions oo;
   oo.prefault = true;
-  return Open(path, oo);
+  oo.file_system = &fs;
+  auto pool = Open(path, oo);
+  // Busy: another process opened the new pool in between; it is theirs now.
+  if (!pool.ok() && pool.status().code() != Status::Code::kBusy) return undo(pool.status());
+  return pool;
 }
 
 // ------------------------------------------------------------------ open
 
 Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOptions& opt) {
   if (path.empty()) return Status::InvalidArgument("pool path is empty");
+  pm::FileSystem& fs = opt.file_system != nullptr ? *opt.file_system : *pm::DefaultFileSystem();
   int fd = -1;
   PMINDEX_RETURN_IF_ERROR(
-      OpenRegularFile(path, O_RDWR, "pool", Status::NotFound("no pool at " + path), &fd));
+      OpenRegularFile(fs, path, O_RDWR, "pool", Status::NotFound("no pool at " + path), &fd));
   auto fail = [&](Status s) {
-    close(fd);
+    fs.Close(fd);
     return s;
   };
   // flock locks belong to the open file description: a second Open, even in
   // this process, gets its own description and is refused here.
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
+  if (int err = fs.Lock(fd, LOCK_EX | LOCK_NB); err != 0) {
+    if (err == EWOULDBLOCK) {
       const bool here = pm::FlockHeldByThisProcess(fd);
       return fail(Status::Busy("pool " + path +
                                (here ? " is already open in this process"
                                      : " is open in another process")));
     }
-    return fail(Status::IOError(SysError("cannot lock", path, errno)));
+    return fail(SysStatus("cannot lock", path, err));
   }
   PoolHeader h;
-  Status s = ReadHeader(fd, path, &h);
-  if (s.ok()) s = CheckSegmentFiles(h, path);
+  Status s = ReadHeader(fs, fd, path, &h);
+  if (s.ok()) s = CheckSegmentFiles(fs, h, path);
   if (s.ok()) s = CheckKind(h, opt, path);
   if (!s.ok()) return fail(s);
   struct stat st;
-  if (fstat(fd, &st) != 0) return fail(Status::IOError(SysError("cannot stat", path, errno)));
+  if (int err = fs.Fstat(fd, &st); err != 0) {
+    return fail(SysStatus("cannot stat (to read the mode of)", path, err));
+  }
 
   // Every check passed: reserve the blocks of sparse files and map. Nothing
   // is written (MarkInUse clears the clean flag before the first write).
   std::unique_ptr<Pool> pool(new Pool());
   Impl& im = *pool->impl_;
+  im.fs = &fs;
   im.path = path;
   im.lock_fd = fd;  // owned by the pool from here on
   im.file_mode = st.st_mode & 07777;
@@ -654,7 +694,7 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
   im.options = h.options;
   im.incompat_flags = h.incompat_flags;
   im.open = true;  // from here on, ~Pool unmaps and unlocks
-  PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
+  PMINDEX_RETURN_IF_ERROR(Reserve(fs, h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
   for (uint64_t i = 0; i < h.segments; ++i) {
     uint64_t start = i == 0 ? 0 : pm::SegmentEnd(h, i);
     uint64_t end = pm::SegmentEnd(h, i + 1);
@@ -662,20 +702,23 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
     int sfd = fd;
     if (i > 0) {
       PMINDEX_RETURN_IF_ERROR(OpenRegularFile(
-          sp, O_RDWR, "segment file",
+          fs, sp, O_RDWR, "segment file",
           Status::Corruption("segment file " + sp + " disappeared while being opened"), &sfd));
     }
     // The file may have changed since it was checked; mapping past its end
     // would turn later accesses into SIGBUS.
     struct stat sst;
-    if (fstat(sfd, &sst) != 0 || static_cast<uint64_t>(sst.st_size) != end - start) {
+    if (int err = fs.Fstat(sfd, &sst); err != 0) {
+      s = SysStatus("cannot stat (to check the size of)", sp, err);
+    } else if (static_cast<uint64_t>(sst.st_size) != end - start) {
       s = Status::Corruption("pool file " + sp + " was resized while being opened");
     } else {
-      s = ReserveHoles(sfd, end - start, sp);
-      if (s.ok())
-        s = MapFile(sfd, pool->base_ + start, end - start, sp, &im.durability, opt.prefault);
+      s = ReserveHoles(fs, sfd, end - start, sp);
+      if (s.ok()) {
+        s = MapFile(fs, sfd, pool->base_ + start, end - start, sp, &im.durability, opt.prefault);
+      }
     }
-    if (i > 0) close(sfd);
+    if (i > 0) fs.Close(sfd);
     if (!s.ok()) return s;
     im.segments.push_back({pool->base_ + start, end - start});
   }
@@ -693,6 +736,8 @@ Result<std::unique_ptr<Pool>> Pool::CreateInMemory(const PoolOptions& opt) {
   PoolHeader h = MakeHeader(g.value(), opt);
   std::unique_ptr<Pool> pool(new Pool());
   Impl& im = *pool->impl_;
+  pm::FileSystem& fs = opt.file_system != nullptr ? *opt.file_system : *pm::DefaultFileSystem();
+  im.fs = &fs;
   im.poison = opt.poison;
   im.durability = Durability::kVolatile;
   im.kind = opt.kind;
@@ -700,8 +745,8 @@ Result<std::unique_ptr<Pool>> Pool::CreateInMemory(const PoolOptions& opt) {
   im.incompat_flags = opt.incompat_flags;
   im.was_clean = true;
   im.open = true;
-  PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
-  PMINDEX_RETURN_IF_ERROR(CommitAnonymous(pool->base_, h.first_size, opt.poison));
+  PMINDEX_RETURN_IF_ERROR(Reserve(fs, h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
+  PMINDEX_RETURN_IF_ERROR(CommitAnonymous(fs, pool->base_, h.first_size, opt.poison));
   im.segments.push_back({pool->base_, h.first_size});
   h.clean = 0;
   pm::copy(pool->base_, &h, sizeof(h));
@@ -736,13 +781,15 @@ Result<std::unique_ptr<Pool>> Pool::OpenImage(std::span<const std::byte> image,
   PMINDEX_RETURN_IF_ERROR(CheckKind(h, opt, what));
   std::unique_ptr<Pool> pool(new Pool());
   Impl& im = *pool->impl_;
+  pm::FileSystem& fs = opt.file_system != nullptr ? *opt.file_system : *pm::DefaultFileSystem();
+  im.fs = &fs;
   im.durability = Durability::kVolatile;
   im.kind = h.kind;
   im.options = h.options;
   im.incompat_flags = h.incompat_flags;
   im.open = true;
-  PMINDEX_RETURN_IF_ERROR(Reserve(h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
-  PMINDEX_RETURN_IF_ERROR(CommitAnonymous(pool->base_, want, -1, /*populate=*/true));
+  PMINDEX_RETURN_IF_ERROR(Reserve(fs, h.max_size, &im.reserve, &im.reserve_len, &pool->base_));
+  PMINDEX_RETURN_IF_ERROR(CommitAnonymous(fs, pool->base_, want, -1, /*populate=*/true));
   im.segments.push_back({pool->base_, want});
   std::memcpy(pool->base_, image.data(), want);
   pool->id_ = h.pool_id;
@@ -753,24 +800,26 @@ Result<std::unique_ptr<Pool>> Pool::OpenImage(std::span<const std::byte> image,
   return pool;
 }
 
-Result<Pool::Info> Pool::Inspect(const std::string& path) {
+Result<Pool::Info> Pool::Inspect(const std::string& path, pm::FileSystem* file_system) {
   if (path.empty()) return Status::InvalidArgument("pool path is empty");
+  pm::FileSystem& fs = file_system != nullptr ? *file_system : *pm::DefaultFileSystem();
   int fd = -1;
   PMINDEX_RETURN_IF_ERROR(
-      OpenRegularFile(path, O_RDONLY, "pool", Status::NotFound("no pool at " + path), &fd));
+      OpenRegularFile(fs, path, O_RDONLY, "pool", Status::NotFound("no pool at " + path), &fd));
   PoolHeader h;
-  Status s = ReadHeader(fd, path, &h);
+  Status s = ReadHeader(fs, fd, path, &h);
   Durability durability = Durability::kProcessCrash;
   if (s.ok()) {
-    // A read-only MAP_SYNC mapping succeeds exactly where Open's would.
-    void* m = mmap(nullptr, pm::kHeaderSize, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
-    if (m != MAP_FAILED) {
+    // A read-only MAP_SYNC mapping succeeds exactly where Open's would; a
+    // failure of the probe only means "not DAX".
+    void* m = nullptr;
+    if (fs.Map(nullptr, pm::kHeaderSize, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, &m) == 0) {
       durability = Durability::kPowerFailure;
       munmap(m, pm::kHeaderSize);
     }
   }
-  close(fd);
-  if (s.ok()) s = CheckSegmentFiles(h, path);
+  fs.Close(fd);
+  if (s.ok()) s = CheckSegmentFiles(fs, h, path);
   if (!s.ok()) return s;
   Info info;
   info.format_version = h.format_version;
@@ -793,9 +842,10 @@ Result<Pool::Info> Pool::Inspect(const std::string& path) {
 Status Pool::Sync() {
   Impl& im = *impl_;
   if (!im.ready || im.durability != Durability::kProcessCrash) return Status::OK();
-  for (const auto& seg : im.segments) {
-    if (msync(seg.addr, seg.len, MS_SYNC) != 0) {
-      return Status::IOError(SysError("cannot msync", im.path, errno));
+  for (size_t i = 0; i < im.segments.size(); ++i) {
+    const auto& seg = im.segments[i];
+    if (int err = im.fs->Msync(seg.addr, seg.len); err != 0) {
+      return SysStatus("cannot msync", SegmentPath(im.path, i), err);
     }
   }
   return Status::OK();
@@ -825,7 +875,7 @@ Status Pool::Close() {
   im.reserve = nullptr;
   im.segments.clear();
   if (im.lock_fd >= 0) {
-    close(im.lock_fd);  // releases the flock
+    im.fs->Close(im.lock_fd);  // releases the flock
     im.lock_fd = -1;
   }
   im.open = false;
@@ -848,9 +898,13 @@ Status Pool::MarkInUse() {
     pm::naw(&h->clean, 0);
     if (!im.path.empty() && im.durability != Durability::kPowerFailure) {
       // The cleared flag must reach the file before any data page the
-      // kernel may write back on its own.
-      if (msync(base_, pm::kHeaderSize, MS_SYNC) != 0) {
-        return Status::IOError(SysError("cannot msync", im.path, errno));
+      // kernel may write back on its own. If it cannot, nothing may be
+      // written: the flag is set back (nothing was written since it was
+      // cleared, so the pool is as clean as it was), the caller gets the
+      // error, and the next call starts over.
+      if (int err = im.fs->Msync(base_, pm::kHeaderSize); err != 0) {
+        pm::naw(&h->clean, 1);
+        return SysStatus("cannot msync the header (to clear the clean flag) of", im.path, err);
       }
     }
   }
@@ -1012,6 +1066,11 @@ Status Pool::Grow(size_t min_pages) {
   std::lock_guard<std::mutex> g(im.grow_mu);
   if (!im.ready) return Status::InvalidArgument("Grow on a closed pool");
   if (pages_mapped() >= min_pages) return Status::OK();
+  if (im.reserve_broken) {
+    return Status::IOError("pool " + (im.path.empty() ? std::string("in memory") : im.path) +
+                           " cannot grow: a failed grow left its address range unreserved; "
+                           "close and reopen it");
+  }
   PMINDEX_RETURN_IF_ERROR(MarkInUse());  // Grow writes the segment count
   PoolHeader* h = im.header(base_);
   uint64_t max_pages = (h->max_size - h->heap_begin) / kPage;
@@ -1027,27 +1086,42 @@ Status Pool::Grow(size_t min_pages) {
     PMINDEX_CHECK(start == size() && end > start, "segment geometry");
     char* addr = base_ + start;
     size_t len = end - start;
+    pm::FileSystem& fs = *im.fs;
+    Status s;
     if (im.path.empty()) {
-      PMINDEX_RETURN_IF_ERROR(CommitAnonymous(addr, len, im.poison));
+      s = CommitAnonymous(fs, addr, len, im.poison);
     } else {
       // A leftover PATH.n from a Grow that crashed before its count was
       // persisted belongs to nobody: truncate and reuse it.
       std::string sp = SegmentPath(im.path, n);
-      int fd = open(sp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, im.file_mode);
-      if (fd < 0) return Status::IOError(SysError("cannot create segment file", sp, errno));
-      Status s = Allocate(fd, len, sp);
-      // The file must exist durably before the segment count names it.
-      if (s.ok() && fsync(fd) != 0) s = Status::IOError(SysError("cannot fsync", sp, errno));
-      if (s.ok()) s = SyncDirectoryOf(sp);
-      if (s.ok()) s = MapFile(fd, addr, len, sp, &im.durability, /*populate=*/true);
-      close(fd);
-      if (!s.ok()) {
-        unlink(sp.c_str());
-        // Restore the reservation if a failed MAP_FIXED left a hole.
-        mmap(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
-             0);
-        return s;
+      int fd = -1;
+      if (int err = fs.Open(sp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, im.file_mode, &fd);
+          err != 0) {
+        return SysStatus("cannot create segment file", sp, err);
       }
+      s = Allocate(fs, fd, len, sp);
+      // The file must exist durably before the segment count names it.
+      if (s.ok()) {
+        if (int err = fs.Fsync(fd); err != 0) s = SysStatus("cannot fsync segment file", sp, err);
+      }
+      if (s.ok()) s = SyncDirectoryOf(fs, sp);
+      if (s.ok()) s = MapFile(fs, fd, addr, len, sp, &im.durability, /*populate=*/true);
+      fs.Close(fd);
+      // The file is named by no segment count: a failed unlink leaves a
+      // leftover that the next Grow reuses and Open ignores.
+      if (!s.ok()) fs.Unlink(sp);
+    }
+    if (!s.ok()) {
+      // A failed MAP_FIXED may have left a hole in the reservation. Map it
+      // back; if even that fails, some later mmap of the process could
+      // land in the hole, and a later Grow's MAP_FIXED would replace it,
+      // so the pool grows no more (it stays usable at its size).
+      void* p = nullptr;
+      if (fs.Map(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+                 &p) != 0) {
+        im.reserve_broken = true;
+      }
+      return s;
     }
     im.segments.push_back({addr, len});
     pm::naw(&h->segments, n + 1);

@@ -45,6 +45,9 @@ namespace pmindex {
 class Index;
 enum class ReclaimBound;  // index/index.h
 struct OpenIndexOptions;  // index/index.h
+namespace pm {
+class FileSystem;  // pm/file_system.h
+}
 
 // An 8-byte persistent pointer: pool id in the top 16 bits, byte offset
 // from the pool base below. 0 is null.
@@ -94,6 +97,9 @@ struct PoolOptions {
   // In-memory pools only: fill fresh memory with this byte (the crash
   // simulator's poison) instead of zeros. -1 = zeros.
   int poison = -1;
+  // The system calls the pool makes, for its whole life (create, grow,
+  // sync, close). Null = pm::DefaultFileSystem(). Must outlive the pool.
+  pm::FileSystem* file_system = nullptr;
 };
 
 struct OpenOptions {
@@ -107,6 +113,8 @@ struct OpenOptions {
   // of a write path costs microseconds (the original trees' drivers touch
   // every page of their pools before timing).
   bool prefault = false;
+  // As PoolOptions::file_system, for an opened pool.
+  pm::FileSystem* file_system = nullptr;
 };
 
 class Pool {
@@ -115,7 +123,9 @@ class Pool {
 
   // Creates PATH (must not exist) atomically: written to a temporary file,
   // then renamed. Errors: AlreadyExists, InvalidArgument (size below
-  // kMinSize, max_size < size, kind too long), IOError, OutOfSpace.
+  // kMinSize, max_size < size, kind too long), IOError, OutOfSpace. A
+  // failed create leaves no file behind (docs/pool-format.md, "Errors of
+  // the file system", has what each failing system call gives).
   static Result<std::unique_ptr<Pool>> Create(const std::string& path, const PoolOptions& opt);
 
   // Opens an existing pool and locks it (flock) against other processes.
@@ -154,7 +164,7 @@ class Pool {
     // What Open would give (Inspect probes with a read-only MAP_SYNC map).
     Durability durability = Durability::kVolatile;
   };
-  static Result<Info> Inspect(const std::string& path);
+  static Result<Info> Inspect(const std::string& path, pm::FileSystem* fs = nullptr);
 
   ~Pool();  // Close() if not closed
   Pool(const Pool&) = delete;
@@ -164,14 +174,19 @@ class Pool {
   // of the header page, so the cleared flag reaches the file before any data
   // page). Call it before the first write to an opened pool: create_index,
   // open_index and Grow do. Idempotent, thread-safe; writes nothing if the
-  // flag is already clear.
+  // flag is already clear. If the msync fails (IOError/OutOfSpace) the flag
+  // is set back and the caller must not write; the next call starts over.
   Status MarkInUse();
 
   // Syncs, sets the clean-shutdown flag (NAW) if the rules in the comment at
   // the top of this file allow it, unmaps and unlocks. Close (destroy) the
   // index first: a pool closed while an index is attached stays unclean.
+  // A failed sync is returned (IOError/OutOfSpace) and the pool is closed
+  // anyway; if it was the sync before the flag, the flag stays clear and
+  // the next open recovers.
   Status Close();
   // msync of every segment (no-op for in-memory and MAP_SYNC pools).
+  // Errors: IOError, OutOfSpace, naming the segment file.
   Status Sync();
 
   Durability durability() const;
@@ -229,7 +244,8 @@ class Pool {
   size_t pages_mapped() const;           // pages in the currently mapped size
   // Maps at least `min_pages` pages in total by adding segments. Returns
   // OutOfSpace (clear message, nothing changed) past max_size or when the
-  // disk is full. Thread-safe.
+  // disk is full, IOError (nothing changed) when a system call fails.
+  // Thread-safe.
   Status Grow(size_t min_pages);
 
   // The whole mapped range (the crash simulator snapshots it).

@@ -17,9 +17,11 @@ namespace pmindex::testing {
 // A fresh temporary directory, removed with everything in it.
 class TempDir {
  public:
-  explicit TempDir(const char* prefix = "pmindex-test") {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / (std::string(prefix) + "-XXXXXX")).string();
+  // `parent`: where to make it; empty = the system's temporary directory.
+  explicit TempDir(const char* prefix = "pmindex-test", const std::string& parent = "") {
+    const std::filesystem::path base =
+        parent.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(parent);
+    std::string tmpl = (base / (std::string(prefix) + "-XXXXXX")).string();
     char* d = mkdtemp(tmpl.data());
     if (d == nullptr) std::abort();
     dir_ = d;

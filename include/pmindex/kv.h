@@ -176,9 +176,15 @@ class Transaction {
   // As KvStore::Range, at the snapshot, with this transaction's writes.
   size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
                std::vector<std::pair<std::string, std::string>>* out);
+  // Makes Commit also return Aborted if another transaction committed `key`
+  // after the snapshot, whether or not this one writes it: what was read
+  // of `key` is then still its newest value at the commit (serializable
+  // for the keys named, as a Redis WATCH; the other reads stay snapshot
+  // reads). A transaction without writes commits nothing but checks.
+  [[nodiscard]] Status Validate(std::string_view key);
   // Makes every write durable and visible at one new timestamp, or returns
-  // Aborted (a written key was committed by another transaction after the
-  // snapshot) and changes nothing. OutOfSpace: nothing changed. After
+  // Aborted (a written or validated key was committed by another
+  // transaction after the snapshot) and changes nothing. OutOfSpace: nothing changed. After
   // Commit or Abort every call returns InvalidArgument.
   [[nodiscard]] Status Commit();
   void Abort();

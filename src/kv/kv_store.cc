@@ -84,6 +84,7 @@ class Transaction::Impl {
   std::shared_ptr<kv::Store> store;
   kv::Store::Snapshot snap;
   kv::Store::Writes writes;
+  std::vector<std::string> validated;
   bool done = false;
 
   Status Usable() const {
@@ -344,9 +345,16 @@ size_t Transaction::Range(std::string_view from, std::optional<std::string_view>
   return c.added;
 }
 
+Status Transaction::Validate(std::string_view key) {
+  PMINDEX_RETURN_IF_ERROR(impl_->Usable());
+  PMINDEX_RETURN_IF_ERROR(CheckKey(key));
+  impl_->validated.emplace_back(key);
+  return Status::OK();
+}
+
 Status Transaction::Commit() {
   PMINDEX_RETURN_IF_ERROR(impl_->Usable());
-  Status s = impl_->store->Commit(impl_->snap.ts, impl_->writes);
+  Status s = impl_->store->Commit(impl_->snap.ts, impl_->writes, impl_->validated);
   impl_->Finish();
   return s;
 }

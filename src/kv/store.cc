@@ -931,11 +931,12 @@ void Store::Undo(const std::vector<Linked>& linked) {
   }
 }
 
-Status Store::Commit(uint64_t snapshot, const Writes& writes) {
-  if (writes.empty()) return Status::OK();
+Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<std::string>& validated) {
+  if (writes.empty() && validated.empty()) return Status::OK();
   std::vector<uint64_t> prefixes;
-  prefixes.reserve(writes.size());
+  prefixes.reserve(writes.size() + validated.size());
   for (const auto& [k, v] : writes) prefixes.push_back(Prefix(k));
+  for (const std::string& k : validated) prefixes.push_back(Prefix(k));
   std::vector<size_t> stripes = latches_.Lock(prefixes);
   bool locked = true;
   auto unlock = [&] {
@@ -947,20 +948,25 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes) {
     ~Release() { fn(); }
   } release{unlock};
 
-  // First committer wins: a written key must have no version committed
-  // after the snapshot. Heads are committed and published (latches held).
-  for (const auto& [k, v] : writes) {
+  // First committer wins: a written or validated key must have no version
+  // committed after the snapshot. Heads are committed and published
+  // (latches held), so a check passed here holds until the commit point.
+  auto unchanged = [&](std::string_view k) -> Status {
     Where w;
     PMINDEX_RETURN_IF_ERROR(Locate(k, Prefix(k), &w));
     const uint64_t cur = w.rec != nullptr ? Load(w.rec->head) : 0;
-    if (cur == 0) continue;
+    if (cur == 0) return Status::OK();
     const Version* x = At<const Version>(cur, Version::kHeaderBytes);
     if (x == nullptr) return Damaged("version", cur);
     if (CommitTsOf(*x) > snapshot) {
       aborts_.fetch_add(1, std::memory_order_relaxed);
       return Status::Aborted("key written by another transaction after this one's snapshot (first committer wins)");
     }
-  }
+    return Status::OK();
+  };
+  for (const auto& [k, v] : writes) PMINDEX_RETURN_IF_ERROR(unchanged(k));
+  for (const std::string& k : validated) PMINDEX_RETURN_IF_ERROR(unchanged(k));
+  if (writes.empty()) return Status::OK();
 
   MarkChanged();
   auto tr = alloc_->Alloc(sizeof(TxnRecord));

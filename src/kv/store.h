@@ -45,6 +45,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <vector>
 
 #include "alloc/allocator.h"
 #include "index/index.h"
@@ -129,10 +130,11 @@ class Store {
   Result<std::optional<std::string>> ReadAt(std::string_view key, uint64_t ts) const;
   // Every live pair at snapshot `ts` with from <= key < to, ascending.
   Status ScanAt(uint64_t ts, std::string_view from, std::optional<std::string_view> to, const PairFn& fn) const;
-  // Commits `writes` atomically at a new timestamp unless a written key has
-  // a version committed after `snapshot` (Aborted). OutOfSpace: nothing
-  // changed.
-  Status Commit(uint64_t snapshot, const Writes& writes);
+  // Commits `writes` atomically at a new timestamp unless a written key,
+  // or a key of `validated` (keys the transaction read and wants unchanged,
+  // written or not), has a version committed after `snapshot` (Aborted).
+  // With no writes, only checks. OutOfSpace: nothing changed.
+  Status Commit(uint64_t snapshot, const Writes& writes, const std::vector<std::string>& validated = {});
 
   // ---- checks and figures
   // Every invariant of the index and the store (all latches held).

@@ -903,6 +903,40 @@ TEST(KvTransaction, FirstCommitterWins) {
   ASSERT_TRUE(s.Verify().ok());
 }
 
+TEST(KvTransaction, ValidatedReadsAbortOnLaterCommits) {
+  auto kv = InMemory();
+  KvStore& s = *kv;
+  ASSERT_TRUE(s.Put("w", "0").ok());
+  // A key only read and validated conflicts like a written one: a change,
+  // a remove, a creation after the snapshot.
+  for (int round = 0; round < 3; ++round) {
+    auto tx = s.Begin();
+    const std::string key = round == 2 ? "created" : "w";
+    ASSERT_TRUE(tx->Validate(key).ok());
+    ASSERT_TRUE(tx->Put("out", std::to_string(round)).ok());
+    const Status other = round == 0   ? s.Put("w", "1")
+                         : round == 1 ? s.Remove("w")
+                                      : s.Put("created", "x");
+    ASSERT_TRUE(other.ok());
+    EXPECT_TRUE(tx->Commit().IsAborted()) << round;
+    EXPECT_TRUE(s.Get("out").status().is_not_found());
+  }
+  // Unchanged validated keys (present or absent) let the commit through;
+  // without writes the commit only checks.
+  auto ok = s.Begin();
+  ASSERT_TRUE(ok->Validate("created").ok());
+  ASSERT_TRUE(ok->Validate("never").ok());
+  ASSERT_TRUE(ok->Put("out", "y").ok());
+  ASSERT_TRUE(ok->Commit().ok());
+  EXPECT_EQ(s.Get("out").value(), "y");
+  auto check = s.Begin();
+  ASSERT_TRUE(check->Validate("out").ok());
+  ASSERT_TRUE(s.Put("out", "z").ok());
+  EXPECT_TRUE(check->Commit().IsAborted());
+  EXPECT_TRUE(check->Validate("out").is_invalid_argument());
+  ASSERT_TRUE(s.Verify().ok());
+}
+
 TEST(KvTransaction, AbortLeavesNothing) {
   auto kv = InMemory();
   KvStore& s = *kv;

@@ -1,5 +1,8 @@
 #include "server/kv_backed_store.h"
 
+#include <map>
+#include <memory>
+
 namespace pmindex::server {
 
 namespace {
@@ -85,9 +88,9 @@ Result<WriteOutcome> KvBackedStore::RemoveIfVersion(std::string_view key, uint64
   }
 }
 
-size_t KvBackedStore::Range(std::string_view from, size_t limit,
-                            std::vector<std::pair<std::string, std::string>>* out) {
-  return kv_.Range(from, std::nullopt, limit, out);
+size_t KvBackedStore::Range(std::string_view from, std::optional<std::string_view> to,
+                            size_t limit, std::vector<std::pair<std::string, std::string>>* out) {
+  return kv_.Range(from, to, limit, out);
 }
 
 Status KvBackedStore::RemoveAll() {
@@ -104,6 +107,75 @@ Status KvBackedStore::RemoveAll() {
     from = batch.back().first;
     if (!Successor(&from, KvStore::kMaxKeyBytes)) return Status::OK();
   }
+}
+
+namespace {
+
+class KvTransaction final : public StoreTransaction {
+ public:
+  explicit KvTransaction(KvStore& kv) : kv_(kv), tx_(kv.Begin()) {}
+
+  Result<StoredValue> Get(std::string_view key) override {
+    auto own = own_.find(key);
+    if (own != own_.end()) {
+      Result<std::string> v = tx_->Get(key);
+      if (!v.ok()) return v.status();
+      return StoredValue{std::move(*v), own->second};
+    }
+    // The newest version: if it is the snapshot's, its version is the
+    // snapshot's too; if it is newer, the validated commit cannot succeed.
+    Result<VersionedValue> newest = kv_.GetVersioned(key);
+    if (newest.ok() && newest->version > tx_->snapshot()) return Changed();
+    if (!newest.ok()) {
+      if (!newest.status().is_not_found()) return newest.status();
+      // Absent now: present at the snapshot means removed since.
+      Result<std::string> at_snapshot = tx_->Get(key);
+      if (at_snapshot.ok()) return Changed();
+      if (!at_snapshot.status().is_not_found()) return at_snapshot.status();
+    }
+    PMINDEX_RETURN_IF_ERROR(tx_->Validate(key));
+    if (!newest.ok()) return Status::NotFound();
+    return StoredValue{std::move(newest->value), newest->version};
+  }
+  Status Put(std::string_view key, std::string_view value) override {
+    PMINDEX_RETURN_IF_ERROR(tx_->Put(key, value));
+    own_.insert_or_assign(std::string(key), NextOwnVersion());
+    return Status::OK();
+  }
+  Result<WriteOutcome> Remove(std::string_view key) override {
+    Result<StoredValue> r = Get(key);
+    if (!r.ok()) {
+      if (r.status().is_not_found()) return WriteOutcome::kAbsent;
+      return r.status();
+    }
+    PMINDEX_RETURN_IF_ERROR(tx_->Remove(key));
+    own_.insert_or_assign(std::string(key), NextOwnVersion());
+    return WriteOutcome::kDone;
+  }
+  size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
+               std::vector<std::pair<std::string, std::string>>* out) override {
+    return tx_->Range(from, to, limit, out);
+  }
+  Status Commit() override { return tx_->Commit(); }
+  void Abort() override { tx_->Abort(); }
+
+ private:
+  static Status Changed() {
+    return Status::Aborted("a key read was written by another client after the snapshot");
+  }
+  // Versions of own writes: above every commit timestamp.
+  uint64_t NextOwnVersion() { return (uint64_t{1} << 63) + ++own_writes_; }
+
+  KvStore& kv_;
+  std::unique_ptr<Transaction> tx_;
+  uint64_t own_writes_ = 0;
+  std::map<std::string, uint64_t, std::less<>> own_;
+};
+
+}  // namespace
+
+std::unique_ptr<StoreTransaction> KvBackedStore::Begin() {
+  return std::make_unique<KvTransaction>(kv_);
 }
 
 StoreInfo KvBackedStore::Info() {

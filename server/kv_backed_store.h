@@ -6,6 +6,15 @@
 // (all pairs in one commit) and RemoveIfVersion (a remove that commits
 // only if the key did not change after the version was read); both retry
 // when the commit is Aborted by a concurrent writer.
+//
+// Begin gives a StoreTransaction over a KvStore Transaction: reads at its
+// snapshot (plus own writes), writes committed at one timestamp, first
+// committer wins. A key read with Get is also validated
+// (KvStore's Transaction::Validate), so the commit aborts if anyone
+// committed it after the snapshot: the keys read are unchanged at the
+// commit. Get reads the newest version to learn its version (KvStore's
+// snapshot reads carry none); if that version is newer than the snapshot,
+// the commit is doomed and Get returns Aborted at once.
 #pragma once
 
 #include "pmindex/kv.h"
@@ -29,10 +38,12 @@ class KvBackedStore final : public Store {
                                     uint64_t version) override;
   Result<WriteOutcome> Remove(std::string_view key) override;
   Result<WriteOutcome> RemoveIfVersion(std::string_view key, uint64_t version) override;
-  size_t Range(std::string_view from, size_t limit,
+  using Store::Range;
+  size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
                std::vector<std::pair<std::string, std::string>>* out) override;
   Status RemoveAll() override;
   StoreInfo Info() override;
+  std::unique_ptr<StoreTransaction> Begin() override;
 
  private:
   KvStore& kv_;

@@ -20,10 +20,15 @@
 // - Outcomes that are part of the operation (absent, present, changed)
 //   are a WriteOutcome; a Status error means the store failed (OutOfSpace,
 //   IOError, closed) and nothing changed.
+// - Transactions (Begin, StoreTransaction): a group of reads and writes
+//   committed all or nothing, durable before Commit returns, serializable
+//   for the keys they read with Get (see StoreTransaction).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,6 +56,41 @@ struct StoreInfo {
   uint64_t keys = 0;      // keys stored (expired items not yet removed included)
   std::string engine;     // e.g. "kvstore lbtree", "map (test)"
   uint64_t pm_bytes = 0;  // bytes of persistent memory in use (0: none)
+};
+
+// A transaction (Store::Begin): reads see the store plus the
+// transaction's own writes; writes are buffered until Commit. One thread
+// uses it at a time.
+//
+// Commit applies every write atomically, durably before it returns, or
+// returns Aborted and changes nothing if a key the transaction read with
+// Get (present or absent) or removed was written by anyone else after the
+// transaction read it; a store may also abort when a key written blind
+// changed after Begin (KvStore's first committer wins). So the keys a
+// transaction reads are unchanged at its commit: EXEC and WATCH rely on
+// that. Range reads are not validated (a concurrent insert in the range
+// does not abort). A caller retries the whole transaction on Aborted.
+// After Commit or Abort (or the destructor, which aborts) nothing else may
+// be called.
+class StoreTransaction {
+ public:
+  virtual ~StoreTransaction() = default;
+
+  // The key's value and version as the transaction sees it, or NotFound.
+  // A key this transaction wrote has a version of its own (non-zero,
+  // different for each write, not a store version). Aborted: the store
+  // already knows that Commit will fail (the key changed since Begin).
+  [[nodiscard]] virtual Result<StoredValue> Get(std::string_view key) = 0;
+  [[nodiscard]] virtual Status Put(std::string_view key, std::string_view value) = 0;
+  // kDone, or kAbsent if the key is absent (nothing changes).
+  [[nodiscard]] virtual Result<WriteOutcome> Remove(std::string_view key) = 0;
+  // As Store::Range, with this transaction's writes.
+  virtual size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
+                       std::vector<std::pair<std::string, std::string>>* out) = 0;
+  // OK: every write is durable and visible. Aborted: a conflict (above),
+  // nothing changed. Other errors: the store failed, nothing changed.
+  [[nodiscard]] virtual Status Commit() = 0;
+  virtual void Abort() = 0;
 };
 
 class Store {
@@ -82,14 +122,22 @@ class Store {
   // value written meanwhile).
   [[nodiscard]] virtual Result<WriteOutcome> RemoveIfVersion(std::string_view key,
                                                              uint64_t version) = 0;
-  // Appends up to `limit` pairs with key >= from, in bytewise key order,
-  // read at one moment; returns how many.
-  virtual size_t Range(std::string_view from, size_t limit,
+  // Appends up to `limit` pairs with from <= key < to (no upper bound if
+  // `to` is nullopt), in the store's key order, read at one moment; returns
+  // how many. The order is bytewise for the stores over KvStore and the
+  // map; a database's view (databases.h) orders by (hash slot, key).
+  virtual size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
                        std::vector<std::pair<std::string, std::string>>* out) = 0;
+  size_t Range(std::string_view from, size_t limit,
+               std::vector<std::pair<std::string, std::string>>* out) {
+    return Range(from, std::nullopt, limit, out);
+  }
   // Removes every key. Not atomic: a write that runs concurrently may
   // survive it.
   [[nodiscard]] virtual Status RemoveAll() = 0;
   virtual StoreInfo Info() = 0;
+  // A new transaction (see StoreTransaction).
+  virtual std::unique_ptr<StoreTransaction> Begin() = 0;
 };
 
 }  // namespace pmindex::server

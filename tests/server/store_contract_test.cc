@@ -171,6 +171,118 @@ TEST_P(StoreContract, ConcurrentCasHasOneWinnerPerVersion) {
   EXPECT_EQ(stored.load(), 1);
 }
 
+TEST_P(StoreContract, TransactionSeesOwnWritesAndCommitsAllAtOnce) {
+  ASSERT_TRUE(s().Put("c", "old").ok());
+  ASSERT_TRUE(s().Put("d", "keep").ok());
+  std::unique_ptr<StoreTransaction> tx = s().Begin();
+  EXPECT_TRUE(tx->Get("a").status().is_not_found());
+  ASSERT_TRUE(tx->Put("a", "1").ok());
+  ASSERT_TRUE(tx->Put("b", "2").ok());
+  EXPECT_EQ(*tx->Remove("c"), WriteOutcome::kDone);
+  EXPECT_EQ(*tx->Remove("never"), WriteOutcome::kAbsent);
+  Result<StoredValue> a = tx->Get("a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->value, "1");
+  EXPECT_NE(a->version, 0u);
+  EXPECT_TRUE(tx->Get("c").status().is_not_found());
+  std::vector<std::pair<std::string, std::string>> out;
+  ASSERT_EQ(tx->Range("", std::nullopt, 10, &out), 3u);
+  EXPECT_EQ(out[0].first, "a");
+  EXPECT_EQ(out[1].first, "b");
+  EXPECT_EQ(out[2].first, "d");
+  out.clear();
+  ASSERT_EQ(tx->Range("b", std::string_view("d"), 10, &out), 1u);
+  // Nothing is visible before the commit.
+  EXPECT_TRUE(s().Get("a").status().is_not_found());
+  EXPECT_EQ(s().Get("c")->value, "old");
+  ASSERT_TRUE(tx->Commit().ok());
+  Result<StoredValue> a2 = s().Get("a"), b2 = s().Get("b");
+  ASSERT_TRUE(a2.ok() && b2.ok());
+  EXPECT_EQ(a2->value, "1");
+  EXPECT_EQ(b2->value, "2");
+  EXPECT_EQ(a2->version, b2->version);  // one commit, one version
+  EXPECT_TRUE(s().Get("c").status().is_not_found());
+
+  std::unique_ptr<StoreTransaction> aborted = s().Begin();
+  ASSERT_TRUE(aborted->Put("a", "x").ok());
+  aborted->Abort();
+  EXPECT_EQ(s().Get("a")->value, "1");
+  // Bounded Range of the store itself.
+  out.clear();
+  ASSERT_EQ(s().Range("a", std::string_view("b"), 10, &out), 1u);
+  EXPECT_EQ(out[0].first, "a");
+}
+
+TEST_P(StoreContract, TransactionAbortsWhenAKeyItReadChanged) {
+  ASSERT_TRUE(s().Put("k", "0").ok());
+  // A present key read, then written by another client.
+  for (int round = 0; round < 4; ++round) {
+    std::unique_ptr<StoreTransaction> tx = s().Begin();
+    const bool absent_key = round == 2;
+    const std::string key = absent_key ? "fresh" + std::to_string(round) : "k";
+    Result<StoredValue> r = tx->Get(key);
+    ASSERT_EQ(r.ok(), !absent_key);
+    ASSERT_TRUE(tx->Put("out", "x").ok());
+    if (round == 3) {
+      // Removed by this transaction, changed by another.
+      ASSERT_EQ(*tx->Remove("k"), WriteOutcome::kDone);
+    }
+    const Status other = round == 1 ? [&] {
+      Result<WriteOutcome> w = s().Remove(key);
+      return w.ok() ? Status::OK() : w.status();
+    }()
+                                    : s().Put(key, "other");
+    ASSERT_TRUE(other.ok());
+    Status c = tx->Commit();
+    EXPECT_TRUE(c.is_aborted()) << round << ": " << c.ToString();
+    EXPECT_TRUE(s().Get("out").status().is_not_found()) << round;
+    if (round == 1) {
+      ASSERT_TRUE(s().Put("k", "back").ok());
+    }
+  }
+  // A read-only transaction whose key changed aborts too; unchanged, it
+  // commits (and changes nothing).
+  std::unique_ptr<StoreTransaction> ro = s().Begin();
+  ASSERT_TRUE(ro->Get("k").ok());
+  ASSERT_TRUE(s().Put("k", "again").ok());
+  EXPECT_TRUE(ro->Commit().is_aborted());
+  std::unique_ptr<StoreTransaction> ro2 = s().Begin();
+  ASSERT_TRUE(ro2->Get("k").ok());
+  EXPECT_TRUE(ro2->Commit().ok());
+}
+
+TEST_P(StoreContract, ConcurrentTransfersKeepTheSum) {
+  // Transactions moving units between two keys, retried on Aborted: the
+  // sum stays, and every transfer is applied exactly once.
+  ASSERT_TRUE(s().Put("x", "1000").ok());
+  ASSERT_TRUE(s().Put("y", "0").ok());
+  constexpr int kThreads = 4, kTransfers = 100;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kTransfers; ++i) {
+        for (;;) {
+          std::unique_ptr<StoreTransaction> tx = s().Begin();
+          Result<StoredValue> x = tx->Get("x");
+          Result<StoredValue> y = tx->Get("y");
+          if (!x.ok() || !y.ok()) {
+            ASSERT_TRUE(x.status().is_aborted() || y.status().is_aborted());
+            continue;
+          }
+          ASSERT_TRUE(tx->Put("x", std::to_string(std::stoi(x->value) - 1)).ok());
+          ASSERT_TRUE(tx->Put("y", std::to_string(std::stoi(y->value) + 1)).ok());
+          Status c = tx->Commit();
+          if (c.ok()) break;
+          ASSERT_TRUE(c.is_aborted()) << c.ToString();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(s().Get("x")->value, std::to_string(1000 - kThreads * kTransfers));
+  EXPECT_EQ(s().Get("y")->value, std::to_string(kThreads * kTransfers));
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContract, ::testing::ValuesIn(Implementations()),
                          [](const auto& info) { return info.param; });
 

@@ -1,0 +1,537 @@
+#include "server/databases.h"
+
+#include <algorithm>
+#include <functional>
+#include <thread>
+
+#include "server/key_slot.h"
+
+namespace pmindex::server {
+
+// ---------------------------------------------------------------- OpEpochs
+
+OpEpochs::Guard OpEpochs::Enter() {
+  static thread_local const size_t stripe = std::hash<std::thread::id>()(std::this_thread::get_id()) % kStripes;
+  for (;;) {
+    const uint64_t e = epoch_.load(std::memory_order_seq_cst);
+    std::atomic<uint64_t>& c = stripes_[stripe].active[e & 1];
+    c.fetch_add(1, std::memory_order_seq_cst);
+    // Counted under the epoch still current: Synchronize's wait sees it.
+    if (epoch_.load(std::memory_order_seq_cst) == e) return Guard(&c);
+    c.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+void OpEpochs::Synchronize() {
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  // Two flips: the first drains the guards of the current parity, the
+  // second those of the other one (entered before the first flip, under
+  // the epoch before). Guards entered after a flip see what the caller
+  // published before calling.
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t e = epoch_.fetch_add(1, std::memory_order_seq_cst);
+    for (;;) {
+      uint64_t active = 0;
+      for (const Stripe& s : stripes_) active += s.active[e & 1].load(std::memory_order_acquire);
+      if (active == 0) break;
+      std::this_thread::yield();
+    }
+  }
+}
+
+namespace {
+
+constexpr uint8_t kKindItem = 0;
+constexpr std::string_view kTableMagic{"\0pmsrvdb", 8};
+constexpr uint32_t kTableFormat = 1;
+
+void PutBigEndian32(uint32_t v, std::string* out) {
+  for (int i = 3; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint32_t GetBigEndian32(std::string_view s) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(s[static_cast<size_t>(i)]);
+  return v;
+}
+void PutLittle32(uint32_t v, std::string* out) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+bool GetLittle32(std::string_view s, size_t* pos, uint32_t* v) {
+  if (s.size() < *pos + 4) return false;
+  *v = 0;
+  for (int i = 3; i >= 0; --i) *v = (*v << 8) | static_cast<uint8_t>(s[*pos + static_cast<size_t>(i)]);
+  *pos += 4;
+  return true;
+}
+
+// The namespace of a stored key, and its client key (false: the stored
+// key is not of the encoding's form).
+bool Split(std::string_view stored, uint32_t* ns, std::string_view* key) {
+  if (stored.size() < Databases::kHeaderBytes) return false;
+  *ns = GetBigEndian32(stored);
+  if (static_cast<uint8_t>(stored[6]) != kKindItem) return false;
+  *key = stored.substr(Databases::kHeaderBytes);
+  return true;
+}
+
+// The end of namespace `ns`'s range (nullopt: none, the last namespace).
+std::optional<std::string> NamespaceEnd(uint32_t ns) {
+  if (ns == UINT32_MAX) return std::nullopt;
+  return Databases::NamespacePrefix(ns + 1);
+}
+
+// The smallest key after `key` of at most `max` bytes; false if none.
+bool Successor(std::string* key, size_t max) {
+  if (key->size() < max) {
+    key->push_back('\0');
+    return true;
+  }
+  while (!key->empty() && static_cast<unsigned char>(key->back()) == 0xff) key->pop_back();
+  if (key->empty()) return false;
+  key->back() = static_cast<char>(static_cast<unsigned char>(key->back()) + 1);
+  return true;
+}
+
+// Range over the stored items of namespace `ns` from the position of
+// client key `from` (its slot, then it) to that of `to` (nullopt: the
+// namespace's end), through `range` (the store's or a transaction's);
+// appends client keys.
+using RangeFn = std::function<size_t(std::string_view, std::optional<std::string_view>, size_t,
+                                     std::vector<std::pair<std::string, std::string>>*)>;
+size_t RangeOfNamespace(uint32_t ns, std::string_view from, std::optional<std::string_view> to,
+                        size_t limit, std::vector<std::pair<std::string, std::string>>* out,
+                        const RangeFn& range) {
+  std::string lo = Databases::Encode(ns, from);
+  const std::optional<std::string> hi =
+      to ? std::optional<std::string>(Databases::Encode(ns, *to)) : NamespaceEnd(ns);
+  size_t added = 0;
+  std::vector<std::pair<std::string, std::string>> batch;
+  while (added < limit) {
+    batch.clear();
+    const size_t want = limit - added;
+    const size_t n = range(lo, hi ? std::optional<std::string_view>(*hi) : std::nullopt, want, &batch);
+    for (auto& [k, v] : batch) {
+      uint32_t kns = 0;
+      std::string_view key;
+      // Records of other kinds (none yet) are skipped.
+      if (!Split(k, &kns, &key)) continue;
+      out->emplace_back(std::string(key), std::move(v));
+      ++added;
+    }
+    if (n < want) break;  // the range is done
+    lo = batch.back().first;
+    lo.push_back('\0');
+  }
+  return added;
+}
+
+}  // namespace
+
+std::string Databases::NamespacePrefix(uint32_t ns) {
+  std::string p;
+  PutBigEndian32(ns, &p);
+  return p;
+}
+
+std::string Databases::Encode(uint32_t ns, std::string_view key) {
+  std::string s;
+  s.reserve(kHeaderBytes + key.size());
+  PutBigEndian32(ns, &s);
+  const uint16_t slot = KeySlot(key);
+  s.push_back(static_cast<char>(slot >> 8));
+  s.push_back(static_cast<char>(slot & 0xff));
+  s.push_back(static_cast<char>(kKindItem));
+  s.append(key);
+  return s;
+}
+
+std::string Databases::EncodeTable(const Table& t) {
+  std::string v(kTableMagic);
+  PutLittle32(kTableFormat, &v);
+  PutLittle32(t.next_ns, &v);
+  PutLittle32(static_cast<uint32_t>(t.ns.size()), &v);
+  for (uint32_t ns : t.ns) PutLittle32(ns, &v);
+  PutLittle32(static_cast<uint32_t>(t.garbage.size()), &v);
+  for (uint32_t ns : t.garbage) PutLittle32(ns, &v);
+  return v;
+}
+
+Status Databases::DecodeTable(std::string_view v, Table* t) {
+  auto bad = [](const char* what) {
+    return Status::Corruption(std::string("pmserver's table of databases is damaged: ") + what);
+  };
+  size_t pos = kTableMagic.size();
+  uint32_t format = 0, n = 0, g = 0;
+  if (!GetLittle32(v, &pos, &format) || format != kTableFormat) return bad("unknown format");
+  if (!GetLittle32(v, &pos, &t->next_ns) || !GetLittle32(v, &pos, &n) || n == 0 ||
+      n > static_cast<uint32_t>(kMaxDatabases))
+    return bad("header");
+  t->ns.resize(n);
+  for (uint32_t& ns : t->ns)
+    if (!GetLittle32(v, &pos, &ns)) return bad("truncated");
+  if (!GetLittle32(v, &pos, &g) || g > (v.size() - pos) / 4) return bad("garbage list");
+  t->garbage.resize(g);
+  for (uint32_t& ns : t->garbage)
+    if (!GetLittle32(v, &pos, &ns)) return bad("truncated");
+  if (pos != v.size()) return bad("trailing bytes");
+  std::set<uint32_t> seen;
+  for (const auto* list : {&t->ns, &t->garbage}) {
+    for (uint32_t ns : *list) {
+      if (ns == 0 || ns >= t->next_ns || !seen.insert(ns).second) return bad("namespace out of range");
+    }
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- views
+
+// Database i's Store: translates keys and delegates to the base store,
+// each call inside an epoch guard.
+class Databases::View final : public Store {
+ public:
+  View(Databases& dbs, int i) : dbs_(dbs), i_(static_cast<size_t>(i)) {}
+
+  size_t max_key_bytes() const override { return dbs_.base_.max_key_bytes() - kHeaderBytes; }
+  size_t max_value_bytes() const override { return dbs_.base_.max_value_bytes(); }
+
+  Result<StoredValue> Get(std::string_view key) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    return base().Get(Key(key));
+  }
+  Status Put(std::string_view key, std::string_view value) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    return base().Put(Key(key), value);
+  }
+  Status PutMany(const std::vector<std::pair<std::string_view, std::string_view>>& pairs) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    const uint32_t ns = Ns();
+    std::vector<std::string> keys;
+    keys.reserve(pairs.size());
+    std::vector<std::pair<std::string_view, std::string_view>> stored;
+    stored.reserve(pairs.size());
+    for (const auto& [k, v] : pairs) keys.push_back(Encode(ns, k));
+    for (size_t i = 0; i < pairs.size(); ++i) stored.emplace_back(keys[i], pairs[i].second);
+    return base().PutMany(stored);
+  }
+  Result<WriteOutcome> PutIfAbsent(std::string_view key, std::string_view value) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    return base().PutIfAbsent(Key(key), value);
+  }
+  Result<WriteOutcome> PutIfVersion(std::string_view key, std::string_view value,
+                                    uint64_t version) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    return base().PutIfVersion(Key(key), value, version);
+  }
+  Result<WriteOutcome> Remove(std::string_view key) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    return base().Remove(Key(key));
+  }
+  Result<WriteOutcome> RemoveIfVersion(std::string_view key, uint64_t version) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    return base().RemoveIfVersion(Key(key), version);
+  }
+  using Store::Range;
+  size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
+               std::vector<std::pair<std::string, std::string>>* out) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    return RangeOfNamespace(Ns(), from, to, limit, out,
+                            [this](std::string_view f, std::optional<std::string_view> t, size_t l,
+                                   std::vector<std::pair<std::string, std::string>>* o) {
+                              return base().Range(f, t, l, o);
+                            });
+  }
+  Status RemoveAll() override { return dbs_.Flush(static_cast<int>(i_)); }
+  StoreInfo Info() override {
+    StoreInfo info = base().Info();
+    if (info.keys > 0) --info.keys;  // the table
+    return info;
+  }
+  std::unique_ptr<StoreTransaction> Begin() override;
+
+ private:
+  Store& base() { return dbs_.base_; }
+  uint32_t Ns() const { return dbs_.live_ns_[i_].load(std::memory_order_acquire); }
+  std::string Key(std::string_view key) const { return Encode(Ns(), key); }
+
+  Databases& dbs_;
+  const size_t i_;
+};
+
+// One database's view of a DbTransaction's underlying transaction.
+class DbTransaction::View final : public StoreTransaction {
+ public:
+  View(DbTransaction& t, uint32_t ns) : t_(t), ns_(ns) {}
+
+  Result<StoredValue> Get(std::string_view key) override { return tx().Get(Key(key)); }
+  Status Put(std::string_view key, std::string_view value) override {
+    return tx().Put(Key(key), value);
+  }
+  Result<WriteOutcome> Remove(std::string_view key) override { return tx().Remove(Key(key)); }
+  size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
+               std::vector<std::pair<std::string, std::string>>* out) override {
+    return RangeOfNamespace(ns_, from, to, limit, out,
+                            [this](std::string_view f, std::optional<std::string_view> t, size_t l,
+                                   std::vector<std::pair<std::string, std::string>>* o) {
+                              return tx().Range(f, t, l, o);
+                            });
+  }
+  // A view commits or aborts the whole transaction.
+  Status Commit() override { return t_.Commit(); }
+  void Abort() override { t_.Abort(); }
+
+ private:
+  StoreTransaction& tx() { return *t_.tx_; }
+  std::string Key(std::string_view key) const { return Databases::Encode(ns_, key); }
+
+  DbTransaction& t_;
+  const uint32_t ns_;
+};
+
+namespace {
+// A transaction of one database that owns its DbTransaction.
+class SingleDbTransaction final : public StoreTransaction {
+ public:
+  SingleDbTransaction(std::unique_ptr<DbTransaction> t, int i) : t_(std::move(t)), v_(t_->db(i)) {}
+  Result<StoredValue> Get(std::string_view key) override { return v_.Get(key); }
+  Status Put(std::string_view key, std::string_view value) override { return v_.Put(key, value); }
+  Result<WriteOutcome> Remove(std::string_view key) override { return v_.Remove(key); }
+  size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
+               std::vector<std::pair<std::string, std::string>>* out) override {
+    return v_.Range(from, to, limit, out);
+  }
+  Status Commit() override { return t_->Commit(); }
+  void Abort() override { t_->Abort(); }
+
+ private:
+  std::unique_ptr<DbTransaction> t_;
+  StoreTransaction& v_;
+};
+}  // namespace
+
+std::unique_ptr<StoreTransaction> Databases::View::Begin() {
+  return std::make_unique<SingleDbTransaction>(dbs_.Begin(), static_cast<int>(i_));
+}
+
+DbTransaction::DbTransaction(Databases& dbs, OpEpochs::Guard guard, std::vector<uint32_t> ns,
+                             std::unique_ptr<StoreTransaction> tx)
+    : dbs_(dbs), guard_(std::move(guard)), ns_(std::move(ns)), tx_(std::move(tx)) {
+  views_.resize(ns_.size());
+}
+
+DbTransaction::~DbTransaction() {
+  if (tx_ != nullptr) tx_->Abort();
+}
+
+StoreTransaction& DbTransaction::db(int i) {
+  std::unique_ptr<View>& v = views_[static_cast<size_t>(i)];
+  if (v == nullptr) v = std::make_unique<View>(*this, ns_[static_cast<size_t>(i)]);
+  return *v;
+}
+
+Status DbTransaction::Commit() {
+  Status s = tx_->Commit();
+  guard_.Release();
+  return s;
+}
+
+void DbTransaction::Abort() {
+  tx_->Abort();
+  guard_.Release();
+}
+
+// ---------------------------------------------------------------- Databases
+
+Databases::Databases(Store& base, int count, Table table)
+    : base_(base), count_(count), table_(std::move(table)) {
+  served_ = table_.ns.size();
+  live_ns_ = std::make_unique<std::atomic<uint32_t>[]>(served_);
+  for (size_t i = 0; i < served_; ++i) live_ns_[i].store(table_.ns[i]);
+  for (int i = 0; i < count_; ++i) views_.push_back(std::make_unique<View>(*this, i));
+}
+
+Databases::~Databases() = default;
+
+Store& Databases::db(int i) { return *views_[static_cast<size_t>(i)]; }
+
+Result<std::unique_ptr<Databases>> Databases::Open(Store& base, int count) {
+  if (count < 1 || count > kMaxDatabases)
+    return Status::InvalidArgument("the number of databases is 1 to " + std::to_string(kMaxDatabases));
+  if (base.max_key_bytes() <= kHeaderBytes) return Status::InvalidArgument("the store's keys are too short");
+  Table table;
+  Result<StoredValue> stored = base.Get(kTableKey);
+  if (stored.ok()) {
+    if (!stored->value.starts_with(kTableMagic)) {
+      return Status::NotSupported(
+          "the pool holds keys stored without databases (written by an older pmserver); this "
+          "pmserver would not see them: serve it with the pmserver that wrote it");
+    }
+    PMINDEX_RETURN_IF_ERROR(DecodeTable(stored->value, &table));
+  } else if (!stored.status().is_not_found()) {
+    return stored.status();
+  } else {
+    std::vector<std::pair<std::string, std::string>> any;
+    if (base.Range("", 1, &any) > 0) {
+      return Status::NotSupported(
+          "the pool holds keys stored without databases (written by an older pmserver); this "
+          "pmserver would not see them: serve it with the pmserver that wrote it");
+    }
+  }
+  const bool grow = table.ns.size() < static_cast<size_t>(count);
+  while (table.ns.size() < static_cast<size_t>(count)) table.ns.push_back(table.next_ns++);
+  if (grow) PMINDEX_RETURN_IF_ERROR(base.Put(kTableKey, EncodeTable(table)));
+  return std::unique_ptr<Databases>(new Databases(base, count, std::move(table)));
+}
+
+Status Databases::Install(Table next) {
+  // Durable first: once an operation can see a namespace, a restart sees
+  // it too.
+  PMINDEX_RETURN_IF_ERROR(base_.Put(kTableKey, EncodeTable(next)));
+  table_ = std::move(next);
+  seq_.fetch_add(1, std::memory_order_acq_rel);  // odd: changing
+  for (size_t i = 0; i < served_; ++i) live_ns_[i].store(table_.ns[i], std::memory_order_release);
+  seq_.fetch_add(1, std::memory_order_acq_rel);
+  return Status::OK();
+}
+
+std::vector<uint32_t> Databases::Snapshot() const {
+  std::vector<uint32_t> ns(static_cast<size_t>(count_));
+  for (;;) {
+    const uint64_t before = seq_.load(std::memory_order_acquire);
+    if (before & 1) {
+      std::this_thread::yield();
+      continue;
+    }
+    for (size_t i = 0; i < ns.size(); ++i) ns[i] = live_ns_[i].load(std::memory_order_acquire);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (seq_.load(std::memory_order_relaxed) == before) return ns;
+  }
+}
+
+Status Databases::Flush(int i) {
+  std::lock_guard<std::mutex> lock(meta_mu_);
+  Table next = table_;
+  next.garbage.push_back(next.ns[static_cast<size_t>(i)]);
+  next.ns[static_cast<size_t>(i)] = next.next_ns++;
+  return Install(std::move(next));
+}
+
+Status Databases::FlushAll() {
+  std::lock_guard<std::mutex> lock(meta_mu_);
+  Table next = table_;
+  for (uint32_t& ns : next.ns) {
+    next.garbage.push_back(ns);
+    ns = next.next_ns++;
+  }
+  return Install(std::move(next));
+}
+
+Status Databases::Swap(int i, int j) {
+  std::lock_guard<std::mutex> lock(meta_mu_);
+  Table next = table_;
+  std::swap(next.ns[static_cast<size_t>(i)], next.ns[static_cast<size_t>(j)]);
+  return Install(std::move(next));
+}
+
+uint64_t Databases::KeyCount(int i) {
+  OpEpochs::Guard g = epochs_.Enter();
+  const uint32_t ns = this->ns(i);
+  std::string from = NamespacePrefix(ns);
+  const std::optional<std::string> end = NamespaceEnd(ns);
+  uint64_t n = 0;
+  std::vector<std::pair<std::string, std::string>> batch;
+  for (;;) {
+    batch.clear();
+    const size_t got =
+        base_.Range(from, end ? std::optional<std::string_view>(*end) : std::nullopt, 1024, &batch);
+    for (const auto& kv : batch) {
+      uint32_t kns = 0;
+      std::string_view key;
+      n += Split(kv.first, &kns, &key);
+    }
+    if (got < 1024) return n;
+    from = batch.back().first;
+    from.push_back('\0');
+  }
+}
+
+std::unique_ptr<DbTransaction> Databases::Begin() {
+  OpEpochs::Guard g = epochs_.Enter();
+  std::vector<uint32_t> ns = Snapshot();
+  return std::unique_ptr<DbTransaction>(new DbTransaction(*this, std::move(g), std::move(ns), base_.Begin()));
+}
+
+bool Databases::reclaim_pending() {
+  std::lock_guard<std::mutex> lock(meta_mu_);
+  return !table_.garbage.empty();
+}
+
+size_t Databases::ReclaimStep(size_t budget) {
+  std::lock_guard<std::mutex> rlock(reclaim_mu_);
+  uint32_t ns = 0;
+  {
+    std::lock_guard<std::mutex> lock(meta_mu_);
+    if (table_.garbage.empty()) return 0;
+    ns = table_.garbage.front();
+  }
+  if (quiesced_.count(ns) == 0) {
+    // Operations that read the namespace before it became garbage may
+    // still write into it; after this, none can.
+    epochs_.Synchronize();
+    quiesced_.insert(ns);
+  }
+  std::vector<std::pair<std::string, std::string>> batch;
+  const std::optional<std::string> end = NamespaceEnd(ns);
+  base_.Range(NamespacePrefix(ns), end ? std::optional<std::string_view>(*end) : std::nullopt,
+              std::max<size_t>(budget, 1), &batch);
+  size_t removed = 0;
+  for (const auto& kv : batch) {
+    Result<WriteOutcome> r = base_.Remove(kv.first);
+    if (!r.ok()) return removed;  // the store failed: try again at the next step
+    removed += *r == WriteOutcome::kDone;
+  }
+  if (batch.empty()) {
+    std::lock_guard<std::mutex> lock(meta_mu_);
+    Table next = table_;
+    std::erase(next.garbage, ns);
+    if (Install(std::move(next)).ok()) quiesced_.erase(ns);
+  }
+  return removed;
+}
+
+size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string_view)>& expired) {
+  std::lock_guard<std::mutex> lock(expire_mu_);
+  const std::vector<uint32_t> live = Snapshot();
+  std::vector<std::pair<std::string, std::string>> batch;
+  const size_t n = base_.Range(expire_cursor_, std::max<size_t>(budget, 1), &batch);
+  size_t removed = 0;
+  for (const auto& [k, v] : batch) {
+    uint32_t ns = 0;
+    std::string_view key;
+    if (k.size() >= 4 && std::find(live.begin(), live.end(), GetBigEndian32(k)) == live.end()) {
+      // The table or a garbage namespace: go on after it (ReclaimStep
+      // removes garbage).
+      ns = GetBigEndian32(k);
+      if (ns == UINT32_MAX) {
+        expire_cursor_.clear();
+        return removed;
+      }
+      expire_cursor_ = NamespacePrefix(ns + 1);
+      return removed;
+    }
+    if (!Split(k, &ns, &key) || !expired(v)) continue;
+    // Examined again with its version: only that version is removed.
+    Result<StoredValue> cur = base_.Get(k);
+    if (!cur.ok() || !expired(cur->value)) continue;
+    Result<WriteOutcome> r = base_.RemoveIfVersion(k, cur->version);
+    removed += r.ok() && *r == WriteOutcome::kDone;
+  }
+  if (n < std::max<size_t>(budget, 1)) {
+    expire_cursor_.clear();  // the end: start over
+  } else {
+    expire_cursor_ = batch.back().first;
+    if (!Successor(&expire_cursor_, base_.max_key_bytes())) expire_cursor_.clear();
+  }
+  return removed;
+}
+
+}  // namespace pmindex::server

@@ -1,0 +1,220 @@
+// Databases 0..N-1 (Redis's SELECT) over one Store, with logical flushes
+// and SWAPDB, and the background work they need (docs/server.md "Key
+// encoding and databases").
+//
+// Key encoding: a key K of database i is stored in the underlying Store as
+//
+//   [namespace: 4 bytes, big endian][slot: 2 bytes, big endian][kind: 1 byte][K]
+//
+// where the namespace is database i's current one (the table below), the
+// slot is K's Redis Cluster hash slot (key_slot.h), and kind 0 is the key's
+// item (other kinds are reserved for the records of a key's elements). So
+// a database is one range of the store, one slot of a database is one
+// range too, and a database can be flushed or walked without touching the
+// others. Namespace 0 holds the table alone, under kTableKey.
+//
+// The table of databases (one value, written whole): each database's
+// namespace, the next unused namespace, and the namespaces whose keys are
+// garbage (being reclaimed). Flush(i) gives database i a fresh namespace
+// and lists the old one as garbage; Swap(i, j) exchanges two namespaces;
+// each is one durable write of the table, then published in DRAM, so it
+// is atomic: an operation sees the whole database before or none of it
+// after. Nothing else is written: a flush costs O(databases), whatever the
+// number of keys. ReclaimStep removes the garbage namespaces' keys in the
+// background, a bounded batch per call, and ExpireStep removes expired
+// items nobody reads.
+//
+// Concurrency: every operation of a database's view (db(i)) and every
+// transaction (Begin) reads the namespace it uses inside an epoch guard
+// (OpEpochs); before ReclaimStep finishes a garbage namespace it waits
+// until every operation that might still write into it has ended, so no
+// write can land in a namespace after it was reclaimed. Flush, Swap and
+// the table are serialized by one mutex; the operations never take it.
+//
+// A store written by a pmserver without databases (keys stored raw) is
+// refused by Open (NotSupported, naming the reason): its keys would
+// otherwise look like garbage and the data would seem gone.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/store.h"
+
+namespace pmindex::server {
+
+// Guards that operations take around a read of shared state, and a wait
+// for every guard taken before it to be released (a grace period, as in
+// read-copy-update). Enter is two atomic increments on a counter of the
+// calling thread's stripe; Synchronize may wait, and must not be called
+// while the caller holds a guard.
+class OpEpochs {
+ public:
+  class Guard {
+   public:
+    Guard() = default;
+    explicit Guard(std::atomic<uint64_t>* c) : c_(c) {}
+    Guard(Guard&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+    Guard& operator=(Guard&& o) noexcept {
+      Release();
+      c_ = std::exchange(o.c_, nullptr);
+      return *this;
+    }
+    ~Guard() { Release(); }
+    void Release() {
+      if (c_ != nullptr) c_->fetch_sub(1, std::memory_order_release);
+      c_ = nullptr;
+    }
+
+   private:
+    std::atomic<uint64_t>* c_ = nullptr;
+  };
+
+  Guard Enter();
+  // Returns once every guard entered before the call is released.
+  void Synchronize();
+
+ private:
+  static constexpr size_t kStripes = 32;
+  struct alignas(64) Stripe {
+    std::array<std::atomic<uint64_t>, 2> active{};
+  };
+  std::array<Stripe, kStripes> stripes_;
+  std::atomic<uint64_t> epoch_{0};
+  std::mutex sync_mu_;
+};
+
+class Databases;
+
+// A transaction over any of the databases (Databases::Begin): db(i) is
+// database i's view of one underlying StoreTransaction, so one Commit
+// applies the writes to every database at once. The namespaces are the
+// ones of Begin's moment (a flush or swap after Begin does not move the
+// transaction's keys: the transaction is ordered before it).
+class DbTransaction {
+ public:
+  ~DbTransaction();
+  DbTransaction(const DbTransaction&) = delete;
+  DbTransaction& operator=(const DbTransaction&) = delete;
+
+  // REQUIRES: 0 <= i < Databases::count().
+  StoreTransaction& db(int i);
+  // The namespace database i had at Begin.
+  uint32_t ns(int i) const { return ns_[static_cast<size_t>(i)]; }
+  [[nodiscard]] Status Commit();
+  void Abort();
+
+ private:
+  friend class Databases;
+  class View;
+  DbTransaction(Databases& dbs, OpEpochs::Guard guard, std::vector<uint32_t> ns,
+                std::unique_ptr<StoreTransaction> tx);
+
+  Databases& dbs_;
+  OpEpochs::Guard guard_;
+  std::vector<uint32_t> ns_;
+  std::unique_ptr<StoreTransaction> tx_;
+  std::vector<std::unique_ptr<View>> views_;
+};
+
+class Databases {
+ public:
+  static constexpr size_t kHeaderBytes = 7;  // namespace, slot, kind
+  static constexpr int kMaxDatabases = 1 << 16;
+  // Namespace 0's only key.
+  static constexpr std::string_view kTableKey{"\0\0\0\0pmserver-databases", 24};
+
+  // Reads the table of databases from `base` (which must outlive the
+  // result), creating it in an empty store and extending it to `count`
+  // databases if it has fewer (a table with more keeps them, unserved).
+  // NotSupported: the store holds keys but no table (written by a
+  // pmserver without databases). Corruption: the table does not decode.
+  [[nodiscard]] static Result<std::unique_ptr<Databases>> Open(Store& base, int count);
+  ~Databases();
+
+  int count() const { return count_; }
+  // Database i's view: a Store whose keys are the clients' keys (at most
+  // base max_key_bytes() - kHeaderBytes bytes), ordered by (slot, key).
+  // RemoveAll is Flush(i); Begin a transaction over this database alone;
+  // Info counts the store's keys (all databases, garbage included) less
+  // the table. REQUIRES: 0 <= i < count().
+  Store& db(int i);
+  Store& base() { return base_; }
+
+  // Logical flush of database i, or of every database (FLUSHALL) in one
+  // write; durable when it returns.
+  [[nodiscard]] Status Flush(int i);
+  [[nodiscard]] Status FlushAll();
+  // Exchanges databases i and j (SWAPDB); durable when it returns.
+  [[nodiscard]] Status Swap(int i, int j);
+  // Keys stored in database i, expired items not yet removed included:
+  // walks the database (O(its keys)).
+  uint64_t KeyCount(int i);
+  // The current namespace of database i (WATCH compares it).
+  uint32_t ns(int i) const { return live_ns_[static_cast<size_t>(i)].load(std::memory_order_acquire); }
+
+  // A transaction over all databases (DbTransaction).
+  std::unique_ptr<DbTransaction> Begin();
+
+  // Background work; each call does a bounded amount and returns how much
+  // (keys removed). Neither may be called while the caller holds a
+  // transaction (ReclaimStep may wait for running operations to end).
+  // Removes up to `budget` keys of the oldest garbage namespace; when it
+  // has none left, drops it from the table.
+  size_t ReclaimStep(size_t budget);
+  bool reclaim_pending();
+  // Examines up to `budget` stored items of the served databases, from
+  // where the last call stopped (wrapping around at the end), and removes
+  // those `expired` says are expired, each only if unchanged since it was
+  // examined (RemoveIfVersion).
+  size_t ExpireStep(size_t budget, const std::function<bool(std::string_view value)>& expired);
+
+  // The stored form of `key` in namespace `ns`; the prefix of a namespace.
+  static std::string Encode(uint32_t ns, std::string_view key);
+  static std::string NamespacePrefix(uint32_t ns);
+
+ private:
+  class View;
+  friend class DbTransaction;
+  struct Table {
+    uint32_t next_ns = 1;
+    std::vector<uint32_t> ns;       // per database
+    std::vector<uint32_t> garbage;  // oldest first
+  };
+  static std::string EncodeTable(const Table& t);
+  static Status DecodeTable(std::string_view v, Table* t);
+
+  Databases(Store& base, int count, Table table);
+  // Writes `next` as the table and publishes it. REQUIRES: meta_mu_ held.
+  Status Install(Table next);
+  // Every database's namespace, read as one consistent set.
+  std::vector<uint32_t> Snapshot() const;
+
+  Store& base_;
+  const int count_;
+  OpEpochs epochs_;
+  std::mutex meta_mu_;
+  Table table_;  // guarded by meta_mu_
+  // The published namespaces; seq_ is odd while Install changes them.
+  std::unique_ptr<std::atomic<uint32_t>[]> live_ns_;
+  std::atomic<uint64_t> seq_{0};
+  size_t served_ = 0;  // entries of live_ns_ (the table's databases)
+  std::vector<std::unique_ptr<View>> views_;
+
+  std::mutex reclaim_mu_;
+  std::set<uint32_t> quiesced_;  // garbage namespaces past a grace period
+  std::mutex expire_mu_;
+  std::string expire_cursor_;
+};
+
+}  // namespace pmindex::server

@@ -1,0 +1,344 @@
+// Databases (server/databases.h) over both stores: the key encoding,
+// isolation of databases, logical flushes and their reclamation, SWAPDB,
+// the table across reopening, refusal of stores without databases,
+// transactions across databases, the expiry sweep, and flushes racing
+// writers.
+#include "server/databases.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/key_slot.h"
+#include "tests/server/map_store.h"
+#ifdef PMINDEX_SERVER_TEST_KV
+#include "pmindex/kv.h"
+#include "server/kv_backed_store.h"
+#endif
+
+namespace pmindex::server::testing {
+namespace {
+
+// prefix + n (appends: GCC 12 warns wrongly about "literal" + std::string
+// with -Wrestrict).
+std::string Name(std::string_view prefix, int n, std::string_view sep = {}, int m = -1) {
+  std::string s(prefix);
+  s.append(std::to_string(n)).append(sep);
+  if (m >= 0) s.append(std::to_string(m));
+  return s;
+}
+
+TEST(KeySlot, MatchesRedisCluster) {
+  EXPECT_EQ(Crc16("123456789"), 0x31C3);  // the XMODEM check value
+  EXPECT_EQ(KeySlot("foo"), 12182);        // Redis Cluster's documented examples
+  EXPECT_EQ(KeySlot("bar"), 5061);
+  EXPECT_EQ(KeySlot("{user1000}.following"), KeySlot("user1000"));
+  EXPECT_EQ(KeySlot("foo{}{bar}"), KeySlot("foo{}{bar}"));  // an empty tag hashes the whole key
+  EXPECT_NE(KeySlot("foo{}{bar}"), KeySlot("bar"));
+  EXPECT_EQ(KeySlot("foo{{bar}}zap"), KeySlot("{bar"));
+}
+
+class StoreOwner {
+ public:
+  virtual ~StoreOwner() = default;
+  virtual Store& store() = 0;
+};
+
+class MapOwner final : public StoreOwner {
+ public:
+  Store& store() override { return store_; }
+
+ private:
+  MapStore store_;
+};
+
+#ifdef PMINDEX_SERVER_TEST_KV
+class KvOwner final : public StoreOwner {
+ public:
+  KvOwner() {
+    auto kv = KvStore::CreateInMemory("lbtree");
+    EXPECT_TRUE(kv.ok()) << kv.status().ToString();
+    kv_ = std::move(kv.value());
+    store_ = std::make_unique<KvBackedStore>(*kv_);
+  }
+  ~KvOwner() override {
+    store_.reset();
+    EXPECT_TRUE(kv_->Verify().ok());
+    EXPECT_TRUE(kv_->Close().ok());
+  }
+  Store& store() override { return *store_; }
+
+ private:
+  std::unique_ptr<KvStore> kv_;
+  std::unique_ptr<KvBackedStore> store_;
+};
+#endif
+
+std::vector<std::string> Kinds() {
+#ifdef PMINDEX_SERVER_TEST_KV
+  return {"map", "kvstore"};
+#else
+  return {"map"};
+#endif
+}
+
+class DatabasesTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+#ifdef PMINDEX_SERVER_TEST_KV
+    if (GetParam() == "kvstore") {
+      owner_ = std::make_unique<KvOwner>();
+    }
+#endif
+    if (owner_ == nullptr) owner_ = std::make_unique<MapOwner>();
+    Reopen(4);
+  }
+  void TearDown() override { dbs_.reset(); }
+  void Reopen(int n) {
+    dbs_.reset();
+    auto d = Databases::Open(base(), n);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    dbs_ = std::move(d.value());
+  }
+  Store& base() { return owner_->store(); }
+  Databases& dbs() { return *dbs_; }
+  uint64_t StoredKeys() {
+    std::vector<std::pair<std::string, std::string>> all;
+    return base().Range("", 1u << 30, &all);
+  }
+  std::string Value(int db, std::string_view key) {
+    Result<StoredValue> r = dbs().db(db).Get(key);
+    return r.ok() ? r->value : r.status().is_not_found() ? "(absent)" : r.status().ToString();
+  }
+  void ReclaimAll() {
+    for (int i = 0; i < 100000 && dbs().reclaim_pending(); ++i) dbs().ReclaimStep(500);
+    ASSERT_FALSE(dbs().reclaim_pending());
+  }
+
+  std::unique_ptr<StoreOwner> owner_;
+  std::unique_ptr<Databases> dbs_;
+};
+
+TEST_P(DatabasesTest, DatabasesAreSeparateNamespacesOfSlotOrderedKeys) {
+  ASSERT_TRUE(dbs().db(0).Put("k", "zero").ok());
+  ASSERT_TRUE(dbs().db(1).Put("k", "one").ok());
+  EXPECT_EQ(Value(0, "k"), "zero");
+  EXPECT_EQ(Value(1, "k"), "one");
+  EXPECT_EQ(Value(2, "k"), "(absent)");
+  // The stored form: namespace, slot, kind, key.
+  const std::string stored = Databases::Encode(dbs().ns(1), "k");
+  EXPECT_EQ(stored.size(), Databases::kHeaderBytes + 1);
+  EXPECT_EQ(stored.substr(0, 4), Databases::NamespacePrefix(dbs().ns(1)));
+  EXPECT_EQ((static_cast<uint8_t>(stored[4]) << 8) | static_cast<uint8_t>(stored[5]), KeySlot("k"));
+  EXPECT_EQ(stored[6], '\0');
+  EXPECT_EQ(base().Get(stored)->value, "one");
+  EXPECT_EQ(dbs().db(0).max_key_bytes(), base().max_key_bytes() - Databases::kHeaderBytes);
+  // A view's range is its database's keys, ordered by (slot, key).
+  for (const char* k : {"foo", "bar", "{bar}x", "zap"}) ASSERT_TRUE(dbs().db(2).Put(k, k).ok());
+  std::vector<std::pair<std::string, std::string>> out;
+  ASSERT_EQ(dbs().db(2).Range("", 100, &out), 4u);
+  for (size_t i = 1; i < out.size(); ++i) {
+    const auto a = std::make_pair(KeySlot(out[i - 1].first), out[i - 1].first);
+    const auto b = std::make_pair(KeySlot(out[i].first), out[i].first);
+    EXPECT_LT(a, b);
+  }
+  // From a key: that key and what follows it.
+  out.clear();
+  size_t after_bar = 0;
+  for (const char* k : {"foo", "bar", "{bar}x", "zap"})
+    after_bar += std::make_pair(KeySlot(k), std::string(k)) >= std::make_pair(KeySlot("bar"), std::string("bar"));
+  ASSERT_EQ(dbs().db(2).Range("bar", 100, &out), after_bar);
+  EXPECT_EQ(out[0].first, "bar");  // bar and {bar}x share a slot
+  EXPECT_EQ(out[1].first, "{bar}x");
+  EXPECT_EQ(dbs().KeyCount(2), 4u);
+  EXPECT_EQ(dbs().KeyCount(3), 0u);
+}
+
+TEST_P(DatabasesTest, FlushIsLogicalDurableAndReclaimedInSteps) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1500; ++i) keys.push_back(Name("key", i));
+  std::vector<std::pair<std::string_view, std::string_view>> pairs;
+  for (const std::string& k : keys) pairs.emplace_back(k, k);
+  ASSERT_TRUE(dbs().db(0).PutMany(pairs).ok());
+  ASSERT_TRUE(dbs().db(1).Put("other", "stays").ok());
+  const uint64_t before = StoredKeys();
+  EXPECT_EQ(before, 1 + keys.size() + 1);  // the table, db 0, db 1
+  ASSERT_TRUE(dbs().db(0).RemoveAll().ok());  // FLUSHDB: Flush(0)
+  // Gone at once for every read, nothing walked yet.
+  EXPECT_EQ(Value(0, "key7"), "(absent)");
+  EXPECT_EQ(dbs().KeyCount(0), 0u);
+  EXPECT_EQ(Value(1, "other"), "stays");
+  EXPECT_EQ(StoredKeys(), before);
+  ASSERT_TRUE(dbs().db(0).Put("key7", "new").ok());
+  // The flush point survives a restart, and so does the work left.
+  Reopen(4);
+  EXPECT_EQ(Value(0, "key1"), "(absent)");
+  EXPECT_EQ(Value(0, "key7"), "new");
+  EXPECT_TRUE(dbs().reclaim_pending());
+  // Bounded steps.
+  EXPECT_EQ(dbs().ReclaimStep(1000), 1000u);
+  EXPECT_EQ(StoredKeys(), before + 1 - 1000);
+  ReclaimAll();
+  EXPECT_EQ(StoredKeys(), 3u);  // the table, db 0's key7, db 1's key
+  EXPECT_EQ(Value(0, "key7"), "new");
+  // FLUSHALL: every database in one write.
+  ASSERT_TRUE(dbs().FlushAll().ok());
+  EXPECT_EQ(Value(0, "key7"), "(absent)");
+  EXPECT_EQ(Value(1, "other"), "(absent)");
+  ReclaimAll();
+  EXPECT_EQ(StoredKeys(), 1u);
+}
+
+TEST_P(DatabasesTest, SwapExchangesDatabasesDurably) {
+  ASSERT_TRUE(dbs().db(0).Put("x", "in0").ok());
+  ASSERT_TRUE(dbs().db(3).Put("x", "in3").ok());
+  ASSERT_TRUE(dbs().db(3).Put("y", "y3").ok());
+  ASSERT_TRUE(dbs().Swap(0, 3).ok());
+  EXPECT_EQ(Value(0, "x"), "in3");
+  EXPECT_EQ(Value(0, "y"), "y3");
+  EXPECT_EQ(Value(3, "x"), "in0");
+  Reopen(4);
+  EXPECT_EQ(Value(0, "x"), "in3");
+  EXPECT_EQ(Value(3, "y"), "(absent)");
+  EXPECT_EQ(dbs().KeyCount(0), 2u);
+  ASSERT_TRUE(dbs().Swap(2, 2).ok());
+  EXPECT_FALSE(dbs().reclaim_pending());
+}
+
+TEST_P(DatabasesTest, TableGrowsAndKeepsDatabasesBeyondTheCount) {
+  ASSERT_TRUE(dbs().db(3).Put("k", "three").ok());
+  Reopen(2);  // db 3 is not served, but kept
+  EXPECT_EQ(dbs().count(), 2);
+  Reopen(6);
+  EXPECT_EQ(Value(3, "k"), "three");
+  EXPECT_EQ(Value(5, "k"), "(absent)");
+  ASSERT_TRUE(dbs().db(5).Put("k", "five").ok());
+  EXPECT_EQ(Value(5, "k"), "five");
+  EXPECT_TRUE(Databases::Open(base(), 0).status().is_invalid_argument());
+}
+
+TEST(Databases, StoreWithoutTableIsRefusedNotEmpty) {
+  {
+    MapStore raw;
+    ASSERT_TRUE(raw.Put("user:1", std::string("\x50", 1) + "data").ok());  // an item, stored raw
+    auto d = Databases::Open(raw, 16);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), Status::Code::kNotSupported);
+    EXPECT_NE(d.status().ToString().find("without databases"), std::string::npos);
+    // Nothing was written.
+    EXPECT_EQ(raw.Info().keys, 1u);
+  }
+  {
+    // A raw key that happens to be the table's key, holding an item.
+    MapStore raw;
+    ASSERT_TRUE(raw.Put(Databases::kTableKey, std::string("\x50", 1)).ok());
+    EXPECT_EQ(Databases::Open(raw, 16).status().code(), Status::Code::kNotSupported);
+  }
+  {
+    // A damaged table.
+    MapStore raw;
+    ASSERT_TRUE(Databases::Open(raw, 2).ok());
+    std::string t = raw.Get(Databases::kTableKey)->value;
+    ASSERT_TRUE(raw.Put(Databases::kTableKey, t.substr(0, t.size() - 1)).ok());
+    EXPECT_TRUE(Databases::Open(raw, 2).status().is_corruption());
+    t[t.size() - 5] = 0x7f;  // a namespace at or past next_ns
+    ASSERT_TRUE(raw.Put(Databases::kTableKey, t).ok());
+    EXPECT_TRUE(Databases::Open(raw, 2).status().is_corruption());
+  }
+}
+
+TEST_P(DatabasesTest, TransactionSpansDatabasesAndIsOrderedBeforeALaterFlush) {
+  ASSERT_TRUE(dbs().db(1).Put("src", "v").ok());
+  {
+    std::unique_ptr<DbTransaction> t = dbs().Begin();
+    Result<StoredValue> v = t->db(1).Get("src");
+    ASSERT_TRUE(v.ok());
+    ASSERT_TRUE(t->db(2).Put("dst", v->value).ok());
+    EXPECT_EQ(*t->db(1).Remove("src"), WriteOutcome::kDone);
+    std::vector<std::pair<std::string, std::string>> out;
+    EXPECT_EQ(t->db(2).Range("", std::nullopt, 10, &out), 1u);
+    EXPECT_EQ(Value(2, "dst"), "(absent)");
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  EXPECT_EQ(Value(2, "dst"), "v");
+  EXPECT_EQ(Value(1, "src"), "(absent)");
+  // Begun before a flush: its writes go to the flushed namespace, so the
+  // flush removes them too.
+  std::unique_ptr<DbTransaction> t = dbs().Begin();
+  ASSERT_TRUE(t->db(2).Put("late", "x").ok());
+  ASSERT_TRUE(dbs().Flush(2).ok());
+  ASSERT_TRUE(t->Commit().ok());
+  t.reset();
+  EXPECT_EQ(Value(2, "late"), "(absent)");
+  EXPECT_EQ(Value(2, "dst"), "(absent)");
+  ReclaimAll();
+  EXPECT_EQ(StoredKeys(), 1u);
+  // A single database's transaction (the view's Begin).
+  std::unique_ptr<StoreTransaction> one = dbs().db(3).Begin();
+  ASSERT_TRUE(one->Put("a", "1").ok());
+  ASSERT_TRUE(one->Commit().ok());
+  EXPECT_EQ(Value(3, "a"), "1");
+}
+
+TEST_P(DatabasesTest, ExpireStepRemovesWhatThePredicateCallsExpiredInBoundedSteps) {
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(dbs().db(i % 2).Put(Name("k", i), i % 3 == 0 ? "dead" : "live").ok());
+  }
+  ASSERT_TRUE(dbs().db(3).Put("gone", "dead").ok());
+  ASSERT_TRUE(dbs().Flush(3).ok());  // garbage is ReclaimStep's, not the sweep's
+  auto dead = [](std::string_view v) { return v == "dead"; };
+  size_t removed = 0;
+  for (int step = 0; step < 20; ++step) removed += dbs().ExpireStep(50, dead);
+  EXPECT_EQ(removed, 100u);
+  EXPECT_EQ(dbs().KeyCount(0) + dbs().KeyCount(1), 200u);
+  EXPECT_EQ(StoredKeys(), 1 + 200 + 1);
+  EXPECT_EQ(dbs().ExpireStep(1000, dead), 0u);
+}
+
+TEST_P(DatabasesTest, FlushesRacingWritersLeaveNoOldKeyAndNoLeak) {
+  // Writers write fresh keys into db 0 while db 0 is flushed over and
+  // over and reclaimed: after each flush returns, no key acknowledged
+  // before it started is visible; at the end the store holds exactly the
+  // live databases' keys (nothing written into a reclaimed namespace).
+  constexpr int kWriters = 3;
+  std::atomic<bool> stop{false};
+  std::vector<std::atomic<int>> acked(kWriters);
+  for (auto& a : acked) a.store(-1);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      for (int i = 0; !stop.load(); ++i) {
+        ASSERT_TRUE(dbs().db(0).Put(Name("w", w, ":", i), "v").ok());
+        acked[static_cast<size_t>(w)].store(i);
+      }
+    });
+  }
+  std::thread reclaimer([&] {
+    while (!stop.load()) dbs().ReclaimStep(64);
+  });
+  for (int round = 0; round < 30; ++round) {
+    std::vector<int> before(kWriters);
+    for (int w = 0; w < kWriters; ++w) before[static_cast<size_t>(w)] = acked[static_cast<size_t>(w)].load();
+    ASSERT_TRUE(dbs().Flush(0).ok());
+    for (int w = 0; w < kWriters; ++w) {
+      if (before[static_cast<size_t>(w)] < 0) continue;
+      EXPECT_EQ(Value(0, Name("w", w, ":", before[static_cast<size_t>(w)])),
+                "(absent)");
+    }
+  }
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  reclaimer.join();
+  ReclaimAll();
+  EXPECT_EQ(StoredKeys(), 1 + dbs().KeyCount(0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, DatabasesTest, ::testing::ValuesIn(Kinds()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace pmindex::server::testing

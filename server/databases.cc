@@ -501,33 +501,40 @@ size_t Databases::ReclaimStep(size_t budget) {
 size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string_view)>& expired) {
   std::lock_guard<std::mutex> lock(expire_mu_);
   const std::vector<uint32_t> live = Snapshot();
+  size_t examined = 0, removed = 0;
   std::vector<std::pair<std::string, std::string>> batch;
-  const size_t n = base_.Range(expire_cursor_, std::max<size_t>(budget, 1), &batch);
-  size_t removed = 0;
-  for (const auto& [k, v] : batch) {
-    uint32_t ns = 0;
-    std::string_view key;
-    if (k.size() >= 4 && std::find(live.begin(), live.end(), GetBigEndian32(k)) == live.end()) {
-      // The table or a garbage namespace: go on after it (ReclaimStep
-      // removes garbage).
-      ns = GetBigEndian32(k);
-      if (ns == UINT32_MAX) {
-        expire_cursor_.clear();
-        return removed;
+  while (examined < budget) {
+    batch.clear();
+    const size_t want = budget - examined;
+    const size_t n = base_.Range(expire_cursor_, want, &batch);
+    bool skipped = false;
+    for (const auto& [k, v] : batch) {
+      ++examined;
+      const uint32_t ns = k.size() >= 4 ? GetBigEndian32(k) : 0;
+      if (std::find(live.begin(), live.end(), ns) == live.end()) {
+        // The table or a garbage namespace (ReclaimStep's): go on after it.
+        if (ns == UINT32_MAX) {
+          expire_cursor_.clear();
+          return removed;
+        }
+        expire_cursor_ = NamespacePrefix(ns + 1);
+        skipped = true;
+        break;
       }
-      expire_cursor_ = NamespacePrefix(ns + 1);
+      uint32_t kns = 0;
+      std::string_view key;
+      if (!Split(k, &kns, &key) || !expired(v)) continue;
+      // Examined again with its version: only that version is removed.
+      Result<StoredValue> cur = base_.Get(k);
+      if (!cur.ok() || !expired(cur->value)) continue;
+      Result<WriteOutcome> r = base_.RemoveIfVersion(k, cur->version);
+      removed += r.ok() && *r == WriteOutcome::kDone;
+    }
+    if (skipped) continue;
+    if (n < want) {
+      expire_cursor_.clear();  // the end: the next call starts over
       return removed;
     }
-    if (!Split(k, &ns, &key) || !expired(v)) continue;
-    // Examined again with its version: only that version is removed.
-    Result<StoredValue> cur = base_.Get(k);
-    if (!cur.ok() || !expired(cur->value)) continue;
-    Result<WriteOutcome> r = base_.RemoveIfVersion(k, cur->version);
-    removed += r.ok() && *r == WriteOutcome::kDone;
-  }
-  if (n < std::max<size_t>(budget, 1)) {
-    expire_cursor_.clear();  // the end: start over
-  } else {
     expire_cursor_ = batch.back().first;
     if (!Successor(&expire_cursor_, base_.max_key_bytes())) expire_cursor_.clear();
   }

@@ -57,6 +57,17 @@ bool Decode(std::string_view stored, Item* out) {
   return true;
 }
 
+bool ExpiredAt(std::string_view stored, int64_t now_ms) {
+  if (stored.empty()) return false;
+  const auto tag = static_cast<uint8_t>(stored[0]);
+  if ((tag & ~(kHasFlags | kHasExpiry)) != kTag || !(tag & kHasExpiry)) return false;
+  const size_t pos = (tag & kHasFlags) ? 5 : 1;
+  if (stored.size() < pos + 8) return false;
+  const uint64_t e = GetLittleEndian<uint64_t>(stored.data() + pos);
+  return e != 0 && e <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
+         static_cast<int64_t>(e) <= now_ms;
+}
+
 }  // namespace item_codec
 
 int64_t WallClockMs() {

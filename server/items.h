@@ -48,6 +48,9 @@ void Encode(std::string_view data, uint32_t flags, int64_t expiry_ms, std::strin
 // Returns false if `stored` is not an item's encoding (then *out is
 // unspecified).
 bool Decode(std::string_view stored, Item* out);
+// True iff `stored` is an item's encoding whose expiry is at or before
+// `now_ms` (reads the header only).
+bool ExpiredAt(std::string_view stored, int64_t now_ms);
 }  // namespace item_codec
 
 // What an item operation did (each protocol words it its own way).
@@ -80,6 +83,8 @@ struct ItemEdit {
 
 // Unix time in milliseconds (std::chrono::system_clock).
 int64_t WallClockMs();
+
+class Keyspace;
 
 class Items {
  public:
@@ -145,6 +150,16 @@ class Items {
   // flush_all). A pending delayed flush is not durable.
   [[nodiscard]] Status Flush(int64_t delay_ms);
   StoreInfo Info() { return store_.Info(); }
+  Store& store() { return store_; }
+
+  // The databases this item layer is one of (keyspace.h), and its index
+  // there; nullptr and 0 for an item layer over a plain store (tests).
+  Keyspace* keyspace() const { return keyspace_; }
+  int db_index() const { return db_index_; }
+  void AttachKeyspace(Keyspace* keyspace, int db_index) {
+    keyspace_ = keyspace;
+    db_index_ = db_index;
+  }
 
  private:
   // One step of a read-modify-write: the outcome to report, and what to
@@ -173,6 +188,8 @@ class Items {
   Stats& stats_;
   Clock now_ms_;
   std::atomic<int64_t> flush_at_ms_{0};  // 0: no delayed flush pending
+  Keyspace* keyspace_ = nullptr;
+  int db_index_ = 0;
 };
 
 }  // namespace pmindex::server

@@ -18,8 +18,11 @@
 #include "pm/persist.h"
 #include "pmindex/kv.h"
 #include "pmindex/version.h"
+#include "server/databases.h"
 #include "server/items.h"
+#include "server/keyspace.h"
 #include "server/kv_backed_store.h"
+#include "server/maintenance.h"
 #include "server/server.h"
 
 namespace {
@@ -83,6 +86,11 @@ int main(int argc, char** argv) {
                  "on SIGINT/SIGTERM, how long connections may take to send their last replies")
       ->capture_default_str()
       ->check(CLI::Range(0, 3600 * 1000));
+  int databases = 16;
+  app.add_option("--databases", databases,
+                 "Redis databases (SELECT 0 to N-1); memcached serves database 0")
+      ->capture_default_str()
+      ->check(CLI::Range(1, pmindex::server::Databases::kMaxDatabases));
   uint32_t pm_write_ns = 0;
   app.add_option("--pm-write-ns", pm_write_ns,
                  "emulated extra PM write latency per flushed line, as pmbench's (0 = none)")
@@ -175,7 +183,15 @@ int main(int argc, char** argv) {
   pmindex::server::Stats stats;
   stats.start_ms = pmindex::server::WallClockMs();
   pmindex::server::KvBackedStore store(*kv.value());
-  pmindex::server::Items items(store, stats);
+  auto dbs = pmindex::server::Databases::Open(store, databases);
+  if (!dbs.ok()) {
+    std::fprintf(stderr, "pmserver: %s: %s\n", pool.c_str(), dbs.status().ToString().c_str());
+    pmindex::IgnoreError(kv.value()->Close(), "the databases error is the one reported");
+    return 1;
+  }
+  pmindex::server::Keyspace keyspace(*dbs.value(), stats);
+  pmindex::server::Items& items = keyspace.db(0);
+  pmindex::server::Maintenance maintenance(*dbs.value(), stats, pmindex::server::WallClockMs, {});
   {
     Server server(items, opts);
     pmindex::Status s = server.Listen();
@@ -194,7 +210,9 @@ int main(int argc, char** argv) {
     std::printf("pmserver: ready (kvstore %s, %d threads%s)\n",
                 std::string(kv.value()->index_kind()).c_str(), opts.threads, latency.c_str());
     std::fflush(stdout);
+    maintenance.Start();
     server.Run();
+    maintenance.Stop();
     // Destroying the server restores the default action of SIGINT and
     // SIGTERM; a second signal during the store's Close must not kill the
     // process, so they stay blocked (and are dropped) until exit. Run has

@@ -13,7 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "server/items.h"
 #include "server/key_slot.h"
+#include "server/keyspace.h"
+#include "server/maintenance.h"
 #include "tests/server/map_store.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
@@ -335,6 +338,60 @@ TEST_P(DatabasesTest, FlushesRacingWritersLeaveNoOldKeyAndNoLeak) {
   reclaimer.join();
   ReclaimAll();
   EXPECT_EQ(StoredKeys(), 1 + dbs().KeyCount(0));
+}
+
+TEST_P(DatabasesTest, ExpireStepNeverRemovesANewerVersion) {
+  ASSERT_TRUE(dbs().db(0).Put("x", "dead").ok());
+  // The second look at x (with its version, just before the conditional
+  // removal) finds it expired, and a client writes x again right then.
+  int looks = 0;
+  auto expired = [&](std::string_view v) {
+    if (v == "dead" && ++looks == 2) {
+      EXPECT_TRUE(dbs().db(0).Put("x", "dead").ok());
+    }
+    return v == "dead";
+  };
+  EXPECT_EQ(dbs().ExpireStep(100, expired), 0u);
+  EXPECT_EQ(Value(0, "x"), "dead");  // the newer version stays
+  EXPECT_EQ(dbs().ExpireStep(100, expired), 1u);
+  EXPECT_EQ(Value(0, "x"), "(absent)");
+}
+
+TEST_P(DatabasesTest, MaintenanceExpiresItemsNobodyReadsAndReclaimsFlushes) {
+  Stats stats;
+  int64_t now = 1'700'000'000'000;
+  Keyspace keyspace(dbs(), stats, [&] { return now; });
+  for (int i = 0; i < 600; ++i) {
+    const int db = i % 3;
+    const int64_t expiry = i % 2 == 0 ? now + 1000 : 0;
+    ASSERT_EQ(*keyspace.db(db).Write(StoreMode::kSet, Name("k", i), "v", 0, expiry), ItemOutcome::kDone);
+  }
+  ASSERT_TRUE(dbs().db(3).Put("raw", "not an item").ok());  // never expires
+  Maintenance::Options o;
+  o.batch = 64;
+  o.expire_keys_per_cycle = 128;
+  o.busy_ms = 1000;
+  Maintenance m(dbs(), stats, [&] { return now; }, o);
+  Maintenance::Work w = m.Cycle();
+  EXPECT_EQ(w.expired, 0u);  // nothing has expired yet
+  now += 1000;
+  size_t expired = 0;
+  for (int cycle = 0; cycle < 100 && expired < 300; ++cycle) expired += m.Cycle().expired;
+  EXPECT_EQ(expired, 300u);
+  EXPECT_EQ(Stats::Read(stats.expired_keys), 300u);
+  EXPECT_EQ(dbs().KeyCount(0) + dbs().KeyCount(1) + dbs().KeyCount(2), 300u);
+  EXPECT_EQ(Value(3, "raw"), "not an item");
+  // memcached's flush_all and RESP FLUSHDB go through Items::Flush: a
+  // logical flush, reclaimed by the cycles.
+  ASSERT_TRUE(keyspace.db(1).Flush(0).ok());
+  EXPECT_EQ(dbs().KeyCount(1), 0u);
+  size_t reclaimed = 0;
+  for (int cycle = 0; cycle < 100 && dbs().reclaim_pending(); ++cycle) reclaimed += m.Cycle().reclaimed;
+  EXPECT_EQ(reclaimed, 100u);
+  EXPECT_EQ(StoredKeys(), 1 + 200 + 1);
+  // The thread runs the same cycles.
+  m.Start();
+  m.Stop();
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, DatabasesTest, ::testing::ValuesIn(Kinds()),

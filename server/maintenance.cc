@@ -1,0 +1,60 @@
+#include "server/maintenance.h"
+
+#include <chrono>
+
+namespace pmindex::server {
+
+Maintenance::Maintenance(Databases& dbs, Stats& stats, Items::Clock now_ms, Options options)
+    : dbs_(dbs), stats_(stats), now_ms_(std::move(now_ms)), options_(options) {}
+
+Maintenance::~Maintenance() { Stop(); }
+
+void Maintenance::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Maintenance::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Maintenance::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    Cycle();
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms), [this] { return stop_; });
+  }
+}
+
+Maintenance::Work Maintenance::Cycle() {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options_.busy_ms);
+  Work work;
+  while (dbs_.reclaim_pending() && Clock::now() < deadline) {
+    work.reclaimed += dbs_.ReclaimStep(options_.batch);
+  }
+  const int64_t now = now_ms_();
+  auto expired = [now](std::string_view v) { return item_codec::ExpiredAt(v, now); };
+  size_t examined = 0;
+  for (;;) {
+    const size_t removed = dbs_.ExpireStep(options_.batch, expired);
+    work.expired += removed;
+    examined += options_.batch;
+    const bool piling_up = removed * 4 > options_.batch;
+    if ((examined >= options_.expire_keys_per_cycle && !piling_up) || Clock::now() >= deadline) break;
+  }
+  Stats::Add(stats_.expired_keys, work.expired);
+  Stats::Add(stats_.reclaimed_keys, work.reclaimed);
+  return work;
+}
+
+}  // namespace pmindex::server

@@ -1,0 +1,69 @@
+// The server's background work, on one thread of its own: removing the
+// keys of flushed databases (Databases::ReclaimStep) and expired items
+// nobody reads (Databases::ExpireStep, Redis's active expiry).
+//
+// Bounded: a cycle runs every Options::interval_ms and stops working after
+// Options::busy_ms (by default a quarter of one CPU at most, as Redis's
+// active expiry). Within that, it reclaims flushed keys in batches while
+// any are left, and examines Options::expire_keys_per_cycle stored items
+// for expiry, going on while a batch finds more than a quarter of its
+// items expired (expired data is piling up). Each removal is one store
+// call of its own, so requests wait for no cycle, only (as for any
+// concurrent writer) for a store latch now and then.
+//
+// The sweep has no index of the items that have an expiry: it walks every
+// item, so a pass over N items takes about N / expire_keys_per_cycle
+// cycles while few are expired (docs/server.md "Expiry").
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <thread>
+
+#include "server/databases.h"
+#include "server/items.h"
+#include "server/stats.h"
+
+namespace pmindex::server {
+
+class Maintenance {
+ public:
+  struct Options {
+    int interval_ms = 100;
+    int busy_ms = 25;
+    size_t expire_keys_per_cycle = 2000;
+    size_t batch = 256;  // keys per step
+  };
+  struct Work {
+    size_t expired = 0;    // items removed by the expiry sweep
+    size_t reclaimed = 0;  // keys of flushed databases removed
+  };
+
+  // `dbs` and `stats` must outlive this object.
+  Maintenance(Databases& dbs, Stats& stats, Items::Clock now_ms, Options options);
+  ~Maintenance();  // Stop()
+  Maintenance(const Maintenance&) = delete;
+  Maintenance& operator=(const Maintenance&) = delete;
+
+  // Starts the thread (one cycle per interval); Stop ends it and waits.
+  void Start();
+  void Stop();
+  // One cycle's work, on the caller's thread (the thread calls it; tests
+  // too). Counts what it removed in Stats (expired_keys, reclaimed_keys).
+  Work Cycle();
+
+ private:
+  void Run();
+
+  Databases& dbs_;
+  Stats& stats_;
+  Items::Clock now_ms_;
+  const Options options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace pmindex::server

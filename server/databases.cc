@@ -260,7 +260,7 @@ class Databases::View final : public Store {
 // One database's view of a DbTransaction's underlying transaction.
 class DbTransaction::View final : public StoreTransaction {
  public:
-  View(DbTransaction& t, uint32_t ns) : t_(t), ns_(ns) {}
+  View(DbTransaction& t, int i) : t_(t), i_(i) {}
 
   Result<StoredValue> Get(std::string_view key) override { return tx().Get(Key(key)); }
   Status Put(std::string_view key, std::string_view value) override {
@@ -269,7 +269,7 @@ class DbTransaction::View final : public StoreTransaction {
   Result<WriteOutcome> Remove(std::string_view key) override { return tx().Remove(Key(key)); }
   size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
                std::vector<std::pair<std::string, std::string>>* out) override {
-    return RangeOfNamespace(ns_, from, to, limit, out,
+    return RangeOfNamespace(t_.ns(i_), from, to, limit, out,
                             [this](std::string_view f, std::optional<std::string_view> t, size_t l,
                                    std::vector<std::pair<std::string, std::string>>* o) {
                               return tx().Range(f, t, l, o);
@@ -281,10 +281,10 @@ class DbTransaction::View final : public StoreTransaction {
 
  private:
   StoreTransaction& tx() { return *t_.tx_; }
-  std::string Key(std::string_view key) const { return Databases::Encode(ns_, key); }
+  std::string Key(std::string_view key) const { return Databases::Encode(t_.ns(i_), key); }
 
   DbTransaction& t_;
-  const uint32_t ns_;
+  const int i_;
 };
 
 namespace {
@@ -324,12 +324,67 @@ DbTransaction::~DbTransaction() {
 
 StoreTransaction& DbTransaction::db(int i) {
   std::unique_ptr<View>& v = views_[static_cast<size_t>(i)];
-  if (v == nullptr) v = std::make_unique<View>(*this, ns_[static_cast<size_t>(i)]);
+  if (v == nullptr) v = std::make_unique<View>(*this, i);
   return *v;
 }
 
+Status DbTransaction::StartTableChange() {
+  if (table_changed_) return Status::OK();
+  std::lock_guard<std::mutex> lock(dbs_.meta_mu_);
+  const Databases::Table& t = dbs_.table_;
+  for (size_t i = 0; i < ns_.size(); ++i) {
+    if (t.ns[i] != ns_[i]) return Status::Aborted("the databases changed since the transaction began");
+  }
+  table_changed_ = true;
+  next_ns_ = t.next_ns;
+  table_ns_ = t.ns;
+  garbage_ = t.garbage;
+  installs_at_copy_ = dbs_.installs_;
+  return Status::OK();
+}
+
+Status DbTransaction::Flush(int i) {
+  PMINDEX_RETURN_IF_ERROR(StartTableChange());
+  const auto k = static_cast<size_t>(i);
+  garbage_.push_back(table_ns_[k]);
+  table_ns_[k] = next_ns_++;
+  ns_[k] = table_ns_[k];
+  return Status::OK();
+}
+
+Status DbTransaction::FlushAll() {
+  PMINDEX_RETURN_IF_ERROR(StartTableChange());
+  for (size_t k = 0; k < table_ns_.size(); ++k) {
+    garbage_.push_back(table_ns_[k]);
+    table_ns_[k] = next_ns_++;
+    if (k < ns_.size()) ns_[k] = table_ns_[k];
+  }
+  return Status::OK();
+}
+
+Status DbTransaction::Swap(int i, int j) {
+  PMINDEX_RETURN_IF_ERROR(StartTableChange());
+  std::swap(table_ns_[static_cast<size_t>(i)], table_ns_[static_cast<size_t>(j)]);
+  std::swap(ns_[static_cast<size_t>(i)], ns_[static_cast<size_t>(j)]);
+  return Status::OK();
+}
+
 Status DbTransaction::Commit() {
-  Status s = tx_->Commit();
+  if (!table_changed_) {
+    Status s = tx_->Commit();
+    guard_.Release();
+    return s;
+  }
+  // The table is written with the rest, and published before any other
+  // table change can be made (meta_mu_), so the two cannot cross.
+  std::lock_guard<std::mutex> lock(dbs_.meta_mu_);
+  Databases::Table next{next_ns_, table_ns_, garbage_};
+  Status s = dbs_.installs_ != installs_at_copy_
+                 ? Status::Aborted("the databases changed since the transaction began")
+                 : tx_->Put(Databases::kTableKey, Databases::EncodeTable(next));
+  if (s.ok()) s = tx_->Commit();
+  if (s.ok()) dbs_.Publish(std::move(next));
+  if (!s.ok()) tx_->Abort();
   guard_.Release();
   return s;
 }
@@ -386,11 +441,16 @@ Status Databases::Install(Table next) {
   // Durable first: once an operation can see a namespace, a restart sees
   // it too.
   PMINDEX_RETURN_IF_ERROR(base_.Put(kTableKey, EncodeTable(next)));
+  Publish(std::move(next));
+  return Status::OK();
+}
+
+void Databases::Publish(Table next) {
+  ++installs_;
   table_ = std::move(next);
   seq_.fetch_add(1, std::memory_order_acq_rel);  // odd: changing
   for (size_t i = 0; i < served_; ++i) live_ns_[i].store(table_.ns[i], std::memory_order_release);
   seq_.fetch_add(1, std::memory_order_acq_rel);
-  return Status::OK();
 }
 
 std::vector<uint32_t> Databases::Snapshot() const {

@@ -109,8 +109,17 @@ class DbTransaction {
 
   // REQUIRES: 0 <= i < Databases::count().
   StoreTransaction& db(int i);
-  // The namespace database i had at Begin.
+  // The namespace database i has in this transaction (Begin's, unless the
+  // transaction flushed or swapped it).
   uint32_t ns(int i) const { return ns_[static_cast<size_t>(i)]; }
+  int count() const { return static_cast<int>(ns_.size()); }
+  // FLUSHDB, FLUSHALL and SWAPDB as part of the transaction: its later
+  // reads see the result at once; the table of databases is written by
+  // Commit, with the rest, all or nothing. Aborted: the table changed
+  // since Begin (the transaction cannot commit; run it again).
+  [[nodiscard]] Status Flush(int i);
+  [[nodiscard]] Status FlushAll();
+  [[nodiscard]] Status Swap(int i, int j);
   [[nodiscard]] Status Commit();
   void Abort();
 
@@ -119,12 +128,22 @@ class DbTransaction {
   class View;
   DbTransaction(Databases& dbs, OpEpochs::Guard guard, std::vector<uint32_t> ns,
                 std::unique_ptr<StoreTransaction> tx);
+  // Copies the table on the first change (Aborted if it no longer matches
+  // Begin's namespaces).
+  Status StartTableChange();
 
   Databases& dbs_;
   OpEpochs::Guard guard_;
   std::vector<uint32_t> ns_;
   std::unique_ptr<StoreTransaction> tx_;
   std::vector<std::unique_ptr<View>> views_;
+  // The table as this transaction changes it (next_ns, ns of every
+  // database, garbage), and the table's install count it was copied at.
+  bool table_changed_ = false;
+  uint32_t next_ns_ = 0;
+  std::vector<uint32_t> table_ns_;
+  std::vector<uint32_t> garbage_;
+  uint64_t installs_at_copy_ = 0;
 };
 
 class Databases {
@@ -197,6 +216,8 @@ class Databases {
   Databases(Store& base, int count, Table table);
   // Writes `next` as the table and publishes it. REQUIRES: meta_mu_ held.
   Status Install(Table next);
+  // Publishes `next`, already durable. REQUIRES: meta_mu_ held.
+  void Publish(Table next);
   // Every database's namespace, read as one consistent set.
   std::vector<uint32_t> Snapshot() const;
 
@@ -204,7 +225,8 @@ class Databases {
   const int count_;
   OpEpochs epochs_;
   std::mutex meta_mu_;
-  Table table_;  // guarded by meta_mu_
+  Table table_;         // guarded by meta_mu_
+  uint64_t installs_ = 0;  // guarded by meta_mu_: tables installed since open
   // The published namespaces; seq_ is odd while Install changes them.
   std::unique_ptr<std::atomic<uint32_t>[]> live_ns_;
   std::atomic<uint64_t> seq_{0};

@@ -172,11 +172,17 @@ bool CheckKey(CommandCall& call, std::string_view key);
 // True iff `data` fits one item; else replies the error.
 bool CheckData(CommandCall& call, std::string_view data);
 
+// INFO's Keyspace section: ("dbN", "keys=K,expires=E,avg_ttl=0") for
+// each database with keys (walks them; resp_database_commands.cc).
+std::vector<std::pair<std::string, std::string>> KeyspaceInfo(Items& items);
+
 // The command groups (one file each).
 void RegisterStringCommands(CommandTable& table);      // resp_string_commands.cc
 void RegisterKeyspaceCommands(CommandTable& table);    // resp_keyspace_commands.cc
 void RegisterDatabaseCommands(CommandTable& table);    // resp_database_commands.cc
 void RegisterConnectionCommands(CommandTable& table);  // resp_connection_commands.cc
 void RegisterServerCommands(CommandTable& table);      // resp_server_commands.cc
+void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
+void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
 
 }  // namespace pmindex::server

@@ -46,6 +46,8 @@ const CommandTable& RespCommands() {
     RegisterDatabaseCommands(t);
     RegisterConnectionCommands(t);
     RegisterServerCommands(t);
+    RegisterTransactionCommands(t);
+    RegisterMultiKeyCommands(t);
     return t;
   }();
   return table;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "server/numbers.h"
+#include "server/resp_transaction.h"
 
 namespace pmindex::server {
 
@@ -363,14 +364,17 @@ void RespProtocol::Run(std::string* out) {
       quoted.append("'").append(arg).append("' ");
     }
     Stats::Add(items_.stats().protocol_errors);
+    FlagMultiError(client_);
     return reply.Error(text + quoted);
   }
   if (!command->subcommands.empty() && (args_.size() >= 2 || command->handler == nullptr)) {
     if (args_.size() < 2) {
+      FlagMultiError(client_);
       return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
     }
     const Command* sub = command->FindSubcommand(args_[1]);
     if (sub == nullptr) {
+      FlagMultiError(client_);
       return reply.Error("ERR unknown subcommand '" + std::string(args_[1].substr(0, 128)) +
                          "'. Try " + Upper(command->name) + " HELP.");
     }
@@ -380,25 +384,30 @@ void RespProtocol::Run(std::string* out) {
   const auto argc = static_cast<int64_t>(args_.size());
   if (command->arity >= 0 ? argc != command->arity : argc < -command->arity) {
     counters.Rejected();
+    FlagMultiError(client_);
     return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
   }
   if (!client_.authenticated && !(command->flags & cmd_flag::kNoAuth)) {
     if (shared_.PasswordRequired()) {
       counters.Rejected();
+      FlagMultiError(client_);
       return reply.Error("NOAUTH Authentication required.");
     }
     client_.authenticated = true;  // the password was removed meanwhile
   }
-  CommandCall call{*command, args_, items_, client_, shared_, reply};
+  CommandCall call{*command, args_, ClientItems(items_, client_), client_, shared_, reply};
   if (command->first_key > 0) {
     const int64_t last = command->last_key < 0 ? argc + command->last_key : command->last_key;
     for (int64_t i = command->first_key; i <= last && i < argc; i += command->key_step) {
       if (!CheckKey(call, args_[static_cast<size_t>(i)])) {
         counters.Rejected();
+        FlagMultiError(client_);
         return;
       }
     }
   }
+  // Inside MULTI: queued, replied QUEUED (resp_transaction.h); EXEC runs it.
+  if (QueueInMulti(*command, args_, client_, reply)) return;
   // As Redis, CLIENT LIST names the command running (its own included).
   const int64_t start_us = SteadyUs();
   client_.last_command.store(command, std::memory_order_relaxed);

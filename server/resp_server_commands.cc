@@ -118,7 +118,9 @@ void InfoStats(CommandCall& c, InfoText& info) {
   info.Number("total_net_input_bytes", Stats::Read(s.bytes_read));
   info.Number("total_net_output_bytes", Stats::Read(s.bytes_written));
   info.Number("rejected_connections", Stats::Read(s.rejected_connections));
-  info.Number("expired_keys", Stats::Read(s.get_expired));
+  // Lazily (a read found them) and by the maintenance thread's sweep.
+  info.Number("expired_keys", Stats::Read(s.get_expired) + Stats::Read(s.expired_keys));
+  info.Number("reclaimed_keys", Stats::Read(s.reclaimed_keys));
   info.Number("evicted_keys", 0);
   info.Number("keyspace_hits", Stats::Read(s.get_hits));
   info.Number("keyspace_misses", Stats::Read(s.get_misses));
@@ -157,9 +159,7 @@ void InfoCluster(InfoText& info) {
 
 void InfoKeyspace(CommandCall& c, InfoText& info) {
   info.Section("Keyspace");
-  // Expiring keys are not counted apart (that would take a walk).
-  const uint64_t keys = c.items.Info().keys;
-  if (keys > 0) info.Field("db0", std::string("keys=").append(std::to_string(keys)));
+  for (const auto& [name, value] : KeyspaceInfo(c.items)) info.Field(name, value);
 }
 
 void InfoCommandStats(CommandCall& c, InfoText& info) {

@@ -33,6 +33,8 @@ int64_t SteadyUs();
 inline int64_t SteadyMs() { return SteadyUs() / 1000; }
 
 // One RESP connection's state.
+struct RespTransaction;  // resp_transaction.h
+
 struct RespClient {
   // Set before the client is registered, constant after.
   uint64_t id = 0;
@@ -51,6 +53,8 @@ struct RespClient {
 
   // Own thread only.
   bool authenticated = false;  // meaningful only while a password is set
+  // MULTI's queue and WATCH's keys (resp_transaction.h); null until used.
+  std::shared_ptr<RespTransaction> tx;
 
   // Written by the own thread under the registry's mutex (Update); read
   // by others under it, by the own thread at any time.

@@ -136,7 +136,8 @@ class Store {
   // survive it.
   [[nodiscard]] virtual Status RemoveAll() = 0;
   virtual StoreInfo Info() = 0;
-  // A new transaction (see StoreTransaction).
+  // A new transaction (see StoreTransaction); nullptr from a store that is
+  // itself a transaction's view (no nesting).
   virtual std::unique_ptr<StoreTransaction> Begin() = 0;
 };
 

@@ -1,0 +1,167 @@
+// RESP commands that change several keys at once, each in one store
+// transaction (RunAtomically, resp_transaction.h): RENAME, RENAMENX, COPY
+// and MSETNX. A key's stored item is moved or copied whole, so its flags
+// and expiry go with it (as Redis keeps the TTL).
+#include "server/keyspace.h"
+#include "server/numbers.h"
+#include "server/resp_command.h"
+#include "server/resp_transaction.h"
+
+namespace pmindex::server {
+
+namespace {
+
+using namespace cmd_flag;
+
+// The live stored item of `key` (NotFound if absent or expired).
+Result<StoredValue> LiveValue(Store& store, std::string_view key, int64_t now_ms) {
+  Result<StoredValue> r = store.Get(key);
+  if (r.ok() && item_codec::ExpiredAt(r->value, now_ms)) return Status::NotFound();
+  return r;
+}
+
+Status Failed(const Status& s) { return s.ok() ? Status::OK() : s; }
+
+// RENAME, RENAMENX.
+void Rename(CommandCall& c) {
+  const bool nx = c.command.name == "renamenx";
+  const std::string src(c.args[1]), dst(c.args[2]);
+  const int db = c.client.db;
+  const int64_t now = c.items.NowMs();
+  RunAtomically(
+      c,
+      [&](TxnScope& scope) -> Result<int64_t> {
+        Store& s = scope.db(db);
+        Result<StoredValue> v = LiveValue(s, src, now);
+        if (!v.ok()) {
+          if (v.status().is_not_found()) return Status::InvalidArgument("ERR no such key");
+          return v.status();
+        }
+        if (src == dst) return nx ? 0 : 1;
+        if (nx) {
+          Result<StoredValue> d = LiveValue(s, dst, now);
+          if (d.ok()) return 0;
+          if (!d.status().is_not_found()) return d.status();
+        }
+        PMINDEX_RETURN_IF_ERROR(s.Put(dst, v->value));
+        Result<WriteOutcome> removed = s.Remove(src);
+        if (!removed.ok()) return removed.status();
+        return 1;
+      },
+      /*ok_reply=*/!nx);
+}
+
+// COPY source destination [DB destination-db] [REPLACE]
+void Copy(CommandCall& c) {
+  int dst_db = c.client.db;
+  bool replace = false;
+  for (size_t i = 3; i < c.argc(); ++i) {
+    if (EqualsIgnoreCase(c.args[i], "REPLACE")) {
+      replace = true;
+    } else if (EqualsIgnoreCase(c.args[i], "DB") && i + 1 < c.argc()) {
+      int64_t n = 0;
+      if (!ParseNumber(c.args[++i], &n)) return c.reply.Error(kNotInteger);
+      const int count = c.items.keyspace() != nullptr ? c.items.keyspace()->count() : 1;
+      if (n < 0 || n >= count) return c.reply.Error("ERR DB index is out of range");
+      dst_db = static_cast<int>(n);
+    } else {
+      return c.reply.Error(kSyntax);
+    }
+  }
+  const std::string src(c.args[1]), dst(c.args[2]);
+  if (src == dst && dst_db == c.client.db)
+    return c.reply.Error("ERR source and destination objects are the same");
+  const int src_db = c.client.db;
+  const int64_t now = c.items.NowMs();
+  RunAtomically(c, [&](TxnScope& scope) -> Result<int64_t> {
+    Result<StoredValue> v = LiveValue(scope.db(src_db), src, now);
+    if (!v.ok()) return v.status().is_not_found() ? Result<int64_t>(0) : Result<int64_t>(v.status());
+    Store& d = scope.db(dst_db);
+    if (!replace) {
+      Result<StoredValue> existing = LiveValue(d, dst, now);
+      if (existing.ok()) return 0;
+      if (!existing.status().is_not_found()) return existing.status();
+    }
+    PMINDEX_RETURN_IF_ERROR(Failed(d.Put(dst, v->value)));
+    return 1;
+  });
+}
+
+// MSETNX key value [key value ...]: all or nothing, and nothing if any
+// key exists.
+void MsetNx(CommandCall& c) {
+  if (c.argc() % 2 != 1) {
+    return c.reply.Error("ERR wrong number of arguments for '" + c.command.full_name + "' command");
+  }
+  for (size_t i = 2; i < c.argc(); i += 2)
+    if (!CheckData(c, c.args[i])) return;
+  const int db = c.client.db;
+  const int64_t now = c.items.NowMs();
+  RunAtomically(c, [&](TxnScope& scope) -> Result<int64_t> {
+    Store& s = scope.db(db);
+    for (size_t i = 1; i < c.argc(); i += 2) {
+      Result<StoredValue> v = LiveValue(s, c.args[i], now);
+      if (v.ok()) return 0;
+      if (!v.status().is_not_found()) return v.status();
+    }
+    std::string value;
+    for (size_t i = 1; i < c.argc(); i += 2) {
+      value.clear();
+      item_codec::Encode(c.args[i + 1], 0, 0, &value);
+      PMINDEX_RETURN_IF_ERROR(s.Put(c.args[i], value));
+    }
+    Stats::Add(c.items.stats().cmd_set, (c.argc() - 1) / 2);
+    return 1;
+  });
+}
+
+}  // namespace
+
+void RegisterMultiKeyCommands(CommandTable& t) {
+  t.Add({.name = "rename",
+         .arity = 3,
+         .flags = kWrite,
+         .first_key = 1,
+         .last_key = 2,
+         .key_step = 1,
+         .group = "generic",
+         .summary = "Renames a key and overwrites the destination.",
+         .key_flags = "RW ACCESS DELETE",
+         .categories = "keyspace",
+         .handler = Rename});
+  t.Add({.name = "renamenx",
+         .arity = 3,
+         .flags = kWrite | kFast,
+         .first_key = 1,
+         .last_key = 2,
+         .key_step = 1,
+         .group = "generic",
+         .summary = "Renames a key only when the target key name doesn't exist.",
+         .key_flags = "RW ACCESS DELETE",
+         .categories = "keyspace",
+         .handler = Rename});
+  t.Add({.name = "copy",
+         .arity = -3,
+         .flags = kWrite | kDenyOom,
+         .first_key = 1,
+         .last_key = 2,
+         .key_step = 1,
+         .group = "generic",
+         .summary = "Copies the value of a key to a new key.",
+         .key_flags = "RO ACCESS",
+         .categories = "keyspace",
+         .handler = Copy});
+  t.Add({.name = "msetnx",
+         .arity = -3,
+         .flags = kWrite | kDenyOom,
+         .first_key = 1,
+         .last_key = -1,
+         .key_step = 2,
+         .group = "string",
+         .summary = "Atomically sets the values of one or more keys only when none of them exist.",
+         .key_flags = "OW INSERT",
+         .categories = "string",
+         .handler = MsetNx});
+}
+
+}  // namespace pmindex::server

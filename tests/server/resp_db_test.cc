@@ -1,0 +1,354 @@
+// RESP over databases (databases.h, keyspace.h): SELECT, DBSIZE, FLUSHDB,
+// FLUSHALL, SWAPDB, INFO keyspace, MULTI/EXEC/DISCARD/WATCH/UNWATCH,
+// RENAME/RENAMENX/COPY/MSETNX, over the map store; and EXEC's atomicity
+// under concurrent clients over KvStore.
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/databases.h"
+#include "server/keyspace.h"
+#include "server/resp_protocol.h"
+#include "tests/server/map_store.h"
+#include "tests/server/protocol_harness.h"
+#ifdef PMINDEX_SERVER_TEST_KV
+#include "pmindex/kv.h"
+#include "server/kv_backed_store.h"
+#endif
+
+namespace pmindex::server::testing {
+namespace {
+
+std::string Cmd(std::initializer_list<std::string_view> args) {
+  std::string s = "*";
+  s.append(std::to_string(args.size())).append("\r\n");
+  for (std::string_view a : args)
+    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
+  return s;
+}
+
+// 16 databases over one store, and any number of connections to them.
+class Server {
+ public:
+  explicit Server(Store* base = nullptr) : base_(base != nullptr ? *base : map_) {
+    auto d = Databases::Open(base_, 16);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    dbs = std::move(d.value());
+    keyspace = std::make_unique<Keyspace>(*dbs, stats, [this] { return now_ms; });
+  }
+
+  class Conn {
+   public:
+    Conn(Server& s) : protocol_(s.keyspace->db(0), s.shared_) {}
+    std::string Feed(std::string_view bytes) {
+      buffer_.append(bytes);
+      std::string all;
+      for (;;) {
+        std::string out;
+        const size_t used = protocol_.Consume(buffer_, &out);
+        buffer_.erase(0, used);
+        if (out.empty()) return all;
+        all += out;
+      }
+    }
+    const RespClient& client() const { return protocol_.client(); }
+
+   private:
+    RespProtocol protocol_;
+    std::string buffer_;
+  };
+
+  int64_t now_ms = kStartMs;
+  Stats stats;
+  std::unique_ptr<Databases> dbs;
+  std::unique_ptr<Keyspace> keyspace;
+
+ private:
+  MapStore map_;
+  Store& base_;
+  RespShared shared_;
+};
+
+TEST(RespDb, SelectDbsizeAndSeparateDatabases) {
+  Server s;
+  Server::Conn c(s);
+  EXPECT_EQ(c.Feed(Cmd({"SET", "k", "zero"}) + Cmd({"SELECT", "1"}) + Cmd({"GET", "k"}) +
+                   Cmd({"SET", "k", "one"}) + Cmd({"SET", "j", "x"}) + Cmd({"DBSIZE"})),
+            "+OK\r\n+OK\r\n$-1\r\n+OK\r\n+OK\r\n:2\r\n");
+  EXPECT_EQ(c.client().db, 1);
+  EXPECT_EQ(c.Feed(Cmd({"SELECT", "16"}) + Cmd({"SELECT", "-1"}) + Cmd({"SELECT", "x"}) +
+                   Cmd({"SELECT", "0"}) + Cmd({"GET", "k"}) + Cmd({"DBSIZE"})),
+            "-ERR DB index is out of range\r\n-ERR DB index is out of range\r\n"
+            "-ERR value is not an integer or out of range\r\n+OK\r\n$4\r\nzero\r\n:1\r\n");
+  // Another connection starts in database 0.
+  Server::Conn d(s);
+  EXPECT_EQ(d.Feed(Cmd({"GET", "k"})), "$4\r\nzero\r\n");
+  // INFO's keyspace section, per database.
+  const std::string info = d.Feed(Cmd({"INFO"}));
+  EXPECT_NE(info.find("db0:keys=1,expires=0,avg_ttl=0\r\n"), std::string::npos) << info;
+  EXPECT_NE(info.find("db1:keys=2,expires=0,avg_ttl=0\r\n"), std::string::npos) << info;
+  EXPECT_EQ(info.find("db2:"), std::string::npos) << info;
+}
+
+TEST(RespDb, FlushdbFlushallSwapdb) {
+  Server s;
+  Server::Conn c(s);
+  EXPECT_EQ(c.Feed(Cmd({"SET", "a", "0"}) + Cmd({"SELECT", "1"}) + Cmd({"SET", "a", "1"}) +
+                   Cmd({"SET", "b", "1", "EX", "100"}) + Cmd({"SWAPDB", "0", "1"}) +
+                   Cmd({"GET", "a"}) + Cmd({"DBSIZE"})),
+            "+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n$1\r\n0\r\n:1\r\n");
+  const std::string info = c.Feed(Cmd({"INFO"}));
+  EXPECT_NE(info.find("db0:keys=2,expires=1,avg_ttl=0\r\n"), std::string::npos) << info;
+  EXPECT_EQ(c.Feed(Cmd({"SWAPDB", "x", "1"}) + Cmd({"SWAPDB", "0", "y"}) +
+                   Cmd({"SWAPDB", "0", "16"}) + Cmd({"SWAPDB", "0"}) + Cmd({"FLUSHDB", "NOW"})),
+            "-ERR invalid first DB index\r\n-ERR invalid second DB index\r\n"
+            "-ERR DB index is out of range\r\n"
+            "-ERR wrong number of arguments for 'swapdb' command\r\n-ERR syntax error\r\n");
+  // FLUSHDB flushes the selected database only.
+  EXPECT_EQ(c.Feed(Cmd({"FLUSHDB", "ASYNC"}) + Cmd({"DBSIZE"}) + Cmd({"SELECT", "0"}) +
+                   Cmd({"GET", "a"}) + Cmd({"FLUSHALL", "SYNC"}) + Cmd({"DBSIZE"})),
+            "+OK\r\n:0\r\n+OK\r\n$1\r\n1\r\n+OK\r\n:0\r\n");
+  EXPECT_TRUE(s.dbs->reclaim_pending());
+}
+
+TEST(RespDb, MultiExecRunsTheQueueAtOnce) {
+  Server s;
+  Server::Conn c(s), other(s);
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "a", "1"}) + Cmd({"INCR", "a"}) +
+                   Cmd({"GET", "a"}) + Cmd({"PING"})),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n");
+  // Nothing ran before EXEC.
+  EXPECT_EQ(other.Feed(Cmd({"GET", "a"})), "$-1\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"EXEC"})), "*4\r\n+OK\r\n:2\r\n$1\r\n2\r\n+PONG\r\n");
+  EXPECT_EQ(other.Feed(Cmd({"GET", "a"})), "$1\r\n2\r\n");
+  // A runtime error is that command's reply; the others apply.
+  EXPECT_EQ(c.Feed(Cmd({"SET", "s", "text"}) + Cmd({"MULTI"}) + Cmd({"INCR", "s"}) +
+                   Cmd({"SET", "t", "1"}) + Cmd({"EXEC"})),
+            "+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n"
+            "*2\r\n-ERR value is not an integer or out of range\r\n+OK\r\n");
+  // DISCARD, and the errors of the control commands.
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"DEL", "a"}) + Cmd({"MULTI"}) + Cmd({"WATCH", "x"}) +
+                   Cmd({"DISCARD"}) + Cmd({"GET", "a"}) + Cmd({"EXEC"}) + Cmd({"DISCARD"})),
+            "+OK\r\n+QUEUED\r\n-ERR MULTI calls can not be nested\r\n"
+            "-ERR WATCH inside MULTI is not allowed\r\n+OK\r\n$1\r\n2\r\n"
+            "-ERR EXEC without MULTI\r\n-ERR DISCARD without MULTI\r\n");
+  // An empty transaction.
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"EXEC"})), "+OK\r\n*0\r\n");
+}
+
+TEST(RespDb, QueueingErrorsAbortExec) {
+  Server s;
+  Server::Conn c(s);
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "a", "1"}) + Cmd({"NOSUCH"}) +
+                   Cmd({"SET", "b", "2"}) + Cmd({"EXEC"}) + Cmd({"EXISTS", "a", "b"})),
+            "+OK\r\n+QUEUED\r\n-ERR unknown command 'NOSUCH', with args beginning with: \r\n"
+            "+QUEUED\r\n-EXECABORT Transaction discarded because of previous errors.\r\n:0\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "a"}) + Cmd({"EXEC"}) + Cmd({"PING"})),
+            "+OK\r\n-ERR wrong number of arguments for 'set' command\r\n"
+            "-EXECABORT Transaction discarded because of previous errors.\r\n+PONG\r\n");
+  // A key the store cannot take is a queueing error too.
+  const std::string long_key(s.keyspace->db(0).max_key_bytes() + 1, 'k');
+  const std::string reply = c.Feed(Cmd({"MULTI"}) + Cmd({"GET", long_key}) + Cmd({"EXEC"}));
+  EXPECT_NE(reply.find("-EXECABORT"), std::string::npos) << reply;
+}
+
+TEST(RespDb, SelectInsideMultiAndFlushInsideExec) {
+  Server s;
+  Server::Conn c(s);
+  EXPECT_EQ(c.Feed(Cmd({"SET", "old", "x"}) + Cmd({"MULTI"}) + Cmd({"SET", "a", "0"}) +
+                   Cmd({"SELECT", "3"}) + Cmd({"SET", "a", "3"}) + Cmd({"SELECT", "0"}) +
+                   Cmd({"FLUSHDB"}) + Cmd({"SET", "b", "after"}) + Cmd({"SELECT", "3"}) +
+                   Cmd({"EXEC"})),
+            "+OK\r\n+OK\r\n"
+            "+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+            "*7\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n");
+  // SELECT inside MULTI stays selected after EXEC, as in Redis.
+  EXPECT_EQ(c.client().db, 3);
+  EXPECT_EQ(c.Feed(Cmd({"GET", "a"}) + Cmd({"SELECT", "0"}) + Cmd({"GET", "a"}) +
+                   Cmd({"GET", "old"}) + Cmd({"GET", "b"})),
+            "$1\r\n3\r\n+OK\r\n$-1\r\n$-1\r\n$5\r\nafter\r\n");
+  // FLUSHALL and SWAPDB in a transaction.
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SWAPDB", "0", "3"}) + Cmd({"GET", "a"}) +
+                   Cmd({"FLUSHALL"}) + Cmd({"DBSIZE"}) + Cmd({"EXEC"})),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+            "*4\r\n+OK\r\n$1\r\n3\r\n+OK\r\n:0\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"SELECT", "3"}) + Cmd({"DBSIZE"})), "+OK\r\n:0\r\n");
+}
+
+TEST(RespDb, WatchFailsExecWhenAWatchedKeyChanged) {
+  Server s;
+  Server::Conn c(s), other(s);
+  auto exec_ping = [&] { return c.Feed(Cmd({"MULTI"}) + Cmd({"PING"}) + Cmd({"EXEC"})); };
+  const std::string ran = "+OK\r\n+QUEUED\r\n*1\r\n+PONG\r\n";
+  const std::string failed = "+OK\r\n+QUEUED\r\n*-1\r\n";
+  // Unchanged: EXEC runs. Changed by another client: null.
+  EXPECT_EQ(c.Feed(Cmd({"SET", "x", "30"}) + Cmd({"WATCH", "x", "y"})), "+OK\r\n+OK\r\n");
+  EXPECT_EQ(exec_ping(), ran);
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "x"})), "+OK\r\n");
+  EXPECT_EQ(other.Feed(Cmd({"SET", "x", "30"})), "+OK\r\n");  // same value: still a change
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "z", "1"}) + Cmd({"EXEC"}) + Cmd({"GET", "z"})),
+            "+OK\r\n+QUEUED\r\n*-1\r\n$-1\r\n");
+  // After a failed EXEC the key is no longer watched; UNWATCH forgets.
+  EXPECT_EQ(other.Feed(Cmd({"SET", "x", "40"})), "+OK\r\n");
+  EXPECT_EQ(exec_ping(), ran);
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "x"})), "+OK\r\n");
+  EXPECT_EQ(other.Feed(Cmd({"SET", "x", "50"})), "+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"UNWATCH"})), "+OK\r\n");
+  EXPECT_EQ(exec_ping(), ran);
+  // A key created, or touched by EXPIRE.
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "new"})), "+OK\r\n");
+  EXPECT_EQ(other.Feed(Cmd({"SET", "new", "v"})), "+OK\r\n");
+  EXPECT_EQ(exec_ping(), failed);
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "x"})), "+OK\r\n");
+  EXPECT_EQ(other.Feed(Cmd({"EXPIRE", "x", "100"})), ":1\r\n");
+  EXPECT_EQ(exec_ping(), failed);
+  // WATCH remembers the database of the key.
+  EXPECT_EQ(c.Feed(Cmd({"SELECT", "5"}) + Cmd({"SET", "x", "1"}) + Cmd({"WATCH", "x"}) +
+                   Cmd({"SELECT", "0"})),
+            "+OK\r\n+OK\r\n+OK\r\n+OK\r\n");
+  EXPECT_EQ(other.Feed(Cmd({"SET", "x", "0 changed"})), "+OK\r\n");
+  EXPECT_EQ(exec_ping(), ran);
+  EXPECT_EQ(c.Feed(Cmd({"SELECT", "5"}) + Cmd({"WATCH", "x"}) + Cmd({"SELECT", "0"})),
+            "+OK\r\n+OK\r\n+OK\r\n");
+  EXPECT_EQ(other.Feed(Cmd({"SELECT", "5"}) + Cmd({"SET", "x", "5 changed"})), "+OK\r\n+OK\r\n");
+  EXPECT_EQ(exec_ping(), failed);
+}
+
+TEST(RespDb, WatchSeesFlushSwapAndExpiryAsRedisDoes) {
+  Server s;
+  Server::Conn c(s), other(s);
+  auto exec_ping = [&] { return c.Feed(Cmd({"MULTI"}) + Cmd({"PING"}) + Cmd({"EXEC"})); };
+  const std::string ran = "+OK\r\n+QUEUED\r\n*1\r\n+PONG\r\n";
+  const std::string failed = "+OK\r\n+QUEUED\r\n*-1\r\n";
+  // FLUSHDB/FLUSHALL touch a watched key that exists, not one that does not.
+  for (const char* flush : {"FLUSHDB", "FLUSHALL"}) {
+    EXPECT_EQ(c.Feed(Cmd({"SET", "x", "30"}) + Cmd({"WATCH", "x"})), "+OK\r\n+OK\r\n");
+    EXPECT_EQ(other.Feed(Cmd({flush})), "+OK\r\n");
+    EXPECT_EQ(exec_ping(), failed) << flush;
+    EXPECT_EQ(c.Feed(Cmd({"WATCH", "x"})), "+OK\r\n");
+    EXPECT_EQ(other.Feed(Cmd({flush})), "+OK\r\n");
+    EXPECT_EQ(exec_ping(), ran) << flush;
+  }
+  // SWAPDB: a watched key that exists, or that the swap brings.
+  EXPECT_EQ(c.Feed(Cmd({"SET", "x", "30"}) + Cmd({"WATCH", "x"})), "+OK\r\n+OK\r\n");
+  EXPECT_EQ(other.Feed(Cmd({"SWAPDB", "0", "1"})), "+OK\r\n");
+  EXPECT_EQ(exec_ping(), failed);
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "x"})), "+OK\r\n");  // x is absent now in db 0
+  EXPECT_EQ(other.Feed(Cmd({"SWAPDB", "0", "1"})), "+OK\r\n");
+  EXPECT_EQ(exec_ping(), failed);
+  // Expiry: a key live at WATCH and expired at EXEC fails it; a key
+  // already expired at WATCH (stale), deleted or flushed, does not.
+  EXPECT_EQ(c.Feed(Cmd({"FLUSHALL"}) + Cmd({"SET", "e", "1", "PX", "100"}) + Cmd({"WATCH", "e"})),
+            "+OK\r\n+OK\r\n+OK\r\n");
+  s.now_ms += 101;
+  EXPECT_EQ(exec_ping(), failed);
+  EXPECT_EQ(c.Feed(Cmd({"SET", "e", "1", "PX", "1"})), "+OK\r\n");
+  s.now_ms += 2;
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "e"})), "+OK\r\n");
+  EXPECT_EQ(exec_ping(), ran);
+  EXPECT_EQ(c.Feed(Cmd({"SET", "e", "1", "PX", "1"})), "+OK\r\n");
+  s.now_ms += 2;
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "e"}) + Cmd({"EXISTS", "e"})), "+OK\r\n:0\r\n");
+  EXPECT_EQ(exec_ping(), ran);
+  EXPECT_EQ(c.Feed(Cmd({"SET", "e", "1", "PX", "1"})), "+OK\r\n");
+  s.now_ms += 2;
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "e"}) + Cmd({"FLUSHDB"})), "+OK\r\n+OK\r\n");
+  EXPECT_EQ(exec_ping(), ran);
+}
+
+TEST(RespDb, RenameCopyMsetnx) {
+  Server s;
+  Server::Conn c(s);
+  EXPECT_EQ(c.Feed(Cmd({"SET", "a", "v", "EX", "100"}) + Cmd({"RENAME", "a", "b"}) +
+                   Cmd({"GET", "a"}) + Cmd({"GET", "b"}) + Cmd({"TTL", "b"}) +
+                   Cmd({"RENAME", "nope", "x"}) + Cmd({"RENAME", "b", "b"})),
+            "+OK\r\n+OK\r\n$-1\r\n$1\r\nv\r\n:100\r\n-ERR no such key\r\n+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"SET", "c", "w"}) + Cmd({"RENAMENX", "b", "c"}) +
+                   Cmd({"RENAMENX", "b", "d"}) + Cmd({"GET", "d"}) + Cmd({"RENAMENX", "nope", "x"})),
+            "+OK\r\n:0\r\n:1\r\n$1\r\nv\r\n-ERR no such key\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"COPY", "d", "e"}) + Cmd({"COPY", "d", "c"}) +
+                   Cmd({"COPY", "d", "c", "REPLACE"}) + Cmd({"GET", "c"}) +
+                   Cmd({"COPY", "d", "d"}) + Cmd({"COPY", "nope", "f"}) +
+                   Cmd({"COPY", "d", "d", "DB", "2"}) + Cmd({"COPY", "d", "d", "DB", "16"}) +
+                   Cmd({"COPY", "d", "d", "DB", "x"}) + Cmd({"COPY", "d", "g", "BOGUS"})),
+            ":1\r\n:0\r\n:1\r\n$1\r\nv\r\n-ERR source and destination objects are the same\r\n"
+            ":0\r\n:1\r\n-ERR DB index is out of range\r\n"
+            "-ERR value is not an integer or out of range\r\n-ERR syntax error\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"SELECT", "2"}) + Cmd({"GET", "d"}) + Cmd({"TTL", "d"})),
+            "+OK\r\n$1\r\nv\r\n:100\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"MSETNX", "m1", "1", "m2", "2"}) + Cmd({"MSETNX", "m3", "3", "m1", "x"}) +
+                   Cmd({"MGET", "m1", "m2", "m3"}) + Cmd({"MSETNX", "m4"}) +
+                   Cmd({"MSETNX", "m4", "4", "m5"})),
+            ":1\r\n:0\r\n*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n"
+            "-ERR wrong number of arguments for 'msetnx' command\r\n"
+            "-ERR wrong number of arguments for 'msetnx' command\r\n");
+  // An expired source is absent; an expired destination is overwritten.
+  EXPECT_EQ(c.Feed(Cmd({"SET", "old", "1", "PX", "10"}) + Cmd({"SET", "src", "2"})), "+OK\r\n+OK\r\n");
+  s.now_ms += 20;
+  EXPECT_EQ(c.Feed(Cmd({"RENAME", "old", "x"}) + Cmd({"RENAMENX", "src", "old"}) +
+                   Cmd({"GET", "old"}) + Cmd({"MSETNX", "old", "3"})),
+            "-ERR no such key\r\n:1\r\n$1\r\n2\r\n:0\r\n");
+  // Inside MULTI they are part of EXEC's transaction.
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"RENAME", "old", "new"}) + Cmd({"COPY", "new", "n2"}) +
+                   Cmd({"EXEC"}) + Cmd({"MGET", "old", "new", "n2"})),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:1\r\n"
+            "*3\r\n$-1\r\n$1\r\n2\r\n$1\r\n2\r\n");
+}
+
+TEST(RespDb, MultiScriptCutAnywhere) {
+  const std::string script = Cmd({"MULTI"}) + Cmd({"SET", "a", "1"}) + Cmd({"SELECT", "1"}) +
+                             Cmd({"INCR", "a"}) + Cmd({"EXEC"}) + Cmd({"GET", "a"});
+  const std::string expected =
+      "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n+OK\r\n:1\r\n$1\r\n1\r\n";
+  for (size_t cut = 0; cut <= script.size(); ++cut) {
+    Server s;
+    Server::Conn c(s);
+    std::string out = c.Feed(script.substr(0, cut));
+    out += c.Feed(script.substr(cut));
+    ASSERT_EQ(out, expected) << "cut at " << cut;
+  }
+}
+
+#ifdef PMINDEX_SERVER_TEST_KV
+TEST(RespDb, ConcurrentExecsAreAllOrNothingOverKvStore) {
+  // Clients run MULTI INCR x INCR y EXEC (and WATCH-free INCRs of x
+  // alone) at once over KvStore: EXEC's conflicts are retried inside, so
+  // every EXEC applies both increments once, and x - y counts the lone
+  // INCRs.
+  auto kv = KvStore::CreateInMemory("lbtree");
+  ASSERT_TRUE(kv.ok());
+  {
+    KvBackedStore store(*kv.value());
+    Server s(&store);
+    constexpr int kThreads = 4, kExecs = 60;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&s, t] {
+        Server::Conn c(s);
+        for (int i = 0; i < kExecs; ++i) {
+          const std::string r =
+              c.Feed(Cmd({"MULTI"}) + Cmd({"INCR", "x"}) + Cmd({"INCR", "y"}) + Cmd({"EXEC"}));
+          ASSERT_EQ(r.substr(0, 28), "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:") << r;
+          if (t == 0) {
+            ASSERT_EQ(c.Feed(Cmd({"INCR", "x"})).substr(0, 1), ":");
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    Server::Conn c(s);
+    EXPECT_EQ(c.Feed(Cmd({"MGET", "x", "y"})),
+              "*2\r\n$3\r\n" + std::to_string(kThreads * kExecs + kExecs) + "\r\n$3\r\n" +
+                  std::to_string(kThreads * kExecs) + "\r\n");
+  }
+  ASSERT_TRUE(kv.value()->Verify().ok());
+  ASSERT_TRUE(kv.value()->Close().ok());
+}
+#endif
+
+}  // namespace
+}  // namespace pmindex::server::testing

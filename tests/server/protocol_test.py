@@ -446,7 +446,49 @@ def acked_writes_survive(ctx, name, stop_server):
         except Exception:  # the server was killed: what was acknowledged is recorded
             return
 
+    # MULTI/EXEC in database 3: each transaction writes a pair of keys and
+    # counts itself; acknowledged ones must be whole after the restart,
+    # unacknowledged ones whole or absent.
+    tx_acked = []
+
+    def transactions():
+        try:
+            r = s.redis(db=3)
+            i = 0
+            while not stop.is_set():
+                p = r.pipeline(transaction=True)
+                p.set(f"txa-{i}", i).set(f"txb-{i}", i).incr("txcount")
+                if p.execute()[2] < 1:
+                    return
+                tx_acked.append(i)
+                i += 1
+        except Exception:
+            return
+
+    # Database 5: generations of ten keys (one MSET each) and FLUSHDBs
+    # between them. A flush acknowledged is never undone; a generation is
+    # whole or absent.
+    flushed = [-1]  # the last generation an acknowledged FLUSHDB removed
+    written = [-1]  # the last generation whose MSET was acknowledged
+
+    def flusher():
+        try:
+            r = s.redis(db=5)
+            g = 0
+            while not stop.is_set():
+                if r.mset({f"g{g}-{j}": g for j in range(10)}) is not True:
+                    return
+                written[0] = g
+                if g % 3 == 2:
+                    if r.flushdb() is not True:
+                        return
+                    flushed[0] = g
+                g += 1
+        except Exception:
+            return
+
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    threads += [threading.Thread(target=transactions), threading.Thread(target=flusher)]
     for t in threads:
         t.start()
     time.sleep(2.5)
@@ -456,8 +498,27 @@ def acked_writes_survive(ctx, name, stop_server):
         t.join(timeout=30)
     total = sum(len(a) for a in acked)
     assert total > 100, f"only {total} writes were acknowledged before the kill"
+    assert tx_acked and written[0] >= 3, (len(tx_acked), written[0])
     s = Server(ctx.binary, pool, create=False)
     try:
+        r3 = s.redis(db=3)
+        count = int(r3.get("txcount"))
+        assert count >= len(tx_acked), (count, len(tx_acked))
+        for i in range(count + 2):
+            pair = r3.mget(f"txa-{i}", f"txb-{i}")
+            want = [str(i).encode()] * 2 if i < count else [None, None]
+            assert pair == want, f"transaction {i} of {count}: {pair}"
+        r5 = s.redis(db=5)
+        for g in range(written[0] + 2):
+            got = r5.mget([f"g{g}-{j}" for j in range(10)])
+            whole, gone = [str(g).encode()] * 10, [None] * 10
+            if g <= flushed[0]:
+                assert got == gone, f"generation {g} survived an acknowledged flush"
+            elif g <= written[0] and written[0] % 3 != 2:
+                # Acknowledged, and no flush was sent after it.
+                assert got == whole, f"acknowledged generation {g} lost: {got}"
+            else:
+                assert got in (whole, gone), (g, got)
         c = s.mc()
         missing = []
         for a in acked:
@@ -470,7 +531,8 @@ def acked_writes_survive(ctx, name, stop_server):
         assert c.set("after", b"1") is True
         _, cas = c.gets("after")
         assert c.cas("after", b"2", cas) is True
-        print(f"    {name}: {total} acknowledged writes, all present after the restart")
+        print(f"    {name}: {total} acknowledged writes, all present after the restart; "
+              f"{len(tx_acked)} transactions and {written[0] + 1} flushed generations checked")
     finally:
         code, out, err = s.stop()
         assert code == 0, (code, out, err)
@@ -486,6 +548,80 @@ def test_sigterm_under_load_exits_cleanly_keeping_every_acknowledged_write(ctx):
         assert code == 0 and "store closed" in out, (code, out, err)
 
     acked_writes_survive(ctx, "sigterm", sigterm)
+
+
+def test_resp_databases_and_transactions(ctx):
+    with ctx.server() as s:
+        r0, r1 = s.redis(), s.redis(db=1)
+        assert r0.set("k", "zero") and r1.set("k", "one")
+        assert r0.get("k") == b"zero" and r1.get("k") == b"one"
+        assert r1.dbsize() == 1 and r1.info("keyspace")["db1"]["keys"] == 1
+        # redis-py's default pipeline is a MULTI/EXEC transaction.
+        p = r1.pipeline()
+        p.set("a", 1).incr("a").get("a").rename("a", "b").copy("b", "c").msetnx({"d": 1, "c": 2})
+        assert p.execute() == [True, 2, b"2", True, True, False]
+        assert r1.mget("a", "b", "c", "d") == [None, b"2", b"2", None]
+        # WATCH through redis-py's transaction helper: concurrent
+        # read-modify-writes lose nothing.
+        r1.set("n", 0)
+
+        def bump(pipe):
+            v = int(pipe.get("n"))
+            pipe.multi()
+            pipe.set("n", v + 1)
+
+        def worker():
+            c = s.redis(db=1)
+            for _ in range(40):
+                c.transaction(bump, "n")
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert r1.get("n") == b"160"
+        # WATCH fails EXEC on a change.
+        p = r1.pipeline()
+        p.watch("n")
+        r1.set("n", 7)
+        p.multi()
+        p.set("n", 8)
+        try:
+            p.execute()
+            raise AssertionError("EXEC ran although a watched key changed")
+        except redis.WatchError:
+            pass
+        assert r1.get("n") == b"7"
+        assert r1.swapdb(0, 1) is True and r0.get("k") == b"one"
+        assert r1.get("k") == b"zero"
+        assert r1.flushdb(asynchronous=True) is True and r1.dbsize() == 0
+        assert r0.dbsize() > 0 and r0.flushall() is True and r0.dbsize() == 0
+
+
+def test_flushall_is_durable_and_reclaimed_after_kill9(ctx):
+    pool = ctx.pool("flush-kill")
+    s = Server(ctx.binary, pool)
+    r0, r1 = s.redis(), s.redis(db=1)
+    for db in (r0, r1):
+        for i in range(0, 3000, 500):
+            db.mset({f"key{j}": j for j in range(i, i + 500)})
+    assert r0.flushall() is True
+    s.kill9()
+    s = Server(ctx.binary, pool, create=False)
+    try:
+        r0, r1 = s.redis(), s.redis(db=1)
+        assert r0.dbsize() == 0 and r1.dbsize() == 0 and r0.get("key1") is None
+        # The flushed keys are reclaimed in the background after the
+        # restart: the store's item count (memcached's curr_items, every
+        # database and flushed ones included) drops to 0.
+        deadline = time.time() + 30
+        while time.time() < deadline and s.mc().stats()[b"curr_items"] != 0:
+            time.sleep(0.05)
+        assert s.mc().stats()[b"curr_items"] == 0
+        assert int(r0.info()["reclaimed_keys"]) == 6000
+    finally:
+        assert s.stop()[0] == 0
 
 
 def test_emulated_pm_write_latency(ctx):

@@ -11,7 +11,8 @@ namespace pmindex::server {
 // ---------------------------------------------------------------- OpEpochs
 
 OpEpochs::Guard OpEpochs::Enter() {
-  static thread_local const size_t stripe = std::hash<std::thread::id>()(std::this_thread::get_id()) % kStripes;
+  static thread_local const size_t stripe =
+      std::hash<std::thread::id>()(std::this_thread::get_id()) % kStripes;
   for (;;) {
     const uint64_t e = epoch_.load(std::memory_order_seq_cst);
     std::atomic<uint64_t>& c = stripes_[stripe].active[e & 1];
@@ -59,7 +60,8 @@ void PutLittle32(uint32_t v, std::string* out) {
 bool GetLittle32(std::string_view s, size_t* pos, uint32_t* v) {
   if (s.size() < *pos + 4) return false;
   *v = 0;
-  for (int i = 3; i >= 0; --i) *v = (*v << 8) | static_cast<uint8_t>(s[*pos + static_cast<size_t>(i)]);
+  for (int i = 3; i >= 0; --i)
+    *v = (*v << 8) | static_cast<uint8_t>(s[*pos + static_cast<size_t>(i)]);
   *pos += 4;
   return true;
 }
@@ -109,7 +111,8 @@ size_t RangeOfNamespace(uint32_t ns, std::string_view from, std::optional<std::s
   while (added < limit) {
     batch.clear();
     const size_t want = limit - added;
-    const size_t n = range(lo, hi ? std::optional<std::string_view>(*hi) : std::nullopt, want, &batch);
+    const size_t n =
+        range(lo, hi ? std::optional<std::string_view>(*hi) : std::nullopt, want, &batch);
     for (auto& [k, v] : batch) {
       uint32_t kns = 0;
       std::string_view key;
@@ -177,7 +180,8 @@ Status Databases::DecodeTable(std::string_view v, Table* t) {
   std::set<uint32_t> seen;
   for (const auto* list : {&t->ns, &t->garbage}) {
     for (uint32_t ns : *list) {
-      if (ns == 0 || ns >= t->next_ns || !seen.insert(ns).second) return bad("namespace out of range");
+      if (ns == 0 || ns >= t->next_ns || !seen.insert(ns).second)
+        return bad("namespace out of range");
     }
   }
   return Status::OK();
@@ -333,7 +337,8 @@ Status DbTransaction::StartTableChange() {
   std::lock_guard<std::mutex> lock(dbs_.meta_mu_);
   const Databases::Table& t = dbs_.table_;
   for (size_t i = 0; i < ns_.size(); ++i) {
-    if (t.ns[i] != ns_[i]) return Status::Aborted("the databases changed since the transaction began");
+    if (t.ns[i] != ns_[i])
+      return Status::Aborted("the databases changed since the transaction began");
   }
   table_changed_ = true;
   next_ns_ = t.next_ns;
@@ -410,8 +415,10 @@ Store& Databases::db(int i) { return *views_[static_cast<size_t>(i)]; }
 
 Result<std::unique_ptr<Databases>> Databases::Open(Store& base, int count) {
   if (count < 1 || count > kMaxDatabases)
-    return Status::InvalidArgument("the number of databases is 1 to " + std::to_string(kMaxDatabases));
-  if (base.max_key_bytes() <= kHeaderBytes) return Status::InvalidArgument("the store's keys are too short");
+    return Status::InvalidArgument("the number of databases is 1 to " +
+                                   std::to_string(kMaxDatabases));
+  if (base.max_key_bytes() <= kHeaderBytes)
+    return Status::InvalidArgument("the store's keys are too short");
   Table table;
   Result<StoredValue> stored = base.Get(kTableKey);
   if (stored.ok()) {
@@ -517,7 +524,8 @@ uint64_t Databases::KeyCount(int i) {
 std::unique_ptr<DbTransaction> Databases::Begin() {
   OpEpochs::Guard g = epochs_.Enter();
   std::vector<uint32_t> ns = Snapshot();
-  return std::unique_ptr<DbTransaction>(new DbTransaction(*this, std::move(g), std::move(ns), base_.Begin()));
+  return std::unique_ptr<DbTransaction>(
+      new DbTransaction(*this, std::move(g), std::move(ns), base_.Begin()));
 }
 
 bool Databases::reclaim_pending() {

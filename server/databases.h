@@ -180,7 +180,9 @@ class Databases {
   // walks the database (O(its keys)).
   uint64_t KeyCount(int i);
   // The current namespace of database i (WATCH compares it).
-  uint32_t ns(int i) const { return live_ns_[static_cast<size_t>(i)].load(std::memory_order_acquire); }
+  uint32_t ns(int i) const {
+    return live_ns_[static_cast<size_t>(i)].load(std::memory_order_acquire);
+  }
 
   // A transaction over all databases (DbTransaction).
   std::unique_ptr<DbTransaction> Begin();
@@ -225,7 +227,7 @@ class Databases {
   const int count_;
   OpEpochs epochs_;
   std::mutex meta_mu_;
-  Table table_;         // guarded by meta_mu_
+  Table table_;            // guarded by meta_mu_
   uint64_t installs_ = 0;  // guarded by meta_mu_: tables installed since open
   // The published namespaces; seq_ is odd while Install changes them.
   std::unique_ptr<std::atomic<uint32_t>[]> live_ns_;

@@ -140,14 +140,16 @@ class Items {
   // keeps is removed lazily (only that version of it).
   [[nodiscard]] Status Edit(std::string_view key,
                             const std::function<ItemEdit(const Item*)>& decide);
-  // Up to `limit` live keys >= from, in bytewise order, examining at most
-  // `limit` stored keys; *next is the key to continue from, or empty when
-  // the store has no more keys.
+  // Up to `limit` live keys from `from` on, in the store's order
+  // (Store::Range: bytewise, or (slot, key) in a database), examining at
+  // most `limit` stored keys; *next is the key to continue from, or empty
+  // when the store has no more keys.
   void ScanKeys(std::string_view from, size_t limit, std::vector<std::string>* keys,
                 std::string* next);
   // Removes every item now (delay_ms <= 0), or at the first request after
   // delay_ms, the items written until then included (memcached
-  // flush_all). A pending delayed flush is not durable.
+  // flush_all): Store::RemoveAll, which in a database is a logical flush
+  // (databases.h). A pending delayed flush is not durable.
   [[nodiscard]] Status Flush(int64_t delay_ms);
   StoreInfo Info() { return store_.Info(); }
   Store& store() { return store_; }

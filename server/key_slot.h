@@ -31,7 +31,8 @@ inline uint16_t Crc16(std::string_view s) {
   uint16_t crc = 0;
   for (char c : s) {
     const auto byte = static_cast<uint8_t>(c);
-    crc = static_cast<uint16_t>((crc << 8) ^ key_slot_detail::kCrc16Table[((crc >> 8) ^ byte) & 0xff]);
+    crc = static_cast<uint16_t>((crc << 8) ^
+                                key_slot_detail::kCrc16Table[((crc >> 8) ^ byte) & 0xff]);
   }
   return crc;
 }

@@ -88,8 +88,8 @@ Result<WriteOutcome> KvBackedStore::RemoveIfVersion(std::string_view key, uint64
   }
 }
 
-size_t KvBackedStore::Range(std::string_view from, std::optional<std::string_view> to,
-                            size_t limit, std::vector<std::pair<std::string, std::string>>* out) {
+size_t KvBackedStore::Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
+                            std::vector<std::pair<std::string, std::string>>* out) {
   return kv_.Range(from, to, limit, out);
 }
 

@@ -50,7 +50,8 @@ Maintenance::Work Maintenance::Cycle() {
     work.expired += removed;
     examined += options_.batch;
     const bool piling_up = removed * 4 > options_.batch;
-    if ((examined >= options_.expire_keys_per_cycle && !piling_up) || Clock::now() >= deadline) break;
+    if ((examined >= options_.expire_keys_per_cycle && !piling_up) || Clock::now() >= deadline)
+      break;
   }
   Stats::Add(stats_.expired_keys, work.expired);
   Stats::Add(stats_.reclaimed_keys, work.reclaimed);

@@ -82,11 +82,13 @@ KeyCounts CountKeys(Store& store) {
   }
 }
 
-void DbSize(CommandCall& c) { c.reply.Integer(static_cast<int64_t>(CountKeys(c.items.store()).keys)); }
+void DbSize(CommandCall& c) {
+  c.reply.Integer(static_cast<int64_t>(CountKeys(c.items.store()).keys));
+}
 
 bool FlushArgsOk(CommandCall& c) {
-  if (c.argc() == 1 ||
-      (c.argc() == 2 && (EqualsIgnoreCase(c.args[1], "SYNC") || EqualsIgnoreCase(c.args[1], "ASYNC")))) {
+  if (c.argc() == 1 || (c.argc() == 2 && (EqualsIgnoreCase(c.args[1], "SYNC") ||
+                                          EqualsIgnoreCase(c.args[1], "ASYNC")))) {
     return true;
   }
   c.reply.Error(kSyntax);

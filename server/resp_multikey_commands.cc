@@ -75,7 +75,8 @@ void Copy(CommandCall& c) {
   const int64_t now = c.items.NowMs();
   RunAtomically(c, [&](TxnScope& scope) -> Result<int64_t> {
     Result<StoredValue> v = LiveValue(scope.db(src_db), src, now);
-    if (!v.ok()) return v.status().is_not_found() ? Result<int64_t>(0) : Result<int64_t>(v.status());
+    if (!v.ok())
+      return v.status().is_not_found() ? Result<int64_t>(0) : Result<int64_t>(v.status());
     Store& d = scope.db(dst_db);
     if (!replace) {
       Result<StoredValue> existing = LiveValue(d, dst, now);

@@ -7,7 +7,8 @@
 // handler; docs/server.md lists the commands and their differences from
 // Redis 7.0.
 //
-// SCAN walks the keys in bytewise order. Its cursor is a decimal number
+// SCAN walks the keys in the store's order ((hash slot, key) in a
+// database, docs/server.md "Key encoding and databases"). Its cursor is a decimal number
 // that encodes the next key to return (the big-endian number of the bytes
 // 0x01 then the key), "0" at the start and at the end, so it needs no
 // state on the server, survives a restart, and a key present for the

@@ -277,7 +277,8 @@ void Exec(CommandCall& c) {
     return;
   }
   c.client.db = db_at_exec;
-  c.reply.Error("ERR the transaction kept conflicting with other clients' writes; nothing was changed");
+  c.reply.Error(
+      "ERR the transaction kept conflicting with other clients' writes; nothing was changed");
 }
 
 }  // namespace

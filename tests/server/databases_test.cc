@@ -37,7 +37,7 @@ std::string Name(std::string_view prefix, int n, std::string_view sep = {}, int 
 
 TEST(KeySlot, MatchesRedisCluster) {
   EXPECT_EQ(Crc16("123456789"), 0x31C3);  // the XMODEM check value
-  EXPECT_EQ(KeySlot("foo"), 12182);        // Redis Cluster's documented examples
+  EXPECT_EQ(KeySlot("foo"), 12182);       // Redis Cluster's documented examples
   EXPECT_EQ(KeySlot("bar"), 5061);
   EXPECT_EQ(KeySlot("{user1000}.following"), KeySlot("user1000"));
   EXPECT_EQ(KeySlot("foo{}{bar}"), KeySlot("foo{}{bar}"));  // an empty tag hashes the whole key
@@ -153,7 +153,8 @@ TEST_P(DatabasesTest, DatabasesAreSeparateNamespacesOfSlotOrderedKeys) {
   out.clear();
   size_t after_bar = 0;
   for (const char* k : {"foo", "bar", "{bar}x", "zap"})
-    after_bar += std::make_pair(KeySlot(k), std::string(k)) >= std::make_pair(KeySlot("bar"), std::string("bar"));
+    after_bar += std::make_pair(KeySlot(k), std::string(k)) >=
+                 std::make_pair(KeySlot("bar"), std::string("bar"));
   ASSERT_EQ(dbs().db(2).Range("bar", 100, &out), after_bar);
   EXPECT_EQ(out[0].first, "bar");  // bar and {bar}x share a slot
   EXPECT_EQ(out[1].first, "{bar}x");
@@ -169,7 +170,7 @@ TEST_P(DatabasesTest, FlushIsLogicalDurableAndReclaimedInSteps) {
   ASSERT_TRUE(dbs().db(0).PutMany(pairs).ok());
   ASSERT_TRUE(dbs().db(1).Put("other", "stays").ok());
   const uint64_t before = StoredKeys();
-  EXPECT_EQ(before, 1 + keys.size() + 1);  // the table, db 0, db 1
+  EXPECT_EQ(before, 1 + keys.size() + 1);     // the table, db 0, db 1
   ASSERT_TRUE(dbs().db(0).RemoveAll().ok());  // FLUSHDB: Flush(0)
   // Gone at once for every read, nothing walked yet.
   EXPECT_EQ(Value(0, "key7"), "(absent)");
@@ -325,12 +326,12 @@ TEST_P(DatabasesTest, FlushesRacingWritersLeaveNoOldKeyAndNoLeak) {
   });
   for (int round = 0; round < 30; ++round) {
     std::vector<int> before(kWriters);
-    for (int w = 0; w < kWriters; ++w) before[static_cast<size_t>(w)] = acked[static_cast<size_t>(w)].load();
+    for (int w = 0; w < kWriters; ++w)
+      before[static_cast<size_t>(w)] = acked[static_cast<size_t>(w)].load();
     ASSERT_TRUE(dbs().Flush(0).ok());
     for (int w = 0; w < kWriters; ++w) {
       if (before[static_cast<size_t>(w)] < 0) continue;
-      EXPECT_EQ(Value(0, Name("w", w, ":", before[static_cast<size_t>(w)])),
-                "(absent)");
+      EXPECT_EQ(Value(0, Name("w", w, ":", before[static_cast<size_t>(w)])), "(absent)");
     }
   }
   stop.store(true);
@@ -364,7 +365,8 @@ TEST_P(DatabasesTest, MaintenanceExpiresItemsNobodyReadsAndReclaimsFlushes) {
   for (int i = 0; i < 600; ++i) {
     const int db = i % 3;
     const int64_t expiry = i % 2 == 0 ? now + 1000 : 0;
-    ASSERT_EQ(*keyspace.db(db).Write(StoreMode::kSet, Name("k", i), "v", 0, expiry), ItemOutcome::kDone);
+    ASSERT_EQ(*keyspace.db(db).Write(StoreMode::kSet, Name("k", i), "v", 0, expiry),
+              ItemOutcome::kDone);
   }
   ASSERT_TRUE(dbs().db(3).Put("raw", "not an item").ok());  // never expires
   Maintenance::Options o;
@@ -386,7 +388,8 @@ TEST_P(DatabasesTest, MaintenanceExpiresItemsNobodyReadsAndReclaimsFlushes) {
   ASSERT_TRUE(keyspace.db(1).Flush(0).ok());
   EXPECT_EQ(dbs().KeyCount(1), 0u);
   size_t reclaimed = 0;
-  for (int cycle = 0; cycle < 100 && dbs().reclaim_pending(); ++cycle) reclaimed += m.Cycle().reclaimed;
+  for (int cycle = 0; cycle < 100 && dbs().reclaim_pending(); ++cycle)
+    reclaimed += m.Cycle().reclaimed;
   EXPECT_EQ(reclaimed, 100u);
   EXPECT_EQ(StoredKeys(), 1 + 200 + 1);
   // The thread runs the same cycles.

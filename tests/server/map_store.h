@@ -83,8 +83,8 @@ class MapStore final : public Store {
                std::vector<std::pair<std::string, std::string>>* out) override {
     std::lock_guard<std::mutex> lock(mu_);
     size_t n = 0;
-    for (auto it = map_.lower_bound(from); it != map_.end() && n < limit && (!to || it->first < *to);
-         ++it, ++n)
+    for (auto it = map_.lower_bound(from);
+         it != map_.end() && n < limit && (!to || it->first < *to); ++it, ++n)
       out->emplace_back(it->first, it->second.value);
     return n;
   }

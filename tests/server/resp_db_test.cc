@@ -159,13 +159,13 @@ TEST(RespDb, QueueingErrorsAbortExec) {
 TEST(RespDb, SelectInsideMultiAndFlushInsideExec) {
   Server s;
   Server::Conn c(s);
-  EXPECT_EQ(c.Feed(Cmd({"SET", "old", "x"}) + Cmd({"MULTI"}) + Cmd({"SET", "a", "0"}) +
-                   Cmd({"SELECT", "3"}) + Cmd({"SET", "a", "3"}) + Cmd({"SELECT", "0"}) +
-                   Cmd({"FLUSHDB"}) + Cmd({"SET", "b", "after"}) + Cmd({"SELECT", "3"}) +
-                   Cmd({"EXEC"})),
-            "+OK\r\n+OK\r\n"
-            "+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
-            "*7\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n");
+  EXPECT_EQ(
+      c.Feed(Cmd({"SET", "old", "x"}) + Cmd({"MULTI"}) + Cmd({"SET", "a", "0"}) +
+             Cmd({"SELECT", "3"}) + Cmd({"SET", "a", "3"}) + Cmd({"SELECT", "0"}) +
+             Cmd({"FLUSHDB"}) + Cmd({"SET", "b", "after"}) + Cmd({"SELECT", "3"}) + Cmd({"EXEC"})),
+      "+OK\r\n+OK\r\n"
+      "+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+      "*7\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n");
   // SELECT inside MULTI stays selected after EXEC, as in Redis.
   EXPECT_EQ(c.client().db, 3);
   EXPECT_EQ(c.Feed(Cmd({"GET", "a"}) + Cmd({"SELECT", "0"}) + Cmd({"GET", "a"}) +
@@ -267,9 +267,10 @@ TEST(RespDb, RenameCopyMsetnx) {
                    Cmd({"GET", "a"}) + Cmd({"GET", "b"}) + Cmd({"TTL", "b"}) +
                    Cmd({"RENAME", "nope", "x"}) + Cmd({"RENAME", "b", "b"})),
             "+OK\r\n+OK\r\n$-1\r\n$1\r\nv\r\n:100\r\n-ERR no such key\r\n+OK\r\n");
-  EXPECT_EQ(c.Feed(Cmd({"SET", "c", "w"}) + Cmd({"RENAMENX", "b", "c"}) +
-                   Cmd({"RENAMENX", "b", "d"}) + Cmd({"GET", "d"}) + Cmd({"RENAMENX", "nope", "x"})),
-            "+OK\r\n:0\r\n:1\r\n$1\r\nv\r\n-ERR no such key\r\n");
+  EXPECT_EQ(
+      c.Feed(Cmd({"SET", "c", "w"}) + Cmd({"RENAMENX", "b", "c"}) + Cmd({"RENAMENX", "b", "d"}) +
+             Cmd({"GET", "d"}) + Cmd({"RENAMENX", "nope", "x"})),
+      "+OK\r\n:0\r\n:1\r\n$1\r\nv\r\n-ERR no such key\r\n");
   EXPECT_EQ(c.Feed(Cmd({"COPY", "d", "e"}) + Cmd({"COPY", "d", "c"}) +
                    Cmd({"COPY", "d", "c", "REPLACE"}) + Cmd({"GET", "c"}) +
                    Cmd({"COPY", "d", "d"}) + Cmd({"COPY", "nope", "f"}) +
@@ -287,7 +288,8 @@ TEST(RespDb, RenameCopyMsetnx) {
             "-ERR wrong number of arguments for 'msetnx' command\r\n"
             "-ERR wrong number of arguments for 'msetnx' command\r\n");
   // An expired source is absent; an expired destination is overwritten.
-  EXPECT_EQ(c.Feed(Cmd({"SET", "old", "1", "PX", "10"}) + Cmd({"SET", "src", "2"})), "+OK\r\n+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"SET", "old", "1", "PX", "10"}) + Cmd({"SET", "src", "2"})),
+            "+OK\r\n+OK\r\n");
   s.now_ms += 20;
   EXPECT_EQ(c.Feed(Cmd({"RENAME", "old", "x"}) + Cmd({"RENAMENX", "src", "old"}) +
                    Cmd({"GET", "old"}) + Cmd({"MSETNX", "old", "3"})),

@@ -188,6 +188,10 @@ void Discard(CommandCall& c) {
 void Watch(CommandCall& c) {
   RespTransaction& t = StateOf(c.client);
   if (t.in_multi) return c.reply.Error("ERR WATCH inside MULTI is not allowed");
+  if (t.watched.size() + c.argc() - 1 > RespTransaction::kMaxWatchedKeys) {
+    return c.reply.Error("ERR too many watched keys (at most " +
+                         std::to_string(RespTransaction::kMaxWatchedKeys) + ")");
+  }
   Keyspace* ks = c.items.keyspace();
   const int64_t now = c.items.NowMs();
   for (size_t i = 1; i < c.argc(); ++i) {

@@ -21,7 +21,8 @@
 // transaction, so they are validated at its commit.
 //
 // Memory: a queue holds at most kMaxQueuedBytes of arguments and
-// kMaxQueuedCommands commands; more is a queueing error.
+// kMaxQueuedCommands commands (more is a queueing error), and a connection
+// watches at most kMaxWatchedKeys keys.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,7 @@ namespace pmindex::server {
 struct RespTransaction {
   static constexpr size_t kMaxQueuedBytes = 64u << 20;
   static constexpr size_t kMaxQueuedCommands = 1u << 20;
+  static constexpr size_t kMaxWatchedKeys = 1u << 16;
 
   struct Queued {
     const Command* command;

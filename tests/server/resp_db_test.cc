@@ -13,6 +13,7 @@
 #include "server/databases.h"
 #include "server/keyspace.h"
 #include "server/resp_protocol.h"
+#include "server/resp_transaction.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
 #ifdef PMINDEX_SERVER_TEST_KV
@@ -299,6 +300,25 @@ TEST(RespDb, RenameCopyMsetnx) {
                    Cmd({"EXEC"}) + Cmd({"MGET", "old", "new", "n2"})),
             "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:1\r\n"
             "*3\r\n$-1\r\n$1\r\n2\r\n$1\r\n2\r\n");
+}
+
+TEST(RespDb, WatchedKeysAreBounded) {
+  Server s;
+  Server::Conn c(s);
+  // WATCH of keys [from, to), in one request.
+  auto watch = [](size_t from, size_t to) {
+    std::string w = "*";
+    w.append(std::to_string(to - from + 1)).append("\r\n$5\r\nWATCH\r\n");
+    for (size_t i = from; i < to; ++i) {
+      const std::string k = std::to_string(i);
+      w.append("$").append(std::to_string(k.size())).append("\r\n").append(k).append("\r\n");
+    }
+    return w;
+  };
+  const size_t n = RespTransaction::kMaxWatchedKeys;
+  EXPECT_EQ(c.Feed(watch(0, n / 2) + watch(n / 2, n)), "+OK\r\n+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"WATCH", "one-more"})), "-ERR too many watched keys (at most 65536)\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"UNWATCH"}) + Cmd({"WATCH", "one-more"})), "+OK\r\n+OK\r\n");
 }
 
 TEST(RespDb, MultiScriptCutAnywhere) {

@@ -44,6 +44,7 @@ namespace {
 
 constexpr uint8_t kKindItem = 0;
 constexpr std::string_view kTableMagic{"\0pmsrvdb", 8};
+static_assert(sizeof("\0pmsrvdb") == 8 + 1);
 constexpr uint32_t kTableFormat = 1;
 
 void PutBigEndian32(uint32_t v, std::string* out) {

@@ -151,7 +151,8 @@ class Databases {
   static constexpr size_t kHeaderBytes = 7;  // namespace, slot, kind
   static constexpr int kMaxDatabases = 1 << 16;
   // Namespace 0's only key.
-  static constexpr std::string_view kTableKey{"\0\0\0\0pmserver-databases", 24};
+  static constexpr std::string_view kTableKey{"\0\0\0\0pmserver-databases", 22};
+  static_assert(sizeof("\0\0\0\0pmserver-databases") == 22 + 1);
 
   // Reads the table of databases from `base` (which must outlive the
   // result), creating it in an empty store and extending it to `count`

@@ -500,6 +500,10 @@ Status Databases::Swap(int i, int j) {
   return Install(std::move(next));
 }
 
+// Pairs one step of a walk holds (values included: at most 64 MiB of
+// them, at the store's 1 MiB value limit).
+constexpr size_t kWalkBatch = 64;
+
 uint64_t Databases::KeyCount(int i) {
   OpEpochs::Guard g = epochs_.Enter();
   const uint32_t ns = this->ns(i);
@@ -509,14 +513,14 @@ uint64_t Databases::KeyCount(int i) {
   std::vector<std::pair<std::string, std::string>> batch;
   for (;;) {
     batch.clear();
-    const size_t got =
-        base_.Range(from, end ? std::optional<std::string_view>(*end) : std::nullopt, 1024, &batch);
+    const size_t got = base_.Range(from, end ? std::optional<std::string_view>(*end) : std::nullopt,
+                                   kWalkBatch, &batch);
     for (const auto& kv : batch) {
       uint32_t kns = 0;
       std::string_view key;
       n += Split(kv.first, &kns, &key);
     }
-    if (got < 1024) return n;
+    if (got < kWalkBatch) return n;
     from = batch.back().first;
     from.push_back('\0');
   }

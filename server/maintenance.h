@@ -33,7 +33,9 @@ class Maintenance {
     int interval_ms = 100;
     int busy_ms = 25;
     size_t expire_keys_per_cycle = 2000;
-    size_t batch = 256;  // keys per step
+    // Keys per step (their values are read with them: a small batch
+    // bounds the memory a step holds).
+    size_t batch = 32;
   };
   struct Work {
     size_t expired = 0;    // items removed by the expiry sweep

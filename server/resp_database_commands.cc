@@ -63,7 +63,8 @@ struct KeyCounts {
 };
 KeyCounts CountKeys(Store& store) {
   KeyCounts n;
-  constexpr size_t kBatch = 1024;
+  // Values come with the keys: a small batch bounds what a walk holds.
+  constexpr size_t kBatch = 64;
   std::string from;
   std::vector<std::pair<std::string, std::string>> batch;
   for (;;) {

@@ -469,9 +469,10 @@ std::vector<uint32_t> Databases::Snapshot() const {
       std::this_thread::yield();
       continue;
     }
+    // Acquire loads: the check of seq_ below cannot move before them, and
+    // a value Install stored makes its first increment of seq_ visible.
     for (size_t i = 0; i < ns.size(); ++i) ns[i] = live_ns_[i].load(std::memory_order_acquire);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (seq_.load(std::memory_order_relaxed) == before) return ns;
+    if (seq_.load(std::memory_order_acquire) == before) return ns;
   }
 }
 

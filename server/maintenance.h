@@ -52,7 +52,8 @@ class Maintenance {
   void Start();
   void Stop();
   // One cycle's work, on the caller's thread (the thread calls it; tests
-  // too). Counts what it removed in Stats (expired_keys, reclaimed_keys).
+  // too). Counts what it removed in Stats (expired_keys, reported as
+  // expired_swept, and reclaimed_keys).
   Work Cycle();
 
  private:

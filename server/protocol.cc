@@ -45,7 +45,7 @@ std::vector<std::pair<std::string, std::string>> StatsReport(Items& items) {
   counter("cas_badval", s.cas_badval);
   counter("touch_hits", s.touch_hits);
   counter("touch_misses", s.touch_misses);
-  counter("expired_keys", s.expired_keys);
+  counter("expired_swept", s.expired_keys);
   counter("reclaimed_keys", s.reclaimed_keys);
   return r;
 }

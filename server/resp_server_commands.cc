@@ -120,7 +120,6 @@ void InfoStats(CommandCall& c, InfoText& info) {
   info.Number("rejected_connections", Stats::Read(s.rejected_connections));
   // Lazily (a read found them) and by the maintenance thread's sweep.
   info.Number("expired_keys", Stats::Read(s.get_expired) + Stats::Read(s.expired_keys));
-  info.Number("reclaimed_keys", Stats::Read(s.reclaimed_keys));
   info.Number("evicted_keys", 0);
   info.Number("keyspace_hits", Stats::Read(s.get_hits));
   info.Number("keyspace_misses", Stats::Read(s.get_misses));

@@ -265,7 +265,8 @@ void Exec(CommandCall& c) {
     r.Array(queue.size());
     for (const RespTransaction::Queued& q : queue) {
       std::vector<std::string_view> args(q.args.begin(), q.args.end());
-      const int db = c.client.db < scope.count() ? c.client.db : 0;
+      const int selected = c.client.db.load(std::memory_order_relaxed);
+      const int db = selected < scope.count() ? selected : 0;
       CommandCall call{*q.command, args, scope.items(db), c.client, c.shared, r};
       q.command->handler(call);
       if (call.close) c.close = true;

@@ -37,7 +37,7 @@ struct Stats {
   Counter cas_badval{0};
   Counter touch_hits{0};
   Counter touch_misses{0};
-  Counter expired_keys{0};    // expired items removed by the background sweep
+  Counter expired_keys{0};    // expired items removed by the background sweep ("expired_swept")
   Counter reclaimed_keys{0};  // keys of flushed databases removed in the background
 
   static void Add(Counter& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }

@@ -56,7 +56,7 @@ class Server {
         all += out;
       }
     }
-    const RespClient& client() const { return protocol_.client(); }
+    RespClient& client() { return protocol_.client(); }
 
    private:
     RespProtocol protocol_;

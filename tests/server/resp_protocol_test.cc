@@ -633,7 +633,7 @@ TEST(Resp, InfoSections) {
   for (const char* s : {"# Server\r\n", "redis_version:7.0.15\r\n", "# Clients\r\n",
                         "connected_clients:1\r\n", "# Memory\r\n", "# Persistence\r\n",
                         "loading:0\r\n", "# Stats\r\n", "keyspace_hits:2\r\n", "# Keyspace\r\n",
-                        "db0:keys=1\r\n", "# Replication\r\n", "role:master\r\n"})
+                        "db0:keys=1,expires=0,avg_ttl=0\r\n", "# Replication\r\n", "role:master\r\n"})
     EXPECT_NE(all.find(s), std::string::npos) << s;
   EXPECT_EQ(all.find("# Commandstats"), std::string::npos);  // not by default
   const std::string two = h.Feed(Cmd({"INFO", "KEYSPACE", "clients"}));

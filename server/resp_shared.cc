@@ -156,7 +156,7 @@ void RespShared::AddConfig() {
   immutable("port", std::to_string(settings_.port));
   immutable("maxclients", std::to_string(settings_.max_connections));
   immutable("proto-max-bulk-len", std::to_string(settings_.proto_max_bulk_len));
-  immutable("databases", "1");
+  immutable("databases", std::to_string(settings_.databases));
   // Facts of a server that persists every write before its reply and
   // never evicts, in the words Redis's tools ask for them.
   fixed("save", "");

@@ -106,6 +106,7 @@ struct RespSettings {
   int threads = 1;
   size_t max_connections = 0;
   size_t proto_max_bulk_len = size_t{512} << 20;
+  int databases = 1;  // --databases
 };
 
 // Calls, time and failures of one command (INFO commandstats). Striped:

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "asio.hpp"
+#include "server/keyspace.h"
 #include "server/memcache_protocol.h"
 #include "server/resp_protocol.h"
 
@@ -50,7 +51,7 @@ struct Listener {
 
 struct Server::Impl {
   Impl(Server& s, Items& i, Options o)
-      : self(s), items(i), options(std::move(o)), resp_shared(MakeRespSettings(options)),
+      : self(s), items(i), options(std::move(o)), resp_shared(MakeRespSettings(options, i)),
         loops(MakeLoops(options.threads)),
         strand(asio::make_strand(*loops[0])), grace(strand), signals(strand) {}
   ~Impl() {
@@ -58,8 +59,9 @@ struct Server::Impl {
     destroying = true;
   }
 
-  static RespSettings MakeRespSettings(const Options& o) {
+  static RespSettings MakeRespSettings(const Options& o, Items& items) {
     RespSettings r;
+    r.databases = items.keyspace() != nullptr ? items.keyspace()->count() : 1;
     r.requirepass = o.requirepass;
     r.protected_mode = o.protected_mode;
     r.bind = o.bind;

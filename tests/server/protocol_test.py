@@ -556,6 +556,7 @@ def test_resp_databases_and_transactions(ctx):
         assert r0.set("k", "zero") and r1.set("k", "one")
         assert r0.get("k") == b"zero" and r1.get("k") == b"one"
         assert r1.dbsize() == 1 and r1.info("keyspace")["db1"]["keys"] == 1
+        assert r0.config_get("databases") == {"databases": "16"}
         # redis-py's default pipeline is a MULTI/EXEC transaction.
         p = r1.pipeline()
         p.set("a", 1).incr("a").get("a").rename("a", "b").copy("b", "c").msetnx({"d": 1, "c": 2})

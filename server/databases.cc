@@ -83,18 +83,6 @@ std::optional<std::string> NamespaceEnd(uint32_t ns) {
   return Databases::NamespacePrefix(ns + 1);
 }
 
-// The smallest key after `key` of at most `max` bytes; false if none.
-bool Successor(std::string* key, size_t max) {
-  if (key->size() < max) {
-    key->push_back('\0');
-    return true;
-  }
-  while (!key->empty() && static_cast<unsigned char>(key->back()) == 0xff) key->pop_back();
-  if (key->empty()) return false;
-  key->back() = static_cast<char>(static_cast<unsigned char>(key->back()) + 1);
-  return true;
-}
-
 // Range over the stored items of namespace `ns` from the position of
 // client key `from` (its slot, then it) to that of `to` (nullopt: the
 // namespace's end), through `range` (the store's or a transaction's);
@@ -610,7 +598,7 @@ size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string
       return removed;
     }
     expire_cursor_ = batch.back().first;
-    if (!Successor(&expire_cursor_, base_.max_key_bytes())) expire_cursor_.clear();
+    if (!KeySuccessor(&expire_cursor_, base_.max_key_bytes())) expire_cursor_.clear();
   }
   return removed;
 }

@@ -7,19 +7,6 @@ namespace pmindex::server {
 
 namespace {
 bool IsAborted(const Status& s) { return s.code() == Status::Code::kAborted; }
-
-// The smallest key after `key` among keys of at most `max` bytes; false
-// if there is none (key is max bytes of 0xff).
-bool Successor(std::string* key, size_t max) {
-  if (key->size() < max) {
-    key->push_back('\0');
-    return true;
-  }
-  while (!key->empty() && static_cast<unsigned char>(key->back()) == 0xff) key->pop_back();
-  if (key->empty()) return false;
-  key->back() = static_cast<char>(static_cast<unsigned char>(key->back()) + 1);
-  return true;
-}
 }  // namespace
 
 Result<StoredValue> KvBackedStore::Get(std::string_view key) {
@@ -105,7 +92,7 @@ Status KvBackedStore::RemoveAll() {
     }
     // Past the last key of the batch: keys written behind the walk stay.
     from = batch.back().first;
-    if (!Successor(&from, KvStore::kMaxKeyBytes)) return Status::OK();
+    if (!KeySuccessor(&from, KvStore::kMaxKeyBytes)) return Status::OK();
   }
 }
 

@@ -141,4 +141,18 @@ class Store {
   virtual std::unique_ptr<StoreTransaction> Begin() = 0;
 };
 
+// Sets *key to the smallest key after it among keys of at most `max`
+// bytes, in bytewise order; returns false if there is none (key is `max`
+// bytes of 0xff).
+inline bool KeySuccessor(std::string* key, size_t max) {
+  if (key->size() < max) {
+    key->push_back('\0');
+    return true;
+  }
+  while (!key->empty() && static_cast<unsigned char>(key->back()) == 0xff) key->pop_back();
+  if (key->empty()) return false;
+  key->back() = static_cast<char>(static_cast<unsigned char>(key->back()) + 1);
+  return true;
+}
+
 }  // namespace pmindex::server

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "trees/fptree/fptree_leaf.h"
-#include "trees/lbtree/lbtree_leaf.h"
-#include "trees/wbtree/wbtree_leaf.h"
+#include "trees/pm_leaf/fptree_leaf.h"
+#include "trees/pm_leaf/lbtree_leaf.h"
+#include "trees/pm_leaf/wbtree_leaf.h"
 
 namespace {
 

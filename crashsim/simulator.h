@@ -109,8 +109,9 @@ struct RedundantDecl {
 };
 std::optional<RedundantDecl> FindRedundantDecl(const SiteInfo& s);
 
-// Sites eligible for mutation: index code (src/trees/, and src/common/, the
-// leaf-tree machinery and split log several trees share), the key-value
+// Sites eligible for mutation: index code (src/trees/, which holds the
+// leaf-tree machinery and split log of the pm_leaf family, and src/common/,
+// the pieces trees of different families share), the key-value
 // store (src/kv/), fixtures (crashsim/fixtures/, tests/crash/), and
 // src/alloc/ when `with_alloc`. `kv_only` (every workload a key-value store
 // workload): src/kv/ only, and src/alloc/ when `with_alloc`.

@@ -175,7 +175,7 @@ class Db {
   // Takes a pool (null for volatile kinds) and the index created or opened
   // on it.
   static std::unique_ptr<Db> Wrap(std::unique_ptr<Pool> pool, std::unique_ptr<Index> index);
-  // Get's answer after Close (db.cc): out of line and cold, so that the
+  // Get's answer after Close (src/api/db.cc): out of line and cold, so that the
   // inline Get costs one compare of lookup_ more than the index's lookup.
   [[gnu::cold]] static Result<Value> GetAfterClose();
 

@@ -121,7 +121,7 @@ class [[nodiscard]] Status {
   void Release() {
     if (has_message()) DeleteRep(rep_);
   }
-  // Out of line (status.cc): only errors with a message get here.
+  // Out of line (src/api/status.cc): only errors with a message get here.
   static uintptr_t NewRep(Code c, std::string_view m);
   static uintptr_t CopyRep(uintptr_t r);
   static void DeleteRep(uintptr_t r);
@@ -130,7 +130,7 @@ class [[nodiscard]] Status {
 };
 
 namespace detail {
-// Stop the process with a message (status.cc): a Result used against its
+// Stop the process with a message (src/api/status.cc): a Result used against its
 // contract, a bug in the calling program.
 [[noreturn]] void ResultValueOfError(const Status& s);
 [[noreturn]] void ResultOfOkStatus();

@@ -144,7 +144,7 @@ inline constexpr unsigned kStoreSlot = 5;
 // which) modulo 2^23 in bits 40..62, the entries modulo 2^40 in bits 0..39.
 // lbtree, fptree and wbtree also use its node count as a floor on the leaf
 // list after a crash, and write it outside close() to keep that floor
-// (common/pm_leaf_tree.h, CheckLeafFloor); only a clean open compares the
+// (trees/pm_leaf/pm_leaf_tree.h, CheckLeafFloor); only a clean open compares the
 // whole record.
 inline constexpr unsigned kCleanCloseSlot = 7;
 inline uint64_t CleanCloseRecord(uint64_t entries, uint64_t nodes) {

@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "common/split_log.h"
+#include "trees/pm_leaf/split_log.h"
 #include "pm/persist.h"
 #include "index/index.h"
 #include "unit/pm_image_tracer.h"

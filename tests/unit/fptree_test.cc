@@ -2,7 +2,7 @@
 // central_leaf_checks.h), line writes of the traditional insert.
 #include <gtest/gtest.h>
 
-#include "trees/fptree/fptree_leaf.h"
+#include "trees/pm_leaf/fptree_leaf.h"
 #include "unit/central_leaf_checks.h"
 
 namespace pmindex::fptree {

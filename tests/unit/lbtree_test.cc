@@ -16,8 +16,8 @@
 #include "pm/persist.h"
 #include "index/index.h"
 #include "pm/pool.h"
-#include "trees/lbtree/lbtree.h"
-#include "trees/lbtree/lbtree_leaf.h"
+#include "trees/pm_leaf/lbtree.h"
+#include "trees/pm_leaf/lbtree_leaf.h"
 #include "unit/pm_image_tracer.h"
 
 namespace pmindex::lbtree {

@@ -23,7 +23,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
-#include "trees/tlbtree/two_layer.h"
+#include "trees/two_layer/two_layer.h"
 #include "unit/sorted_node_checks.h"
 
 namespace pmindex::tlbtree {

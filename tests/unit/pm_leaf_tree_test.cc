@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "alloc/allocator.h"
-#include "common/pm_leaf_tree.h"
+#include "trees/pm_leaf/pm_leaf_tree.h"
 #include "pm/pool.h"
-#include "trees/lbtree/lbtree_leaf.h"
+#include "trees/pm_leaf/lbtree_leaf.h"
 
 namespace pmindex::common {
 namespace {

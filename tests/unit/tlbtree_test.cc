@@ -21,8 +21,8 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
-#include "trees/tlbtree/top_layer.h"
-#include "trees/tlbtree/wo_node.h"
+#include "trees/two_layer/top_layer.h"
+#include "trees/two_layer/wo_node.h"
 #include "unit/sorted_node_checks.h"
 #include "unit/temp_files.h"
 

@@ -2,7 +2,7 @@
 // central_leaf_checks.h), line writes of the traditional insert.
 #include <gtest/gtest.h>
 
-#include "trees/wbtree/wbtree_leaf.h"
+#include "trees/pm_leaf/wbtree_leaf.h"
 #include "unit/central_leaf_checks.h"
 
 namespace pmindex::wbtree {

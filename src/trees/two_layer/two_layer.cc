@@ -1,4 +1,4 @@
-#include "trees/tlbtree/two_layer.h"
+#include "trees/two_layer/two_layer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 //   line 0 that changed and fence; NAW of word 0 setting the bit. 1 line if
 //   the slot and its fingerprint are in line 0, else 2 (or 3).
 // - Delete: NAW of word 0. Update: NAW of the value word.
-// - Split: persistent micro-log (common/split_log.h): log {cur, new},
+// - Split: persistent micro-log (trees/pm_leaf/split_log.h): log {cur, new},
 //   copy the upper half into the new leaf and persist it, NAW cur.next =
 //   new, NAW cur's bitmap without the moved bits, clear the log; then the
 //   new key is inserted by a normal insert. Recovery replays a logged split
@@ -30,8 +30,8 @@
 #include <string>
 
 #include "common/fingerprint.h"
-#include "common/small_sort.h"
-#include "common/split_log.h"
+#include "trees/pm_leaf/small_sort.h"
+#include "trees/pm_leaf/split_log.h"
 #include "pm/persist.h"
 #include "index/index.h"
 #include "pm/pool.h"

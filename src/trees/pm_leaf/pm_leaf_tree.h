@@ -99,8 +99,8 @@
 
 #include "alloc/allocator.h"
 #include "common/olc_btree.h"
-#include "common/split_log.h"
-#include "common/small_sort.h"
+#include "trees/pm_leaf/split_log.h"
+#include "trees/pm_leaf/small_sort.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
 #include "index/index.h"

@@ -45,9 +45,9 @@
 #include "common/content_record.h"
 #include "index/index.h"
 #include "index/registry.h"
-#include "trees/tlbtree/access_stats.h"
-#include "trees/tlbtree/top_layer.h"
-#include "trees/tlbtree/wo_node.h"
+#include "trees/two_layer/access_stats.h"
+#include "trees/two_layer/top_layer.h"
+#include "trees/two_layer/wo_node.h"
 
 namespace pmindex::tlbtree {
 

@@ -1,5 +1,5 @@
 // NOBtree (paper 003; docs/layout/nobtree.md): the two-layer tree of
-// trees/tlbtree/two_layer.h with NOBtree's NUMA designs switched on: a
+// trees/two_layer/two_layer.h with NOBtree's NUMA designs switched on: a
 // top-layer replica per NUMA node, bottom nodes placed on the nodes in
 // turn, leaf migration toward the node that uses a leaf most, and the
 // rebuild trigger on the average walk along the chain of roots. This file
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "index/registry.h"
-#include "trees/tlbtree/two_layer.h"
+#include "trees/two_layer/two_layer.h"
 
 namespace pmindex::nobtree {
 namespace {

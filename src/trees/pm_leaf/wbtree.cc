@@ -1,12 +1,12 @@
 // "wbtree": WB+-Tree leaves (wbtree_leaf.h) under the routing layer, locks
-// and recovery shared with lbtree (common/pm_leaf_tree.h). Persistent: the
+// and recovery shared with lbtree (trees/pm_leaf/pm_leaf_tree.h). Persistent: the
 // leaf list (root slot 0), rebuild hints (slot 1), split micro-logs (slot
 // 2). Recovery replays or rolls back logged splits before the leaf walk.
 // Options: node=256|512|768|1024, rebuild_threads=N.
-#include "common/pm_leaf_tree.h"
-#include "common/split_log.h"
+#include "trees/pm_leaf/pm_leaf_tree.h"
+#include "trees/pm_leaf/split_log.h"
 #include "index/registry.h"
-#include "trees/wbtree/wbtree_leaf.h"
+#include "trees/pm_leaf/wbtree_leaf.h"
 
 namespace pmindex::wbtree {
 namespace {

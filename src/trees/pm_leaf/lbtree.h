@@ -1,6 +1,6 @@
 // LB+-Tree (paper 000_eb283a9b9c5be096): PM leaves of node= 256/512/768/1024
 // bytes (lbtree_leaf.h), DRAM routing layer and leaf list machinery shared
-// with fptree and wbtree (common/pm_leaf_tree.h).
+// with fptree and wbtree (trees/pm_leaf/pm_leaf_tree.h).
 //
 // Contract
 // - Persistent: the leaf list (root slot 0 = head), the rebuild hints (root
@@ -19,8 +19,8 @@
 
 #include <string_view>
 
-#include "common/pm_leaf_tree.h"
-#include "trees/lbtree/lbtree_leaf.h"
+#include "trees/pm_leaf/pm_leaf_tree.h"
+#include "trees/pm_leaf/lbtree_leaf.h"
 
 namespace pmindex::lbtree {
 

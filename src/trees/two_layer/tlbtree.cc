@@ -5,7 +5,7 @@
 #include <string>
 
 #include "index/registry.h"
-#include "trees/tlbtree/two_layer.h"
+#include "trees/two_layer/two_layer.h"
 
 namespace pmindex::tlbtree {
 namespace {

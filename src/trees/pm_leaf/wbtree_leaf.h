@@ -18,7 +18,7 @@
 //   (2) write the new indirection array (unused space now), flush its lines
 //       other than line 0 and fence; NAW of word 0 setting order-valid.
 // - Update: NAW of the value word.
-// - Split: persistent micro-log (common/split_log.h) as in fptree: log,
+// - Split: persistent micro-log (trees/pm_leaf/split_log.h) as in fptree: log,
 //   build the new leaf (upper half, sorted, order-valid) and persist it, NAW
 //   cur.next = new, then the two sections above for cur without the moved
 //   entries, clear the log; the new key is then inserted normally.
@@ -32,8 +32,8 @@
 #include <cstring>
 #include <string>
 
-#include "common/small_sort.h"
-#include "common/split_log.h"
+#include "trees/pm_leaf/small_sort.h"
+#include "trees/pm_leaf/split_log.h"
 #include "pm/persist.h"
 #include "index/index.h"
 #include "pm/pool.h"

@@ -1,12 +1,12 @@
 // "fptree": FP-Tree leaves (fptree_leaf.h) under the routing layer, locks
-// and recovery shared with lbtree (common/pm_leaf_tree.h). Persistent: the
+// and recovery shared with lbtree (trees/pm_leaf/pm_leaf_tree.h). Persistent: the
 // leaf list (root slot 0), rebuild hints (slot 1), split micro-logs (slot
 // 2). Recovery replays or rolls back logged splits before the leaf walk.
 // Options: node=256|512|768|1024, rebuild_threads=N.
-#include "common/pm_leaf_tree.h"
-#include "common/split_log.h"
+#include "trees/pm_leaf/pm_leaf_tree.h"
+#include "trees/pm_leaf/split_log.h"
 #include "index/registry.h"
-#include "trees/fptree/fptree_leaf.h"
+#include "trees/pm_leaf/fptree_leaf.h"
 
 namespace pmindex::fptree {
 namespace {

@@ -37,7 +37,7 @@
 #include <string>
 
 #include "common/fingerprint.h"
-#include "common/small_sort.h"
+#include "trees/pm_leaf/small_sort.h"
 #include "pm/persist.h"
 #include "index/index.h"
 #include "pm/pool.h"

@@ -1,5 +1,5 @@
 // Registration of "lbtree": options node=256|512|768|1024, rebuild_threads=N.
-#include "trees/lbtree/lbtree.h"
+#include "trees/pm_leaf/lbtree.h"
 
 #include "index/registry.h"
 

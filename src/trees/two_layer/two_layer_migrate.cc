@@ -6,7 +6,7 @@
 #include "common/sorted_node.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
-#include "trees/tlbtree/two_layer.h"
+#include "trees/two_layer/two_layer.h"
 
 namespace pmindex::tlbtree {
 

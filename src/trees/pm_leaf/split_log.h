@@ -125,7 +125,7 @@ class SplitLogArea {
   std::atomic<uint64_t> busy_{0};
 };
 
-// The PmLeafTree policy (common/pm_leaf_tree.h) of a leaf whose splits are
+// The PmLeafTree policy (trees/pm_leaf/pm_leaf_tree.h) of a leaf whose splits are
 // protected by a SplitLogArea: fptree and wbtree. `kTreeName` names the
 // index (kind(), errors). LeafT provides kBytes, ReplaySplit(new leaf),
 // next(), and SplitInsert(k, v, new leaf, self, new ptr, logs, area).

@@ -7,12 +7,24 @@
 #include <thread>
 
 #include "client/records.h"
+#include "server/key_slot.h"
 
 namespace pmindex::client {
 
 using workload::Op;
 using workload::OpStream;
 using workload::OpType;
+
+// Whether key a comes before key b in the order a scan returns keys:
+// pmserver's SCAN walks (hash slot, key), as its store keeps them
+// (docs/server.md, SCAN); a sorted set of score 0 is in bytewise order.
+static bool ScanOrderLess(ScanMode m, const std::string& a, const std::string& b) {
+  if (m == ScanMode::kRange) {
+    const uint16_t sa = server::KeySlot(a), sb = server::KeySlot(b);
+    if (sa != sb) return sa < sb;
+  }
+  return a < b;
+}
 
 const char* ScanModeName(ScanMode m) {
   switch (m) {
@@ -250,7 +262,7 @@ class Session {
       if (k.kind != Reply::Kind::kBulk) return Wrong(slot, "scan key not a bulk string", false, &k);
       if (i == 0 && k.text != s.key)
         return Wrong(slot, "scan did not start at the present key", false);
-      if (i > 0 && !(s.scan_keys.back() < k.text))
+      if (i > 0 && !ScanOrderLess(cfg_.scan_mode, s.scan_keys.back(), k.text))
         return Wrong(slot, "scan keys not in ascending order", false);
       s.scan_keys.push_back(k.text);
     }

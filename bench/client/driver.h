@@ -19,8 +19,9 @@
 //   rmw     get K, then set K | GET K, then SET K V (no write if the read missed)
 //   scan    memcached: the phase is skipped (no ordered range command);
 //           RESP --scan-mode range: SCAN <cursor of K> COUNT L, then MGET
-//             of the keys (pmserver's SCAN walks keys in bytewise order and
-//             its cursor names the key to start from);
+//             of the keys (pmserver's SCAN walks keys in (hash slot, key)
+//             order, its store's, and its cursor names the key to start
+//             from: the scan ascends in that order);
 //           RESP --scan-mode zset: ZRANGEBYLEX Z [K + LIMIT 0 L, then MGET
 //             (a sorted set of the keys, as YCSB's Redis binding keeps one,
 //             but scored 0 so that it is in key order: every insert also

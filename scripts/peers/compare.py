@@ -5,7 +5,8 @@
         --keys 1000000 --ops 100000 --repeat 3
 
 For one original (lbtree: the LB+-Tree authors' code, fptree: sfu-dis
-FPTree, fastfair: DICL FAST_FAIR's single-threaded tree), this
+FPTree, fastfair: DICL FAST_FAIR's single-threaded tree, tlbtree:
+ypluo/TLBtree's single-threaded variant), this
 
  1. builds it outside the pmindex tree (scripts/peers/<tree>.sh, unless
     --no-build), into --peer-build (default /tmp/pmindex-peers/<tree>);
@@ -17,12 +18,16 @@ FPTree, fastfair: DICL FAST_FAIR's single-threaded tree), this
  3. runs, R times and interleaved (original, pmindex, original, ...), each
     process pinned to one CPU (taskset -c --cpu), PM files in --pm-dir:
       the original's driver: load the N keys (lbtree: its bulkload of the
-        sorted keys at --fill; fptree, fastfair: inserts in file order, as
-        they have no bulk load from keys), then `lookup M`, `insert M`,
-        `del M` of the key files;
+        sorted keys at --fill; fptree, fastfair, tlbtree: inserts in file
+        order, as they have no bulk load from keys), then `lookup M`,
+        `insert M`, `del M` of the key files;
       pmbench --keys-file (the same N keys, bulk-loaded at --fill)
         --workload lookup:M,insert:M,delete:M --op-keys lookup=,insert=,delete=
-        --repeat 1;
+        --repeat 1; for tlbtree, whose original is built by inserts, pmbench
+        loads by inserts too: --keys 0 --workload
+        insert:N,lookup:M,insert:M,delete:M --op-keys insert=<the N load keys
+        followed by the M fresh ones>,lookup=,delete=, and the table gains
+        a "load" row (ns per inserted key of the build);
  4. runs the original once more, untimed, to count cache lines flushed and
     fences per operation: lbtree's own NVMFLUSH_STAT build, fastfair's own
     clflush_cnt counter, fptree with shim/pmem_count.c LD_PRELOADed (counts
@@ -55,7 +60,12 @@ TREES = {
     "fptree": ("fptree", "node=1024"),
     # FAST_FAIR's 512-byte pages hold 30 records and have no sentinels.
     "fastfair": ("fastfair", "node=512,sentinel=off"),
+    # TLBtree: pmindex's tlbtree at its defaults.
+    "tlbtree": ("tlbtree", ""),
 }
+# Originals built by inserts, whose pmindex side is built by inserts too
+# (and timed: the "load" row).
+LOAD_BY_INSERTS = {"tlbtree"}
 PHASES = ["lookup", "insert", "delete"]
 
 
@@ -122,6 +132,11 @@ def peer_cmd(args, files, binary, pm_file):
         # FPTree leaves are ~1.2 KB for 64 slots, at least half full.
         pool_mb = int((args.keys + args.ops) / 32 * 2048 / 2**20) + 128
         return [binary, "pool", pm_file, str(pool_mb), "load", n, files["load"], "fill"] + ops
+    if args.tree == "tlbtree":
+        # 256-byte nodes of 14 slots, at least half full after splits, plus
+        # the top layer and PMDK's own overhead.
+        pool_mb = int((args.keys + args.ops) / 7 * 256 * 2 / 2**20) + 256
+        return [binary, "pool", pm_file, str(pool_mb), "load", n, files["load"]] + ops
     return [binary, "load", n, files["load"]] + ops
 
 
@@ -167,7 +182,7 @@ def main():
     ap.add_argument("--peer-build", help="build dir of the original (default /tmp/pmindex-peers/TREE)")
     ap.add_argument("--no-build", action="store_true", help="use the original's existing build")
     ap.add_argument("--pmbench", default=None, help="pmbench binary (default: build/release/bench/pmbench)")
-    ap.add_argument("--index", help="pmbench index (default: the tree's own: lbtree, fptree, fastfair)")
+    ap.add_argument("--index", help="pmbench index (default: the tree's own: lbtree, fptree, fastfair, tlbtree)")
     ap.add_argument("--index-options", help="pmbench --opt for the index (default: lbtree node=256, fptree node=1024)")
     ap.add_argument("--keys", type=int, default=1000000, help="keys loaded before the phases")
     ap.add_argument("--ops", type=int, default=100000, help="operations per phase")
@@ -219,13 +234,22 @@ def main():
         pm_file = os.path.join(args.pm_dir, f"pmindex-peer-{args.tree}-{os.getpid()}.pm")
         pool_dir = os.path.join(args.pm_dir, f"pmindex-peer-pmbench-{os.getpid()}")
         m = args.ops
-        ours_cmd = [args.pmbench, "--index", index, "--keys-file", files["load"], "--keys", str(args.keys),
-                    "--fill", str(args.fill), "--workload", f"lookup:{m},insert:{m},delete:{m}",
-                    "--op-keys", f"lookup={files['lookup']},insert={files['insert']},delete={files['delete']}",
-                    "--repeat", "1", "--pool", pool_dir] + (["--opt", opts] if opts else []) + args.pmbench_args.split()
+        by_inserts = args.tree in LOAD_BY_INSERTS
+        if by_inserts:
+            # The insert phases take the "all" file in order: the N load keys,
+            # then the M fresh ones (make_keys splits it so).
+            ours_cmd = [args.pmbench, "--index", index, "--keys", "0",
+                        "--workload", f"insert:{args.keys},lookup:{m},insert:{m},delete:{m}",
+                        "--op-keys", f"insert={files['all']},lookup={files['lookup']},delete={files['delete']}"]
+        else:
+            ours_cmd = [args.pmbench, "--index", index, "--keys-file", files["load"], "--keys", str(args.keys),
+                        "--fill", str(args.fill), "--workload", f"lookup:{m},insert:{m},delete:{m}",
+                        "--op-keys", f"lookup={files['lookup']},insert={files['insert']},delete={files['delete']}"]
+        ours_cmd += ["--repeat", "1", "--pool", pool_dir] + (["--opt", opts] if opts else []) + args.pmbench_args.split()
+        table = (["load"] if by_inserts else []) + PHASES
         peer = {p: [] for p in PHASES + ["load"]}
-        ours = {p: [] for p in PHASES}
-        ours_counts = {p: [] for p in PHASES}
+        ours = {p: [] for p in table}
+        ours_counts = {p: [] for p in table}
         fills = []
         for r in range(1, args.repeat + 1):
             for path in (pm_file,):
@@ -245,13 +269,14 @@ def main():
                 die(f"no time for {missing} in the original's output:\n{out[-2000:]}")
             js = os.path.join(work, f"pmbench-r{r}.json")
             run(pin + ours_cmd + ["--json", js], env=env, what="pmbench")
-            runs = {x["phase"]: x for x in json.load(open(js))["runs"]}
-            for p in PHASES:
+            runs = sorted(json.load(open(js))["runs"], key=lambda x: x["phase_no"])
+            runs = dict(zip(table, runs))
+            for p in table:
                 x = runs[p]
                 ours[p].append(1e9 / x["throughput_ops_s"])
                 ours_counts[p].append((x["per_op"]["lines_flushed"], x["per_op"]["fences"]))
-            print(f"repeat {r}: original " + " ".join(f"{p} {peer[p][-1]:.0f}" for p in PHASES) +
-                  " | pmindex " + " ".join(f"{p} {ours[p][-1]:.0f}" for p in PHASES) + " ns/op", flush=True)
+            print(f"repeat {r}: original " + " ".join(f"{p} {peer[p][-1]:.0f}" for p in table) +
+                  " | pmindex " + " ".join(f"{p} {ours[p][-1]:.0f}" for p in table) + " ns/op", flush=True)
         shutil.rmtree(pool_dir, ignore_errors=True)
 
         peer_counts = {}
@@ -266,7 +291,8 @@ def main():
                 os.remove(pm_file)
             _, counts, _ = parse_peer(out)
             for p, (lines, fences) in counts.items():
-                peer_counts[p] = (lines / m, None if fences is None else fences / m)
+                per = args.keys if p == "load" else m
+                peer_counts[p] = (lines / per, None if fences is None else fences / per)
 
         def fmt_counts(c):
             if c is None:
@@ -276,9 +302,9 @@ def main():
 
         print()
         print(f"{args.tree} (original, {binary}) vs pmindex {index}"
-              f"{' ' + opts if opts else ''}: {args.keys} keys"
-              f" (pmindex fill {args.fill}" +
-              (f", original: bulkload at fill {args.fill}" if args.tree == "lbtree" else
+              f"{' ' + opts if opts else ''}: {args.keys} keys" +
+              (" (pmindex and original: built by inserts" if by_inserts else f" (pmindex fill {args.fill}") +
+              ("" if by_inserts else f", original: bulkload at fill {args.fill}" if args.tree == "lbtree" else
                ", original: loaded by inserts" + (f", leaf fill {statistics.median(fills):.3f}" if fills else "")) +
               f"), {m} ops per phase, median of {args.repeat}, CPU {args.cpu}, PM in {args.pm_dir}")
         hdr = (f"{'phase':8} {'original ns/op':>15} {'(min-max)':>13} {'pmindex ns/op':>14} {'(min-max)':>13} "
@@ -286,7 +312,7 @@ def main():
         print(hdr)
         summary = {"tree": args.tree, "index": index, "options": opts, "keys": args.keys, "ops": m,
                    "fill": args.fill, "repeat": args.repeat, "pm_dir": args.pm_dir, "phases": {}}
-        for p in PHASES:
+        for p in table:
             a, b = peer[p], ours[p]
             ma, mb = statistics.median(a), statistics.median(b)
             oc = tuple(statistics.median(c[i] for c in ours_counts[p]) for i in range(2))
@@ -296,7 +322,7 @@ def main():
             summary["phases"][p] = {"original_ns": a, "pmindex_ns": b, "original_median": ma,
                                     "pmindex_median": mb, "ratio": ma / mb, "pmindex_lines_fences": oc,
                                     "original_lines_fences": peer_counts.get(p)}
-        if peer["load"]:
+        if peer["load"] and not by_inserts:
             print(f"(original's load by inserts: {statistics.median(peer['load']):.0f} ns per key)")
         if args.json:
             json.dump(summary, open(args.json, "w"), indent=1)

@@ -34,7 +34,11 @@ ypluo/TLBtree's single-threaded variant), this
     what libpmem is asked to flush and drain);
  5. prints one table: per phase the median ns/op of each side with min and
     max, the ratio original/pmindex (above 1: pmindex is faster), and
-    lines / fences per op.
+    lines / fences per op; for the originals run by pmindex's drivers
+    (fptree, fastfair, tlbtree), a second table of CPU time per op (the
+    original's whole process, background threads included, against
+    pmbench's ops/cpu-s), the figure to trust on a CPU shared with other
+    work.
 
 Nothing is fetched from the network: --peer-checkout is a local checkout
 (docs/benchmarking.md, "Side by side with the originals").
@@ -143,6 +147,7 @@ def peer_cmd(args, files, binary, pm_file):
 def parse_peer(out):
     """{phase: ns} from the drivers' '-- <phase> ...' / 'elapsed ...' lines, plus extras."""
     res, counts, cur = {}, {}, None
+    cpu = {}
     names = {"lookup": "lookup", "insert": "insert", "del": "delete", "load": "load"}
     for line in out.splitlines():
         mm = re.match(r"^-- (\w+) (\d+) ", line)
@@ -154,6 +159,10 @@ def parse_peer(out):
         mm = re.match(r"^elapsed ns:(\d+)", line)
         if mm:
             res[cur] = int(mm.group(1))
+            continue
+        mm = re.match(r"^cpu ns:(\d+)", line)  # our drivers
+        if mm:
+            cpu[cur] = int(mm.group(1))
             continue
         mm = re.match(r"^elapsed time:(\d+) us", line)
         if mm and cur not in res:
@@ -172,7 +181,7 @@ def parse_peer(out):
             print(f"warning: original's {cur}: only {mm.group(1)} of {mm.group(2)} operations succeeded",
                   file=sys.stderr)
     fill = re.search(r"^leaf fill ([0-9.]+)", out, re.M)
-    return res, counts, (float(fill.group(1)) if fill else None)
+    return res, counts, (float(fill.group(1)) if fill else None), cpu
 
 
 def main():
@@ -250,6 +259,11 @@ def main():
         peer = {p: [] for p in PHASES + ["load"]}
         ours = {p: [] for p in table}
         ours_counts = {p: [] for p in table}
+        # CPU time per op (our drivers: the process's; pmbench: 1 / ops_per_cpu_s of
+        # its worker): on a CPU shared with other work, wall time counts the others'
+        # slices, CPU time does not.
+        peer_cpu = {p: [] for p in PHASES + ["load"]}
+        ours_cpu = {p: [] for p in table}
         fills = []
         for r in range(1, args.repeat + 1):
             for path in (pm_file,):
@@ -258,12 +272,14 @@ def main():
             out = run(pin + peer_cmd(args, files, binary, pm_file), env=env, what=f"original {args.tree}")
             if os.path.exists(pm_file):
                 os.remove(pm_file)
-            res, _, fill = parse_peer(out)
+            res, _, fill, cpu = parse_peer(out)
             if fill is not None:
                 fills.append(fill)
             for p in PHASES + ["load"]:
                 if p in res:
                     peer[p].append(res[p] / (args.keys if p == "load" else m))
+                if p in cpu:
+                    peer_cpu[p].append(cpu[p] / (args.keys if p == "load" else m))
             missing = [p for p in PHASES if p not in res]
             if missing:
                 die(f"no time for {missing} in the original's output:\n{out[-2000:]}")
@@ -274,9 +290,13 @@ def main():
             for p in table:
                 x = runs[p]
                 ours[p].append(1e9 / x["throughput_ops_s"])
+                ours_cpu[p].append(1e9 / x["ops_per_cpu_s"])
                 ours_counts[p].append((x["per_op"]["lines_flushed"], x["per_op"]["fences"]))
             print(f"repeat {r}: original " + " ".join(f"{p} {peer[p][-1]:.0f}" for p in table) +
-                  " | pmindex " + " ".join(f"{p} {ours[p][-1]:.0f}" for p in table) + " ns/op", flush=True)
+                  " | pmindex " + " ".join(f"{p} {ours[p][-1]:.0f}" for p in table) + " ns/op" +
+                  (" (cpu: original " + " ".join(f"{p} {peer_cpu[p][-1]:.0f}" for p in table) +
+                   " | pmindex " + " ".join(f"{p} {ours_cpu[p][-1]:.0f}" for p in table) + ")"
+                   if all(peer_cpu[p] for p in table) else ""), flush=True)
         shutil.rmtree(pool_dir, ignore_errors=True)
 
         peer_counts = {}
@@ -289,7 +309,7 @@ def main():
                       what=f"original {args.tree} (counting)")
             if os.path.exists(pm_file):
                 os.remove(pm_file)
-            _, counts, _ = parse_peer(out)
+            _, counts, _, _ = parse_peer(out)
             for p, (lines, fences) in counts.items():
                 per = args.keys if p == "load" else m
                 peer_counts[p] = (lines / per, None if fences is None else fences / per)
@@ -322,6 +342,16 @@ def main():
             summary["phases"][p] = {"original_ns": a, "pmindex_ns": b, "original_median": ma,
                                     "pmindex_median": mb, "ratio": ma / mb, "pmindex_lines_fences": oc,
                                     "original_lines_fences": peer_counts.get(p)}
+        if all(peer_cpu[p] for p in table):
+            print(f"CPU time per op (the original's process, background threads included; pmbench's worker):")
+            print(f"{'phase':8} {'original cpu ns':>15} {'(min-max)':>13} {'pmindex cpu ns':>14} {'(min-max)':>13} "
+                  f"{'orig/pmindex':>12}")
+            for p in table:
+                a, b = peer_cpu[p], ours_cpu[p]
+                ma, mb = statistics.median(a), statistics.median(b)
+                print(f"{p:8} {ma:15.0f} {f'({min(a):.0f}-{max(a):.0f})':>13} {mb:14.0f} "
+                      f"{f'({min(b):.0f}-{max(b):.0f})':>13} {ma / mb:12.2f}")
+                summary["phases"][p].update({"original_cpu_ns": a, "pmindex_cpu_ns": b, "cpu_ratio": ma / mb})
         if peer["load"] and not by_inserts:
             print(f"(original's load by inserts: {statistics.median(peer['load']):.0f} ns per key)")
         if args.json:

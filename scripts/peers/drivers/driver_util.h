@@ -10,6 +10,10 @@
 //   -- <phase> <n> <file>
 //   elapsed time:<us> us        (the LB+-Tree driver's line)
 //   elapsed ns:<ns>
+//   cpu ns:<ns>                 (CPU time of the whole process over the phase,
+//                                background threads included: on a shared
+//                                CPU the figure to compare with pmbench's
+//                                ops/cpu-s)
 //   ok <count of successful operations> of <n>
 //   lines_flushed <n> [fences <n>]   (counting builds / runs only)
 // Each phase is timed alone (clock_gettime(CLOCK_MONOTONIC) around the
@@ -52,10 +56,18 @@ inline long long NowNs() {
   return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
-inline void Report(const char* phase, long long n, const char* file, long long ns, long long ok) {
+inline long long CpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+inline void Report(const char* phase, long long n, const char* file, long long ns, long long ok,
+                   long long cpu_ns = -1) {
   printf("-- %s %lld %s\n", phase, n, file);
   printf("elapsed time:%lld us\n", ns / 1000);
   printf("elapsed ns:%lld\n", ns);
+  if (cpu_ns >= 0) printf("cpu ns:%lld\n", cpu_ns);
   printf("ok %lld of %lld\n", ok, n);
   fflush(stdout);
 }

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       std::vector<uint64_t> keys = peers::ReadKeys(argv[i + 2], n);
       long long ok = 0;
       const int flushed0 = clflush_cnt;
+      const long long c0 = peers::CpuNs();
       const long long t0 = peers::NowNs();
       if (cmd == "load" || cmd == "insert") {
         for (long long j = 0; j < n; ++j) bt->btree_insert((entry_key_t)keys[j], (char*)keys[j]);
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
         ok = n;  // btree_delete returns nothing
       }
       const long long t1 = peers::NowNs();
-      peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok);
+      const long long c1 = peers::CpuNs();
+      peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok, c1 - c0);
       printf("lines_flushed %d\n", clflush_cnt - flushed0);
       i += 3;
     } else {

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
 #ifdef PMINDEX_PEER_COUNT
       const unsigned long long lines0 = pmindex_peer_lines, fences0 = pmindex_peer_fences;
 #endif
+      const long long c0 = peers::CpuNs();
       const long long t0 = peers::NowNs();
       if (cmd == "load" || cmd == "insert") {
         for (long long j = 0; j < n; ++j) tree->insert(static_cast<_key_t>(keys[j]), keys[j]);
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
         for (long long j = 0; j < n; ++j) ok += tree->remove(static_cast<_key_t>(keys[j]));
       }
       const long long t1 = peers::NowNs();
-      peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok);
+      const long long c1 = peers::CpuNs();
+      peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok, c1 - c0);
 #ifdef PMINDEX_PEER_COUNT
       printf("lines_flushed %llu fences %llu\n", pmindex_peer_lines - lines0, pmindex_peer_fences - fences0);
 #endif

@@ -33,6 +33,7 @@ Result<TwoLayerConfig> Parse(const Options& o) {
   Result<uint64_t> hot = o.get_uint("hot", 8, 1, 1u << 20);
   if (!hot.ok()) return hot.status();
   c.height = static_cast<uint32_t>(h.value());
+  c.height_given = o.has("height");
   c.rebuild_avg = r.value();
   c.migration = m.value() == "background" ? Migration::kBackground
                 : m.value() == "inline"   ? Migration::kInline
@@ -46,7 +47,7 @@ PMINDEX_REGISTER_INDEX(nobtree, {
     .name = "nobtree",
     .persistent = true,
     .options_help =
-        "height=N (levels of every bottom-layer subindex, 2..8; default 3) rebuild=X (rebuild the top layers when "
+        "height=N (levels of every bottom-layer subindex, 2..8; default 3; an existing pool keeps the height it was made with) rebuild=X (rebuild the top layers when "
         "a thread's operations walk more than X subindex roots on average past their top-layer entry; default 0.5) "
         "migrate=background|inline|off (leaf migration by a coordinator thread, by the operation that judges the "
         "leaf, or none; default background) sample=N (every N-th operation of a thread feeds the access "

@@ -37,7 +37,10 @@ namespace pmindex::tlbtree {
 class TopLayer {
  public:
   static constexpr uint32_t kLeafSlots = 15;  // 8 + 15 * 16 = 248 bytes: one 256-byte node
-  static constexpr uint32_t kLeafFill = 12;   // 3 kept free for new subindexes
+  // Built half full, as the authors' TLBtree builds its top leaves (8 of
+  // 16): 7 slots per leaf absorb new subindexes (root splits) in place
+  // before one is left out and lookups start walking the chain of roots.
+  static constexpr uint32_t kLeafFill = 8;
   static constexpr uint32_t kFan = 16;        // children per inner node
 
   // chain: (low key, root raw) in chain order; chain[0].first is 0.

@@ -26,6 +26,17 @@ using sorted_node::Ld;
 [[gnu::always_inline]] inline uint32_t SlotAt(uint64_t s, uint32_t i) { return std::min(st::Slot(s, i), kSlots - 1); }
 [[gnu::always_inline]] inline uint32_t CountOf(uint64_t s) { return std::min(st::Count(s), kSlots); }
 
+// Asks for all four lines of a node at once: a search reads the state
+// (line 0), then records by the slot array's order, spread over lines 1-3;
+// fetched one after the other, those are up to four serial misses.
+[[gnu::always_inline]] inline void PrefetchNode(const Node* x) {
+  const char* p = reinterpret_cast<const char*>(x);
+  __builtin_prefetch(p);
+  __builtin_prefetch(p + 64);
+  __builtin_prefetch(p + 128);
+  __builtin_prefetch(p + 192);
+}
+
 inline void Backoff(unsigned* spins) {
   if (++*spins < 64) {
     sync::CpuRelax();
@@ -135,6 +146,7 @@ uint64_t TwoLayerTree::Descend(Key k, uint64_t* path, uint32_t* hops, Low* lows)
   uint32_t level = cfg_.height - 1;
   for (;;) {
     const Node* x = N(raw);
+    PrefetchNode(x);
     alloc::MeterVisit(*env_.alloc, x);
     const uint64_t s = LdState(x);
     const SibRec& sr = x->sib[st::Sib(s)];
@@ -467,7 +479,32 @@ void TwoLayerTree::Install(const std::vector<std::pair<Key, uint64_t>>& chain) {
   if (replaced) rebuilds_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void TwoLayerTree::RebuildTop() { Install(Chain()); }
+void TwoLayerTree::RebuildTop() {
+  pending_.clear();  // the chain has every root
+  Install(Chain());
+}
+
+void TwoLayerTree::MergeTop() {
+  if (access_ || pending_.empty()) {
+    // Migration may have moved a node an entry names: only the chain is
+    // sure. (Nothing pending: the layer already names every root.)
+    if (access_) RebuildTop();
+    return;
+  }
+  // Every root is in the layer or pending (a root appears only by a split,
+  // whose TopAdd put it in one of the two, or by a rebuild from the chain),
+  // and none moves without migration: the merge is the chain, in DRAM.
+  std::vector<std::pair<Key, uint64_t>> all;
+  const TopLayer* t = tops_[0].load(std::memory_order_relaxed);
+  all.reserve(pending_.size() + uint64_t{t->leaves()} * TopLayer::kLeafSlots);
+  t->ForEach([&all](uint32_t, Key k, uint64_t root) { all.emplace_back(k, root); });
+  const size_t mid = all.size();
+  std::sort(pending_.begin(), pending_.end());
+  all.insert(all.end(), pending_.begin(), pending_.end());
+  std::inplace_merge(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mid), all.end());
+  pending_.clear();
+  Install(all);
+}
 
 void TwoLayerTree::TopAdd(Key k, uint64_t root) {
   std::lock_guard g(top_mu_);
@@ -481,7 +518,17 @@ void TwoLayerTree::TopAdd(Key k, uint64_t root) {
   bool full = false;
   for (uint32_t i = 0; i < ntops_; ++i)  // every replica at once (the paper's synchronous update)
     full |= tops_[i].load(std::memory_order_relaxed)->Insert(k, root) == TopLayer::Add::kFull;
-  if (full) skipped_.fetch_add(1, std::memory_order_relaxed);
+  if (!full) return;
+  skipped_.fetch_add(1, std::memory_order_relaxed);
+  if (access_) return;  // NOBtree with migration: rebuilt from the chain on its trigger
+  // Kept for the next merge, which comes once the entries left out reach
+  // 1/kPendingShare of the layer (and at least kPendingMin): each left-out
+  // entry makes the walks of its neighbours' keys longer, and a merge costs
+  // one pass over the layer in DRAM (no walk of the chain in PM), so the
+  // total merge work stays a small multiple of the layer's size.
+  pending_.emplace_back(k, root);
+  const uint64_t entries = uint64_t{tops_[0].load(std::memory_order_relaxed)->leaves()} * TopLayer::kLeafFill;
+  if (pending_.size() >= kPendingMin && pending_.size() * kPendingShare >= entries) MergeTop();
 }
 
 void TwoLayerTree::MaybeRebuild(uint32_t hops) {
@@ -497,7 +544,7 @@ void TwoLayerTree::MaybeRebuild(uint32_t hops) {
     return;
   }
   std::unique_lock g(top_mu_, std::try_to_lock);
-  if (g.owns_lock()) RebuildTop();  // else another thread is at it
+  if (g.owns_lock()) MergeTop();  // else another thread is at it
 }
 
 // ------------------------------------------------------------------ create, load, close
@@ -734,7 +781,23 @@ Status TwoLayerTree::Walk(bool strict, std::vector<uint64_t>* nodes, common::Con
   return Status::OK();
 }
 
-Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const TwoLayerConfig& c, std::string name) {
+Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const TwoLayerConfig& given, std::string name) {
+  // The height is the pool's: its first root's level + 1. Options that
+  // left it out (the header keeps options as they were given) take it from
+  // there, so a pool made under an older default height opens as made.
+  TwoLayerConfig c = given;
+  {
+    auto d = pm::Decode<Node>(*env.pool, env.pool->root(0), kNodeBytes, 64, name + ": first root (root slot 0)");
+    if (!d.ok()) return d.status();
+    const uint32_t h = sorted_node::Ld32(d.value()->level) + 1;
+    if (h < 2 || h > kMaxHeight)
+      return Status::Corruption(name + ": the first root's level " + std::to_string(h - 1) + " is not a height of 2.." +
+                                std::to_string(kMaxHeight));
+    if (given.height_given && h != given.height)
+      return Status::Corruption(name + ": the pool's options say height=" + std::to_string(given.height) +
+                                " but its first root is on level " + std::to_string(h - 1));
+    c.height = h;
+  }
   std::unique_ptr<TwoLayerTree> t(new TwoLayerTree(env, c, std::move(name)));
   std::vector<uint64_t> nodes;
   common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)

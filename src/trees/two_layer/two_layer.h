@@ -61,8 +61,9 @@ enum class Placement : uint8_t { kAllocatorDefault, kRoundRobin };
 enum class Migration : uint8_t { kOff, kBackground, kInline };
 
 struct TwoLayerConfig {
-  uint32_t height = 3;   // levels of every subindex (2..8)
-  uint32_t rebuild = 8;  // TLBtree: rebuild the top layer when an operation walks this many roots
+  uint32_t height = 2;          // levels of every subindex (2..8); Open takes the pool's
+  bool height_given = false;    // the options named it (Open then checks it against the pool)
+  uint32_t rebuild = 3;         // TLBtree: rebuild the top layer when an operation walks this many roots
   // NOBtree (> 0, then `rebuild` is unused): rebuild when a thread's last
   // kAvgWindow operations walked more than this many roots on average.
   double rebuild_avg = 0;
@@ -167,7 +168,11 @@ class TwoLayerTree : public Index {
   // Replaces every replica by one built from chain (old ones retired).
   void Install(const std::vector<std::pair<Key, uint64_t>>& chain);
   void MaybeRebuild(uint32_t hops);
+  // Under top_mu_. RebuildTop: a new layer from the chain of roots (walks
+  // every root in PM). MergeTop: TLBtree (no migration), the layer's
+  // entries merged with the pending ones in DRAM; with migration, RebuildTop.
   void RebuildTop();
+  void MergeTop();
 
   void InitNode(Node* x, uint32_t level, uint64_t leftmost, SibRec sib, std::span<const Rec> recs) const;
 
@@ -222,6 +227,12 @@ class TwoLayerTree : public Index {
   alloc::EpochDomain top_epochs_;
   std::atomic<uint64_t> rebuilds_{0};
   std::atomic<uint64_t> skipped_{0};
+  // Roots a full top-layer leaf left out since the last rebuild (no
+  // migration only; under top_mu_); merged in once they reach
+  // 1/kPendingShare of the layer's entries and kPendingMin.
+  std::vector<std::pair<Key, uint64_t>> pending_;
+  static constexpr uint64_t kPendingShare = 32;
+  static constexpr uint64_t kPendingMin = 8;
   std::atomic<uint64_t> root_splits_{0};
   // Migration (NOBtree).
   uint64_t log_ = 0;  // the MigrationLog block (root slot 1)

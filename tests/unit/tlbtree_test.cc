@@ -87,7 +87,8 @@ TEST(TlbTreeTop, FindsTheLastEntryAtOrBelowAndAbsorbsNewOnes) {
   ASSERT_GE(room, 3u);
   EXPECT_EQ(t.Insert(150, 5000), TopLayer::Add::kAdded);
   EXPECT_EQ(t.Insert(150, 5000), TopLayer::Add::kPresent);
-  for (uint32_t j = 1; j < room; ++j) EXPECT_EQ(t.Insert(150 + j, 5000 + j), TopLayer::Add::kAdded) << j;
+  for (uint32_t j = 1; j < room; ++j)
+    EXPECT_EQ(t.Insert(150 + j, 5000 + j), TopLayer::Add::kAdded) << j;
   EXPECT_EQ(t.Insert(150 + room, 6000), TopLayer::Add::kFull);
   EXPECT_EQ(t.Find(150), 5000u);
   EXPECT_EQ(t.Find(151), 5001u);

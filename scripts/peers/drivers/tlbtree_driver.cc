@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     if (cmd == "pool") {
       if (i + 2 >= argc) peers::Die("usage:", "pool FILE MB");
       if (tree != nullptr) peers::Die("pool given twice", argv[i + 1]);
-      if (file_exist(argv[i + 1])) peers::Die("pool file exists (TLBtree would recover it):", argv[i + 1]);
+      if (file_exist(argv[i + 1]))
+        peers::Die("pool file exists (TLBtree would recover it):", argv[i + 1]);
       tree = new TLBtree(argv[i + 1], static_cast<uint64_t>(atoll(argv[i + 2])) << 20);
       i += 3;
     } else if (cmd == "load" || cmd == "insert" || cmd == "lookup" || cmd == "del") {
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
         for (long long j = 0; j < n; ++j) tree->insert(static_cast<_key_t>(keys[j]), keys[j]);
         ok = n;  // their insert returns nothing
       } else if (cmd == "lookup") {
-        for (long long j = 0; j < n; ++j) ok += tree->lookup(static_cast<_key_t>(keys[j])) == keys[j];
+        for (long long j = 0; j < n; ++j)
+          ok += tree->lookup(static_cast<_key_t>(keys[j])) == keys[j];
       } else {
         for (long long j = 0; j < n; ++j) ok += tree->remove(static_cast<_key_t>(keys[j]));
       }
@@ -54,7 +56,8 @@ int main(int argc, char** argv) {
       const long long c1 = peers::CpuNs();
       peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok, c1 - c0);
 #ifdef PMINDEX_PEER_COUNT
-      printf("lines_flushed %llu fences %llu\n", pmindex_peer_lines - lines0, pmindex_peer_fences - fences0);
+      printf("lines_flushed %llu fences %llu\n", pmindex_peer_lines - lines0,
+             pmindex_peer_fences - fences0);
 #endif
       i += 3;
     } else {

@@ -47,7 +47,8 @@ PMINDEX_REGISTER_INDEX(nobtree, {
     .name = "nobtree",
     .persistent = true,
     .options_help =
-        "height=N (levels of every bottom-layer subindex, 2..8; default 3; an existing pool keeps the height it was made with) rebuild=X (rebuild the top layers when "
+        "height=N (levels of every bottom-layer subindex, 2..8; default 3; an "
+        "existing pool keeps the height it was made with) rebuild=X (rebuild the top layers when "
         "a thread's operations walk more than X subindex roots on average past their top-layer entry; default 0.5) "
         "migrate=background|inline|off (leaf migration by a coordinator thread, by the operation that judges the "
         "leaf, or none; default background) sample=N (every N-th operation of a thread feeds the access "

@@ -27,9 +27,10 @@ PMINDEX_REGISTER_INDEX(tlbtree, {
     .name = "tlbtree",
     .persistent = true,
     .options_help =
-        "height=N (levels of every bottom-layer subindex, 2..8; default 2, as the authors' TLBtree; an existing "
-        "pool keeps the height it was made with) rebuild=N (rebuild the top layer when "
-        "an operation walks N or more subindex roots past its top-layer entry, 1..1048576; default 3, the authors' TLBtree rebuilding after a walk of more than 2)",
+        "height=N (levels of every bottom-layer subindex, 2..8; default 2, as the authors' TLBtree; "
+        "an existing pool keeps the height it was made with) rebuild=N (rebuild the top layer when "
+        "an operation walks N or more subindex roots past its top-layer entry, 1..1048576; "
+        "default 3, the authors' TLBtree rebuilding after a walk of more than 2)",
     .test_configs = {"height=2,rebuild=1", "height=2", "height=3,rebuild=2"},
     .validate = [](const Options& o) -> Status { return Parse(o).status(); },
     .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {

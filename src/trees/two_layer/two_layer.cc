@@ -527,7 +527,8 @@ void TwoLayerTree::TopAdd(Key k, uint64_t root) {
   // one pass over the layer in DRAM (no walk of the chain in PM), so the
   // total merge work stays a small multiple of the layer's size.
   pending_.emplace_back(k, root);
-  const uint64_t entries = uint64_t{tops_[0].load(std::memory_order_relaxed)->leaves()} * TopLayer::kLeafFill;
+  const uint64_t entries =
+      uint64_t{tops_[0].load(std::memory_order_relaxed)->leaves()} * TopLayer::kLeafFill;
   if (pending_.size() >= kPendingMin && pending_.size() * kPendingShare >= entries) MergeTop();
 }
 
@@ -781,21 +782,24 @@ Status TwoLayerTree::Walk(bool strict, std::vector<uint64_t>* nodes, common::Con
   return Status::OK();
 }
 
-Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const TwoLayerConfig& given, std::string name) {
+Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const TwoLayerConfig& given,
+                                                  std::string name) {
   // The height is the pool's: its first root's level + 1. Options that
   // left it out (the header keeps options as they were given) take it from
   // there, so a pool made under an older default height opens as made.
   TwoLayerConfig c = given;
   {
-    auto d = pm::Decode<Node>(*env.pool, env.pool->root(0), kNodeBytes, 64, name + ": first root (root slot 0)");
+    auto d = pm::Decode<Node>(*env.pool, env.pool->root(0), kNodeBytes, 64,
+                              name + ": first root (root slot 0)");
     if (!d.ok()) return d.status();
     const uint32_t h = sorted_node::Ld32(d.value()->level) + 1;
     if (h < 2 || h > kMaxHeight)
-      return Status::Corruption(name + ": the first root's level " + std::to_string(h - 1) + " is not a height of 2.." +
-                                std::to_string(kMaxHeight));
+      return Status::Corruption(name + ": the first root's level " + std::to_string(h - 1) +
+                                " is not a height of 2.." + std::to_string(kMaxHeight));
     if (given.height_given && h != given.height)
-      return Status::Corruption(name + ": the pool's options say height=" + std::to_string(given.height) +
-                                " but its first root is on level " + std::to_string(h - 1));
+      return Status::Corruption(name + ": the pool's options say height=" +
+                                std::to_string(given.height) + " but its first root is on level " +
+                                std::to_string(h - 1));
     c.height = h;
   }
   std::unique_ptr<TwoLayerTree> t(new TwoLayerTree(env, c, std::move(name)));

@@ -61,9 +61,9 @@ enum class Placement : uint8_t { kAllocatorDefault, kRoundRobin };
 enum class Migration : uint8_t { kOff, kBackground, kInline };
 
 struct TwoLayerConfig {
-  uint32_t height = 2;          // levels of every subindex (2..8); Open takes the pool's
-  bool height_given = false;    // the options named it (Open then checks it against the pool)
-  uint32_t rebuild = 3;         // TLBtree: rebuild the top layer when an operation walks this many roots
+  uint32_t height = 2;        // levels of every subindex (2..8); Open takes the pool's
+  bool height_given = false;  // the options named it (Open then checks it against the pool)
+  uint32_t rebuild = 3;       // TLBtree: rebuild the top layer after a walk of this many roots
   // NOBtree (> 0, then `rebuild` is unused): rebuild when a thread's last
   // kAvgWindow operations walked more than this many roots on average.
   double rebuild_avg = 0;

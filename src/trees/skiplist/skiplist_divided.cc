@@ -325,7 +325,7 @@ PMINDEX_REGISTER_INDEX(skiplist_divided, {
     .persistent = true,
     .options_help = std::string(kOptionsHelp) +
                     " (the bottom level in PM, levels 2.. in DRAM, rebuilt at open)",
-    .test_configs = {"", "levels=4,p=0.5"},
+    .test_configs = {""},
     .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
     .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
       Result<Params> p = ParseParams(o);

@@ -100,11 +100,17 @@ class TowerList {
   uint64_t dram_bytes() const { return bytes_ + Bytes(levels_); }
 
   // The last tower whose key is below k (head() if none). With preds, also
-  // the last such tower on every level (preds[i] for i < levels()).
-  Tower* FloorBelow(Key k, Tower** preds) const {
+  // the last such tower on every level (preds[i] for i < levels()). With
+  // kCount, adds the towers whose key it read to *visits (stats() only).
+  template <bool kCount = false>
+  Tower* FloorBelow(Key k, Tower** preds, uint64_t* visits = nullptr) const {
     Tower* x = head_;
     for (uint32_t i = levels_; i-- > 0;) {
-      for (Tower* n = x->next()[i]; n != nullptr && n->key < k; n = n->next()[i]) x = n;
+      for (Tower* n = x->next()[i]; n != nullptr; n = n->next()[i]) {
+        if constexpr (kCount) ++*visits;
+        if (n->key >= k) break;
+        x = n;
+      }
       if (preds != nullptr) preds[i] = x;
     }
     return x;
@@ -231,6 +237,16 @@ class TowerList {
   uint64_t towers_ = 0;
   uint64_t bytes_ = 0;
 };
+
+// The keys stats() samples searches with: random 64-bit keys (pmbench's
+// random key space), the same for every kind and every call.
+inline constexpr int kSearchSamples = 1024;
+inline Key SampleKey(int i) {
+  uint64_t z = (static_cast<uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
 
 // bulk_load's input checks, shared by the three kinds (the fill factor has
 // no meaning for a skip list: checked for range, then ignored).

@@ -77,11 +77,15 @@ class Divided final : public Index {
   Bottom* B(uint64_t raw) const { return env_.pool->to_ptr<Bottom>(PPtr(raw)); }
   // The last bottom element whose key is below k (the head if none); with
   // preds, the DRAM predecessors on every upper level too.
-  Bottom* Seek(Key k, TowerList::Tower** preds) const {
-    const TowerList::Tower* t = upper_.FloorBelow(k, preds);
+  // With kCount, adds the towers (DRAM) and elements (PM) whose key it
+  // read to visits[0] and visits[1] (stats() only).
+  template <bool kCount = false>
+  Bottom* Seek(Key k, TowerList::Tower** preds, uint64_t* visits = nullptr) const {
+    const TowerList::Tower* t = upper_.FloorBelow<kCount>(k, preds, visits);
     Bottom* b = t == upper_.head() ? head_ : reinterpret_cast<Bottom*>(t->payload);
     for (uint64_t n = b->next; n != 0; n = b->next) {
       Bottom* nb = B(n);
+      if constexpr (kCount) ++visits[1];
       if (nb->key >= k) break;
       b = nb;
     }
@@ -310,6 +314,12 @@ IndexStats Divided::stats() {
   s.inner_nodes = upper_.towers();
   s.pm_bytes = (size_ + 1) * sizeof(Bottom);
   s.dram_bytes = upper_.dram_bytes();
+  // What a search reads, on average over a fixed sample of random keys:
+  // towers in DRAM and elements in PM (each one cache line).
+  uint64_t visits[2] = {0, 0};
+  for (int i = 0; i < kSearchSamples; ++i) Seek<true>(SampleKey(i), nullptr, visits);
+  s.extra.emplace_back("search_dram_nodes", static_cast<double>(visits[0]) / kSearchSamples);
+  s.extra.emplace_back("search_pm_nodes", static_cast<double>(visits[1]) / kSearchSamples);
   return s;
 }
 

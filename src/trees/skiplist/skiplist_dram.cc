@@ -73,6 +73,11 @@ class DramSkipList final : public Index {
     s.height = list_.used_levels();
     s.leaves = list_.towers();
     s.dram_bytes = list_.dram_bytes();
+    // What a search reads, on average over a fixed sample of random keys.
+    uint64_t visits = 0;
+    for (int i = 0; i < kSearchSamples; ++i) list_.FloorBelow<true>(SampleKey(i), nullptr, &visits);
+    s.extra.emplace_back("search_dram_nodes", static_cast<double>(visits) / kSearchSamples);
+    s.extra.emplace_back("search_pm_nodes", 0.0);
     return s;
   }
 

@@ -89,11 +89,14 @@ class PmSkipList final : public Index {
   Tower* T(uint64_t raw) const { return env_.pool->to_ptr<Tower>(PPtr(raw)); }
   // The last tower whose key is below k on every level (preds[i], i <
   // levels; the head if none); returns preds[0].
-  Tower* Seek(Key k, Tower** preds) const {
+  // With kCount, adds the towers whose key it read to *visits (stats()).
+  template <bool kCount = false>
+  Tower* Seek(Key k, Tower** preds, uint64_t* visits = nullptr) const {
     Tower* x = head_;
     for (uint32_t i = params_.levels; i-- > 0;) {
       for (uint64_t n = Next(x)[i]; n != 0; n = Next(x)[i]) {
         Tower* t = T(n);
+        if constexpr (kCount) ++*visits;
         if (t->key >= k) break;
         x = t;
       }
@@ -393,6 +396,12 @@ IndexStats PmSkipList::stats() {
   s.height = h;
   s.leaves = size_;
   s.pm_bytes = bytes_;
+  // What a search reads, on average over a fixed sample of random keys:
+  // towers in PM (the first line of each).
+  uint64_t visits = 0;
+  for (int i = 0; i < kSearchSamples; ++i) Seek<true>(SampleKey(i), nullptr, &visits);
+  s.extra.emplace_back("search_dram_nodes", 0.0);
+  s.extra.emplace_back("search_pm_nodes", static_cast<double>(visits) / kSearchSamples);
   return s;
 }
 

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/olc_btree.h"
 #include "index/options.h"
 #include "pmindex/status.h"
 #include "pmindex/types.h"
@@ -78,6 +79,13 @@ class HeightGen {
 // next pointers (levels 0 .. height-1). skiplist-dram keeps the value in
 // the payload; skiplist-divided keeps the address of the tower's bottom
 // element in PM. Not thread-safe: the owner's lock guards it.
+//
+// Towers are whole cache lines, line-aligned, from an arena of huge-page
+// chunks (dram-btree's NodeArena), and a freed tower goes to a free list
+// of its size: a tower of up to 5 levels is one line, so a search step is
+// one cache miss, and the towers' placement does not depend on what the
+// process allocated and freed before (with operator new, repeated runs in
+// one pmbench process got slower as the heap was recycled).
 class TowerList {
  public:
   struct Tower {
@@ -90,14 +98,14 @@ class TowerList {
 
   // levels may be 0 (skiplist-divided with levels=1: no upper level).
   explicit TowerList(uint32_t levels) : levels_(levels), head_(NewTower(0, 0, levels)) {}
-  ~TowerList() { Clear(); Free(head_); }
+  ~TowerList() = default;  // the arena unmaps every tower
   TowerList(const TowerList&) = delete;
   TowerList& operator=(const TowerList&) = delete;
 
   uint32_t levels() const { return levels_; }
   Tower* head() const { return head_; }
   uint64_t towers() const { return towers_; }
-  uint64_t dram_bytes() const { return bytes_ + Bytes(levels_); }
+  uint64_t dram_bytes() const { return arena_.bytes_mapped(); }
 
   // The last tower whose key is below k (head() if none). With preds, also
   // the last such tower on every level (preds[i] for i < levels()). With
@@ -124,7 +132,6 @@ class TowerList {
       preds[i]->next()[i] = t;
     }
     ++towers_;
-    bytes_ += Bytes(height);
     return t;
   }
 
@@ -133,7 +140,6 @@ class TowerList {
   void Remove(Tower* const* preds, Tower* t) {
     for (uint32_t i = 0; i < t->height; ++i) preds[i]->next()[i] = t->next()[i];
     --towers_;
-    bytes_ -= Bytes(static_cast<uint32_t>(t->height));
     Free(t);
   }
 
@@ -151,7 +157,6 @@ class TowerList {
         last_[i] = t;
       }
       ++l_.towers_;
-      l_.bytes_ += Bytes(height);
     }
 
    private:
@@ -169,7 +174,6 @@ class TowerList {
     }
     for (uint32_t i = 0; i < levels_; ++i) head_->next()[i] = nullptr;
     towers_ = 0;
-    bytes_ = 0;
   }
 
   // Every level strictly ascending and a subsequence of the level below,
@@ -221,21 +225,33 @@ class TowerList {
   }
 
  private:
-  static size_t Bytes(uint32_t height) { return sizeof(Tower) + sizeof(Tower*) * std::max(height, 1u); }
-  static Tower* NewTower(Key k, uint64_t payload, uint32_t height) {
-    Tower* t = static_cast<Tower*>(::operator new(Bytes(height)));
+  static constexpr uint32_t kClasses = (sizeof(Tower) + sizeof(Tower*) * kMaxLevels + 63) / 64;
+  static size_t Bytes(uint32_t height) { return (sizeof(Tower) + sizeof(Tower*) * std::max(height, 1u) + 63) / 64 * 64; }
+  Tower* NewTower(Key k, uint64_t payload, uint32_t height) {
+    const size_t c = Bytes(height) / 64 - 1;
+    Tower* t = free_[c];
+    if (t != nullptr) {
+      free_[c] = *reinterpret_cast<Tower**>(t);
+    } else {
+      t = static_cast<Tower*>(arena_.Allocate(Bytes(height)));
+    }
     t->key = k;
     t->payload = payload;
     t->height = height;
     for (uint32_t i = 0; i < height; ++i) t->next()[i] = nullptr;
     return t;
   }
-  static void Free(Tower* t) { ::operator delete(t); }
+  void Free(Tower* t) {
+    const size_t c = Bytes(static_cast<uint32_t>(t->height)) / 64 - 1;
+    *reinterpret_cast<Tower**>(t) = free_[c];
+    free_[c] = t;
+  }
 
+  olc_detail::NodeArena arena_;
+  Tower* free_[kClasses] = {};
   uint32_t levels_;
   Tower* head_;
   uint64_t towers_ = 0;
-  uint64_t bytes_ = 0;
 };
 
 // The keys stats() samples searches with: random 64-bit keys (pmbench's

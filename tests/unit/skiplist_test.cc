@@ -42,11 +42,12 @@ Result<std::unique_ptr<Index>> Make(const std::string& kind, const std::string& 
 
 TEST(SkipListOptions, BadOptionsAreRefused) {
   for (const char* kind : kKinds) {
-    for (const char* bad : {"levels=0", "levels=33", "levels=x", "p=0", "p=1", "p=0.999", "p=abc", "height=4",
-                            "levels=4,levels=5"}) {
+    for (const char* bad : {"levels=0", "levels=33", "levels=x", "p=0", "p=1", "p=0.999", "p=abc",
+                            "height=4", "levels=4,levels=5"}) {
       std::unique_ptr<Pool> pool;
       auto idx = Make(kind, bad, &pool);
-      EXPECT_TRUE(idx.status().is_invalid_argument()) << kind << " " << bad << ": " << idx.status().ToString();
+      EXPECT_TRUE(idx.status().is_invalid_argument())
+          << kind << " " << bad << ": " << idx.status().ToString();
     }
     for (const char* good : {"", "levels=1", "levels=32,p=0.5", "p=0.01", "levels=12,p=0.99"}) {
       std::unique_ptr<Pool> pool;
@@ -82,15 +83,16 @@ void RunOracle(Index& t, uint64_t seed, int ops) {
         break;
       }
       case 4: {
-        const Key victim = oracle.empty() || rng() % 4 == 0 ? k : oracle.lower_bound(k) == oracle.end()
-                                                                      ? oracle.begin()->first
-                                                                      : oracle.lower_bound(k)->first;
+        const Key victim = oracle.empty() || rng() % 4 == 0        ? k
+                           : oracle.lower_bound(k) == oracle.end() ? oracle.begin()->first
+                                                                   : oracle.lower_bound(k)->first;
         ASSERT_EQ(t.remove(victim).ok(), oracle.erase(victim) == 1);
         break;
       }
       default: {
         auto it = oracle.find(k);
-        ASSERT_EQ(t.lookup(k), it == oracle.end() ? std::nullopt : std::optional<Value>(it->second));
+        ASSERT_EQ(t.lookup(k),
+                  it == oracle.end() ? std::nullopt : std::optional<Value>(it->second));
         KV out[8];
         const size_t n = t.scan(k, 8, out);
         auto o = oracle.lower_bound(k);
@@ -145,7 +147,8 @@ TEST(SkipListDivided, OpenRebuildsTheUpperLevels) {
     EXPECT_EQ(s.entries, 1500u);
     EXPECT_GT(s.inner_nodes, 300u);  // about half the elements have an upper element at p = 0.5
     EXPECT_GT(s.dram_bytes, 0u);
-    for (Key k = 0; k < 2000; ++k) ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
+    for (Key k = 0; k < 2000; ++k)
+      ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
     for (Key k = 0; k < 500; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
     ASSERT_TRUE(t.close().ok());
   }
@@ -169,7 +172,8 @@ TEST(SkipListDivided, UnsortedBottomListIsRefused) {
   e[1] = 5;
   auto re = open_index(img.value().get());
   ASSERT_TRUE(re.status().is_corruption()) << re.status().ToString();
-  EXPECT_NE(re.status().ToString().find("not ascending"), std::string::npos) << re.status().ToString();
+  EXPECT_NE(re.status().ToString().find("not ascending"), std::string::npos)
+      << re.status().ToString();
 }
 
 // skiplist-pm tower words: tag, height, key, value, next[0..height).

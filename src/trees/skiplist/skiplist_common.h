@@ -56,7 +56,9 @@ inline Result<Params> ParseParams(const Options& o) {
 class HeightGen {
  public:
   HeightGen(const Params& p, uint64_t seed)
-      : state_(seed | 1), levels_(p.levels), threshold_(static_cast<uint32_t>(p.p * 4294967296.0)) {}
+      : state_(seed | 1),
+        levels_(p.levels),
+        threshold_(static_cast<uint32_t>(p.p * 4294967296.0)) {}
   uint32_t Next() {
     uint32_t h = 1;
     while (h < levels_ && static_cast<uint32_t>(Rand() >> 32) < threshold_) ++h;
@@ -186,10 +188,12 @@ class TowerList {
     if (levels_ == 0) return Status::OK();
     for (const Tower* t = head_->next()[0]; t != nullptr; t = t->next()[0]) {
       if (t->height < 1 || t->height > levels_)
-        return Status::Corruption(std::string(kind) + ": a tower of height " + std::to_string(t->height));
+        return Status::Corruption(std::string(kind) + ": a tower of height " +
+                                  std::to_string(t->height));
       const Tower* n = t->next()[0];
       if (n != nullptr && n->key <= t->key)
-        return Status::Corruption(std::string(kind) + ": keys not ascending at key " + std::to_string(t->key));
+        return Status::Corruption(std::string(kind) + ": keys not ascending at key " +
+                                  std::to_string(t->key));
       PMINDEX_RETURN_IF_ERROR(check(t));
       ++count;
       ++links;
@@ -199,12 +203,13 @@ class TowerList {
       const Tower* below = head_->next()[i - 1];
       for (const Tower* t = head_->next()[i]; t != nullptr; t = t->next()[i]) {
         if (t->height <= i)
-          return Status::Corruption(std::string(kind) + ": key " + std::to_string(t->key) + " linked on level " +
-                                    std::to_string(i) + " above its height");
+          return Status::Corruption(std::string(kind) + ": key " + std::to_string(t->key) +
+                                    " linked on level " + std::to_string(i) + " above its height");
         while (below != nullptr && below != t) below = below->next()[i - 1];
         if (below == nullptr)
-          return Status::Corruption(std::string(kind) + ": key " + std::to_string(t->key) + " on level " +
-                                    std::to_string(i) + " is not on the level below (or out of order)");
+          return Status::Corruption(std::string(kind) + ": key " + std::to_string(t->key) +
+                                    " on level " + std::to_string(i) +
+                                    " is not on the level below (or out of order)");
         ++links;
       }
     }
@@ -212,8 +217,8 @@ class TowerList {
       return Status::Corruption(std::string(kind) + ": " + std::to_string(heights - links) +
                                 " tower levels are not linked");
     if (count != towers_)
-      return Status::Corruption(std::string(kind) + ": " + std::to_string(count) + " towers linked, " +
-                                std::to_string(towers_) + " counted");
+      return Status::Corruption(std::string(kind) + ": " + std::to_string(count) +
+                                " towers linked, " + std::to_string(towers_) + " counted");
     return Status::OK();
   }
 
@@ -226,7 +231,9 @@ class TowerList {
 
  private:
   static constexpr uint32_t kClasses = (sizeof(Tower) + sizeof(Tower*) * kMaxLevels + 63) / 64;
-  static size_t Bytes(uint32_t height) { return (sizeof(Tower) + sizeof(Tower*) * std::max(height, 1u) + 63) / 64 * 64; }
+  static size_t Bytes(uint32_t height) {
+    return (sizeof(Tower) + sizeof(Tower*) * std::max(height, 1u) + 63) / 64 * 64;
+  }
   Tower* NewTower(Key k, uint64_t payload, uint32_t height) {
     const size_t c = Bytes(height) / 64 - 1;
     Tower* t = free_[c];
@@ -272,7 +279,8 @@ inline Status CheckBulkInput(std::string_view kind, std::span<const KV> sorted, 
                                    " is outside (0, 1]");
   for (size_t i = 1; i < sorted.size(); ++i)
     if (sorted[i - 1].key >= sorted[i].key)
-      return Status::InvalidArgument(std::string(kind) + ": bulk_load: keys not strictly ascending at position " +
+      return Status::InvalidArgument(std::string(kind) +
+                                     ": bulk_load: keys not strictly ascending at position " +
                                      std::to_string(i));
   return Status::OK();
 }

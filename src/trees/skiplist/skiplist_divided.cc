@@ -67,7 +67,9 @@ class Divided final : public Index {
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   Status close() override;
-  ~Divided() override { IgnoreError(close(), "a destructor has no caller to report to; close() returns it"); }
+  ~Divided() override {
+    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
+  }
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
@@ -165,7 +167,8 @@ Status Divided::remove(Key k) {
   if (victim == 0 || B(victim)->key != k) return Status::NotFound();
   if (upper_.levels() > 0) {
     TowerList::Tower* t = preds[0]->next()[0];
-    if (t != nullptr && t->key == k) upper_.Remove(preds, t);  // DRAM first: nothing points to x then
+    if (t != nullptr && t->key == k)
+      upper_.Remove(preds, t);  // DRAM first: nothing points to x then
   }
   // The NAW past the element commits the delete; after a crash the
   // element is unreachable and recovery's reclaim frees it.
@@ -187,13 +190,15 @@ std::optional<Value> Divided::lookup(Key k) {
 size_t Divided::scan(Key from, size_t n, KV* out) {
   std::shared_lock g(mu_);
   size_t got = 0;
-  for (uint64_t r = Seek(from, nullptr)->next; r != 0 && got < n; r = B(r)->next) out[got++] = KV{B(r)->key, B(r)->value};
+  for (uint64_t r = Seek(from, nullptr)->next; r != 0 && got < n; r = B(r)->next)
+    out[got++] = KV{B(r)->key, B(r)->value};
   return got;
 }
 
 Status Divided::bulk_load(std::span<const KV> sorted, double fill) {
   std::unique_lock g(mu_);
-  if (head_->next != 0) return Status::InvalidArgument("skiplist-divided: bulk_load needs an empty index");
+  if (head_->next != 0)
+    return Status::InvalidArgument("skiplist-divided: bulk_load needs an empty index");
   PMINDEX_RETURN_IF_ERROR(CheckBulkInput(kKind, sorted, fill));
   if (sorted.empty()) return Status::OK();
   std::vector<uint64_t> made;
@@ -232,20 +237,24 @@ void Divided::Rebuild() {
   }
 }
 
-Status Divided::Walk(std::vector<uint64_t>* blocks, common::ContentSum* content, uint64_t* count) const {
+Status Divided::Walk(std::vector<uint64_t>* blocks, common::ContentSum* content,
+                     uint64_t* count) const {
   const uint64_t limit = env_.pool->size() / sizeof(Bottom);  // more elements than fit: a cycle
   uint64_t n = 0;
   bool first = true;
   Key prev = 0;
   for (uint64_t r = head_->next; r != 0;) {
-    auto d = pm::Decode<Bottom>(*env_.pool, r, sizeof(Bottom), 64, "skiplist-divided: bottom element");
+    auto d =
+        pm::Decode<Bottom>(*env_.pool, r, sizeof(Bottom), 64, "skiplist-divided: bottom element");
     if (!d.ok()) return d.status();
     const Bottom* x = d.value();
     if (x->tag != kNodeTag)
-      return Status::Corruption("skiplist-divided: element " + std::to_string(r) + " has no element tag");
+      return Status::Corruption("skiplist-divided: element " + std::to_string(r) +
+                                " has no element tag");
     if (!first && x->key <= prev)
-      return Status::Corruption("skiplist-divided: keys not ascending at element " + std::to_string(r) + " (key " +
-                                std::to_string(x->key) + " after " + std::to_string(prev) + ")");
+      return Status::Corruption("skiplist-divided: keys not ascending at element " +
+                                std::to_string(r) + " (key " + std::to_string(x->key) + " after " +
+                                std::to_string(prev) + ")");
     if (++n > limit) return Status::Corruption("skiplist-divided: the bottom list has a cycle");
     first = false;
     prev = x->key;
@@ -260,14 +269,17 @@ Status Divided::Walk(std::vector<uint64_t>* blocks, common::ContentSum* content,
 Result<std::unique_ptr<Index>> Divided::Open(const IndexEnv& env, const Params& p) {
   std::unique_ptr<Divided> t(new Divided(env, p));
   t->head_raw_ = env.pool->root(0);
-  auto h = pm::Decode<Bottom>(*env.pool, t->head_raw_, sizeof(Bottom), 64, "skiplist-divided: head (root slot 0)");
+  auto h = pm::Decode<Bottom>(*env.pool, t->head_raw_, sizeof(Bottom), 64,
+                              "skiplist-divided: head (root slot 0)");
   if (!h.ok()) return h.status();
   t->head_ = h.value();
-  if (t->head_->tag != kHeadTag) return Status::Corruption("skiplist-divided: root slot 0 does not name a head");
+  if (t->head_->tag != kHeadTag)
+    return Status::Corruption("skiplist-divided: root slot 0 does not name a head");
   std::vector<uint64_t> blocks{t->head_raw_};
   common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
   PMINDEX_RETURN_IF_ERROR(t->Walk(&blocks, &content, &t->size_));  // reads only
-  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, "skiplist-divided"));
+  PMINDEX_RETURN_IF_ERROR(
+      common::CheckContentRecord(*env.pool, env.salvage, content, "skiplist-divided"));
   PMINDEX_RETURN_IF_ERROR(AdoptBlocks(env, blocks, kKind));
   // Nothing in PM to repair: every crash leaves a well-formed list.
   t->Rebuild();
@@ -299,8 +311,8 @@ Status Divided::verify() {
   return upper_.Verify(kKind, [&](const TowerList::Tower* t) -> Status {
     while (r != 0 && B(r)->key < t->key) r = B(r)->next;
     if (r == 0 || B(r)->key != t->key || reinterpret_cast<uint64_t>(B(r)) != t->payload)
-      return Status::Corruption("skiplist-divided: the upper element of key " + std::to_string(t->key) +
-                                " does not point to its bottom element");
+      return Status::Corruption("skiplist-divided: the upper element of key " +
+                                std::to_string(t->key) + " does not point to its bottom element");
     return Status::OK();
   });
 }
@@ -330,25 +342,27 @@ Status Divided::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
-PMINDEX_REGISTER_INDEX(skiplist_divided, {
-    .name = "skiplist-divided",
-    .persistent = true,
-    .options_help = std::string(kOptionsHelp) +
-                    " (the bottom level in PM, levels 2.. in DRAM, rebuilt at open)",
-    .test_configs = {""},
-    .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
-    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Params> p = ParseParams(o);
-      if (!p.ok()) return p.status();
-      return Divided::Create(env, p.value());
-    },
-    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Params> p = ParseParams(o);
-      if (!p.ok()) return p.status();
-      return Divided::Open(env, p.value());
-    },
-    .marks_in_use = true,
-});
+PMINDEX_REGISTER_INDEX(
+    skiplist_divided,
+    {
+        .name = "skiplist-divided",
+        .persistent = true,
+        .options_help = std::string(kOptionsHelp) +
+                        " (the bottom level in PM, levels 2.. in DRAM, rebuilt at open)",
+        .test_configs = {""},
+        .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
+        .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Params> p = ParseParams(o);
+          if (!p.ok()) return p.status();
+          return Divided::Create(env, p.value());
+        },
+        .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Params> p = ParseParams(o);
+          if (!p.ok()) return p.status();
+          return Divided::Open(env, p.value());
+        },
+        .marks_in_use = true,
+    });
 
 }  // namespace
 }  // namespace pmindex::skiplist

@@ -47,14 +47,16 @@ class DramSkipList final : public Index {
   size_t scan(Key from, size_t n, KV* out) override {
     std::shared_lock g(mu_);
     size_t got = 0;
-    for (const Tower* t = list_.FloorBelow(from, nullptr)->next()[0]; t != nullptr && got < n; t = t->next()[0])
+    for (const Tower* t = list_.FloorBelow(from, nullptr)->next()[0]; t != nullptr && got < n;
+         t = t->next()[0])
       out[got++] = KV{t->key, t->payload};
     return got;
   }
 
   Status bulk_load(std::span<const KV> sorted, double fill) override {
     std::unique_lock g(mu_);
-    if (list_.towers() != 0) return Status::InvalidArgument("skiplist-dram: bulk_load needs an empty index");
+    if (list_.towers() != 0)
+      return Status::InvalidArgument("skiplist-dram: bulk_load needs an empty index");
     PMINDEX_RETURN_IF_ERROR(CheckBulkInput(kKind, sorted, fill));
     TowerList::Appender app(list_);
     for (const KV& kv : sorted) app.Append(kv.key, kv.value, heights_.Next());
@@ -105,21 +107,23 @@ class DramSkipList final : public Index {
   mutable std::shared_mutex mu_;
 };
 
-PMINDEX_REGISTER_INDEX(skiplist_dram, {
-    .name = "skiplist-dram",
-    .persistent = false,
-    .options_help = std::string(kOptionsHelp),
-    .test_configs = {""},
-    .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
-    .create = [](const IndexEnv&, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Params> p = ParseParams(o);
-      if (!p.ok()) return p.status();
-      return std::unique_ptr<Index>(std::make_unique<DramSkipList>(p.value()));
-    },
-    .open = nullptr,
-    .test_only = false,
-    .stores_data = true,
-});
+PMINDEX_REGISTER_INDEX(
+    skiplist_dram,
+    {
+        .name = "skiplist-dram",
+        .persistent = false,
+        .options_help = std::string(kOptionsHelp),
+        .test_configs = {""},
+        .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
+        .create = [](const IndexEnv&, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Params> p = ParseParams(o);
+          if (!p.ok()) return p.status();
+          return std::unique_ptr<Index>(std::make_unique<DramSkipList>(p.value()));
+        },
+        .open = nullptr,
+        .test_only = false,
+        .stores_data = true,
+    });
 
 }  // namespace
 }  // namespace pmindex::skiplist

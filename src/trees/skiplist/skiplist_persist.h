@@ -16,11 +16,13 @@ namespace pmindex::skiplist {
 // Reports every block validation reached, checks each is an allocated
 // block and that recovery's reclaim stays within its bound, then clears
 // the pool's clean flag. Nothing is written before it returns OK.
-inline Status AdoptBlocks(const IndexEnv& env, const std::vector<uint64_t>& blocks, std::string_view kind) {
+inline Status AdoptBlocks(const IndexEnv& env, const std::vector<uint64_t>& blocks,
+                          std::string_view kind) {
   for (uint64_t b : blocks) env.alloc->MarkReachable(PPtr(b));
   for (uint64_t b : blocks)
     if (!env.alloc->IsLive(PPtr(b)))
-      return Status::Corruption(std::string(kind) + ": node " + std::to_string(b) + " is not an allocated block");
+      return Status::Corruption(std::string(kind) + ": node " + std::to_string(b) +
+                                " is not an allocated block");
   PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());
   return env.pool->MarkInUse();
 }

@@ -71,7 +71,9 @@ class PmSkipList final : public Index {
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   Status close() override;
-  ~PmSkipList() override { IgnoreError(close(), "a destructor has no caller to report to; close() returns it"); }
+  ~PmSkipList() override {
+    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
+  }
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
@@ -84,7 +86,8 @@ class PmSkipList final : public Index {
     uint32_t partial_linked = 0;
   };
 
-  PmSkipList(const IndexEnv& env, const Params& p) : env_(env), params_(p), heights_(p, kHeightSeed) {}
+  PmSkipList(const IndexEnv& env, const Params& p)
+      : env_(env), params_(p), heights_(p, kHeightSeed) {}
 
   Tower* T(uint64_t raw) const { return env_.pool->to_ptr<Tower>(PPtr(raw)); }
   // The last tower whose key is below k on every level (preds[i], i <
@@ -215,7 +218,8 @@ size_t PmSkipList::scan(Key from, size_t n, KV* out) {
 
 Status PmSkipList::bulk_load(std::span<const KV> sorted, double fill) {
   std::unique_lock g(mu_);
-  if (Next(head_)[0] != 0) return Status::InvalidArgument("skiplist-pm: bulk_load needs an empty index");
+  if (Next(head_)[0] != 0)
+    return Status::InvalidArgument("skiplist-pm: bulk_load needs an empty index");
   PMINDEX_RETURN_IF_ERROR(CheckBulkInput(kKind, sorted, fill));
   if (sorted.empty()) return Status::OK();
   // A new head and every tower, built and flushed while nothing reaches
@@ -253,13 +257,15 @@ Status PmSkipList::bulk_load(std::span<const KV> sorted, double fill) {
     pm::store(&x->value, sorted[j].value);
     for (uint32_t i = 0; i < hs[j]; ++i) {
       pm::store(&Next(last[i])[i], made[j + 1]);
-      if (last[i] != head && i + 1 == last[i]->height) pm::flush(last[i], sizeof(Tower) + 8 * last[i]->height);
+      if (last[i] != head && i + 1 == last[i]->height)
+        pm::flush(last[i], sizeof(Tower) + 8 * last[i]->height);
       last[i] = x;
     }
   }
   for (uint32_t i = 0; i < params_.levels; ++i) {
     pm::store(&Next(last[i])[i], uint64_t{0});
-    if (last[i] != head && i + 1 == last[i]->height) pm::flush(last[i], sizeof(Tower) + 8 * last[i]->height);
+    if (last[i] != head && i + 1 == last[i]->height)
+      pm::flush(last[i], sizeof(Tower) + 8 * last[i]->height);
   }
   pm::flush(head, sizeof(Tower) + 8 * params_.levels);
   pm::fence();
@@ -275,15 +281,16 @@ Status PmSkipList::bulk_load(std::span<const KV> sorted, double fill) {
 
 Status PmSkipList::Walk(uint64_t head_raw, Walked* w, common::ContentSum* content) const {
   const uint32_t levels = params_.levels;
-  auto hd = pm::Decode<Tower>(*env_.pool, head_raw, TowerBytes(levels), 64, "skiplist-pm: head (root slot 0)");
+  auto hd = pm::Decode<Tower>(*env_.pool, head_raw, TowerBytes(levels), 64,
+                              "skiplist-pm: head (root slot 0)");
   if (!hd.ok()) return hd.status();
   Tower* head = hd.value();
   if (head->tag != kHeadTag || head->height != levels)
-    return Status::Corruption("skiplist-pm: root slot 0 does not name a head of " + std::to_string(levels) +
-                              " levels");
+    return Status::Corruption("skiplist-pm: root slot 0 does not name a head of " +
+                              std::to_string(levels) + " levels");
   w->blocks.assign(1, head_raw);
   w->bytes = TowerBytes(levels);
-  std::vector<Tower*> towers;  // in key order, as blocks[1..]
+  std::vector<Tower*> towers;                     // in key order, as blocks[1..]
   const uint64_t limit = env_.pool->size() / 64;  // more towers than fit: a cycle
   for (uint64_t r = Next(head)[0]; r != 0;) {
     auto d = pm::Decode<Tower>(*env_.pool, r, 64, 64, "skiplist-pm: tower");
@@ -298,8 +305,8 @@ Status PmSkipList::Walk(uint64_t head_raw, Walked* w, common::ContentSum* conten
       if (!full.ok()) return full.status();
     }
     if (!towers.empty() && x->key <= towers.back()->key)
-      return Status::Corruption(where() + ": keys not ascending (key " + std::to_string(x->key) + " after " +
-                                std::to_string(towers.back()->key) + ")");
+      return Status::Corruption(where() + ": keys not ascending (key " + std::to_string(x->key) +
+                                " after " + std::to_string(towers.back()->key) + ")");
     if (towers.size() >= limit) return Status::Corruption("skiplist-pm: level 0 has a cycle");
     towers.push_back(x);
     w->blocks.push_back(r);
@@ -319,12 +326,14 @@ Status PmSkipList::Walk(uint64_t head_raw, Walked* w, common::ContentSum* conten
     for (uint64_t r = Next(head)[i]; r != 0;) {
       while (j < below.size() && w->blocks[below[j] + 1] != r) ++j;
       if (j == below.size())
-        return Status::Corruption("skiplist-pm: level " + std::to_string(i) + " names " + std::to_string(r) +
-                                  ", which level " + std::to_string(i - 1) + " does not hold (or not in order)");
+        return Status::Corruption("skiplist-pm: level " + std::to_string(i) + " names " +
+                                  std::to_string(r) + ", which level " + std::to_string(i - 1) +
+                                  " does not hold (or not in order)");
       const uint32_t t = below[j++];
       if (towers[t]->height <= i)
         return Status::Corruption("skiplist-pm: tower " + std::to_string(r) + " of height " +
-                                  std::to_string(towers[t]->height) + " is linked on level " + std::to_string(i));
+                                  std::to_string(towers[t]->height) + " is linked on level " +
+                                  std::to_string(i));
       linked[t] = static_cast<uint8_t>(i + 1);
       cur.push_back(t);
       r = Next(towers[t])[i];
@@ -335,8 +344,9 @@ Status PmSkipList::Walk(uint64_t head_raw, Walked* w, common::ContentSum* conten
   for (uint32_t t = 0; t < towers.size(); ++t) {
     if (linked[t] == towers[t]->height) continue;
     if (w->partial != nullptr)
-      return Status::Corruption("skiplist-pm: towers " + std::to_string(w->blocks[t + 1]) + " and another are " +
-                                "linked on fewer levels than their height (at most one write is in flight)");
+      return Status::Corruption(
+          "skiplist-pm: towers " + std::to_string(w->blocks[t + 1]) + " and another are " +
+          "linked on fewer levels than their height (at most one write is in flight)");
     w->partial = towers[t];
     w->partial_linked = linked[t];
   }
@@ -349,7 +359,8 @@ Result<std::unique_ptr<Index>> PmSkipList::Open(const IndexEnv& env, const Param
   Walked w;
   common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
   PMINDEX_RETURN_IF_ERROR(t->Walk(t->head_raw_, &w, &content));  // reads only
-  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, "skiplist-pm"));
+  PMINDEX_RETURN_IF_ERROR(
+      common::CheckContentRecord(*env.pool, env.salvage, content, "skiplist-pm"));
   PMINDEX_RETURN_IF_ERROR(AdoptBlocks(env, w.blocks, kKind));
   t->head_ = t->T(t->head_raw_);
   if (w.partial != nullptr) {
@@ -412,24 +423,26 @@ Status PmSkipList::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
-PMINDEX_REGISTER_INDEX(skiplist_pm, {
-    .name = "skiplist-pm",
-    .persistent = true,
-    .options_help = std::string(kOptionsHelp) + " (every level in PM)",
-    .test_configs = {""},
-    .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
-    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Params> p = ParseParams(o);
-      if (!p.ok()) return p.status();
-      return PmSkipList::Create(env, p.value());
-    },
-    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Params> p = ParseParams(o);
-      if (!p.ok()) return p.status();
-      return PmSkipList::Open(env, p.value());
-    },
-    .marks_in_use = true,
-});
+PMINDEX_REGISTER_INDEX(
+    skiplist_pm,
+    {
+        .name = "skiplist-pm",
+        .persistent = true,
+        .options_help = std::string(kOptionsHelp) + " (every level in PM)",
+        .test_configs = {""},
+        .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
+        .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Params> p = ParseParams(o);
+          if (!p.ok()) return p.status();
+          return PmSkipList::Create(env, p.value());
+        },
+        .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Params> p = ParseParams(o);
+          if (!p.ok()) return p.status();
+          return PmSkipList::Open(env, p.value());
+        },
+        .marks_in_use = true,
+    });
 
 }  // namespace
 }  // namespace pmindex::skiplist

@@ -1,0 +1,269 @@
+// The three skip lists of paper 000 (skiplist-dram, skiplist-pm,
+// skiplist-divided): option checks, a std::map oracle at the extreme level
+// counts the shared scenarios do not run (1 level: a sorted list; 32
+// levels, p = 0.5), the divided list's DRAM levels rebuilt at open, and
+// skiplist-pm's recovery of a partly linked tower (what a crash between
+// its links leaves) against the states no crash leaves.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "index/index.h"
+#include "pm/pool.h"
+#include "unit/sorted_node_checks.h"
+
+namespace pmindex {
+namespace {
+
+using testing_util::PoolImage;
+
+constexpr const char* kKinds[] = {"skiplist-dram", "skiplist-pm", "skiplist-divided"};
+
+bool Persistent(const std::string& kind) { return kind != "skiplist-dram"; }
+
+// An index of `kind` with `options`; persistent kinds in an in-memory pool
+// kept in *pool.
+Result<std::unique_ptr<Index>> Make(const std::string& kind, const std::string& options,
+                                    std::unique_ptr<Pool>* pool) {
+  if (!Persistent(kind)) return create_index(kind, options, nullptr);
+  PoolOptions po;
+  po.size = 16ull << 20;
+  po.kind = kind;
+  po.index_options = options;
+  auto p = Pool::CreateInMemory(po);
+  if (!p.ok()) return p.status();
+  *pool = std::move(p.value());
+  return create_index(kind, options, pool->get());
+}
+
+TEST(SkipListOptions, BadOptionsAreRefused) {
+  for (const char* kind : kKinds) {
+    for (const char* bad : {"levels=0", "levels=33", "levels=x", "p=0", "p=1", "p=0.999", "p=abc",
+                            "height=4", "levels=4,levels=5"}) {
+      std::unique_ptr<Pool> pool;
+      auto idx = Make(kind, bad, &pool);
+      EXPECT_TRUE(idx.status().is_invalid_argument())
+          << kind << " " << bad << ": " << idx.status().ToString();
+    }
+    for (const char* good : {"", "levels=1", "levels=32,p=0.5", "p=0.01", "levels=12,p=0.99"}) {
+      std::unique_ptr<Pool> pool;
+      auto idx = Make(kind, good, &pool);
+      EXPECT_TRUE(idx.ok()) << kind << " " << good << ": " << idx.status().ToString();
+    }
+  }
+}
+
+// Random inserts, upserts, updates, removes, lookups and scans against a
+// std::map, keys 0 and UINT64_MAX included; verify() at the end.
+void RunOracle(Index& t, uint64_t seed, int ops) {
+  std::mt19937_64 rng(seed);
+  std::map<Key, Value> oracle;
+  for (int i = 0; i < ops; ++i) {
+    const Key k = i == 0 ? 0 : i == 1 ? UINT64_MAX : rng() % 3 == 0 ? rng() % 500 : rng();
+    const Value v = rng();
+    switch (rng() % 6) {
+      case 0:
+      case 1: {
+        const bool fresh = oracle.emplace(k, v).second;
+        ASSERT_EQ(t.insert(k, v).ok(), fresh);
+        break;
+      }
+      case 2:
+        ASSERT_TRUE(t.upsert(k, v).ok());
+        oracle[k] = v;
+        break;
+      case 3: {
+        auto it = oracle.find(k);
+        ASSERT_EQ(t.update(k, v).ok(), it != oracle.end());
+        if (it != oracle.end()) it->second = v;
+        break;
+      }
+      case 4: {
+        const Key victim = oracle.empty() || rng() % 4 == 0        ? k
+                           : oracle.lower_bound(k) == oracle.end() ? oracle.begin()->first
+                                                                   : oracle.lower_bound(k)->first;
+        ASSERT_EQ(t.remove(victim).ok(), oracle.erase(victim) == 1);
+        break;
+      }
+      default: {
+        auto it = oracle.find(k);
+        ASSERT_EQ(t.lookup(k),
+                  it == oracle.end() ? std::nullopt : std::optional<Value>(it->second));
+        KV out[8];
+        const size_t n = t.scan(k, 8, out);
+        auto o = oracle.lower_bound(k);
+        for (size_t j = 0; j < n; ++j, ++o) {
+          ASSERT_NE(o, oracle.end());
+          ASSERT_EQ(out[j].key, o->first);
+          ASSERT_EQ(out[j].value, o->second);
+        }
+        ASSERT_TRUE(n == 8 || o == oracle.end());
+      }
+    }
+  }
+  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  EXPECT_EQ(t.stats().entries, oracle.size());
+}
+
+TEST(SkipListOracle, ExtremeLevelCounts) {
+  for (const char* kind : kKinds) {
+    for (const char* opt : {"levels=1", "levels=32,p=0.5", "levels=3,p=0.9"}) {
+      SCOPED_TRACE(std::string(kind) + " " + opt);
+      std::unique_ptr<Pool> pool;
+      auto idx = Make(kind, opt, &pool);
+      ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+      RunOracle(*idx.value(), 42, 3000);
+    }
+  }
+}
+
+// The divided list after a crash and after a clean close: the DRAM levels
+// come back from the bottom list, with every key.
+TEST(SkipListDivided, OpenRebuildsTheUpperLevels) {
+  std::unique_ptr<Pool> pool;
+  auto idx = Make("skiplist-divided", "levels=8,p=0.5", &pool);
+  ASSERT_TRUE(idx.ok());
+  std::vector<KV> load;
+  for (Key k = 0; k < 2000; ++k) load.push_back(KV{k * 3, k});
+  ASSERT_TRUE(idx.value()->bulk_load(load, 1.0).ok());
+  EXPECT_TRUE(idx.value()->bulk_load(load, 1.0).is_invalid_argument());  // not empty any more
+  for (Key k = 0; k < 2000; k += 2) ASSERT_TRUE(idx.value()->remove(k * 3).ok());
+  for (Key k = 0; k < 500; ++k) ASSERT_TRUE(idx.value()->insert(k * 3 + 1, k).ok());
+  ASSERT_TRUE(idx.value()->verify().ok());
+  for (bool crash : {true, false}) {
+    SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
+    const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
+    auto img = Pool::OpenImage(bytes);
+    ASSERT_TRUE(img.ok()) << img.status().ToString();
+    auto re = open_index(img.value().get());
+    ASSERT_TRUE(re.ok()) << re.status().ToString();
+    Index& t = *re.value();
+    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    const IndexStats s = t.stats();
+    EXPECT_EQ(s.entries, 1500u);
+    EXPECT_GT(s.inner_nodes, 300u);  // about half the elements have an upper element at p = 0.5
+    EXPECT_GT(s.dram_bytes, 0u);
+    for (Key k = 0; k < 2000; ++k)
+      ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
+    for (Key k = 0; k < 500; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
+    ASSERT_TRUE(t.close().ok());
+  }
+}
+
+// A bottom list whose keys no longer ascend is refused at open, unchanged.
+TEST(SkipListDivided, UnsortedBottomListIsRefused) {
+  std::unique_ptr<Pool> pool;
+  auto idx = Make("skiplist-divided", "", &pool);
+  ASSERT_TRUE(idx.ok());
+  for (Key k = 1; k <= 50; ++k) ASSERT_TRUE(idx.value()->insert(k * 10, k).ok());
+  std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), true);
+  auto img = Pool::OpenImage(bytes);
+  ASSERT_TRUE(img.ok());
+  // Element words: tag, key, value, next. The third element's key drops
+  // below the second's.
+  uint64_t* head = img.value()->to_ptr<uint64_t>(PPtr(img.value()->root(0)));
+  uint64_t* e = img.value()->to_ptr<uint64_t>(PPtr(head[3]));
+  e = img.value()->to_ptr<uint64_t>(PPtr(e[3]));
+  e = img.value()->to_ptr<uint64_t>(PPtr(e[3]));
+  e[1] = 5;
+  auto re = open_index(img.value().get());
+  ASSERT_TRUE(re.status().is_corruption()) << re.status().ToString();
+  EXPECT_NE(re.status().ToString().find("not ascending"), std::string::npos)
+      << re.status().ToString();
+}
+
+// skiplist-pm tower words: tag, height, key, value, next[0..height).
+class PmImage {
+ public:
+  explicit PmImage(Pool& p) : p_(p) {}
+  uint64_t* W(uint64_t raw) const { return p_.to_ptr<uint64_t>(PPtr(raw)); }
+  uint64_t head() const { return p_.root(0); }
+  // The predecessor on `level` of the tower `raw`.
+  uint64_t Pred(uint32_t level, uint64_t raw) const {
+    uint64_t x = head();
+    while (W(x)[4 + level] != raw) x = W(x)[4 + level];
+    return x;
+  }
+  // The first towers of exactly `height` levels on level 0.
+  std::vector<uint64_t> OfHeight(uint64_t height) const {
+    std::vector<uint64_t> out;
+    for (uint64_t r = W(head())[4]; r != 0; r = W(r)[4])
+      if (W(r)[1] == height) out.push_back(r);
+    return out;
+  }
+  // Unlinks tower raw from `level` only.
+  void Unlink(uint32_t level, uint64_t raw) { W(Pred(level, raw))[4 + level] = W(raw)[4 + level]; }
+
+ private:
+  Pool& p_;
+};
+
+std::vector<std::byte> PmWithTowers(std::unique_ptr<Pool>* pool) {
+  auto idx = Make("skiplist-pm", "levels=6,p=0.5", pool);
+  EXPECT_TRUE(idx.ok());
+  for (Key k = 1; k <= 400; ++k) EXPECT_TRUE(idx.value()->insert(k * 7, k).ok());
+  EXPECT_TRUE(idx.value()->verify().ok());
+  return PoolImage(**pool, &idx.value(), true);
+}
+
+// An insert cut short after its bottom link (or a delete cut short before
+// it): the tower is linked on a prefix of its levels. Recovery keeps the
+// key and lowers the tower's height to those levels.
+TEST(SkipListPm, RecoveryRepairsOnePartlyLinkedTower) {
+  std::unique_ptr<Pool> pool;
+  const std::vector<std::byte> bytes = PmWithTowers(&pool);
+  auto img = Pool::OpenImage(bytes);
+  ASSERT_TRUE(img.ok());
+  PmImage m(*img.value());
+  const std::vector<uint64_t> tall = m.OfHeight(3);
+  ASSERT_FALSE(tall.empty());
+  const uint64_t x = tall[0];
+  const Key key = m.W(x)[2];
+  m.Unlink(2, x);
+  m.Unlink(1, x);
+  auto re = open_index(img.value().get());
+  ASSERT_TRUE(re.ok()) << re.status().ToString();
+  ASSERT_TRUE(re.value()->verify().ok()) << re.value()->verify().ToString();
+  EXPECT_EQ(m.W(x)[1], 1u);  // the height now says what is linked
+  EXPECT_EQ(re.value()->lookup(key).value_or(0), key / 7);
+  EXPECT_EQ(re.value()->stats().entries, 400u);
+  ASSERT_TRUE(re.value()->remove(key).ok());
+  ASSERT_TRUE(re.value()->verify().ok());
+}
+
+// States no crash leaves: two partly linked towers, a tower linked on an
+// upper level but not below it, and one linked above its height.
+TEST(SkipListPm, RecoveryRefusesLostLinks) {
+  std::unique_ptr<Pool> pool;
+  const std::vector<std::byte> bytes = PmWithTowers(&pool);
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    auto img = Pool::OpenImage(bytes);
+    ASSERT_TRUE(img.ok());
+    PmImage m(*img.value());
+    const std::vector<uint64_t> tall = m.OfHeight(2);
+    ASSERT_GE(tall.size(), 2u);
+    const char* expect = nullptr;
+    if (variant == 0) {
+      m.Unlink(1, tall[0]);
+      m.Unlink(1, tall[1]);
+      expect = "fewer levels";
+    } else if (variant == 1) {
+      m.Unlink(0, tall[0]);
+      expect = "does not hold";
+    } else {
+      m.W(tall[0])[1] = 1;  // linked on level 1, height 1
+      expect = "is linked on level";
+    }
+    auto re = open_index(img.value().get());
+    ASSERT_TRUE(re.status().is_corruption()) << re.status().ToString();
+    EXPECT_NE(re.status().ToString().find(expect), std::string::npos) << re.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace pmindex

@@ -36,7 +36,7 @@
 //
 // Usage: pool_fuzz [--budget N] [--seed S] [--index KIND] [--keys N]
 //                  [--class NAME] [--kv-kinds LIST] [--kv-only]
-//                  [--timeout SEC] [--verbose] [--strict]
+//                  [--timeout SEC] [--verbose] [--strict] [--no-salvage]
 //   --budget   mutants per (index, base, class); default 2 (CI budget)
 //   --strict   every failure fails the run, known or not
 // Exit status: 0 pass, 1 failures, 2 usage error.
@@ -653,7 +653,10 @@ enum class Outcome { kRefused, kIntact, kFailed };
 // (SalvageRead::ReportsLoss). Writes one line "S ok|refused|silent|F ..."
 // to fd and returns. It writes no file by construction (read-only maps of
 // the files, a copy in memory); the oracle's own refusal compares the files.
+bool g_no_salvage = false;  // --no-salvage: skip the stage (to measure its cost)
+
 void SalvageStage(const std::string& path, const std::vector<KV>& keys, int fd) {
+  if (g_no_salvage) return;
   auto line = [fd](const std::string& s) {
     std::string l = "S " + s + "\n";
     ssize_t n = write(fd, l.data(), l.size());
@@ -863,6 +866,7 @@ struct Cell {
 const char* const kHelp =
     "usage: pool_fuzz [--budget N] [--seed S] [--index KIND] [--class NAME] [--keys N]\n"
     "                 [--kv-kinds LIST] [--kv-only] [--timeout SEC] [--verbose] [--strict]\n"
+    "                 [--no-salvage]\n"
     "Damages pools of every persistent index kind (clean, crashed and grown bases) with\n"
     "every mutation class and opens each mutant in a child process: it must be refused\n"
     "with its files unchanged, or open intact (verify passes, every key has its value).\n"
@@ -879,6 +883,7 @@ const char* const kHelp =
     "  --timeout SEC  a child running longer is a hang, a failure (default 60)\n"
     "  --verbose      print every mutant and its outcome\n"
     "  --strict       every failure fails the run, known or not\n"
+    "  --no-salvage   skip pmpool salvage's ReadForSalvage before each open\n"
     "Known failures, for every kind: a damaged key or value of the crashed base (a pool\n"
     "that crashed has no content record).\n"
     "Exit status: 0 pass; 1 a failure that is not a known one; 2 usage.\n";
@@ -887,7 +892,7 @@ int Usage(const char* msg) {
   std::fprintf(stderr,
                "pool_fuzz: %s\nusage: pool_fuzz [--budget N] [--seed S] [--index KIND] "
                "[--class NAME] [--keys N] [--kv-kinds LIST] [--kv-only] [--timeout SEC] "
-               "[--verbose] [--strict]\n",
+               "[--verbose] [--strict] [--no-salvage]\n",
                msg);
   return 2;
 }
@@ -1159,6 +1164,8 @@ int Main(int argc, char** argv) {
         cfg.verbose = true;
       } else if (a == "--strict") {
         cfg.strict = true;
+      } else if (a == "--no-salvage") {
+        g_no_salvage = true;
       } else if (a == "--help" || a == "-h") {
         std::printf("%s", kHelp);
         return 0;

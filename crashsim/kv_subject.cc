@@ -375,9 +375,30 @@ class KvSubject final : public Subject {
   std::string Run(size_t i) override {
     Model m = oracle_;
     std::string bad = RunOp(*store_, ops_[i], &m);
-    // Retired blocks are freed at once: the earliest reuse a real run can see.
+    // Retired blocks are freed at once: the earliest reuse a real run can see
+    // (once the session's concurrent reader is done).
+    if (before_reclaim) before_reclaim();
     store_->allocator()->Reclaim();
     return bad;
+  }
+  // The store's guarantee (docs/layout/kv.md "Concurrency"): a reader reads
+  // at the visible timestamp, which a commit publishes only once its
+  // versions are linked and durable, whatever the index kind beneath.
+  bool ReadsMaySeeUndurable() const override { return false; }
+  bool ReadInFlight(size_t i) override {
+    const KvOp& op = ops_[i];
+    std::set<std::string> keys;
+    if (!op.key.empty()) keys.insert(op.key);
+    for (const auto& [k, v] : op.writes) keys.insert(k);
+    for (const std::string& k : keys) {
+      auto b = oracle_.find(k);
+      auto a = after_.find(k);
+      const bool had = b != oracle_.end(), has = a != after_.end();
+      if (had == has && (!has || b->second == a->second)) continue;  // not changed by op i
+      auto r = store_->Read(k, true);
+      if (has ? (r.ok() && r.value().value == a->second) : r.status().is_not_found()) return true;
+    }
+    return false;
   }
   bool EndOp() override {
     const bool changed = after_ != oracle_;
@@ -425,6 +446,11 @@ std::string KvSubject::CheckImage(Pool& pool, const Expect& e, uint64_t seed) {
     model = after_;
   } else if (!e.after_only && got == oracle_) {
     model = oracle_;
+    if (e.seen) {
+      // Forbidden for the store (ReadsMaySeeUndurable).
+      return "read visibility: a Get before the crash returned the effect of op #" +
+             std::to_string(e.op) + " (" + DescribeOp(ops_[e.op]) + "), which the crash lost";
+    }
   } else if (e.after_only) {
     return "completed calls not all visible: " + Diff(got, after_);
   } else {

@@ -36,7 +36,7 @@ const char kUsage[] =
     "               [--opt k=v,...] [--replay POINT:IMAGE] [--mutant KIND@SITE]\n"
     "               [--mutate-alloc] [--pool-mb N] [--further-ops N] [--timeout S]\n"
     "               [--no-fork] [--max-failures N] [--configs first|all] [--list]\n"
-    "               [--numa-nodes N]\n"
+    "               [--numa-nodes N] [--reads on|off|strict]\n"
     "  --index      a persistent index (test-only fixtures included), or 'all'\n"
     "               (every registered persistent index, each of its test configs,\n"
     "               or only the first with --configs first)\n"
@@ -58,7 +58,13 @@ const char kUsage[] =
     "               the index), or 'all'; a comma list runs each\n"
     "  --replay     check exactly one crash image (printed with each failure)\n"
     "  --numa-nodes simulated NUMA nodes of the pools (1: the machine's); default:\n"
-    "               each index's own test setting (nobtree: 4, the others: 1)\n";
+    "               each index's own test setting (nobtree: 4, the others: 1)\n"
+    "  --reads      on (default): at every crash point inside an operation a\n"
+    "               concurrent reader reads what the operation changes; an\n"
+    "               image that loses a value it returned fails where the kind\n"
+    "               (or the store) promises reads of durable data only, and is\n"
+    "               counted elsewhere; off: no reads; strict: every kind is held\n"
+    "               to that promise\n";
 
 [[noreturn]] void Usage(const std::string& msg) {
   std::fprintf(stderr, "pmcrash: %s\n%s", msg.c_str(), kUsage);
@@ -122,6 +128,10 @@ void PrintStats(const Job& j) {
               (unsigned long long)s.sampled_points, (unsigned long long)s.images,
               s.images_per_s(), s.seconds, (unsigned long long)s.ops,
               (unsigned long long)s.max_lines_in_play);
+  std::printf("  reads during operations %llu (%llu waited for the writer, %llu returned its "
+              "effect), images that lost a value a read returned (allowed) %llu\n",
+              (unsigned long long)s.reads, (unsigned long long)s.reads_blocked,
+              (unsigned long long)s.reads_saw, (unsigned long long)s.visible_lost);
   if (!s.setup_error.empty()) std::printf("  ERROR: %s\n", s.setup_error.c_str());
   std::printf("  failures: %llu failing image(s)\n", (unsigned long long)s.failing_images);
   for (const auto& f : s.failures) {
@@ -154,7 +164,9 @@ void WriteJson(const std::string& path, const std::vector<Job>& jobs, bool all_o
         << ", \"crash_points\": " << s.crash_points << ", \"checked_points\": "
         << s.checked_points << ", \"sampled_points\": " << s.sampled_points
         << ", \"images\": " << s.images << ", \"images_per_s\": " << s.images_per_s()
-        << ", \"seconds\": " << s.seconds << ", \"failing_images\": " << s.failing_images
+        << ", \"seconds\": " << s.seconds << ", \"reads\": " << s.reads
+        << ", \"reads_blocked\": " << s.reads_blocked << ", \"reads_saw\": " << s.reads_saw
+        << ", \"visible_lost\": " << s.visible_lost << ", \"failing_images\": " << s.failing_images
         << ", \"error\": \"" << JsonEscape(s.setup_error) << "\", \"failures\": [";
     for (size_t k = 0; k < s.failures.size(); ++k) {
       const auto& f = s.failures[k];
@@ -250,6 +262,13 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") base.timeout_s = static_cast<int>(ParseU64(a, val(), 1, 3600));
     else if (a == "--max-failures") base.stop_after = ParseU64(a, val(), 0, UINT64_MAX);
     else if (a == "--no-fork") base.fork = false;
+    else if (a == "--reads") {
+      const std::string r = val();
+      if (r == "on") base.reads = Config::Reads::kOn;
+      else if (r == "off") base.reads = Config::Reads::kOff;
+      else if (r == "strict") base.reads = Config::Reads::kStrict;
+      else Usage("--reads expects on, off or strict, got '" + r + "'");
+    }
     else if (a == "--configs") {
       std::string c = val();
       if (c != "first" && c != "all") Usage("--configs expects first or all");

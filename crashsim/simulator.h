@@ -45,6 +45,12 @@ struct Config {
   std::optional<std::pair<uint64_t, uint64_t>> replay;  // point, image
   Mutation mutation;
   bool verbose = false;
+  // Read visibility (docs/crash-testing.md "Read visibility"): a concurrent
+  // read at every crash point inside an operation (kOn); none (kOff); or
+  // kStrict, which holds every subject to the strict guarantee (a value a
+  // reader saw must survive any crash), to show what a kind allows.
+  enum class Reads : uint8_t { kOn, kOff, kStrict };
+  Reads reads = Reads::kOn;
 };
 
 struct Failure {
@@ -66,6 +72,15 @@ struct RunStats {
   uint64_t images = 0;
   uint64_t failing_images = 0;
   uint64_t max_lines_in_play = 0;
+  // Read visibility (docs/crash-testing.md "Read visibility"): concurrent
+  // reads made at crash points inside operations, those that waited for
+  // the writer (no result), those that returned the operation's effect, and
+  // images that lost a value a read had returned where the subject's
+  // guarantee allows it (where it forbids it, each is a failure).
+  uint64_t reads = 0;
+  uint64_t reads_blocked = 0;
+  uint64_t reads_saw = 0;
+  uint64_t visible_lost = 0;
   double seconds = 0;
   std::string setup_error;  // the run could not start or the live run failed
   std::vector<Failure> failures;

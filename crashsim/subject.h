@@ -27,7 +27,17 @@ struct Expect {
   size_t op = 0;             // the operation in flight (or just returned)
   bool after_only = false;   // the operation had returned
   bool create_mid = false;   // crash inside the create: opening may fail cleanly
+  // A concurrent read at this crash point or an earlier one of the same
+  // operation returned the operation's effect (docs/crash-testing.md "Read
+  // visibility"): an image that recovers the state before it lost a value
+  // a reader saw.
+  bool seen = false;
 };
+
+// A CheckImage result that is not a failure: the image lost a value a
+// reader returned before the crash, which the subject's guarantee allows
+// (counted by the session, RunStats::visible_lost).
+inline constexpr std::string_view kVisibleLostAllowed = "visible-then-lost (allowed): ";
 
 class Subject {
  public:
@@ -64,6 +74,29 @@ class Subject {
   // "Checks on each image"): "" or the first failure. `seed` seeds the
   // further operations.
   virtual std::string CheckImage(Pool& pool, const Expect& e, uint64_t seed) = 0;
+
+  // Read visibility (docs/crash-testing.md "Read visibility"). ReadInFlight
+  // runs on the session's reader thread while the writer is stopped at a
+  // crash point inside op i; it reads what op i changes, as a concurrent
+  // reader would, and returns true iff the read returned op i's effect
+  // (the new value, or the absence a remove makes). False for ops with
+  // nothing to observe. Only reads (no PM write, no lock a writer waits on).
+  virtual bool ReadInFlight(size_t i) {
+    (void)i;
+    return false;
+  }
+  // False when the subject's reads would write PM (then none is made).
+  virtual bool MakesReads() const { return true; }
+  // The stated guarantee: true iff a reader may return a value before its
+  // write is durable (an image that loses a value a reader saw is then
+  // counted, not failed).
+  virtual bool ReadsMaySeeUndurable() const = 0;
+  // Called by Run() once the operation has returned and before the subject
+  // frees retired blocks: the session waits there for a reader that was
+  // still waiting on the operation.
+  std::function<void()> before_reclaim;
+  // pmcrash --reads strict: every subject is held to the strict guarantee.
+  bool strict_reads = false;
 };
 
 std::unique_ptr<Subject> MakeIndexSubject();

@@ -69,6 +69,7 @@
 #include "alloc/size_classes.h"
 #include "pm/pool_format.h"
 #include "index/index.h"
+#include "index/salvage.h"
 #include "kv/store.h"
 #include "pm/pool.h"
 #include "pmindex/db.h"
@@ -390,61 +391,6 @@ int Verify(const std::string& path) {
 
 // ----------------------------------------------------------------- salvage
 
-// SRC's segment files mapped read-only (PROT_READ, MAP_PRIVATE: nothing
-// can reach the files) one after the other, as the contiguous image
-// Pool::OpenImage takes. A shared flock on SRC keeps a writer (Pool::Open
-// takes it exclusively) out while the image is read; flock writes nothing.
-class ReadOnlyImage {
- public:
-  ~ReadOnlyImage() {
-    if (base_ != nullptr) munmap(base_, len_);
-    if (lock_fd_ >= 0) close(lock_fd_);  // releases the flock
-  }
-  std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(base_), len_};
-  }
-
-  Status Map(const std::string& path, const pm::PoolHeader& h) {
-    lock_fd_ = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (lock_fd_ < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
-    if (flock(lock_fd_, LOCK_SH | LOCK_NB) != 0) {
-      if (errno == EWOULDBLOCK) return Status::Busy(path + " is open in another process");
-      return Status::IOError("cannot lock " + path + ": " + std::strerror(errno));
-    }
-    len_ = pm::SegmentEnd(h, h.segments);
-    void* r = mmap(nullptr, len_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (r == MAP_FAILED) {
-      len_ = 0;
-      return Status::IOError(std::string("cannot reserve address space: ") + std::strerror(errno));
-    }
-    base_ = r;
-    for (uint64_t i = 0; i < h.segments; ++i) {
-      const uint64_t from = i == 0 ? 0 : pm::SegmentEnd(h, i);
-      const uint64_t to = pm::SegmentEnd(h, i + 1);
-      const std::string sp = i == 0 ? path : path + "." + std::to_string(i);
-      int fd = open(sp.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-      if (fd < 0) return Status::IOError("cannot open " + sp + ": " + std::strerror(errno));
-      struct stat st;
-      bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-      if (!regular || static_cast<uint64_t>(st.st_size) != to - from) {
-        close(fd);
-        return Status::Corruption(sp + (regular ? " changed size" : " is not a regular file"));
-      }
-      void* m = mmap(static_cast<char*>(base_) + from, to - from, PROT_READ,
-                     MAP_PRIVATE | MAP_FIXED, fd, 0);
-      int err = errno;
-      close(fd);
-      if (m == MAP_FAILED) return Status::IOError("cannot map " + sp + ": " + std::strerror(err));
-    }
-    return Status::OK();
-  }
-
- private:
-  int lock_fd_ = -1;
-  void* base_ = nullptr;
-  size_t len_ = 0;
-};
-
 struct SalvageArgs {
   std::string src, dst;
   std::string fill = "1";
@@ -460,8 +406,9 @@ void RemovePool(const std::string& path) {
   unlink(path.c_str());
 }
 
-// salvage reads SRC through the internal API like verify: it opens the
-// index on a read-only image copy (Pool::OpenImage) without the recovery
+// salvage reads SRC through the internal API like verify
+// (pmindex::ReadForSalvage, src/index/salvage.h, which the pool fuzzer runs
+// on every mutant): it opens the index on a read-only image copy (Pool::OpenImage) without the recovery
 // bound (ReclaimBound::kNone) and reports what recovery gave back (the
 // allocator's report), which Db::Open cannot do. DST is an ordinary new
 // pool, written through Db (Create, BulkLoad, Verify, Count, Close).
@@ -482,67 +429,22 @@ int Salvage(const SalvageArgs& a) {
   }
   struct stat dst_st;
   if (lstat(a.dst.c_str(), &dst_st) == 0) Fail(a.dst + ": already exists (salvage writes a new pool)");
-  auto info = Pool::Inspect(a.src);  // header, checksum, segment files; no lock, no write
-  if (!info.ok()) Fail(a.src, info.status());
-  pm::PoolHeader h;
+  bool image_opened = false;
+  auto read = ReadForSalvage(a.src, &image_opened);
+  if (!read.ok()) {
+    if (!image_opened) Fail(a.src, read.status());
+    Fail(a.src + ": the index cannot be opened even without the recovery bound, nothing was "
+                 "copied: " + read.status().ToString());
+  }
+  const SalvageRead& r = read.value();
+  const std::vector<KV>& kv = r.entries;
+  pm::PoolHeader h;  // the sizes and pool id of DST (ReadForSalvage checked it)
   {
     int fd = open(a.src.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) Fail("cannot open " + a.src + ": " + std::strerror(errno));
     ssize_t n = pread(fd, &h, sizeof(h), 0);
     close(fd);
     if (n != static_cast<ssize_t>(sizeof(h))) Fail("cannot read the header of " + a.src);
-  }
-  std::unique_ptr<Pool> copy;
-  {
-    ReadOnlyImage src;  // unmapped and unlocked at the end of this block
-    if (Status s = src.Map(a.src, h); !s.ok()) Fail(a.src, s);
-    auto img = Pool::OpenImage(src.bytes());  // copies and validates it like Open
-    if (!img.ok()) Fail(a.src, img.status());
-    copy = std::move(img).value();
-  }
-
-  auto idx = open_index(copy.get(), ReclaimBound::kNone);
-  if (!idx.ok()) {
-    Fail(a.src + ": the index cannot be opened even without the recovery bound, nothing was "
-                 "copied: " + idx.status().ToString());
-  }
-  std::unique_ptr<Index> index = std::move(idx).value();
-  const alloc::RecoveryReport rep = index->allocator()->recovery_report();
-  const Status src_verify = index->verify();
-  // Every entry the index reaches, by scans in batches.
-  std::vector<KV> kv;
-  {
-    std::vector<KV> batch(4096);
-    Key from = 0;
-    for (;;) {
-      size_t n = index->scan(from, batch.size(), batch.data());
-      kv.insert(kv.end(), batch.begin(), batch.begin() + static_cast<ptrdiff_t>(n));
-      if (n < batch.size() || kv.back().key == UINT64_MAX) break;
-      from = kv.back().key + 1;
-    }
-  }
-  const IndexStats src_stats = index->stats();
-  const uint64_t src_entries = src_stats.entries;
-  uint64_t cut_subtrees = 0;
-  for (const auto& [name, value] : src_stats.extra)
-    if (name == "salvage_cut_subtrees") cut_subtrees = static_cast<uint64_t>(value);
-  // What a clean close recorded (root slot 7, kinds that keep the record),
-  // to tell the user how much could not be copied.
-  const uint64_t close_rec = info->clean ? copy->root(pm::kCleanCloseSlot) : 0;
-  IgnoreError(index->close(), "the in-memory copy is dropped: its close has nothing to keep");
-  index.reset();
-  copy.reset();
-  // A damaged index may scan out of order or repeat a key: bulk_load takes
-  // strictly ascending keys, so they are sorted and the first of each key
-  // kept, and the drops reported.
-  uint64_t dropped = 0;
-  if (!std::is_sorted(kv.begin(), kv.end(), [](const KV& x, const KV& y) { return x.key < y.key; })) {
-    std::stable_sort(kv.begin(), kv.end(), [](const KV& x, const KV& y) { return x.key < y.key; });
-  }
-  {
-    auto last = std::unique(kv.begin(), kv.end(), [](const KV& x, const KV& y) { return x.key == y.key; });
-    dropped = static_cast<uint64_t>(kv.end() - last);
-    kv.erase(last, kv.end());
   }
 
   DbOptions o;
@@ -551,7 +453,7 @@ int Salvage(const SalvageArgs& a) {
   o.segment_size = h.segment_size;
   o.pool_id = h.pool_id;
   // Db::Create removes what it made if it fails.
-  auto dst = Db::Create(a.dst, info->kind, info->index_options, o);
+  auto dst = Db::Create(a.dst, r.kind, r.index_options, o);
   if (!dst.ok()) Fail("create " + a.dst, dst.status());
   Db& out = *dst.value();
   auto failed = [&](const std::string& what, const Status& s) {
@@ -571,22 +473,35 @@ int Salvage(const SalvageArgs& a) {
   if (s = out.Close(); !s.ok()) failed("close", s);
 
   std::printf("%s -> %s: copied %zu entries (kind %s, options '%s')\n", a.src.c_str(),
-              a.dst.c_str(), kv.size(), info->kind.c_str(), info->index_options.c_str());
+              a.dst.c_str(), kv.size(), r.kind.c_str(), r.index_options.c_str());
   std::printf("  source:      read-only; the index was opened and recovered on a copy in memory "
               "(clean flag: %s)\n",
-              info->clean ? "yes" : "no");
-  if (dropped != 0) {
+              r.clean ? "yes" : "no");
+  if (r.repeated != 0) {
     std::printf("  repeated:    %" PRIu64 " keys scanned more than once (the first value kept)\n",
-                dropped);
+                r.repeated);
   }
   std::printf("  reached:     %" PRIu64 " entries scanned; the index counted %" PRIu64 "\n",
-              static_cast<uint64_t>(kv.size() + dropped), src_entries);
-  if (cut_subtrees != 0) {
-    std::printf("  cut off:     %" PRIu64 " subtree(s) whose node failed its checks (not copied)\n",
-                cut_subtrees);
+              static_cast<uint64_t>(kv.size() + r.repeated), r.index_entries);
+  if (!r.scan_cut.empty()) {
+    std::printf("  walk cut:    %s; entries after that point were not copied\n",
+                r.scan_cut.c_str());
   }
-  if (close_rec != 0) {
-    const uint64_t recorded = pm::CleanCloseEntries(close_rec);
+  if (r.cut_subtrees != 0) {
+    std::printf("  cut off:     %" PRIu64 " subtree(s) whose node failed its checks (not copied)\n",
+                r.cut_subtrees);
+  }
+  if (r.content_differs) {
+    std::printf("  content:     the record of the last clean close disagrees with the entries "
+                "copied: some key or value was damaged or lost\n");
+  }
+  if (r.leaf_floor > r.leaves) {
+    std::printf("  leaf floor:  %" PRIu64 " leaves were on the list before the crash, %" PRIu64
+                " reached: entries of the others could not be copied\n",
+                r.leaf_floor, r.leaves);
+  }
+  if (r.recorded != 0) {
+    const uint64_t recorded = r.recorded;
     std::printf("  recorded:    %" PRIu64 " entries at the last clean close; %s\n", recorded,
                 recorded > kv.size()
                     ? (std::to_string(recorded - kv.size()) + " could not be copied").c_str()
@@ -594,8 +509,8 @@ int Salvage(const SalvageArgs& a) {
   }
   std::printf("  unreachable: %s; blocks in pages that also hold reachable ones are not "
               "counted\n",
-              Units(rep).c_str());
-  std::printf("  source verify: %s\n", src_verify.ok() ? "ok" : src_verify.ToString().c_str());
+              Units(r.report).c_str());
+  std::printf("  source verify: %s\n", r.verify.ok() ? "ok" : r.verify.ToString().c_str());
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -239,26 +240,37 @@ struct NodeView {
 // child the level above names is on it. view(raw, level, NodeView*) reads
 // one node (Status). Appends every node to *nodes and adds every leaf
 // record of the views to *content. `limit`: more nodes than fit the pool
-// (a cycle).
+// (a cycle). `separators` (a cleanly closed pool): every named child's low
+// key must also equal its parent's separator (its parent's own low key for
+// a leftmost child), as verify() checks; low keys are written only when a
+// node is made, and a clean close leaves every separator in its parent.
 template <class ViewFn>
 Status ValidateLevels(std::string_view tree, uint64_t root, uint32_t root_level, uint32_t max_height,
-                      uint64_t limit, std::vector<uint64_t>* nodes, common::ContentSum* content, ViewFn view) {
+                      uint64_t limit, std::vector<uint64_t>* nodes, common::ContentSum* content, bool separators,
+                      ViewFn view) {
   const std::string t(tree);
   uint32_t level = root_level;
   if (level >= max_height) return Status::Corruption(t + ": root level above the limit");
   NodeView v;
   std::vector<uint64_t> named_above;  // children named by the level above
   bool have_above = false;
+  std::unordered_map<uint64_t, std::pair<bool, Key>> expect;  // named child -> (has_low, low)
   uint64_t first = root;
   for (;;) {
     std::unordered_set<uint64_t> on_level;
     std::vector<uint64_t> named;
+    std::unordered_map<uint64_t, std::pair<bool, Key>> expect_below;
     uint64_t first_child = 0;
     for (uint64_t raw = first; raw != 0;) {
       if (nodes->size() > limit || !on_level.insert(raw).second)
         return Status::Corruption(t + ": a sibling chain loops");
       PMINDEX_RETURN_IF_ERROR(view(raw, level, &v));
       if (raw == root && v.has_low) return Status::Corruption(t + ": the root has a low key");
+      if (separators) {
+        auto it = expect.find(raw);
+        if (it != expect.end() && (it->second.first != v.has_low || (v.has_low && it->second.second != v.low)))
+          return Status::Corruption(NodeWhere(tree, raw) + ": low key differs from its separator");
+      }
       nodes->push_back(raw);
       if (level == 0) {
         for (const Rec& r : v.recs) content->Add(r.key, r.val);
@@ -266,6 +278,10 @@ Status ValidateLevels(std::string_view tree, uint64_t root, uint32_t root_level,
         if (raw == first) first_child = v.leftmost;
         named.push_back(v.leftmost);
         for (const Rec& r : v.recs) named.push_back(r.val);
+        if (separators) {
+          expect_below[v.leftmost] = {v.has_low, v.low};
+          for (const Rec& r : v.recs) expect_below[r.val] = {true, r.key};
+        }
       }
       raw = v.sibling;
     }
@@ -274,6 +290,7 @@ Status ValidateLevels(std::string_view tree, uint64_t root, uint32_t root_level,
         if (!on_level.count(c)) return Status::Corruption(NodeWhere(tree, c) + " is a child not on its level's chain");
     if (level == 0) return Status::OK();
     named_above = std::move(named);
+    expect = std::move(expect_below);
     have_above = true;
     first = first_child;
     --level;

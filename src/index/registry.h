@@ -78,6 +78,15 @@ struct IndexInfo {
   // sizes their pages often hold nothing else (a kill -9 of `pmpool load`
   // left 3).
   uint32_t verify_after_crash = 0;
+  // Read visibility (docs/crash-testing.md "Read visibility"): true iff no
+  // reader (lookup, scan) can return a write before the write is durable,
+  // so that a value a reader saw is never lost by a crash. False where a
+  // writer makes a change visible before its write-back ends (lbtree's
+  // commit store clears the leaf's lock bit, FAST&FAIR's readers read the
+  // stores in place); the writer still returns only once it is durable.
+  // The crash simulator fails an image that loses a value a reader saw
+  // when this is true, and counts it when false.
+  bool reads_see_only_durable = false;
   // Simulated NUMA nodes the shared scenarios give this index's pools
   // (alloc::Topology::Simulated; 0: the machine's topology), for indexes
   // whose code paths differ with more than one node (nobtree).

@@ -36,7 +36,7 @@
 //
 // Usage: pool_fuzz [--budget N] [--seed S] [--index KIND] [--keys N]
 //                  [--class NAME] [--kv-kinds LIST] [--kv-only]
-//                  [--timeout SEC] [--verbose] [--strict]
+//                  [--timeout SEC] [--verbose] [--strict] [--no-salvage]
 //   --budget   mutants per (index, base, class); default 2 (CI budget)
 //   --strict   every failure fails the run, known or not
 // Exit status: 0 pass, 1 failures, 2 usage error.
@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "index/index.h"
+#include "index/salvage.h"
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
@@ -644,6 +645,55 @@ std::string CompareFiles(const std::string& dir, const std::string& path, const 
 // ------------------------------------------------------------ the oracle
 enum class Outcome { kRefused, kIntact, kFailed };
 
+// `pmpool salvage`'s reading half (ReadForSalvage) on the mutant as
+// written, before the oracle's open: it must return or refuse with a
+// message (a crash or a hang is the child's, and reported as salvage's when
+// no line came first), and what it cannot copy of `keys` (an index pool's
+// keys; empty for a KvStore pool, which salvage refuses) it must report
+// (SalvageRead::ReportsLoss). Writes one line "S ok|refused|silent|F ..."
+// to fd and returns. It writes no file by construction (read-only maps of
+// the files, a copy in memory); the oracle's own refusal compares the files.
+bool g_no_salvage = false;  // --no-salvage: skip the stage (to measure its cost)
+
+void SalvageStage(const std::string& path, const std::vector<KV>& keys, int fd) {
+  if (g_no_salvage) return;
+  auto line = [fd](const std::string& s) {
+    std::string l = "S " + s + "\n";
+    ssize_t n = write(fd, l.data(), l.size());
+    (void)n;
+  };
+  auto r = ReadForSalvage(path);
+  if (!r.ok()) {
+    line(r.status().message().empty() ? "F salvage refused with an empty message" : "refused");
+    return;
+  }
+  const SalvageRead& sr = r.value();
+  if (keys.empty()) {
+    line("ok");
+    return;
+  }
+  std::vector<KV> want = keys;
+  std::sort(want.begin(), want.end(), [](const KV& x, const KV& y) { return x.key < y.key; });
+  size_t missing = 0, wrong = 0, j = 0;
+  for (const KV& kv : want) {  // both ascending
+    while (j < sr.entries.size() && sr.entries[j].key < kv.key) ++j;
+    if (j == sr.entries.size() || sr.entries[j].key != kv.key) {
+      ++missing;
+    } else if (sr.entries[j].value != kv.value) {
+      ++wrong;
+    }
+  }
+  if (missing == 0 && wrong == 0) {
+    line("ok");
+  } else if (sr.ReportsLoss()) {
+    line("ok");  // it says that entries may be missing or changed
+  } else {
+    line("silent copied " + std::to_string(sr.entries.size()) + " entries, " +
+         std::to_string(missing) + " of " + std::to_string(keys.size()) + " keys missing, " +
+         std::to_string(wrong) + " wrong values, and reported nothing");
+  }
+}
+
 // Runs in the child: writes one line "R msg" / "O" / "F msg" to fd.
 [[noreturn]] void Child(const std::string& path, const std::vector<KV>& keys, int fd) {
   auto report = [fd](const std::string& s) {
@@ -652,6 +702,7 @@ enum class Outcome { kRefused, kIntact, kFailed };
     (void)n;
     _exit(0);
   };
+  SalvageStage(path, keys, fd);
   auto pool = Pool::Open(path);
   if (!pool.ok()) {
     if (pool.status().message().empty()) report("F Pool::Open refused with an empty message");
@@ -693,6 +744,9 @@ enum class Outcome { kRefused, kIntact, kFailed };
 struct Result1 {
   Outcome outcome;
   std::string detail;
+  // The salvage stage: "" ok or refused with a message, "silent ..." a
+  // shortfall it did not report, "F ..." a failure (the run fails).
+  std::string salvage = {};
 };
 
 // The child's oracle: writes its one line to fd and exits (Child's, or the
@@ -753,18 +807,54 @@ Result1 RunMutant(const std::string& dir, const std::string& path, const Mutant&
     if (e.size() > 1500) e = e.substr(0, 1500) + "...";
     return e.empty() ? std::string() : "\n    child stderr: " + e;
   };
-  if (hung) return {Outcome::kFailed, "hang (killed after " + std::to_string(cfg.timeout_s) + " s)"};
-  if (WIFSIGNALED(status))
-    return {Outcome::kFailed, "crash: signal " + std::to_string(WTERMSIG(status)) + child_err()};
+  // The salvage stage's line comes first; without it, the child died in it.
+  std::string salvage;
+  const bool salvaged = msg.size() >= 2 && msg[0] == 'S' && msg[1] == ' ';
+  if (salvaged) {
+    const size_t nl = msg.find('\n');
+    const std::string sl = msg.substr(2, nl == std::string::npos ? std::string::npos : nl - 2);
+    if (sl.rfind("F ", 0) == 0 || sl.rfind("silent", 0) == 0) salvage = sl;
+    msg = nl == std::string::npos ? "" : msg.substr(nl + 1);
+  }
+  const std::string in = salvaged ? "" : " (in pmpool salvage's ReadForSalvage)";
+  const std::string died = salvaged ? salvage : "F the child died in ReadForSalvage";
+  if (hung) {
+    return {Outcome::kFailed, "hang (killed after " + std::to_string(cfg.timeout_s) + " s)" + in,
+            died};
+  }
+  if (WIFSIGNALED(status)) {
+    return {Outcome::kFailed,
+            "crash: signal " + std::to_string(WTERMSIG(status)) + in + child_err(), died};
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || msg.empty())
     return {Outcome::kFailed,
-            "child exited with status " + std::to_string(WEXITSTATUS(status)) + child_err()};
+            "child exited with status " + std::to_string(WEXITSTATUS(status)) + in + child_err(),
+            died};
   if (!msg.empty() && msg.back() == '\n') msg.pop_back();
-  if (msg[0] == 'O') return {Outcome::kIntact, ""};
-  if (msg[0] == 'F') return {Outcome::kFailed, msg.substr(2)};
+  if (msg[0] == 'O') return {Outcome::kIntact, "", salvage};
+  if (msg[0] == 'F') return {Outcome::kFailed, msg.substr(2), salvage};
   std::string diff = CompareFiles(dir, path, m.fs);
-  if (!diff.empty()) return {Outcome::kFailed, "refused (" + msg.substr(2) + ") but " + diff};
-  return {Outcome::kRefused, msg.substr(2)};
+  if (!diff.empty()) {
+    return {Outcome::kFailed, "refused (" + msg.substr(2) + ") but " + diff, salvage};
+  }
+  return {Outcome::kRefused, msg.substr(2), salvage};
+}
+
+// The salvage stage's tallies over the whole run.
+struct SalvageTally {
+  int failed = 0, silent = 0;
+};
+SalvageTally g_salvage;
+
+void NoteSalvage(const std::string& label, const Result1& res) {
+  if (res.salvage.empty()) return;
+  if (res.salvage[0] == 'F') {
+    ++g_salvage.failed;
+    std::printf("SALVAGE FAILED %s: %s\n", label.c_str(), res.salvage.c_str() + 2);
+  } else {
+    ++g_salvage.silent;
+    std::printf("salvage %s: %s\n", label.c_str(), res.salvage.c_str());
+  }
 }
 
 // ------------------------------------------------------------------ main
@@ -776,6 +866,7 @@ struct Cell {
 const char* const kHelp =
     "usage: pool_fuzz [--budget N] [--seed S] [--index KIND] [--class NAME] [--keys N]\n"
     "                 [--kv-kinds LIST] [--kv-only] [--timeout SEC] [--verbose] [--strict]\n"
+    "                 [--no-salvage]\n"
     "Damages pools of every persistent index kind (clean, crashed and grown bases) with\n"
     "every mutation class and opens each mutant in a child process: it must be refused\n"
     "with its files unchanged, or open intact (verify passes, every key has its value).\n"
@@ -792,6 +883,7 @@ const char* const kHelp =
     "  --timeout SEC  a child running longer is a hang, a failure (default 60)\n"
     "  --verbose      print every mutant and its outcome\n"
     "  --strict       every failure fails the run, known or not\n"
+    "  --no-salvage   skip pmpool salvage's ReadForSalvage before each open\n"
     "Known failures, for every kind: a damaged key or value of the crashed base (a pool\n"
     "that crashed has no content record).\n"
     "Exit status: 0 pass; 1 a failure that is not a known one; 2 usage.\n";
@@ -800,7 +892,7 @@ int Usage(const char* msg) {
   std::fprintf(stderr,
                "pool_fuzz: %s\nusage: pool_fuzz [--budget N] [--seed S] [--index KIND] "
                "[--class NAME] [--keys N] [--kv-kinds LIST] [--kv-only] [--timeout SEC] "
-               "[--verbose] [--strict]\n",
+               "[--verbose] [--strict] [--no-salvage]\n",
                msg);
   return 2;
 }
@@ -924,6 +1016,7 @@ constexpr const char* kValuesDamaged = "values damaged, every key present";
     (void)n;
     _exit(0);
   };
+  SalvageStage(path, {}, fd);
   auto kv = KvStore::Open(path);
   if (!kv.ok()) {
     if (kv.status().message().empty()) report("F KvStore::Open refused with an empty message");
@@ -985,6 +1078,7 @@ KvTotals RunKvBlock(const Config& cfg, const std::vector<std::string>& kv_kinds,
           if (mc.fn == MNone && n > 0) break;  // one control per base
           ++t.mutants;
           Result1 res = RunMutant(dir, path, m, {}, cfg, child);
+          NoteSalvage("kv/" + kind + "/" + b.name + "/" + mc.name + " #" + std::to_string(n), res);
           if (mc.fn == MNone && res.outcome == Outcome::kRefused)
             res = {Outcome::kFailed, "an undamaged store was refused: " + res.detail};
           Cell& c = cells[{kind, mc.name}];
@@ -1070,6 +1164,8 @@ int Main(int argc, char** argv) {
         cfg.verbose = true;
       } else if (a == "--strict") {
         cfg.strict = true;
+      } else if (a == "--no-salvage") {
+        g_no_salvage = true;
       } else if (a == "--help" || a == "-h") {
         std::printf("%s", kHelp);
         return 0;
@@ -1122,6 +1218,9 @@ int Main(int argc, char** argv) {
           if (mc.fn == MNone && n > 0) break;  // one control per base
           ++mutants;
           Result1 res = RunMutant(dir, path, m, b.keys, cfg);
+          NoteSalvage(kind + "/" + b.name + "/" + mc.name + " #" + std::to_string(n) + " (" +
+                          m.desc + ")",
+                      res);
           if (mc.fn == MNone && res.outcome == Outcome::kRefused) {
             res = {Outcome::kFailed, "an undamaged pool was refused: " + res.detail};
           }
@@ -1203,8 +1302,13 @@ int Main(int argc, char** argv) {
       "\ncells: refused/opened-intact/FAILED; k = known failure (kKnownFailures), ! = unexpected\n"
       "%d mutants, %d failed, %.1f s\n",
       mutants, total_failed, secs);
-  if (unexpected != 0) {
-    std::printf("pool_fuzz: FAIL (%d failing cells outside the known failures)\n", unexpected);
+  std::printf("salvage (ReadForSalvage on every mutant before its open): %d crashed, hung or "
+              "refused without a message; %d copied less than the base held without saying so\n",
+              g_salvage.failed, g_salvage.silent);
+  if (unexpected != 0 || g_salvage.failed != 0) {
+    std::printf("pool_fuzz: FAIL (%d failing cells outside the known failures, %d salvage "
+                "failures)\n",
+                unexpected, g_salvage.failed);
     return 1;
   }
   std::printf("pool_fuzz: ok\n");

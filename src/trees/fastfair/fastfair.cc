@@ -720,7 +720,8 @@ Status FastFair::Validate(uint64_t root, std::vector<uint64_t>* nodes, common::C
   if (!rd.ok()) return rd.status();
   return sorted_node::ValidateLevels("fastfair", root, rd.value()->level, kMaxHeight,
                                      env_.pool->size() / lay_.bytes + 1,  // more nodes than fit = a cycle
-                                     nodes, content, [this](uint64_t raw, uint32_t level, NodeView* v) {
+                                     nodes, content, env_.pool->was_clean() && !env_.salvage,
+                                     [this](uint64_t raw, uint32_t level, NodeView* v) {
                                        return ViewNode(raw, level, v);
                                      });
 }

@@ -658,6 +658,9 @@ PMINDEX_REGISTER_INDEX(lcbtree, {
       return LcbTree::Open(env, n.value());
     },
     .marks_in_use = true,
+    // Every write holds the tree's lock, which readers share, until it
+    // returns, past its last fence: a reader sees only durable writes.
+    .reads_see_only_durable = true,
 });
 }  // namespace
 

@@ -1,6 +1,7 @@
 """The Python side of the binding's overhead figure (docs/RESULTS.md): the
 operations of overhead.cc on the same keys, from Python, and a dict as the
-volatile reference. Prints "<phase> <ns per op>" lines.
+volatile reference. Prints "<phase> <CPU ns per op> <wall ns per op>"
+lines; the CPU time is this thread's, as overhead.cc measures it.
 
     python overhead.py [N] [KIND]     (default 1000000 lbtree)
 """
@@ -22,9 +23,10 @@ def splitmix64(i):
 
 
 def phase(name, n, fn):
-    t0 = time.perf_counter_ns()
+    c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
     fn()
-    print(f"{name} {(time.perf_counter_ns() - t0) / n:.1f}", flush=True)
+    c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
+    print(f"{name} {(c1 - c0) / n:.1f} {(t1 - t0) / n:.1f}", flush=True)
 
 
 def main():

@@ -979,7 +979,8 @@ NB_MODULE(_pmindex, m) {
       .def("bulk_load", &PyDb::BulkLoadPairs, "pairs"_a, "fill"_a = 1.0,
            "Loads an (n, 2) uint64 array of strictly ascending (key, value) rows, without a "
            "copy, into an empty index.")
-      .def("verify", &PyDb::Verify, "Checks every invariant: Corruption names the first one broken.")
+      .def("verify", &PyDb::Verify,
+           "Checks every invariant: Corruption names the first one broken.")
       .def("stats", &PyDb::Stats, "Shape and size of the index (walks it).")
       .def("sync", &PyDb::Sync, "On a non-DAX pool, makes every completed write durable (msync).")
       .def("close", &PyDb::Close,

@@ -269,3 +269,36 @@ def test_out_of_space(pool):
     db.remove(0)
     db.verify()
     db.close()
+
+
+def test_close_while_other_threads_call(pool):
+    # close() waits for the calls running in other threads (the GIL is
+    # released during them); every later call raises, none crashes.
+    db = pmindex.Db.create(pool, "lbtree")
+    for k in range(1000):
+        db.insert(k, k)
+    started = threading.Barrier(4)
+    outcomes = []
+
+    def caller(t):
+        started.wait()
+        try:
+            i = 0
+            while True:
+                assert db.get(i % 1000) == i % 1000
+                db.upsert(10_000 + t * 1_000_000 + i, i)
+                i += 1
+        except pmindex.InvalidArgument as e:
+            outcomes.append(str(e))
+
+    threads = [threading.Thread(target=caller, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    started.wait()
+    db.close()
+    for t in threads:
+        t.join()
+    assert outcomes == ["the Db is closed"] * 3
+    with pmindex.Db.open(pool) as again:
+        again.verify()
+        assert again.get(999) == 999

@@ -13,6 +13,8 @@
 #      and the shared scenarios over the first test config of each index
 #      only (PMINDEX_SCENARIO_CONFIGS=first; release and TSan run them
 #      all), to keep the whole run within 30 minutes on 2 cores;
+#   2a. the Python package: `pip install .` (pyproject.toml) into a fresh
+#      virtual environment and its pytest suite (scripts/test-python.sh);
 #   3. TSan build: every unit and scenario test (not a name filter, so no
 #      threaded test is missed), except suites that run one thread and
 #      start none, to keep the whole run within 30 minutes (release and
@@ -53,6 +55,11 @@ configure build/release Release
 ninja -C build/release -j "$jobs"
 step "release tests"
 (cd build/release && ctest -j "$jobs" --output-on-failure)
+
+step "Python package and its tests"
+# pip install . into a fresh virtual environment, then pytest python/tests
+# (about 150 CPU-seconds, most of it compiling the library position-independent).
+scripts/test-python.sh build/python
 
 step "ASan+UBSan build"
 configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_OPS=20 -DPMCRASH_CTEST_MUTATE=OFF \

@@ -184,5 +184,6 @@ void RegisterConnectionCommands(CommandTable& table);  // resp_connection_comman
 void RegisterServerCommands(CommandTable& table);      // resp_server_commands.cc
 void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
 void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
+void RegisterHashCommands(CommandTable& table);         // resp_hash_commands.cc
 
 }  // namespace pmindex::server

@@ -48,6 +48,7 @@ const CommandTable& RespCommands() {
     RegisterServerCommands(t);
     RegisterTransactionCommands(t);
     RegisterMultiKeyCommands(t);
+    RegisterHashCommands(t);
     return t;
   }();
   return table;

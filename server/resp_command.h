@@ -185,5 +185,7 @@ void RegisterServerCommands(CommandTable& table);      // resp_server_commands.c
 void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
 void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
 void RegisterHashCommands(CommandTable& table);         // resp_hash_commands.cc
+void RegisterSetCommands(CommandTable& table);          // resp_set_commands.cc
+void RegisterZsetCommands(CommandTable& table);         // resp_zset_commands.cc
 
 }  // namespace pmindex::server

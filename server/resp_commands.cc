@@ -49,6 +49,8 @@ const CommandTable& RespCommands() {
     RegisterTransactionCommands(t);
     RegisterMultiKeyCommands(t);
     RegisterHashCommands(t);
+    RegisterSetCommands(t);
+    RegisterZsetCommands(t);
     return t;
   }();
   return table;

@@ -462,7 +462,9 @@ void Zadd(CommandCall& c) {
     return c.reply.Error("ERR GT, LT, and/or NX options at the same time are not compatible");
   }
   const size_t n = pairs_args / 2;
-  if (incr && n > 1) return c.reply.Error("ERR INCR option supports a single increment-element pair");
+  if (incr && n > 1) {
+    return c.reply.Error("ERR INCR option supports a single increment-element pair");
+  }
   std::vector<double> scores(n);
   for (size_t j = 0; j < n; ++j) {
     if (!ParseScore(c.args[i + 2 * j], &scores[j])) return c.reply.Error(kNotFloat);
@@ -1172,8 +1174,8 @@ void SetOpCommand(CommandCall& c, SetOp op, bool store, bool card) {
     std::vector<ScoredMember> sorted;
     sorted.reserve(result.size());
     for (auto& [m, s] : result) sorted.push_back({m, Normalize(s)});
-    std::stable_sort(sorted.begin(), sorted.end(),
-                     [](const ScoredMember& a, const ScoredMember& b) { return a.score < b.score; });
+    auto by_score = [](const ScoredMember& a, const ScoredMember& b) { return a.score < b.score; };
+    std::stable_sort(sorted.begin(), sorted.end(), by_score);
     if (store) {
       PMINDEX_RETURN_IF_ERROR(StoreZset(scope, db, c.args[1], sorted));
       reply.Integer(static_cast<int64_t>(sorted.size()));

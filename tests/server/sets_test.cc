@@ -42,7 +42,9 @@ std::string Join(std::string_view prefix, uint64_t n) {
 std::string Cmd(const std::vector<std::string>& args) {
   std::string s = Join("*", args.size());
   s.append("\r\n");
-  for (const std::string& a : args) s.append(Join("$", a.size())).append("\r\n").append(a).append("\r\n");
+  for (const std::string& a : args) {
+    s.append(Join("$", a.size())).append("\r\n").append(a).append("\r\n");
+  }
   return s;
 }
 
@@ -188,7 +190,8 @@ void ZsetAgainstModel(Server& s, uint64_t seed, int steps) {
     const std::string key = keys[rng() % keys.size()];
     ZModel& z = model[key];
     const int op = static_cast<int>(rng() % 12);
-    SCOPED_TRACE(Join("step ", static_cast<uint64_t>(step)).append(Join(" op ", static_cast<uint64_t>(op))));
+    SCOPED_TRACE(Join("step ", static_cast<uint64_t>(step))
+                     .append(Join(" op ", static_cast<uint64_t>(op))));
     switch (op) {
       case 0:
       case 1: {  // ZADD with options
@@ -392,7 +395,8 @@ void SetAgainstModel(Server& s, uint64_t seed, int steps) {
     const std::string key = keys[rng() % keys.size()];
     SModel& m = model[key];
     const int op = static_cast<int>(rng() % 8);
-    SCOPED_TRACE(Join("step ", static_cast<uint64_t>(step)).append(Join(" op ", static_cast<uint64_t>(op))));
+    SCOPED_TRACE(Join("step ", static_cast<uint64_t>(step))
+                     .append(Join(" op ", static_cast<uint64_t>(op))));
     switch (op) {
       case 0:
       case 1: {  // SADD
@@ -514,7 +518,8 @@ TEST(SortedSets, ScoreOrderEdgeCases) {
             (std::vector<std::string>{"x", "w", "a", "b", "c"}));
   EXPECT_EQ(s.Run({"ZREVRANGEBYSCORE", "z", "+inf", "-inf", "LIMIT", "1", "3"}).Strings(),
             (std::vector<std::string>{"c", "b", "a"}));
-  EXPECT_EQ(s.Run({"ZRANGEBYLEX", "z", "[a", "(c"}).Strings(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(s.Run({"ZRANGEBYLEX", "z", "[a", "(c"}).Strings(),
+            (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(s.Int({"ZLEXCOUNT", "z", "-", "+"}), 7);
   EXPECT_EQ(s.Run({"ZSCORE", "z", "z"}).str, "inf");
   EXPECT_EQ(s.Run({"ZSCORE", "z", "y"}).str, "-inf");
@@ -556,8 +561,9 @@ TEST(SortedSets, ZaddOptionsAndErrors) {
   EXPECT_EQ(s.Int({"ZADD", "z", "GT", "CH", "3", "a", "1", "b"}), 1);
   EXPECT_EQ(s.Run({"ZRANGE", "z", "0", "-1", "WITHSCORES"}).Strings(),
             (std::vector<std::string>{"b", "1", "a", "4"}));
-  EXPECT_EQ(s.Run({"ZRANGE", "z", "0", "1", "LIMIT", "0", "1"}).str,
-            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
+  EXPECT_EQ(
+      s.Run({"ZRANGE", "z", "0", "1", "LIMIT", "0", "1"}).str,
+      "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
   EXPECT_EQ(s.Run({"ZPOPMIN", "z", "-1"}).str, "ERR value is out of range, must be positive");
 }
 

@@ -33,6 +33,10 @@ namespace {
 using namespace cmd_flag;
 
 constexpr char kMember = sub_space::kSetMember;
+// Members read per Range call when a command walks a set: kFirstBatch
+// first (SPOP and SRANDMEMBER often stop early), then four times more
+// each call, up to kBatch.
+constexpr size_t kFirstBatch = 16;
 constexpr size_t kBatch = 256;
 constexpr std::string_view kNotPositive = "ERR value is out of range, must be positive";
 
@@ -56,12 +60,12 @@ Result<std::optional<Collection>> FindSet(TxnScope& scope, int db, std::string_v
 template <class F>
 void ForEachMember(Collection& c, const F& fn, std::string from = {}) {
   std::vector<std::pair<std::string, std::string>> batch;
-  for (;;) {
+  for (size_t want = kFirstBatch;; want = std::min(kBatch, want * 4)) {
     batch.clear();
-    const size_t n = c.Range(kMember, from, std::nullopt, kBatch, &batch);
+    const size_t n = c.Range(kMember, from, std::nullopt, want, &batch);
     for (const auto& kv : batch)
       if (!fn(kv.first)) return;
-    if (n < kBatch) return;
+    if (n < want) return;
     from = batch.back().first;
     from.push_back('\0');
   }

@@ -51,7 +51,9 @@ constexpr char kByScore = sub_space::kZsetByScore;
 constexpr char kSetMember = sub_space::kSetMember;
 constexpr size_t kScoreBytes = 8;
 // Elements read from the store per Range call when a command walks a
-// collection.
+// collection: the first call reads kFirstBatch (a LIMIT 0 10 range reads
+// no more than it needs), each next one four times more, up to kBatch.
+constexpr size_t kFirstBatch = 16;
 constexpr size_t kBatch = 256;
 
 constexpr std::string_view kNotFloat = "ERR value is not a valid float";
@@ -325,12 +327,12 @@ class Zset {
     if (r.empty()) return;
     std::string from = r.from;
     std::vector<std::pair<std::string, std::string>> batch;
-    for (;;) {
+    for (size_t want = kFirstBatch;; want = std::min(kBatch, want * 4)) {
       batch.clear();
-      const size_t n = c_.Range(sub, from, r.to, kBatch, &batch);
+      const size_t n = c_.Range(sub, from, r.to, want, &batch);
       for (const auto& [k, v] : batch)
         if (!fn(k, v)) return;
-      if (n < kBatch) return;
+      if (n < want) return;
       from = batch.back().first;
       from.push_back('\0');
     }

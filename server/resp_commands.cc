@@ -49,6 +49,7 @@ const CommandTable& RespCommands() {
     RegisterTransactionCommands(t);
     RegisterMultiKeyCommands(t);
     RegisterHashCommands(t);
+    RegisterListCommands(t);
     return t;
   }();
   return table;

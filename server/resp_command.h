@@ -192,5 +192,8 @@ void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
 void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
 void RegisterListCommands(CommandTable& table);         // resp_list_commands.cc
 void RegisterHashCommands(CommandTable& table);         // resp_hash_commands.cc
+void RegisterSetCommands(CommandTable& table);          // resp_set_commands.cc
+void RegisterZsetCommands(CommandTable& table);         // resp_zset_commands.cc
+void RegisterZsetBlockingCommands(CommandTable& table);  // resp_zset_blocking.cc
 
 }  // namespace pmindex::server

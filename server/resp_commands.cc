@@ -49,7 +49,10 @@ const CommandTable& RespCommands() {
     RegisterTransactionCommands(t);
     RegisterMultiKeyCommands(t);
     RegisterHashCommands(t);
+    RegisterSetCommands(t);
+    RegisterZsetCommands(t);
     RegisterListCommands(t);
+    RegisterZsetBlockingCommands(t);
     return t;
   }();
   return table;

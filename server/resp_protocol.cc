@@ -62,6 +62,22 @@ bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
+// Appends the keys a write command names (its key positions; not a
+// blocking command's) to *out as (db, key): the clients parked on them
+// are served once it committed. `arg(i)` is argument i of `argc`.
+template <class Arg>
+void NoteWrittenKeys(const Command& command, size_t argc, Arg&& arg, int db,
+                     std::vector<std::pair<int, std::string>>* out) {
+  if (!(command.flags & cmd_flag::kWrite) || (command.flags & cmd_flag::kBlocking) ||
+      command.first_key <= 0) {
+    return;
+  }
+  const auto n = static_cast<int64_t>(argc);
+  const int64_t last = command.last_key < 0 ? n + command.last_key : command.last_key;
+  for (int64_t i = command.first_key; i <= last && i < n; i += std::max(command.key_step, 1))
+    out->emplace_back(db, std::string(arg(static_cast<size_t>(i))));
+}
+
 }  // namespace
 
 bool SplitInline(std::string_view line, std::vector<std::string>* args) {
@@ -461,6 +477,24 @@ void RespProtocol::Run(std::string* out) {
   client_.last_command.store(command, std::memory_order_relaxed);
   client_.last_steady_ms.store(start_us / 1000, std::memory_order_relaxed);
   const size_t reply_start = out->size();
+  if (shared_.blocking().any()) {
+    // Clients are parked: the keys this command (or the EXEC's queue)
+    // writes are tried for them after it (ServeReadyKeys), which covers
+    // every way a key gets elements (a push, ZADD, RENAME or COPY onto it,
+    // a STORE). Read before the handler: EXEC takes its queue away.
+    const int db = client_.db.load(std::memory_order_relaxed);
+    if (command->name == "exec" && client_.tx != nullptr && client_.tx->in_multi) {
+      int queued_db = db;
+      for (const RespTransaction::Queued& q : client_.tx->queue) {
+        if (q.command->name == "select" && q.args.size() == 2) ParseNumber(q.args[1], &queued_db);
+        NoteWrittenKeys(*q.command, q.args.size(), [&q](size_t i) { return q.args[i]; },
+                        queued_db, &client_.ready_keys);
+      }
+    } else {
+      NoteWrittenKeys(*command, args_.size(), [this](size_t i) { return args_[i]; }, db,
+                      &client_.ready_keys);
+    }
+  }
   command->handler(call);
   counters.Called(static_cast<uint64_t>(SteadyUs() - start_us),
                   out->size() > reply_start && (*out)[reply_start] == '-');

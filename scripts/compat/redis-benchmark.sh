@@ -16,6 +16,9 @@
 #   --data-dir DIR     where pmserver's pool and Redis's AOF live (default
 #                      /dev/shm: tmpfs, so that neither pays a device)
 #   --pmserver-args "ARGS"  more pmserver options (default "--threads 2")
+#   --list-scale N     then, on both servers, list_scale.py: LPUSH/LPOP on
+#                      a list of N elements against one of 10, time per
+#                      operation and the ratio (default 0: not run)
 #
 # Each -P value runs redis-benchmark once against each server (the same
 # binary, the same options, no -t: its default list of tests), the servers
@@ -38,6 +41,7 @@ requests=100000
 clients=50
 data_dir=/dev/shm
 pmserver_args="--threads 2"
+list_scale=0
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift ;;
@@ -47,6 +51,7 @@ while [ $# -gt 0 ]; do
     --clients) clients=$2; shift ;;
     --data-dir) data_dir=$2; shift ;;
     --pmserver-args) pmserver_args=$2; shift ;;
+    --list-scale) list_scale=$2; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
@@ -141,4 +146,13 @@ for t in order:
     print(f"{t:<42} {rs} {ps} {ratio}")
 EOF
 done
+if [ "$list_scale" -gt 0 ]; then
+  for server in redis pmserver; do
+    port=$redis_port
+    [ $server = pmserver ] && port=$pm_port
+    echo "list scale, $server:" | tee -a "$out/summary.txt"
+    timeout 1800 python3 "$compat_dir/list_scale.py" --port "$port" --big "$list_scale" |
+      tee -a "$out/summary.txt" || status=1
+  done
+fi
 exit $status

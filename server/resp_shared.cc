@@ -1,7 +1,9 @@
 #include "server/resp_shared.h"
 
 #include <chrono>
+#include <memory>
 
+#include "server/numbers.h"
 #include "server/resp_command.h"
 
 namespace pmindex::server {
@@ -165,6 +167,29 @@ void RespShared::AddConfig() {
   fixed("maxmemory-policy", "noeviction");
   fixed("timeout", "0");
   fixed("cluster-enabled", "no");
+  // Thresholds of Redis's compact list encodings (listpack, quicklist
+  // compression): pmserver stores every list the same way (collections.h),
+  // so a value is accepted (an integer), kept for CONFIG GET, and changes
+  // nothing. Test suites and tuned deployments set them.
+  auto encoding_knob = [this](std::vector<std::string> names, std::string initial) {
+    auto value = std::make_shared<std::string>(std::move(initial));
+    for (std::string& name : names) {
+      config_[std::move(name)] = {[this, value] {
+                                    std::lock_guard<std::mutex> lock(mu_);
+                                    return *value;
+                                  },
+                                  [this, value](std::string_view v) {
+                                    int64_t n = 0;
+                                    if (!ParseNumber(v, &n))
+                                      return std::string("argument must be an integer");
+                                    std::lock_guard<std::mutex> lock(mu_);
+                                    *value = std::string(v);
+                                    return std::string();
+                                  }};
+    }
+  };
+  encoding_knob({"list-max-listpack-size", "list-max-ziplist-size"}, "-2");
+  encoding_knob({"list-compress-depth"}, "0");
 }
 
 }  // namespace pmindex::server

@@ -51,6 +51,8 @@ const CommandTable& RespCommands() {
     RegisterHashCommands(t);
     RegisterSetCommands(t);
     RegisterZsetCommands(t);
+    RegisterListCommands(t);
+    RegisterZsetBlockingCommands(t);
     return t;
   }();
   return table;

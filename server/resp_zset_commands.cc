@@ -36,6 +36,7 @@
 #include "server/collections.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
+#include "server/resp_list.h"
 #include "server/resp_protocol.h"
 #include "server/resp_transaction.h"
 #include "server/zset.h"
@@ -924,52 +925,107 @@ void Zpop(CommandCall& c) {
   });
 }
 
-// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
-void Zmpop(CommandCall& c) {
+// Parses ZMPOP's arguments from args[at] on: numkeys key... MIN|MAX
+// [COUNT count]; false after replying the error.
+bool ParseZmpop(CommandCall& c, size_t at, std::vector<std::string>* keys, bool* max,
+                int64_t* count) {
   int64_t numkeys = 0;
-  if (!ParseNumber(c.args[1], &numkeys) || numkeys <= 0)
-    return c.reply.Error("ERR numkeys should be greater than 0");
-  if (static_cast<uint64_t>(numkeys) > c.argc() - 3) return c.reply.Error(kSyntax);
-  const size_t where = 2 + static_cast<size_t>(numkeys);
-  bool max = false;
-  if (EqualsIgnoreCase(c.args[where], "max")) {
-    max = true;
-  } else if (!EqualsIgnoreCase(c.args[where], "min")) {
-    return c.reply.Error(kSyntax);
+  if (!ParseNumber(c.args[at], &numkeys) || numkeys <= 0) {
+    c.reply.Error("ERR numkeys should be greater than 0");
+    return false;
   }
-  int64_t count = 1;
+  if (static_cast<uint64_t>(numkeys) > c.argc() - at - 2) {
+    c.reply.Error(kSyntax);
+    return false;
+  }
+  const size_t where = at + 1 + static_cast<size_t>(numkeys);
+  keys->assign(c.args.begin() + static_cast<long>(at) + 1,
+               c.args.begin() + static_cast<long>(where));
+  *max = EqualsIgnoreCase(c.args[where], "max");
+  if (!*max && !EqualsIgnoreCase(c.args[where], "min")) {
+    c.reply.Error(kSyntax);
+    return false;
+  }
+  *count = 1;
   bool has_count = false;
   for (size_t j = where + 1; j < c.argc(); ++j) {
     if (!has_count && EqualsIgnoreCase(c.args[j], "count") && j + 1 < c.argc()) {
-      if (!ParseNumber(c.args[j + 1], &count) || count <= 0)
-        return c.reply.Error("ERR count should be greater than 0");
+      if (!ParseNumber(c.args[j + 1], count) || *count <= 0) {
+        c.reply.Error("ERR count should be greater than 0");
+        return false;
+      }
       has_count = true;
       ++j;
     } else {
-      return c.reply.Error(kSyntax);
+      c.reply.Error(kSyntax);
+      return false;
     }
   }
+  return true;
+}
+
+// Pops up to `count` members from the first non-empty sorted set of
+// `keys` and replies [key, [[member, score], ...]] (both protocols);
+// nothing is replied and *served stays false if every key is empty.
+// `skip_wrong`: a key of another type is passed over (a parked client is
+// served from sorted sets only) instead of answering WRONGTYPE.
+Status ZmpopServe(TxnScope& scope, RespReply& reply, int db, const std::vector<std::string>& keys,
+                  bool max, int64_t count, bool skip_wrong, bool* served) {
+  for (const std::string& key : keys) {
+    Result<std::vector<ScoredMember>> r =
+        PopZset(scope, db, key, max, static_cast<uint64_t>(count));
+    if (!r.ok()) {
+      if (skip_wrong && IsWrongType(r.status())) continue;
+      return r.status();
+    }
+    if (r->empty()) continue;
+    reply.Array(2);
+    reply.Bulk(key);
+    reply.Array(r->size());
+    for (const ScoredMember& m : *r) {
+      reply.Array(2);
+      reply.Bulk(m.member);
+      reply.Double(m.score);
+    }
+    *served = true;
+    return Status::OK();
+  }
+  return Status::OK();
+}
+
+// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
+void Zmpop(CommandCall& c) {
+  std::vector<std::string> keys;
+  bool max = false;
+  int64_t count = 1;
+  if (!ParseZmpop(c, 1, &keys, &max, &count)) return;
   const int db = c.client.db;
   RunInTransaction(c, [&](TxnScope& scope, RespReply& reply) -> Status {
-    for (size_t k = 2; k < where; ++k) {
-      Result<std::vector<ScoredMember>> r =
-          PopZset(scope, db, c.args[k], max, static_cast<uint64_t>(count));
-      if (!r.ok()) return r.status();
-      if (r->empty()) continue;
-      // [key, [[member, score], ...]] in both protocols.
-      reply.Array(2);
-      reply.Bulk(c.args[k]);
-      reply.Array(r->size());
-      for (const ScoredMember& m : *r) {
-        reply.Array(2);
-        reply.Bulk(m.member);
-        reply.Double(m.score);
-      }
-      return Status::OK();
-    }
-    reply.NullArray();
+    bool served = false;
+    PMINDEX_RETURN_IF_ERROR(ZmpopServe(scope, reply, db, keys, max, count, false, &served));
+    if (!served) reply.NullArray();
     return Status::OK();
   });
+}
+
+// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]: ZMPOP, or
+// blocks until a member is added to one of the keys (the lists' blocking
+// machinery, resp_list.h).
+void Bzmpop(CommandCall& c) {
+  int64_t deadline = 0;
+  if (!ParseTimeout(c, c.args[1], &deadline)) return;
+  std::vector<std::string> keys;
+  bool max = false;
+  int64_t count = 1;
+  if (!ParseZmpop(c, 2, &keys, &max, &count)) return;
+  const int db = c.client.db;
+  auto body = [db, keys, max, count](bool skip_wrong) -> ServeBody {
+    return [db, keys, max, count, skip_wrong](TxnScope& scope, RespReply& reply, bool* served,
+                                              std::vector<std::string>*) {
+      return ZmpopServe(scope, reply, db, keys, max, count, skip_wrong, served);
+    };
+  };
+  RunBlocking(c, keys, deadline, body(false), body(true), false);
 }
 
 // ---------------------------------------------------------------- random
@@ -1320,6 +1376,10 @@ void RegisterZsetCommands(CommandTable& t) {
       "Removes and returns the members with the lowest or highest scores of the first non-empty "
       "sorted set.",
       Zmpop, "RW ACCESS DELETE");
+  add("bzmpop", -5, kWrite | kBlocking | kNoScript | kMovableKeys, 0, 0,
+      "Pops members of the lowest or highest scores of the first non-empty sorted set, or blocks "
+      "until one is added.",
+      Bzmpop, "RW ACCESS DELETE");
   add("zrandmember", -2, ro, 1, 1, "Returns random members of a sorted set.", Zrandmember,
       "RO ACCESS");
   add("zremrangebyscore", 4, kWrite, 1, 1,

@@ -300,6 +300,7 @@ void RunBlocking(CommandCall& c, std::vector<std::string> keys, int64_t deadline
     if (c.reply.out()->size() != before) return;  // served, or an error
   }
   auto w = std::make_shared<Waiter>();
+  w->client_id = c.client.id;
   w->db = db;
   w->keys = std::move(keys);
   w->deadline_ms = deadline_ms;

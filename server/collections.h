@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -136,6 +137,10 @@ std::string GenerationPrefix(uint32_t ns, uint16_t slot, uint64_t gen);
 std::string GarbageKey(uint32_t ns, uint64_t gen);
 // [ns][0x8000]: the garbage records of namespace ns.
 std::string GarbagePrefix(uint32_t ns);
+// A garbage record's value (the generation's element slot), and its
+// decoding (false: not a well-formed garbage record).
+std::string GarbageValue(uint16_t slot);
+bool DecodeGarbage(std::string_view key, std::string_view value, uint64_t* gen, uint16_t* slot);
 }  // namespace collection_keys
 
 // ---------------------------------------------------------------- Collection
@@ -223,6 +228,27 @@ class Collection {
 };
 
 // ---------------------------------------------------------------- keys
+
+// The live collection of any type at `key` (errors as Find; WRONGTYPE: a
+// live string).
+[[nodiscard]] Result<Collection> FindAnyCollection(TxnScope& scope, int db, std::string_view key);
+
+// What a key holds, read outside any transaction through `items`' store
+// (inside EXEC, its transaction): for the keyspace commands' read paths.
+struct KeyState {
+  KeyKind kind = KeyKind::kNone;  // kNone: absent or expired
+  int64_t expiry_ms = 0;          // 0: no expiry
+  uint64_t version = 0;           // the record's version (0: absent)
+  std::string stored;             // the record (an item or a metadata record)
+};
+[[nodiscard]] Result<KeyState> PeekKey(Items& items, std::string_view key);
+
+// Runs body(scope, db) atomically over `items`' database db: inside
+// EXEC in EXEC's transaction, else in a transaction of its own, committed
+// and run again on a conflict (like RunInTransaction, without a reply).
+// The item layer uses it when a write meets a collection (SET over a
+// hash, DEL of a set, MSET).
+[[nodiscard]] Status RunOnItems(Items& items, const std::function<Status(TxnScope&, int db)>& body);
 
 // What the live value at `key` is (kNone: absent or expired).
 [[nodiscard]] Result<KeyKind> KindOfKey(TxnScope& scope, int db, std::string_view key);

@@ -7,11 +7,16 @@
 //   [namespace: 4 bytes, big endian][slot: 2 bytes, big endian][kind: 1 byte][K]
 //
 // where the namespace is database i's current one (the table below), the
-// slot is K's Redis Cluster hash slot (key_slot.h), and kind 0 is the key's
-// item (other kinds are reserved for the records of a key's elements). So
-// a database is one range of the store, one slot of a database is one
-// range too, and a database can be flushed or walked without touching the
-// others. Namespace 0 holds the table alone, under kTableKey.
+// slot is K's Redis Cluster hash slot (key_slot.h, below 0x4000), and kind
+// 0 is the key's record (an item, or a collection's metadata). So a
+// database is one range of the store, one slot of a database is one range
+// too, and a database can be flushed or walked without touching the
+// others. The 2-byte field's values from 0x4000 on are the collections'
+// regions (collections.h): element records under 0x4000 | slot, garbage
+// records under 0x8000; the views' item ranges (Range, KeyCount,
+// ExpireStep) stop before them and never walk elements. Namespace 0 holds
+// the table under kTableKey and the generation counter under
+// kGenerationKey.
 //
 // The table of databases (one value, written whole): each database's
 // namespace, the next unused namespace, and the namespaces whose keys are
@@ -238,6 +243,10 @@ class Databases {
   static Status DecodeTable(std::string_view v, Table* t);
 
   Databases(Store& base, int count, Table table);
+  // Removes an expired collection's metadata record (a stored key) and
+  // garbage-lists its generation, in one transaction; 1 if done.
+  size_t ExpireCollection(std::string_view stored_key,
+                          const std::function<bool(std::string_view value)>& expired);
   // Writes `next` as the table and publishes it. REQUIRES: meta_mu_ held.
   Status Install(Table next);
   // Publishes `next`, already durable. REQUIRES: meta_mu_ held.

@@ -173,6 +173,12 @@ std::string Lower(std::string_view s);
 // True iff `s` equals `word` ignoring ASCII case.
 bool EqualsIgnoreCase(std::string_view s, std::string_view word);
 void ReplyStoreError(CommandCall& call, const Status& s);
+// Redis's strict long double (INCRBYFLOAT, HINCRBYFLOAT): the whole
+// string, no leading space, no overflow, not NaN.
+bool ParseLongDouble(std::string_view s, long double* v);
+// Redis's "human" text of a long double: 17 decimals, trailing zeros and
+// a trailing point dropped, "-0" as "0".
+std::string LongDoubleText(long double v);
 // True iff `key` is a key the store takes; else replies the error.
 bool CheckKey(CommandCall& call, std::string_view key);
 // True iff `data` fits one item; else replies the error.

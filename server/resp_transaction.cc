@@ -35,7 +35,7 @@ void Unwatch(RespClient& client) {
 }
 
 bool Live(const Result<StoredValue>& r, int64_t now_ms) {
-  return r.ok() && !item_codec::ExpiredAt(r->value, now_ms);
+  return r.ok() && KindOfStored(r->value, now_ms) != KeyKind::kNone;
 }
 
 }  // namespace

@@ -80,6 +80,26 @@ bool BlockingRegistry::Cancel(Waiter& w) {
   return true;
 }
 
+bool BlockingRegistry::Unblock(uint64_t client_id, bool error) {
+  std::shared_ptr<Waiter> found;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, q] : by_key_) {
+      for (const auto& w : q) {
+        if (w->client_id == client_id) found = w;
+      }
+      if (found != nullptr) break;
+    }
+    if (found == nullptr) return false;
+    found->done = true;
+    found->reply = error ? "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+                         : found->timeout_reply;
+    RemoveLocked(*found);
+  }
+  if (found->wake) found->wake();
+  return true;
+}
+
 bool BlockingRegistry::TakeReply(Waiter& w, std::string* out) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!w.done) return false;

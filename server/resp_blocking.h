@@ -50,6 +50,7 @@ namespace pmindex::server {
 // One parked client.
 struct Waiter {
   // Set before Park, constant after.
+  uint64_t client_id = 0;         // its connection's (CLIENT UNBLOCK)
   int db = 0;                     // the database its keys are in
   std::vector<std::string> keys;  // the keys it waits on, in its order
   int64_t deadline_ms = 0;        // steady clock (SteadyMs); 0: forever
@@ -85,6 +86,10 @@ class BlockingRegistry {
   // it was still parked (it is removed now); false if it was served (its
   // reply is in w->reply).
   bool Cancel(Waiter& w);
+  // CLIENT UNBLOCK: ends the park of client `client_id` at once, with its
+  // timeout reply or (`error`) Redis's UNBLOCKED error. False if that
+  // client is not parked.
+  bool Unblock(uint64_t client_id, bool error);
   // Takes a served waiter's reply: true iff w is done (*out gets it).
   bool TakeReply(Waiter& w, std::string* out);
 

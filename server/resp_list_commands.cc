@@ -226,9 +226,9 @@ bool ParseTimeout(CommandCall& c, std::string_view arg, int64_t* deadline_ms) {
     c.reply.Error("ERR timeout is negative");
     return false;
   }
-  // Beyond ~292 years is forever, as near as matters.
+  // A deadline past the steady clock's range (~73 million years).
   if (ms > static_cast<long double>(std::numeric_limits<int64_t>::max() / 4)) {
-    c.reply.Error("ERR timeout is out of range");
+    c.reply.Error("ERR timeout is not a float or out of range");
     return false;
   }
   const auto n = static_cast<int64_t>(ms);
@@ -300,6 +300,7 @@ void RunBlocking(CommandCall& c, std::vector<std::string> keys, int64_t deadline
     if (c.reply.out()->size() != before) return;  // served, or an error
   }
   auto w = std::make_shared<Waiter>();
+  w->client_id = c.client.id;
   w->db = db;
   w->keys = std::move(keys);
   w->deadline_ms = deadline_ms;

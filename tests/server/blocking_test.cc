@@ -2,8 +2,9 @@
 // (resp_blocking.h): a parked client is served by another connection's
 // push, waiters are served in order of arrival, a push inside MULTI/EXEC
 // serves after the commit, a timeout answers a null (RESP2 and RESP3), a
-// client that leaves while parked is forgotten, and what a parked client
-// pipelined runs after its answer.
+// client that leaves while parked is forgotten, what a parked client
+// pipelined runs after its answer, CLIENT UNBLOCK, BZPOPMIN, and RENAME
+// onto an awaited key.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -227,6 +228,33 @@ TEST_F(BlockingTest, PipelinedCommandsRunAfterTheParkedOne) {
   const std::string want = Pair("dst2", "z");
   EXPECT_EQ(chained.Read(want.size()), want);
   EXPECT_EQ(pusher.Call({"EXISTS", "src2", "dst2"}, 4), ":0\r\n");
+}
+
+TEST_F(BlockingTest, ClientUnblockAndSortedSetsAndRename) {
+  Conn waiter(port_), other(port_);
+  const std::string id = waiter.Call({"CLIENT", "ID"}, 3);
+  ASSERT_EQ(id.substr(0, 1), ":");
+  const std::string n = id.substr(1, id.find('\r') - 1);
+  waiter.Send(Cmd({"BLPOP", "q", "0"}));
+  ASSERT_TRUE(WaitBlocked(1));
+  EXPECT_EQ(other.Call({"CLIENT", "UNBLOCK", n, "ERROR"}, 4), ":1\r\n");
+  const std::string unblocked = "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n";
+  EXPECT_EQ(waiter.Read(unblocked.size()), unblocked);
+  EXPECT_EQ(other.Call({"CLIENT", "UNBLOCK", n}, 4), ":0\r\n");
+  // BZPOPMIN is served by a ZADD: the lowest score.
+  waiter.Send(Cmd({"BZPOPMIN", "z", "0"}));
+  ASSERT_TRUE(WaitBlocked(1));
+  EXPECT_EQ(other.Call({"ZADD", "z", "2", "b", "1", "a"}, 4), ":2\r\n");
+  const std::string want_z = Cat("*3\r\n", Bulk("z"), Bulk("a"), Bulk("1"));
+  EXPECT_EQ(waiter.Read(want_z.size()), want_z);
+  // A list renamed onto the awaited key serves it.
+  waiter.Send(Cmd({"BRPOP", "moved", "0"}));
+  ASSERT_TRUE(WaitBlocked(1));
+  EXPECT_EQ(other.Call({"RPUSH", "tmp", "x", "y"}, 4), ":2\r\n");
+  EXPECT_EQ(other.Call({"RENAME", "tmp", "moved"}, 5), "+OK\r\n");
+  const std::string want_m = Pair("moved", "y");
+  EXPECT_EQ(waiter.Read(want_m.size()), want_m);
+  ASSERT_TRUE(WaitBlocked(0));
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,9 +53,27 @@ class Protocol {
   // cannot be parsed further): send what is in *out, then close.
   bool close_requested() const { return close_; }
 
+  // Parking (RESP's blocking commands, resp_blocking.h). A request that
+  // must wait parks the connection: Consume stops after it, and consumes
+  // nothing while parked(). The protocol calls the waker (from any thread)
+  // when the parked request may have its reply; the server then calls
+  // Unpark on the connection's thread. The server keeps reading while
+  // parked, to notice a disconnect (then Abandon), and calls
+  // Unpark(out, true) at park_deadline_ms() (steady clock, 0: none).
+  virtual bool parked() const { return false; }
+  virtual int64_t park_deadline_ms() const { return 0; }
+  // Appends the parked request's reply to *out and unparks: its answer if
+  // it was served, else (timed_out) its timeout reply. Returns false (and
+  // stays parked) if it was not served and not timed_out.
+  virtual bool Unpark(std::string* /*out*/, bool /*timed_out*/) { return true; }
+  // The connection is closing while parked: the request is withdrawn.
+  virtual void Abandon() {}
+  void set_waker(std::function<void()> waker) { waker_ = std::move(waker); }
+
  protected:
   Items& items_;
   bool close_ = false;
+  std::function<void()> waker_;  // see set_waker
 };
 
 // The counters both protocols report (memcached "stats", RESP "INFO"), as

@@ -151,6 +151,12 @@ struct CommandCall {
   RespShared& shared;
   RespReply& reply;
   bool close = false;  // set: close the connection after this reply
+  // Set by a blocking command that parked (resp_blocking.h) instead of
+  // replying: the connection waits for the waiter's reply. `waker` is
+  // the connection's (Protocol::set_waker; null or empty: none, as in
+  // EXEC and in tests without a server), for Waiter::wake.
+  std::shared_ptr<Waiter> park{};
+  const std::function<void()>* waker = nullptr;
 
   size_t argc() const { return args.size(); }
 };
@@ -167,6 +173,12 @@ std::string Lower(std::string_view s);
 // True iff `s` equals `word` ignoring ASCII case.
 bool EqualsIgnoreCase(std::string_view s, std::string_view word);
 void ReplyStoreError(CommandCall& call, const Status& s);
+// Redis's strict long double (INCRBYFLOAT, HINCRBYFLOAT): the whole
+// string, no leading space, no overflow, not NaN.
+bool ParseLongDouble(std::string_view s, long double* v);
+// Redis's "human" text of a long double: 17 decimals, trailing zeros and
+// a trailing point dropped, "-0" as "0".
+std::string LongDoubleText(long double v);
 // True iff `key` is a key the store takes; else replies the error.
 bool CheckKey(CommandCall& call, std::string_view key);
 // True iff `data` fits one item; else replies the error.
@@ -184,5 +196,10 @@ void RegisterConnectionCommands(CommandTable& table);  // resp_connection_comman
 void RegisterServerCommands(CommandTable& table);      // resp_server_commands.cc
 void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
 void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
+void RegisterListCommands(CommandTable& table);         // resp_list_commands.cc
+void RegisterHashCommands(CommandTable& table);         // resp_hash_commands.cc
+void RegisterSetCommands(CommandTable& table);          // resp_set_commands.cc
+void RegisterZsetCommands(CommandTable& table);         // resp_zset_commands.cc
+void RegisterZsetBlockingCommands(CommandTable& table);  // resp_zset_blocking.cc
 
 }  // namespace pmindex::server

@@ -290,6 +290,24 @@ void ClientNoEvict(CommandCall& c) {
   c.reply.Simple("OK");
 }
 
+// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends another connection's blocking
+// command (resp_blocking.h): 1, or 0 if that client is not parked.
+void ClientUnblock(CommandCall& c) {
+  uint64_t id = 0;
+  if (!ParseNumber(c.args[2], &id)) return c.reply.Error(kNotInteger);
+  bool error = false;
+  if (c.argc() == 4) {
+    if (EqualsIgnoreCase(c.args[3], "error")) {
+      error = true;
+    } else if (!EqualsIgnoreCase(c.args[3], "timeout")) {
+      return c.reply.Error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+    }
+  } else if (c.argc() > 4) {
+    return c.reply.Error(kSyntax);
+  }
+  c.reply.Integer(c.shared.blocking().Unblock(id, error) ? 1 : 0);
+}
+
 void ClientHelp(CommandCall& c) {
   static constexpr std::string_view kLines[] = {
       "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -309,6 +327,8 @@ void ClientHelp(CommandCall& c) {
       "    Records the client library's name or version.",
       "NO-EVICT ON|OFF",
       "    Accepted; pmserver never evicts clients.",
+      "UNBLOCK <id> [TIMEOUT|ERROR]",
+      "    Ends a blocking command of connection <id>: a timeout's reply, or an error.",
       "HELP",
       "    This text.",
   };
@@ -364,6 +384,8 @@ void RegisterConnectionCommands(CommandTable& t) {
              sub("setinfo", 4, f, "Records the client library's name or version.", ClientSetInfo),
              sub("no-evict", 3, kAdmin | f, "Accepted (pmserver never evicts clients).",
                  ClientNoEvict),
+             sub("unblock", -3, kAdmin | f, "Ends another connection's blocking command.",
+                 ClientUnblock),
              sub("help", 2, kLoading | kStale, "Describes the subcommands.", ClientHelp),
          }});
 }

@@ -62,6 +62,22 @@ bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
+// Appends the keys a write command names (its key positions; not a
+// blocking command's) to *out as (db, key): the clients parked on them
+// are served once it committed. `arg(i)` is argument i of `argc`.
+template <class Arg>
+void NoteWrittenKeys(const Command& command, size_t argc, Arg&& arg, int db,
+                     std::vector<std::pair<int, std::string>>* out) {
+  if (!(command.flags & cmd_flag::kWrite) || (command.flags & cmd_flag::kBlocking) ||
+      command.first_key <= 0) {
+    return;
+  }
+  const auto n = static_cast<int64_t>(argc);
+  const int64_t last = command.last_key < 0 ? n + command.last_key : command.last_key;
+  for (int64_t i = command.first_key; i <= last && i < n; i += std::max(command.key_step, 1))
+    out->emplace_back(db, std::string(arg(static_cast<size_t>(i))));
+}
+
 }  // namespace
 
 bool SplitInline(std::string_view line, std::vector<std::string>* args) {
@@ -229,12 +245,59 @@ RespProtocol::RespProtocol(Items& items) : RespProtocol(items, *new RespShared()
   own_shared_.reset(&shared_);
 }
 
-RespProtocol::~RespProtocol() { shared_.clients().Remove(&client_); }
+RespProtocol::~RespProtocol() {
+  Abandon();
+  shared_.clients().Remove(&client_);
+}
+
+int64_t RespProtocol::park_deadline_ms() const {
+  return parked_ != nullptr ? parked_->deadline_ms : 0;
+}
+
+bool RespProtocol::Unpark(std::string* out, bool timed_out) {
+  if (parked_ == nullptr) return true;
+  if (!shared_.blocking().TakeReply(*parked_, out)) {
+    if (!timed_out || !shared_.blocking().Cancel(*parked_)) {
+      // Served between the two calls: its reply stands.
+      if (!shared_.blocking().TakeReply(*parked_, out)) return false;
+    } else {
+      out->append(parked_->timeout_reply);
+    }
+  }
+  parked_.reset();
+  return true;
+}
+
+void RespProtocol::Abandon() {
+  if (parked_ == nullptr) return;
+  shared_.blocking().Cancel(*parked_);
+  parked_.reset();
+}
+
+void RespProtocol::ServeReadyKeys() {
+  std::vector<std::pair<int, std::string>> keys = std::move(client_.ready_keys);
+  client_.ready_keys.clear();
+  // By database (one call each), in the order recorded.
+  while (!keys.empty()) {
+    const int db = keys.front().first;
+    std::vector<std::string> same;
+    std::vector<std::pair<int, std::string>> rest;
+    for (auto& [d, k] : keys) {
+      if (d == db) {
+        same.push_back(std::move(k));
+      } else {
+        rest.emplace_back(d, std::move(k));
+      }
+    }
+    shared_.blocking().ServeReady(db, same);
+    keys = std::move(rest);
+  }
+}
 
 size_t RespProtocol::Consume(std::string_view in, std::string* out) {
   if (client_.killed.load(std::memory_order_relaxed)) close_ = true;  // CLIENT KILL
   size_t pos = 0;
-  while (!close_ && pos < in.size() && out->size() < kReplyBudgetBytes) {
+  while (!close_ && parked_ == nullptr && pos < in.size() && out->size() < kReplyBudgetBytes) {
     if (discard_.active()) {
       const size_t used = Discard(in.substr(pos), out);
       if (used == 0) break;
@@ -396,6 +459,7 @@ void RespProtocol::Run(std::string* out) {
     client_.authenticated = true;  // the password was removed meanwhile
   }
   CommandCall call{*command, args_, ClientItems(items_, client_), client_, shared_, reply};
+  call.waker = &waker_;
   if (command->first_key > 0) {
     const int64_t last = command->last_key < 0 ? argc + command->last_key : command->last_key;
     for (int64_t i = command->first_key; i <= last && i < argc; i += command->key_step) {
@@ -413,10 +477,32 @@ void RespProtocol::Run(std::string* out) {
   client_.last_command.store(command, std::memory_order_relaxed);
   client_.last_steady_ms.store(start_us / 1000, std::memory_order_relaxed);
   const size_t reply_start = out->size();
+  if (shared_.blocking().any()) {
+    // Clients are parked: the keys this command (or the EXEC's queue)
+    // writes are tried for them after it (ServeReadyKeys), which covers
+    // every way a key gets elements (a push, ZADD, RENAME or COPY onto it,
+    // a STORE). Read before the handler: EXEC takes its queue away.
+    const int db = client_.db.load(std::memory_order_relaxed);
+    if (command->name == "exec" && client_.tx != nullptr && client_.tx->in_multi) {
+      int queued_db = db;
+      for (const RespTransaction::Queued& q : client_.tx->queue) {
+        if (q.command->name == "select" && q.args.size() == 2) ParseNumber(q.args[1], &queued_db);
+        NoteWrittenKeys(*q.command, q.args.size(), [&q](size_t i) { return q.args[i]; },
+                        queued_db, &client_.ready_keys);
+      }
+    } else {
+      NoteWrittenKeys(*command, args_.size(), [this](size_t i) { return args_[i]; }, db,
+                      &client_.ready_keys);
+    }
+  }
   command->handler(call);
   counters.Called(static_cast<uint64_t>(SteadyUs() - start_us),
                   out->size() > reply_start && (*out)[reply_start] == '-');
   if (call.close) close_ = true;
+  // Committed by now (an EXEC's included): the clients parked on the keys
+  // it pushed to are served before this connection goes on.
+  if (!client_.ready_keys.empty()) ServeReadyKeys();
+  if (call.park != nullptr) parked_ = std::move(call.park);
 }
 
 }  // namespace pmindex::server

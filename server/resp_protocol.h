@@ -49,6 +49,10 @@ class RespProtocol final : public Protocol {
   explicit RespProtocol(Items& items);
   ~RespProtocol() override;
   size_t Consume(std::string_view in, std::string* out) override;
+  bool parked() const override { return parked_ != nullptr; }
+  int64_t park_deadline_ms() const override;
+  bool Unpark(std::string* out, bool timed_out) override;
+  void Abandon() override;
 
   RespClient& client() { return client_; }
   RespShared& shared() { return shared_; }
@@ -66,7 +70,11 @@ class RespProtocol final : public Protocol {
   // Looks up, checks and runs the request in args_.
   void Run(std::string* out);
 
+  // Serves the waiters of the keys the last command made ready.
+  void ServeReadyKeys();
+
   std::unique_ptr<RespShared> own_shared_;  // when not given one
+  std::shared_ptr<Waiter> parked_;          // the blocking command waiting
   RespShared& shared_;
   RespClient client_;
   std::vector<std::string_view> args_;    // the current request's, into the input

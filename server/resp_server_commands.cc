@@ -79,7 +79,7 @@ void InfoClients(CommandCall& c, InfoText& info) {
   info.Section("Clients");
   info.Number("connected_clients", c.shared.clients().size());
   info.Field("maxclients", c.shared.config().at("maxclients").get());
-  info.Number("blocked_clients", 0);
+  info.Number("blocked_clients", c.shared.blocking().size());
 }
 
 void InfoMemory(CommandCall& c, InfoText& info) {

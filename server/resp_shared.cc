@@ -1,7 +1,10 @@
 #include "server/resp_shared.h"
 
 #include <chrono>
+#include <initializer_list>
+#include <memory>
 
+#include "server/numbers.h"
 #include "server/resp_command.h"
 
 namespace pmindex::server {
@@ -165,6 +168,35 @@ void RespShared::AddConfig() {
   fixed("maxmemory-policy", "noeviction");
   fixed("timeout", "0");
   fixed("cluster-enabled", "no");
+  // Redis's thresholds of its compact encodings (listpack, intset). Every
+  // collection of pmserver has one encoding whatever its size, so these
+  // change nothing; they take any integer and read back what was set, so
+  // that the tools and test suites that tune them run. Each alias pair
+  // (ziplist is Redis 6's word for listpack) shares one value.
+  auto tunable = [this](std::initializer_list<std::string> names, std::string value) {
+    auto v = std::make_shared<std::string>(std::move(value));
+    for (const std::string& name : names) {
+      config_[name] = {[this, v] {
+                         std::lock_guard<std::mutex> lock(mu_);
+                         return *v;
+                       },
+                       [this, v](std::string_view text) {
+                         int64_t n = 0;
+                         if (!ParseNumber(text, &n))
+                           return std::string("argument couldn't be parsed into an integer");
+                         std::lock_guard<std::mutex> lock(mu_);
+                         *v = std::to_string(n);
+                         return std::string();
+                       }};
+    }
+  };
+  tunable({"hash-max-listpack-entries", "hash-max-ziplist-entries"}, "128");
+  tunable({"hash-max-listpack-value", "hash-max-ziplist-value"}, "64");
+  tunable({"list-max-listpack-size", "list-max-ziplist-size"}, "-2");
+  tunable({"list-compress-depth"}, "0");
+  tunable({"set-max-intset-entries"}, "512");
+  tunable({"zset-max-listpack-entries", "zset-max-ziplist-entries"}, "128");
+  tunable({"zset-max-listpack-value", "zset-max-ziplist-value"}, "64");
 }
 
 }  // namespace pmindex::server

@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "server/resp_blocking.h"
+
 namespace pmindex::server {
 
 struct Command;
@@ -55,6 +57,10 @@ struct RespClient {
   bool authenticated = false;  // meaningful only while a password is set
   // MULTI's queue and WATCH's keys (resp_transaction.h); null until used.
   std::shared_ptr<RespTransaction> tx;
+  // Keys (database, key) the running command may have made non-empty
+  // while clients are parked (resp_blocking.h): the dispatcher serves
+  // their waiters once the command (or its EXEC) has committed.
+  std::vector<std::pair<int, std::string>> ready_keys;
 
   // Written by the own thread under the registry's mutex (Update); read
   // by others under it, by the own thread at any time.
@@ -148,6 +154,8 @@ class RespShared {
 
   const CommandTable& commands() const { return commands_; }
   ClientRegistry& clients() { return clients_; }
+  // The clients parked by blocking commands.
+  BlockingRegistry& blocking() { return blocking_; }
   // A new connection's id: 1, 2, 3, ... (CLIENT ID).
   uint64_t NextClientId() { return next_client_id_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -184,6 +192,7 @@ class RespShared {
 
   const CommandTable& commands_;
   ClientRegistry clients_;
+  BlockingRegistry blocking_;
   std::atomic<uint64_t> next_client_id_{1};
   mutable std::mutex mu_;  // guards settings_.requirepass
   RespSettings settings_;

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
 #include "asio.hpp"
 #include "server/keyspace.h"
@@ -19,6 +20,10 @@ using asio::ip::tcp;
 namespace {
 // Bytes asked of the socket per read.
 constexpr size_t kReadChunk = 64 * 1024;
+// What a parked connection buffers of what its client sends meanwhile
+// before it stops reading (Redis buffers it too, up to its query buffer
+// limit).
+constexpr size_t kParkedInputLimit = 4 * kReadChunk;
 
 // What a RESP connection refused by protected mode is told (Redis's
 // DENIED error, in pmserver's terms), before it is closed.
@@ -121,7 +126,8 @@ struct Server::Impl {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Server::Impl& server, tcp::socket socket, std::unique_ptr<Protocol> protocol)
-      : server_(server), socket_(std::move(socket)), protocol_(std::move(protocol)) {}
+      : server_(server), socket_(std::move(socket)), protocol_(std::move(protocol)),
+        park_timer_(socket_.get_executor()) {}
   ~Session() { server_.Unregister(this); }
 
   void Start() { Read(); }
@@ -129,6 +135,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // cancelled (so the read handler closes), a pending write completes.
   void Drain() {
     draining_ = true;
+    park_timer_.cancel();
     if (!writing_) {
       asio::error_code ec;
       socket_.cancel(ec);
@@ -136,22 +143,70 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   // Drops the connection now (the grace period is over).
   void Abort() {
+    park_timer_.cancel();
     asio::error_code ec;
     socket_.close(ec);
   }
   tcp::socket& socket() { return socket_; }
+  Protocol& protocol() { return *protocol_; }
+
+  // The parked request may have its reply (Protocol::set_waker), or its
+  // deadline passed (`timed_out`).
+  void OnWake(bool timed_out) {
+    if (!protocol_->parked()) return;
+    if (writing_) {  // out_ is being written: after the write
+      wake_pending_ = true;
+      timeout_pending_ |= timed_out;
+      return;
+    }
+    if (!protocol_->Unpark(&out_, timed_out)) return;  // not served yet
+    park_timer_.cancel();
+    ++park_seq_;
+    // What arrived while parked runs now, after the reply.
+    Process({});
+  }
 
  private:
   void Read() {
-    if (draining_) return;  // the session ends when the last handler returns
+    // The session ends when the last handler returns; one read at a time.
+    if (draining_ || reading_) return;
+    reading_ = true;
     socket_.async_read_some(asio::buffer(chunk_.get(), kReadChunk),
                             [self = shared_from_this()](const asio::error_code& ec, size_t n) {
                               self->OnRead(ec, n);
                             });
   }
 
+  // Parked: arms the deadline (once per park) and reads on, to see the
+  // client leave; what it sends meanwhile waits in in_ (up to a bound,
+  // then reading pauses until the reply).
+  void WhileParked() {
+    const int64_t deadline = protocol_->park_deadline_ms();
+    if (deadline > 0 && armed_seq_ != park_seq_) {
+      armed_seq_ = park_seq_;
+      const int64_t wait_ms = std::max<int64_t>(0, deadline - SteadyMs());
+      park_timer_.expires_after(std::chrono::milliseconds(wait_ms));
+      park_timer_.async_wait(
+          [self = shared_from_this(), seq = park_seq_](const asio::error_code& ec) {
+            if (!ec && seq == self->park_seq_) self->OnWake(true);
+          });
+    }
+    if (in_.size() < kParkedInputLimit) Read();
+  }
+
   void OnRead(const asio::error_code& ec, size_t n) {
+    reading_ = false;
     Stats::Add(server_.items.stats().bytes_read, n);
+    if (protocol_->parked()) {
+      if (ec) {  // the client left (or the server drains): withdraw
+        protocol_->Abandon();
+        park_timer_.cancel();
+        ++park_seq_;
+        return Close();
+      }
+      in_.append(chunk_.get(), n);
+      return WhileParked();
+    }
     if (!in_.empty()) {
       in_.append(chunk_.get(), n);
       return Process(ec);
@@ -170,7 +225,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // the input is used up; an incomplete request at its end is dropped
   // (nothing of it ran).
   void Process(const asio::error_code& ec) {
-    if (!in_.empty()) {
+    if (!in_.empty() && !protocol_->parked()) {
       const size_t used = protocol_->Consume(in_, &out_);
       in_.erase(0, used);
     }
@@ -179,7 +234,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Continue(const asio::error_code& ec) {
     if (!out_.empty()) return Write();
-    if (ec || protocol_->close_requested()) return Close();
+    if (ec || protocol_->close_requested()) {
+      protocol_->Abandon();
+      return Close();
+    }
+    if (protocol_->parked()) return WhileParked();
     Read();
   }
 
@@ -190,7 +249,15 @@ class Session : public std::enable_shared_from_this<Session> {
                         self->writing_ = false;
                         Stats::Add(self->server_.items.stats().bytes_written, n);
                         self->out_.clear();
-                        if (ec || self->protocol_->close_requested()) return self->Close();
+                        if (ec || self->protocol_->close_requested()) {
+                          self->protocol_->Abandon();
+                          return self->Close();
+                        }
+                        if (self->wake_pending_) {
+                          self->wake_pending_ = false;
+                          const bool timed_out = std::exchange(self->timeout_pending_, false);
+                          return self->OnWake(timed_out);
+                        }
                         // Requests left by the reply budget run before the
                         // next read (also when draining: they were read).
                         self->Process({});
@@ -212,7 +279,16 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string in_;   // received, not yet consumed
   std::string out_;  // replies being written
   bool writing_ = false;
+  bool reading_ = false;
   bool draining_ = false;
+  // Parking: the deadline's timer; park_seq_ counts parks ended, so that a
+  // timer of an earlier park does nothing; armed_seq_ is the park whose
+  // timer is set; a wake (or timeout) that came during a write.
+  asio::steady_timer park_timer_;
+  uint64_t park_seq_ = 0;
+  uint64_t armed_seq_ = ~uint64_t{0};
+  bool wake_pending_ = false;
+  bool timeout_pending_ = false;
 };
 
 bool Server::Impl::Register(Session* s) {
@@ -288,6 +364,13 @@ void Server::Impl::Accept(Listener& l) {
       protocol = std::move(p);
     }
     auto session = std::make_shared<Session>(*this, std::move(socket), std::move(protocol));
+    // A parked request's reply is collected on the session's own thread.
+    session->protocol().set_waker([weak = std::weak_ptr<Session>(session),
+                                   executor = session->socket().get_executor()] {
+      asio::post(executor, [weak] {
+        if (auto s = weak.lock()) s->OnWake(false);
+      });
+    });
     if (resp != nullptr) {
       // CLIENT KILL from another connection closes this one on its own
       // loop's thread.

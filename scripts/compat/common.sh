@@ -55,10 +55,10 @@ start_redis() {
 }
 
 # start_pmserver BINARY DIR [ARGS...]: starts pmserver over a new pool in
-# DIR, RESP on a port the kernel picks ("auto"), memcached off (or the
-# other way round when $pm_protocol is "memcached"); sets server_pid and
-# server_port from its start lines. Returns 1 (its log on stderr) if it is
-# not ready within 30 s.
+# DIR (index kind $pm_index, default lbtree), RESP on a port the kernel
+# picks ("auto"), memcached off (or the other way round when $pm_protocol
+# is "memcached"); sets server_pid and server_port from its start lines.
+# Returns 1 (its log on stderr) if it is not ready within 30 s.
 start_pmserver() {
   local bin=$1 dir=$2 ports=(--memcached-port 0 --resp-port auto) name=resp
   shift 2
@@ -66,7 +66,7 @@ start_pmserver() {
     ports=(--memcached-port auto --resp-port 0) name=memcached
   fi
   rm -rf "$dir" && mkdir -p "$dir"
-  "$bin" --pool "$dir/kv.pool" --create lbtree "${ports[@]}" --bind 127.0.0.1 "$@" \
+  "$bin" --pool "$dir/kv.pool" --create "${pm_index:-lbtree}" "${ports[@]}" --bind 127.0.0.1 "$@" \
     >"$dir/pmserver.log" 2>&1 &
   server_pid=$!
   compat_pids+=("$server_pid")

@@ -6,6 +6,13 @@
 # port with its own data directory and stopped after its run.
 #
 # Usage: scripts/figures/ycsb.sh [options]
+#        scripts/figures/ycsb.sh --real-ycsb [scripts/compat/ycsb.sh's options] YCSB_CHECKOUT
+#   --real-ycsb        (first argument) runs the real YCSB instead of
+#                      pmclient's imitation: scripts/compat/ycsb.sh builds
+#                      it from a local checkout and runs its redis binding
+#                      against pmserver and redis-server (appendfsync
+#                      always and everysec) and its memcached binding
+#                      against pmserver and memcached; see its --help
 #   --pmserver PATH    pmserver binary (default build/release/server/pmserver;
 #                      if it does not exist, the pmserver runs are skipped)
 #   --pmclient PATH    (default build/release/bench/pmclient)
@@ -38,6 +45,10 @@
 # script then exits 1 naming them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if [ "${1:-}" = --real-ycsb ]; then
+  shift
+  exec scripts/compat/ycsb.sh "$@"
+fi
 
 pmserver=build/release/server/pmserver
 pmclient=build/release/bench/pmclient

@@ -82,6 +82,10 @@ struct Command {
   int first_key = 0;        // 0: no keys
   int last_key = 0;         // < 0: from the end
   int key_step = 0;
+  // > 0: more keys follow a count at this argument (Redis's "keynum" key
+  // spec, e.g. ZUNIONSTORE dest numkeys key...): the count's keys start
+  // right after it (such commands carry kMovableKeys).
+  int numkeys_arg = 0;
   // Redis's command group ("string", "generic", "connection", "server")
   // and a one-line description (COMMAND DOCS).
   std::string_view group{};
@@ -167,6 +171,17 @@ std::string Lower(std::string_view s);
 // True iff `s` equals `word` ignoring ASCII case.
 bool EqualsIgnoreCase(std::string_view s, std::string_view word);
 void ReplyStoreError(CommandCall& call, const Status& s);
+// The key arguments of `args` (args[0] is the name; a subcommand's keys
+// count from it too) by the command's key spec; false (and *keys
+// unspecified) if a count of keys (numkeys_arg) is not a number or names
+// more arguments than there are.
+bool CommandKeys(const Command& command, std::span<const std::string_view> args,
+                 std::vector<std::string_view>* keys);
+// Cluster mode (cluster.h): true iff this node serves the slot of every key
+// of the call (a command without keys always runs); else replies Redis's
+// redirect or error (MOVED, CROSSSLOT) and returns false. Always true
+// outside cluster mode.
+bool RouteInCluster(CommandCall& call, const std::vector<std::string_view>& keys);
 // True iff `key` is a key the store takes; else replies the error.
 bool CheckKey(CommandCall& call, std::string_view key);
 // True iff `data` fits one item; else replies the error.
@@ -184,5 +199,6 @@ void RegisterConnectionCommands(CommandTable& table);  // resp_connection_comman
 void RegisterServerCommands(CommandTable& table);      // resp_server_commands.cc
 void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
 void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
+void RegisterClusterCommands(CommandTable& table);      // resp_cluster_commands.cc
 
 }  // namespace pmindex::server

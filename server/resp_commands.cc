@@ -2,6 +2,7 @@
 #include <cctype>
 #include <string>
 
+#include "server/numbers.h"
 #include "server/resp_command.h"
 #include "util/check.h"
 
@@ -48,6 +49,7 @@ const CommandTable& RespCommands() {
     RegisterServerCommands(t);
     RegisterTransactionCommands(t);
     RegisterMultiKeyCommands(t);
+    RegisterClusterCommands(t);
     return t;
   }();
   return table;
@@ -113,6 +115,26 @@ bool EqualsIgnoreCase(std::string_view s, std::string_view word) {
 
 void ReplyStoreError(CommandCall& call, const Status& s) {
   call.reply.Error("ERR " + StoreErrorText(s));
+}
+
+bool CommandKeys(const Command& command, std::span<const std::string_view> args,
+                 std::vector<std::string_view>* keys) {
+  keys->clear();
+  const auto argc = static_cast<int64_t>(args.size());
+  if (command.first_key > 0) {
+    const int64_t last = command.last_key < 0 ? argc + command.last_key : command.last_key;
+    for (int64_t i = command.first_key; i <= last && i < argc; i += command.key_step)
+      keys->push_back(args[static_cast<size_t>(i)]);
+  }
+  if (command.numkeys_arg > 0) {
+    const auto at = static_cast<size_t>(command.numkeys_arg);
+    int64_t n = 0;
+    if (at >= args.size() || !ParseNumber(args[at], &n) || n < 0 ||
+        n > static_cast<int64_t>(args.size() - at - 1))
+      return false;
+    for (size_t i = at + 1; i <= at + static_cast<size_t>(n); ++i) keys->push_back(args[i]);
+  }
+  return true;
 }
 
 bool CheckKey(CommandCall& call, std::string_view key) {

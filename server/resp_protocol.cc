@@ -396,16 +396,25 @@ void RespProtocol::Run(std::string* out) {
     client_.authenticated = true;  // the password was removed meanwhile
   }
   CommandCall call{*command, args_, ClientItems(items_, client_), client_, shared_, reply};
-  if (command->first_key > 0) {
-    const int64_t last = command->last_key < 0 ? argc + command->last_key : command->last_key;
-    for (int64_t i = command->first_key; i <= last && i < argc; i += command->key_step) {
-      if (!CheckKey(call, args_[static_cast<size_t>(i)])) {
+  if (command->first_key > 0 || command->numkeys_arg > 0) {
+    // A bad count of keys is the handler's to report, with its own text.
+    if (CommandKeys(*command, args_, &keys_)) {
+      for (std::string_view key : keys_) {
+        if (!CheckKey(call, key)) {
+          counters.Rejected();
+          FlagMultiError(client_);
+          return;
+        }
+      }
+      if (!RouteInCluster(call, keys_)) {
         counters.Rejected();
         FlagMultiError(client_);
+        client_.asking = false;
         return;
       }
     }
   }
+
   // Inside MULTI: queued, replied QUEUED (resp_transaction.h); EXEC runs it.
   if (QueueInMulti(*command, args_, client_, reply)) return;
   // As Redis, CLIENT LIST names the command running (its own included).
@@ -414,6 +423,8 @@ void RespProtocol::Run(std::string* out) {
   client_.last_steady_ms.store(start_us / 1000, std::memory_order_relaxed);
   const size_t reply_start = out->size();
   command->handler(call);
+  // ASKING applies to the command after it only.
+  if (command->name != "asking") client_.asking = false;
   counters.Called(static_cast<uint64_t>(SteadyUs() - start_us),
                   out->size() > reply_start && (*out)[reply_start] == '-');
   if (call.close) close_ = true;

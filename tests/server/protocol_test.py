@@ -43,8 +43,10 @@ class Server:
     """One pmserver process on free ports over `pool`."""
 
     def __init__(self, binary, pool, threads=2, create=True, extra=()):
-        args = [binary, "--pool", pool, "--memcached-port", "auto", "--resp-port", "auto",
-                "--threads", str(threads), *extra]
+        args = [binary, "--pool", pool, "--threads", str(threads), *extra]
+        for port in ("--memcached-port", "--resp-port"):
+            if port not in extra:
+                args += [port, "auto"]
         if create:
             args += ["--create", "lbtree"]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -862,6 +864,75 @@ class Context:
                 return False
 
         return Running()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cluster_mode_with_redis_py_cluster_client(ctx):
+    """Three pmservers in cluster mode (static map): redis-py's RedisCluster
+    with its defaults routes every command; keys spread evenly; a node
+    killed with SIGKILL leaves the others serving, and restarts on its pool
+    with every acknowledged write."""
+    from redis.cluster import RedisCluster
+    ports = [free_port() for _ in range(3)]
+    ids = [f"{i + 1:x}" * 40 for i in range(3)]
+    lines = ["epoch 1"] + [
+        f"node {ids[i]} 127.0.0.1:{ports[i]} {16384 * i // 3}-{16384 * (i + 1) // 3 - 1}"
+        for i in range(3)]
+    nodes = []
+
+    def start(i, create=True):
+        d = os.path.join(ctx.workdir, f"cluster-{i}")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "map")
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return Server(ctx.binary, os.path.join(d, "pool"), create=create,
+                      extra=("--resp-port", str(ports[i]), "--memcached-port", "0",
+                             "--cluster-config", path, "--cluster-node-id", ids[i]))
+
+    try:
+        for i in range(3):
+            nodes.append(start(i))
+        rc = RedisCluster(host="127.0.0.1", port=ports[0], socket_timeout=10)
+        n = 3000
+        for i in range(n):
+            assert rc.set(f"user{i}", str(i))
+        assert rc.mget_nonatomic([f"user{i}" for i in range(0, n, 7)]) == [
+            str(i).encode() for i in range(0, n, 7)]
+        pipe = rc.pipeline()
+        for i in range(100):
+            pipe.incr(f"ctr{i % 10}")
+        assert pipe.execute()[-1] == 10
+        assert rc.get("{t}a") is None and rc.mset({"{t}a": "1", "{t}b": "2"})
+        assert rc.mget("{t}a", "{t}b") == [b"1", b"2"]
+        counts = [redis.Redis(host="127.0.0.1", port=p, protocol=2).dbsize() for p in ports]
+        assert sum(counts) == n + 10 + 2, counts
+        for c in counts:
+            assert abs(c - sum(counts) / 3) <= 0.1 * sum(counts) / 3, counts
+        # A node dies: the keys of the others stay served.
+        nodes[2].kill9()
+        lo = 16384 * 2 // 3
+        alive = [i for i in range(n) if key_slot(f"user{i}".encode()) < lo]
+        direct = [redis.Redis(host="127.0.0.1", port=p, protocol=2) for p in ports[:2]]
+        for i in alive[:300]:
+            k = f"user{i}"
+            node = 0 if key_slot(k.encode()) < 16384 // 3 else 1
+            assert direct[node].get(k) == str(i).encode()
+        # Restarted on its pool: every key of its slots is there.
+        nodes[2] = start(2, create=False)
+        rc2 = RedisCluster(host="127.0.0.1", port=ports[1], socket_timeout=10)
+        for i in range(n):
+            assert rc2.get(f"user{i}") == str(i).encode(), i
+    finally:
+        for s in nodes:
+            if s.proc.poll() is None:
+                s.stop()
 
 
 def main():

@@ -108,7 +108,17 @@ Status WriteFileDurably(const std::string& path, std::string_view text) {
 Result<ClusterMap> ClusterMap::Parse(std::string_view text) {
   ClusterMap m;
   m.owner.fill(kNoOwner);
+  m.migrating.fill(kNoOwner);
+  m.importing.fill(kNoOwner);
   std::set<std::string> ids, addresses;
+  // Move lines name nodes that may come later in the file.
+  struct Move {
+    int line;
+    bool migrating;
+    std::vector<std::pair<uint16_t, uint16_t>> ranges;
+    std::string peer;
+  };
+  std::vector<Move> moves;
   int line_no = 0;
   auto bad = [&line_no](const std::string& what) {
     return Status::InvalidArgument("cluster map, line " + std::to_string(line_no) + ": " + what);
@@ -127,6 +137,13 @@ Result<ClusterMap> ClusterMap::Parse(std::string_view text) {
       if (m.epoch != 0) return bad("a second epoch line");
       if (w.size() != 2 || !ParseUnsigned(w[1], &m.epoch) || m.epoch == 0)
         return bad("expected 'epoch N' with N > 0");
+      continue;
+    }
+    if (w[0] == "migrating" || w[0] == "importing") {
+      Move mv{line_no, w[0] == "migrating", {}, w.size() == 3 ? std::string(w[2]) : ""};
+      if (w.size() != 3 || !ParseRanges(w[1], &mv.ranges))
+        return bad("expected '" + std::string(w[0]) + " SLOTS NODE-ID'");
+      moves.push_back(std::move(mv));
       continue;
     }
     if (w[0] != "node") return bad("unknown line '" + std::string(w[0]) + "'");
@@ -158,6 +175,19 @@ Result<ClusterMap> ClusterMap::Parse(std::string_view text) {
     }
     m.nodes.push_back(std::move(n));
   }
+  for (const Move& mv : moves) {
+    line_no = mv.line;
+    const int peer = m.Find(mv.peer);
+    if (peer < 0) return bad("no node " + mv.peer + " in the map");
+    auto& table = mv.migrating ? m.migrating : m.importing;
+    for (const auto& [lo, hi] : mv.ranges) {
+      for (uint32_t s = lo; s <= hi; ++s) {
+        if (m.migrating[s] != kNoOwner || m.importing[s] != kNoOwner)
+          return bad("slot " + std::to_string(s) + " is moved twice");
+        table[s] = static_cast<int16_t>(peer);
+      }
+    }
+  }
   line_no = 0;
   if (m.epoch == 0) return bad("no 'epoch N' line");
   if (m.nodes.empty()) return bad("no node");
@@ -187,6 +217,20 @@ std::string ClusterMap::Format() const {
     }
     o << "\n";
   }
+  // The moves, one line per run of slots with the same peer.
+  for (const auto* table : {&migrating, &importing}) {
+    for (uint32_t s = 0; s < kHashSlots;) {
+      const int16_t peer = (*table)[s];
+      uint32_t e = s;
+      while (e + 1 < kHashSlots && (*table)[e + 1] == peer) ++e;
+      if (peer != kNoOwner) {
+        o << (table == &migrating ? "migrating " : "importing ") << s;
+        if (e != s) o << "-" << e;
+        o << " " << nodes[static_cast<size_t>(peer)].id << "\n";
+      }
+      s = e + 1;
+    }
+  }
   return o.str();
 }
 
@@ -207,8 +251,53 @@ Result<std::unique_ptr<Cluster>> Cluster::Load(const std::string& path, std::str
   if (m->Find(my_id) < 0)
     return Status::InvalidArgument(path + ": the map has no node " + my_id +
                                    " (this node's --cluster-node-id)");
-  return std::make_unique<Cluster>(std::make_shared<const ClusterMap>(std::move(m).value()),
-                                   std::move(my_id), path);
+  auto cluster = std::make_unique<Cluster>(
+      std::make_shared<const ClusterMap>(std::move(m).value()), std::move(my_id), path);
+  const Status moves = cluster->CheckMoves(*cluster->map());
+  if (!moves.ok()) return Status::InvalidArgument(path + ": " + std::string(moves.message()));
+  return cluster;
+}
+
+Status Cluster::CheckMoves(const ClusterMap& m) const {
+  const int me = m.Find(my_id_);
+  for (uint32_t s = 0; s < kHashSlots; ++s) {
+    const bool mine = m.owner[s] == me;
+    if (m.migrating[s] != ClusterMap::kNoOwner && (!mine || m.migrating[s] == me))
+      return Status::InvalidArgument("slot " + std::to_string(s) +
+                                     " is migrating but this node does not serve it");
+    if (m.importing[s] != ClusterMap::kNoOwner && (mine || m.importing[s] == me))
+      return Status::InvalidArgument("slot " + std::to_string(s) +
+                                     " is importing but this node serves it");
+  }
+  return Status::OK();
+}
+
+Status Cluster::Publish(std::shared_ptr<const ClusterMap> next) {
+  if (!path_.empty()) PMINDEX_RETURN_IF_ERROR(WriteFileDurably(path_, next->Format()));
+  map_.store(std::move(next));
+  return Status::OK();
+}
+
+Status Cluster::SetSlot(uint16_t slot, SlotState state, std::string_view peer) {
+  std::lock_guard<std::mutex> lock(install_mu_);
+  auto next = std::make_shared<ClusterMap>(*map_.load());
+  const int me = next->Find(my_id_);
+  int p = ClusterMap::kNoOwner;
+  if (state != SlotState::kStable) {
+    p = next->Find(peer);
+    if (p < 0) return Status::InvalidArgument("I don't know about node " + std::string(peer));
+    if (p == me) return Status::InvalidArgument("I can't migrate or import a slot to myself");
+  }
+  const bool mine = next->owner[slot] == me;
+  if (state == SlotState::kMigrating && !mine)
+    return Status::InvalidArgument("I'm not the owner of hash slot " + std::to_string(slot));
+  if (state == SlotState::kImporting && mine)
+    return Status::InvalidArgument("I'm already the owner of hash slot " + std::to_string(slot));
+  next->migrating[slot] = state == SlotState::kMigrating ? static_cast<int16_t>(p)
+                                                         : ClusterMap::kNoOwner;
+  next->importing[slot] = state == SlotState::kImporting ? static_cast<int16_t>(p)
+                                                         : ClusterMap::kNoOwner;
+  return Publish(std::move(next));
 }
 
 Cluster::Cluster(std::shared_ptr<const ClusterMap> map, std::string my_id, std::string path)
@@ -219,17 +308,30 @@ std::shared_ptr<const ClusterMap> Cluster::map() const { return map_.load(); }
 Status Cluster::Install(std::string_view text) {
   Result<ClusterMap> m = ClusterMap::Parse(text);
   if (!m.ok()) return m.status();
-  if (m->Find(my_id_) < 0)
-    return Status::InvalidArgument("the map has no node " + my_id_ + " (this node)");
+  const int me = m->Find(my_id_);
+  if (me < 0) return Status::InvalidArgument("the map has no node " + my_id_ + " (this node)");
+  for (uint32_t s = 0; s < kHashSlots; ++s) {
+    if (m->migrating[s] != ClusterMap::kNoOwner || m->importing[s] != ClusterMap::kNoOwner)
+      return Status::InvalidArgument("a map to install has no migrating or importing lines");
+  }
   std::lock_guard<std::mutex> lock(install_mu_);
-  const uint64_t have = map_.load()->epoch;
-  if (m->epoch <= have)
+  const std::shared_ptr<const ClusterMap> now = map_.load();
+  if (m->epoch <= now->epoch)
     return Status::InvalidArgument("the map's epoch " + std::to_string(m->epoch) +
-                                   " is not above this node's " + std::to_string(have));
-  auto next = std::make_shared<const ClusterMap>(std::move(m).value());
-  if (!path_.empty()) PMINDEX_RETURN_IF_ERROR(WriteFileDurably(path_, next->Format()));
-  map_.store(std::move(next));
-  return Status::OK();
+                                   " is not above this node's " + std::to_string(now->epoch));
+  // Carry this node's moves over, by peer id, unless the map completes them
+  // (or no longer names the peer).
+  for (uint32_t s = 0; s < kHashSlots; ++s) {
+    if (now->migrating[s] != ClusterMap::kNoOwner) {
+      const int peer = m->Find(now->nodes[static_cast<size_t>(now->migrating[s])].id);
+      if (peer >= 0 && m->owner[s] == me) m->migrating[s] = static_cast<int16_t>(peer);
+    }
+    if (now->importing[s] != ClusterMap::kNoOwner) {
+      const int peer = m->Find(now->nodes[static_cast<size_t>(now->importing[s])].id);
+      if (peer >= 0 && m->owner[s] != me) m->importing[s] = static_cast<int16_t>(peer);
+    }
+  }
+  return Publish(std::make_shared<const ClusterMap>(std::move(m).value()));
 }
 
 }  // namespace pmindex::server

@@ -19,6 +19,17 @@
 // node id or an address, or has anything else it does not understand is
 // refused with InvalidArgument naming the line.
 //
+// A node's own file also records the slots it is moving (Redis's
+// CLUSTER SETSLOT states), so that a node restarted in the middle of a
+// move keeps redirecting as it did:
+//
+//   migrating 100-199 <id of the node they go to>    (slots it serves)
+//   importing 5000 <id of the node they come from>   (slots it does not)
+//
+// A slot being moved is served by its owner for the keys it still holds;
+// a key it no longer holds is answered with -ASK to the importing node,
+// which serves it to a client that sent ASKING (docs/cluster.md).
+//
 // Cluster holds the map a node serves by (installed as one immutable
 // snapshot: readers never see half of a new map) and the node's own id.
 // Installing a new map writes the file first (a new file renamed over the
@@ -30,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,6 +69,10 @@ struct ClusterMap {
   std::vector<ClusterNode> nodes;
   // owner[slot]: the index in `nodes` of the node serving it.
   std::array<int16_t, kHashSlots> owner{};
+  // This node's moves (kNoOwner: none): the node a slot goes to, the node
+  // a slot comes from.
+  std::array<int16_t, kHashSlots> migrating{};
+  std::array<int16_t, kHashSlots> importing{};
 
   // Parses and checks a map (the format above).
   [[nodiscard]] static Result<ClusterMap> Parse(std::string_view text);
@@ -83,14 +99,46 @@ class Cluster {
   // Installs `text` as the new map: InvalidArgument if it does not parse,
   // does not name this node, or its epoch is not above the current one
   // (the text says which epoch the node has); IOError if the file cannot
-  // be written (the old map stays).
+  // be written (the old map stays). The moves of this node carry over,
+  // except those the new map completes: a slot it gives to the node it
+  // was migrating to, or to this node when it was importing it. (Move
+  // lines in `text` itself are refused: they are each node's own.)
   [[nodiscard]] Status Install(std::string_view text);
 
+  enum class SlotState : uint8_t { kStable, kMigrating, kImporting };
+  // CLUSTER SETSLOT: marks `slot` migrating to, or importing from, node
+  // `peer`, or stable (no move); durable in the file before it returns.
+  // InvalidArgument (the text is Redis's where it has one): a migrating
+  // slot this node does not serve, an importing slot it does serve, an
+  // unknown peer or this node as the peer.
+  [[nodiscard]] Status SetSlot(uint16_t slot, SlotState state, std::string_view peer);
+
+  // The lock that orders commands on a slot being moved against MIGRATE:
+  // a command on a migrating slot holds it shared from its routing (which
+  // checks that its keys are still here) to its reply; MIGRATE holds it
+  // exclusively while it copies keys out and removes them. Striped: slots
+  // may share one.
+  static constexpr size_t kSlotLockStripes = 256;
+  static size_t SlotLockStripe(uint16_t slot) { return slot % kSlotLockStripes; }
+  std::shared_mutex& SlotLock(uint16_t slot) { return slot_locks_[SlotLockStripe(slot)].mu; }
+  std::shared_mutex& StripeLock(size_t stripe) { return slot_locks_[stripe].mu; }
+
  private:
+  // Checks a map's moves against this node; InvalidArgument naming the
+  // first one that does not fit.
+  Status CheckMoves(const ClusterMap& m) const;
+  // Writes `next` (to the file, if any) and publishes it. REQUIRES:
+  // install_mu_ held.
+  Status Publish(std::shared_ptr<const ClusterMap> next);
+
   const std::string my_id_;
   const std::string path_;
   std::mutex install_mu_;  // serializes Install (the file and the epoch check)
   std::atomic<std::shared_ptr<const ClusterMap>> map_;
+  struct alignas(64) LockStripe {
+    std::shared_mutex mu;
+  };
+  std::array<LockStripe, kSlotLockStripes> slot_locks_;
 };
 
 }  // namespace pmindex::server

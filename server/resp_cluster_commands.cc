@@ -210,6 +210,33 @@ void ClusterGetKeysInSlot(CommandCall& c) {
   c.reply.BulkArray(keys);
 }
 
+// CLUSTER SETSLOT slot IMPORTING node | MIGRATING node | STABLE | NODE node
+void ClusterSetSlot(CommandCall& c) {
+  uint16_t slot = 0;
+  if (MapOrReply(c) == nullptr || !ParseSlot(c, c.args[2], &slot)) return;
+  const std::string_view what = c.args[3];
+  Cluster::SlotState state;
+  if (EqualsIgnoreCase(what, "migrating") && c.argc() == 5) {
+    state = Cluster::SlotState::kMigrating;
+  } else if (EqualsIgnoreCase(what, "importing") && c.argc() == 5) {
+    state = Cluster::SlotState::kImporting;
+  } else if (EqualsIgnoreCase(what, "stable") && c.argc() == 4) {
+    state = Cluster::SlotState::kStable;
+  } else if (EqualsIgnoreCase(what, "node") && c.argc() == 5) {
+    // Owners change only with a new map, so that every node agrees on
+    // which map (epoch) says what.
+    return c.reply.Error(
+        "ERR pmserver moves a slot to its new owner with a new map (PMCLUSTER SETMAP), "
+        "not CLUSTER SETSLOT NODE");
+  } else {
+    return c.reply.Error("ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER "
+                         "HELP");
+  }
+  const Status s = c.shared.cluster()->SetSlot(slot, state, c.argc() == 5 ? c.args[4] : "");
+  if (!s.ok()) return c.reply.Error("ERR " + std::string(s.message()));
+  c.reply.Simple("OK");
+}
+
 void ClusterHelp(CommandCall& c) {
   const std::initializer_list<std::string_view> lines = {
       "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -229,6 +256,8 @@ void ClusterHelp(CommandCall& c) {
       "    The number of keys this node holds in a slot.",
       "GETKEYSINSLOT <slot> <count>",
       "    Up to <count> keys this node holds in a slot.",
+      "SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE)",
+      "    Starts or ends moving a slot here or away.",
       "HELP",
       "    This text."};
   c.reply.Array(lines.size());
@@ -281,7 +310,8 @@ Command Sub(std::string_view name, int arity, uint64_t flags, std::string_view s
 
 }  // namespace
 
-bool RouteInCluster(CommandCall& call, const std::vector<std::string_view>& keys) {
+bool RouteInCluster(CommandCall& call, const std::vector<std::string_view>& keys,
+                    std::shared_lock<std::shared_mutex>* hold) {
   Cluster* cluster = call.shared.cluster();
   if (cluster == nullptr || keys.empty()) return true;
   const uint16_t slot = KeySlot(keys[0]);
@@ -291,10 +321,35 @@ bool RouteInCluster(CommandCall& call, const std::vector<std::string_view>& keys
       return false;
     }
   }
-  const std::shared_ptr<const ClusterMap> map = cluster->map();
-  const ClusterNode& owner = map->nodes[static_cast<size_t>(map->owner[slot])];
-  if (owner.id == cluster->my_id()) return true;
-  call.reply.Error("MOVED " + std::to_string(slot) + " " + owner.address());
+  std::shared_ptr<const ClusterMap> map = cluster->map();
+  auto redirect = [&](std::string_view kind, int16_t node) {
+    call.reply.Error(std::string(kind) + " " + std::to_string(slot) + " " +
+                     map->nodes[static_cast<size_t>(node)].address());
+    return false;
+  };
+  const int16_t owner = map->owner[slot];
+  if (map->nodes[static_cast<size_t>(owner)].id != cluster->my_id()) {
+    // A slot coming here: served to a client that asked (ASKING, or a
+    // command that implies it such as RESTORE-ASKING).
+    const bool asked = call.client.asking || (call.command.flags & cmd_flag::kAsking);
+    if (map->importing[slot] != ClusterMap::kNoOwner && asked) return true;
+    return redirect("MOVED", owner);
+  }
+  if (map->migrating[slot] == ClusterMap::kNoOwner) return true;
+  // A slot going away: MIGRATE may be moving these keys right now. Under
+  // the slot's lock (MIGRATE takes it exclusively), the keys still here
+  // stay here until the reply; a key gone is asked of the importing node.
+  *hold = std::shared_lock<std::shared_mutex>(cluster->SlotLock(slot));
+  map = cluster->map();  // the move may have ended meanwhile
+  if (map->nodes[static_cast<size_t>(map->owner[slot])].id != cluster->my_id())
+    return redirect("MOVED", map->owner[slot]);
+  if (map->migrating[slot] == ClusterMap::kNoOwner) return true;
+  size_t here = 0;
+  for (std::string_view key : keys) here += call.items.store().Get(key).ok();
+  if (here == keys.size()) return true;
+  hold->unlock();
+  if (here == 0) return redirect("ASK", map->migrating[slot]);
+  call.reply.Error("TRYAGAIN Multiple keys request during rehashing of slot");
   return false;
 }
 
@@ -315,6 +370,8 @@ void RegisterClusterCommands(CommandTable& t) {
                  "The number of keys this node holds in a slot.", ClusterCountKeysInSlot),
              Sub("getkeysinslot", 4, info | kReadonly,
                  "Up to COUNT keys this node holds in a slot.", ClusterGetKeysInSlot),
+             Sub("setslot", -4, kAdmin | kStale | kNoScript,
+                 "Starts or ends moving a slot here or away.", ClusterSetSlot),
              Sub("help", 2, info, "Describes the subcommands.", ClusterHelp),
          }});
   t.Add({.name = "readonly",

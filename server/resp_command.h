@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -177,11 +178,14 @@ void ReplyStoreError(CommandCall& call, const Status& s);
 // more arguments than there are.
 bool CommandKeys(const Command& command, std::span<const std::string_view> args,
                  std::vector<std::string_view>* keys);
-// Cluster mode (cluster.h): true iff this node serves the slot of every key
-// of the call (a command without keys always runs); else replies Redis's
-// redirect or error (MOVED, CROSSSLOT) and returns false. Always true
-// outside cluster mode.
-bool RouteInCluster(CommandCall& call, const std::vector<std::string_view>& keys);
+// Cluster mode (cluster.h): true iff this node runs the call on these keys
+// (a command without keys always runs); else replies Redis's redirect or
+// error (MOVED, ASK, CROSSSLOT, TRYAGAIN) and returns false. Always true
+// outside cluster mode. On a slot this node is migrating, the command runs
+// only if every key is still here, and *hold then holds the slot's lock
+// (Cluster::SlotLock) shared, to be kept until the reply is written.
+bool RouteInCluster(CommandCall& call, const std::vector<std::string_view>& keys,
+                    std::shared_lock<std::shared_mutex>* hold);
 // True iff `key` is a key the store takes; else replies the error.
 bool CheckKey(CommandCall& call, std::string_view key);
 // True iff `data` fits one item; else replies the error.
@@ -200,5 +204,6 @@ void RegisterServerCommands(CommandTable& table);      // resp_server_commands.c
 void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
 void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
 void RegisterClusterCommands(CommandTable& table);      // resp_cluster_commands.cc
+void RegisterDumpCommands(CommandTable& table);         // resp_dump_commands.cc
 
 }  // namespace pmindex::server

@@ -50,6 +50,7 @@ const CommandTable& RespCommands() {
     RegisterTransactionCommands(t);
     RegisterMultiKeyCommands(t);
     RegisterClusterCommands(t);
+    RegisterDumpCommands(t);
     return t;
   }();
   return table;

@@ -396,6 +396,8 @@ void RespProtocol::Run(std::string* out) {
     client_.authenticated = true;  // the password was removed meanwhile
   }
   CommandCall call{*command, args_, ClientItems(items_, client_), client_, shared_, reply};
+  // Held from routing to the reply on a slot being migrated.
+  std::shared_lock<std::shared_mutex> slot_hold;
   if (command->first_key > 0 || command->numkeys_arg > 0) {
     // A bad count of keys is the handler's to report, with its own text.
     if (CommandKeys(*command, args_, &keys_)) {
@@ -406,13 +408,22 @@ void RespProtocol::Run(std::string* out) {
           return;
         }
       }
-      if (!RouteInCluster(call, keys_)) {
+      if (!RouteInCluster(call, keys_, &slot_hold)) {
         counters.Rejected();
         FlagMultiError(client_);
         client_.asking = false;
         return;
       }
     }
+  } else if (shared_.cluster() != nullptr && command->name == "exec" &&
+             (QueuedKeys(client_, &keys_), !keys_.empty()) &&
+             !RouteInCluster(call, keys_, &slot_hold)) {
+    // EXEC in cluster mode: the queued commands' keys, all of one slot,
+    // routed again now (a move may have begun since they were queued).
+    counters.Rejected();
+    DiscardMulti(client_);
+    client_.asking = false;
+    return;
   }
 
   // Inside MULTI: queued, replied QUEUED (resp_transaction.h); EXEC runs it.

@@ -128,6 +128,59 @@ TEST(ClusterMap, InstallNeedsAHigherEpochAndRewritesTheFile) {
   std::remove(path.c_str());
 }
 
+
+TEST(ClusterMap, MovesAreKeptInTheNodesFileAndEndedByTheMapThatCompletesThem) {
+  const std::string path = ::testing::TempDir() + "/cluster_moves.map";
+  {
+    std::ofstream f(path);
+    f << TwoNodes(1);
+  }
+  auto a = Cluster::Load(path, kA);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Cluster& c = **a;
+  using State = Cluster::SlotState;
+  // Migrating needs a slot this node serves; importing one it does not.
+  EXPECT_EQ(c.SetSlot(9000, State::kMigrating, kB).message(),
+            "I'm not the owner of hash slot 9000");
+  EXPECT_EQ(c.SetSlot(10, State::kImporting, kB).message(),
+            "I'm already the owner of hash slot 10");
+  EXPECT_EQ(c.SetSlot(10, State::kMigrating, kC).message(), "I don't know about node " + kC);
+  EXPECT_EQ(c.SetSlot(10, State::kMigrating, kA).message(),
+            "I can't migrate or import a slot to myself");
+  ASSERT_TRUE(c.SetSlot(10, State::kMigrating, kB).ok());
+  ASSERT_TRUE(c.SetSlot(11, State::kMigrating, kB).ok());
+  ASSERT_TRUE(c.SetSlot(9000, State::kImporting, kB).ok());
+  // Durable in the file: a restarted node keeps redirecting as before.
+  auto again = Cluster::Load(path, kA);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->map()->migrating[10], 1);
+  EXPECT_EQ((*again)->map()->migrating[11], 1);
+  EXPECT_EQ((*again)->map()->importing[9000], 1);
+  EXPECT_NE((*again)->map()->Format().find("migrating 10-11 " + kB + "\n"), std::string::npos);
+  // A pushed map may not carry moves (they are each node's own).
+  EXPECT_TRUE(c.Install("epoch 5\nnode " + kA + " h:1 0-16383\nnode " + kB +
+                        " h:2\nmigrating 3 " + kB + "\n")
+                  .is_invalid_argument());
+  // A map giving slot 10 to kB and slot 9000 to kA ends those moves;
+  // slot 11's goes on.
+  const std::string next = "epoch 2\nnode " + kA + " 127.0.0.1:7001 0-9 11-8191 9000\nnode " +
+                           kB + " 127.0.0.1:7002 10 8192-8999 9001-16383\n";
+  ASSERT_TRUE(c.Install(next).ok());
+  EXPECT_EQ(c.map()->migrating[10], ClusterMap::kNoOwner);
+  EXPECT_EQ(c.map()->migrating[11], 1);
+  EXPECT_EQ(c.map()->importing[9000], ClusterMap::kNoOwner);
+  ASSERT_TRUE(c.SetSlot(11, State::kStable, "").ok());
+  EXPECT_EQ(c.map()->migrating[11], ClusterMap::kNoOwner);
+  // A file whose moves do not fit its owners is refused at start.
+  {
+    std::ofstream f(path);
+    f << TwoNodes(1) << "importing 5 " << kB << "\n";
+  }
+  EXPECT_NE(Cluster::Load(path, kA).status().message().find("slot 5 is importing"),
+            std::string::npos);
+  std::remove(path.c_str());
+}
+
 // One node (kA, slots 0-8191) of a two-node cluster, over databases on the
 // map store.
 class Node {
@@ -250,6 +303,59 @@ TEST(ClusterResp, SetMapMovesSlotsAtOnce) {
   EXPECT_EQ(n.Feed(Cmd({"PMCLUSTER", "SETMAP", all_mine})), "+OK\r\n");
   EXPECT_EQ(n.Feed(Cmd({"GET", k})), "$-1\r\n");
   EXPECT_EQ(n.cluster().map()->epoch, 2u);
+}
+
+
+TEST(ClusterResp, MovingSlotAsksForKeysAlreadyGone) {
+  Node n;
+  const std::string tag = KeyIn(0, 8191, "m");
+  const std::string slot = std::to_string(KeySlot(tag));
+  const std::string here = "{" + tag + "}here", gone = "{" + tag + "}gone";
+  EXPECT_EQ(n.Feed(Cmd({"SET", here, "1"})), "+OK\r\n");
+  EXPECT_EQ(n.Feed(Cmd({"CLUSTER", "SETSLOT", slot, "MIGRATING", kB})), "+OK\r\n");
+  const std::string ask = "-ASK " + slot + " 127.0.0.1:7002\r\n";
+  // Keys still here are served; a key not here is asked of the target;
+  // a request over both must wait for the move.
+  EXPECT_EQ(n.Feed(Cmd({"GET", here}) + Cmd({"GET", gone}) + Cmd({"SET", gone, "x"}) +
+                   Cmd({"MGET", here, gone})),
+            "$1\r\n1\r\n" + ask + ask +
+                "-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+  EXPECT_EQ(n.Feed(Cmd({"CLUSTER", "SETSLOT", slot, "STABLE"}) + Cmd({"GET", gone})),
+            "+OK\r\n$-1\r\n");
+  // Importing: served only to a client that sent ASKING, for one command.
+  const std::string theirs = KeyIn(8192, 16383);
+  const std::string tslot = std::to_string(KeySlot(theirs));
+  const std::string moved = "-MOVED " + tslot + " 127.0.0.1:7002\r\n";
+  EXPECT_EQ(n.Feed(Cmd({"CLUSTER", "SETSLOT", tslot, "IMPORTING", kB}) + Cmd({"SET", theirs, "v"}) +
+                   Cmd({"ASKING"}) + Cmd({"SET", theirs, "v"}) + Cmd({"GET", theirs}) +
+                   Cmd({"ASKING"}) + Cmd({"GET", theirs})),
+            "+OK\r\n" + moved + "+OK\r\n+OK\r\n" + moved + "+OK\r\n$1\r\nv\r\n");
+  // EXEC is routed again: a queued key that moved away meanwhile aborts it.
+  EXPECT_EQ(n.Feed(Cmd({"MULTI"}) + Cmd({"SET", gone, "y"})), "+OK\r\n+QUEUED\r\n");
+  ASSERT_TRUE(n.cluster().SetSlot(KeySlot(tag), Cluster::SlotState::kMigrating, kB).ok());
+  EXPECT_EQ(n.Feed(Cmd({"EXEC"}) + Cmd({"EXEC"})), ask + "-ERR EXEC without MULTI\r\n");
+  ASSERT_TRUE(n.cluster().SetSlot(KeySlot(tag), Cluster::SlotState::kStable, "").ok());
+  EXPECT_EQ(n.Feed(Cmd({"GET", gone})), "$-1\r\n");
+}
+
+TEST(ClusterResp, DumpAndRestoreRoundTrip) {
+  Node n;
+  const std::string k = KeyIn(0, 8191, "d");
+  const std::string k2 = "{" + k + "}2";
+  EXPECT_EQ(n.Feed(Cmd({"SET", k, "value"})), "+OK\r\n");
+  std::string dump = n.Feed(Cmd({"DUMP", k}));
+  ASSERT_EQ(dump.rfind("$", 0), 0u) << dump;
+  const std::string payload = dump.substr(dump.find("\r\n") + 2, dump.size() - dump.find("\r\n") - 4);
+  EXPECT_EQ(n.Feed(Cmd({"RESTORE", k2, "0", payload}) + Cmd({"GET", k2}) +
+                   Cmd({"RESTORE", k2, "0", payload}) + Cmd({"RESTORE", k2, "5000", payload, "REPLACE"}) +
+                   Cmd({"PTTL", k2})),
+            "+OK\r\n$5\r\nvalue\r\n-BUSYKEY Target key name already exists.\r\n+OK\r\n:5000\r\n");
+  std::string damaged = payload;
+  damaged[1] ^= 1;
+  EXPECT_EQ(n.Feed(Cmd({"RESTORE", k2, "0", damaged, "REPLACE"}) + Cmd({"RESTORE", k2, "-1", payload}) +
+                   Cmd({"DUMP", "{" + k + "}none"}) + Cmd({"MIGRATE", "127.0.0.1", "1", "", "0", "10", "KEYS", "{" + k + "}none"})),
+            "-ERR DUMP payload version or checksum are wrong\r\n"
+            "-ERR Invalid TTL value, must be >= 0\r\n$-1\r\n+NOKEY\r\n");
 }
 
 TEST(ClusterResp, OutsideClusterModeTheCommandsAreRefusedAsRedisDoes) {

@@ -10,9 +10,15 @@
 #       `proxy HOST:PORT` (nutcracker's memcached address). Running it
 #       again on a DIR of a stopped cluster restarts it on its pools and
 #       maps.
+#   scripts/cluster/local.sh add DIR [--pmserver PATH] [--index KIND]
+#       Starts one more node for the running cluster of DIR, with no slots,
+#       and adds it to every node's map (scripts/cluster/pmcluster.py
+#       add-node); `pmcluster.py rebalance` then gives it slots. Prints
+#       `node HOST:PORT` of the new node. nutcracker's pool is not changed
+#       (docs/cluster.md: the proxy's servers are static).
 #   scripts/cluster/local.sh stop DIR
-#       Stops every process that `start` started for DIR (SIGTERM: the
-#       pools close cleanly).
+#       Stops every process that `start` or `add` started for DIR
+#       (SIGTERM: the pools close cleanly).
 #
 # Options of start:
 #   --pmserver PATH   the binary (default: build/release/server/pmserver)
@@ -161,8 +167,45 @@ cmd_start() {
   if [ "$proxy" = 1 ]; then echo "proxy 127.0.0.1:$(cat "$dir/proxy-port")"; fi
 }
 
+cmd_add() {
+  local dir=$1
+  shift
+  local pmserver="$repo_root/build/release/server/pmserver" index=lbtree
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --pmserver) pmserver=$2; shift 2 ;;
+      --index) index=$2; shift 2 ;;
+      *) die "unknown option $1" ;;
+    esac
+  done
+  [ -f "$dir/node-1/ports" ] || die "no cluster in $dir (local.sh start first)"
+  local n=1
+  while [ -d "$dir/node-$((n + 1))" ]; do n=$((n + 1)); done
+  local i=$((n + 1)) nd="$dir/node-$((n + 1))" first resp mc id
+  read -r first _ < "$dir/node-1/ports"
+  resp=$(free_port)
+  mc=$(free_port)
+  id=$(node_id "$dir" "$i")
+  mkdir -p "$nd"
+  echo "$resp $mc" > "$nd/ports"
+  # The cluster's map (without node 1's own moves) naming the new node.
+  { python3 "$repo_root/scripts/cluster/pmcluster.py" map "127.0.0.1:$first" |
+      grep -v -e '^migrating' -e '^importing'
+    echo "node $id 127.0.0.1:$resp"; } > "$nd/cluster.map"
+  "$pmserver" --pool "$nd/pool" --create "$index" --threads 1 --resp-port "$resp" \
+    --memcached-port "$mc" --cluster-config "$nd/cluster.map" --cluster-node-id "$id" \
+    > "$nd/log" 2>&1 &
+  echo $! > "$nd/pid"
+  for _ in $(seq 300); do grep -q "pmserver: ready" "$nd/log" && break; sleep 0.1; done
+  grep -q "pmserver: ready" "$nd/log" || { cat "$nd/log" >&2; die "node $i did not start"; }
+  python3 "$repo_root/scripts/cluster/pmcluster.py" add-node "127.0.0.1:$first" "$id" \
+    "127.0.0.1:$resp" >&2
+  echo "node 127.0.0.1:$resp"
+}
+
 case "${1:-}" in
+  add) [ $# -ge 2 ] || die "usage: local.sh add DIR [options]"; shift; cmd_add "$@" ;;
   start) [ $# -ge 3 ] || die "usage: local.sh start N DIR [options]"; shift; cmd_start "$@" ;;
   stop) [ $# -eq 2 ] || die "usage: local.sh stop DIR"; cmd_stop "$2" ;;
-  *) die "usage: local.sh start N DIR [options] | local.sh stop DIR" ;;
+  *) die "usage: local.sh start N DIR [options] | local.sh add DIR | local.sh stop DIR" ;;
 esac

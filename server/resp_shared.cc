@@ -164,7 +164,7 @@ void RespShared::AddConfig() {
   fixed("maxmemory", "0");
   fixed("maxmemory-policy", "noeviction");
   fixed("timeout", "0");
-  fixed("cluster-enabled", "no");
+  fixed("cluster-enabled", settings_.cluster != nullptr ? "yes" : "no");
 }
 
 }  // namespace pmindex::server

@@ -38,8 +38,13 @@ done
 for tool in redis-server redis-cli redis-benchmark; do
   command -v "$tool" >/dev/null || { echo "bench.sh: $tool is missing (scripts/compat/deps.sh)" >&2; exit 2; }
 done
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# free_ports N: N distinct free loopback ports (all held open while they
+# are picked, so none is picked twice).
+free_ports() {
+  python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
 }
 work=$(mktemp -d /dev/shm/pmcluster-bench-XXXXXX)
 redis_pids=()
@@ -60,7 +65,8 @@ run() {
   [ "$n" -gt 1 ] || mode=""
   for r in $(seq "$repeat"); do
     { redis-benchmark $mode -p "$port" -t "$tests" -n "$requests" -c "$clients" -q --csv \
-      2>&1 || true; } | tr -d '"' | { grep -E '^[A-Z]' || true; } | while IFS=, read -r test rps _; do
+      2>&1 || true; } | tr -d '"' | { grep -E '^[A-Z]+( [^,]*)?,' || true; } |
+      while IFS=, read -r test rps _; do
         [[ "$rps" =~ ^[0-9.]+$ ]] || { echo "bench.sh: $label: $test: $rps" >&2; continue; }
         line="$label $n ${test%% *} $r $rps"
         echo "$line"
@@ -70,12 +76,12 @@ run() {
 }
 
 start_redis_cluster() {
-  local n=$1 i ports=() cluster=yes
+  local n=$1 i ports=() picked=() cluster=yes
   [ "$n" -gt 1 ] || cluster=no
   redis_pids=()
+  read -r -a picked <<< "$(free_ports "$n")"
   for i in $(seq "$n"); do
-    local p d
-    p=$(free_port)
+    local p=${picked[$((i - 1))]} d
     d="$work/redis-$n-$i"
     mkdir -p "$d"
     redis-server --port "$p" --bind 127.0.0.1 --dir "$d" --cluster-enabled "$cluster" \
@@ -86,6 +92,8 @@ start_redis_cluster() {
   done
   for p in "${ports[@]}"; do
     for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    redis-cli -p "$p" ping >/dev/null 2>&1 ||
+      { cat "$work"/redis-"$n"-*/log >&2; echo "bench.sh: redis-server on $p did not start" >&2; exit 1; }
   done
   redis_port=${ports[0]}
   [ "$n" -gt 1 ] || return 0

@@ -32,8 +32,13 @@ set -euo pipefail
 repo_root=$(cd "$(dirname "$0")/../.." && pwd)
 die() { echo "local.sh: error: $*" >&2; exit 2; }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# free_ports N: N distinct free loopback ports (all held open while they
+# are picked, so none is picked twice).
+free_ports() {
+  python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
 }
 
 # stop_pid PID: SIGTERM, up to 15 s to exit, then SIGKILL.
@@ -81,7 +86,8 @@ cmd_start() {
     command -v nutcracker >/dev/null || die "nutcracker is not installed (apt-get install nutcracker, or --no-proxy)"
   fi
   mkdir -p "$dir"
-  local i resp=() mc=() ids=()
+  local i resp=() mc=() ids=() spare=()
+  read -r -a spare <<< "$(free_ports $((2 * n + 2)))"
   for i in $(seq "$n"); do
     ids+=("$(node_id "$dir" "$i")")
     if [ -n "$base" ]; then
@@ -92,8 +98,8 @@ cmd_start() {
       resp+=("$r")
       mc+=("$m")
     else
-      resp+=("$(free_port)")
-      mc+=("$(free_port)")
+      resp+=("${spare[$((2 * i - 2))]}")
+      mc+=("${spare[$((2 * i - 1))]}")
     fi
   done
   # The map: slots split evenly, node I gets [start, end].
@@ -137,7 +143,7 @@ cmd_start() {
     local pport
     if [ -n "$base" ]; then pport=$((base + 200));
     elif [ -f "$dir/proxy-port" ]; then pport=$(cat "$dir/proxy-port");
-    else pport=$(free_port); fi
+    else pport=${spare[$((2 * n))]}; fi
     echo "$pport" > "$dir/proxy-port"
     # ketama over murmur: the keys split evenly over the nodes; the
     # default fnv1a_64 sends almost every key to one node (docs/cluster.md
@@ -153,7 +159,7 @@ cmd_start() {
       for i in $(seq "$n"); do echo "    - 127.0.0.1:${mc[$((i - 1))]}:1 node-$i"; done
     } > "$dir/nutcracker.yml"
     nutcracker -c "$dir/nutcracker.yml" -o "$dir/nutcracker.log" -p "$dir/nutcracker.pid" \
-      -s "$(free_port)" -a 127.0.0.1 -d
+      -s "${spare[$((2 * n + 1))]}" -a 127.0.0.1 -d
     local ok=0
     for _ in $(seq 100); do
       if python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $pport), 1)" 2>/dev/null; then
@@ -183,8 +189,7 @@ cmd_add() {
   while [ -d "$dir/node-$((n + 1))" ]; do n=$((n + 1)); done
   local i=$((n + 1)) nd="$dir/node-$((n + 1))" first resp mc id
   read -r first _ < "$dir/node-1/ports"
-  resp=$(free_port)
-  mc=$(free_port)
+  read -r resp mc <<< "$(free_ports 2)"
   id=$(node_id "$dir" "$i")
   mkdir -p "$nd"
   echo "$resp $mc" > "$nd/ports"

@@ -4,6 +4,7 @@
 #include <functional>
 #include <thread>
 
+#include "server/collections.h"
 #include "server/key_slot.h"
 
 namespace pmindex::server {
@@ -83,6 +84,15 @@ std::optional<std::string> NamespaceEnd(uint32_t ns) {
   return Databases::NamespacePrefix(ns + 1);
 }
 
+// The end of namespace `ns`'s keys (slots below the collections' element
+// region, collections.h): item ranges stop there and never walk elements.
+std::string ItemsEnd(uint32_t ns) {
+  std::string e = Databases::NamespacePrefix(ns);
+  e.push_back(static_cast<char>(collection_keys::kElementRegion >> 8));
+  e.push_back('\0');
+  return e;
+}
+
 // Range over the stored items of namespace `ns` from the position of
 // client key `from` (its slot, then it) to that of `to` (nullopt: the
 // namespace's end), through `range` (the store's or a transaction's);
@@ -93,8 +103,7 @@ size_t RangeOfNamespace(uint32_t ns, std::string_view from, std::optional<std::s
                         size_t limit, std::vector<std::pair<std::string, std::string>>* out,
                         const RangeFn& range) {
   std::string lo = Databases::Encode(ns, from);
-  const std::optional<std::string> hi =
-      to ? std::optional<std::string>(Databases::Encode(ns, *to)) : NamespaceEnd(ns);
+  const std::optional<std::string> hi = to ? Databases::Encode(ns, *to) : ItemsEnd(ns);
   size_t added = 0;
   std::vector<std::pair<std::string, std::string>> batch;
   while (added < limit) {
@@ -497,13 +506,12 @@ uint64_t Databases::KeyCount(int i) {
   OpEpochs::Guard g = epochs_.Enter();
   const uint32_t ns = this->ns(i);
   std::string from = NamespacePrefix(ns);
-  const std::optional<std::string> end = NamespaceEnd(ns);
+  const std::string end = ItemsEnd(ns);
   uint64_t n = 0;
   std::vector<std::pair<std::string, std::string>> batch;
   for (;;) {
     batch.clear();
-    const size_t got = base_.Range(from, end ? std::optional<std::string_view>(*end) : std::nullopt,
-                                   kWalkBatch, &batch);
+    const size_t got = base_.Range(from, end, kWalkBatch, &batch);
     for (const auto& kv : batch) {
       uint32_t kns = 0;
       std::string_view key;
@@ -572,9 +580,19 @@ size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string
     bool skipped = false;
     for (const auto& [k, v] : batch) {
       ++examined;
-      const uint32_t ns = k.size() >= 4 ? GetBigEndian32(k) : 0;
+      const uint32_t ns = k.size() >= kHeaderBytes ? GetBigEndian32(k) : 0;
       if (std::find(live.begin(), live.end(), ns) == live.end()) {
         // The table or a garbage namespace (ReclaimStep's): go on after it.
+        if (ns == UINT32_MAX) {
+          expire_cursor_.clear();
+          return removed;
+        }
+        expire_cursor_ = NamespacePrefix(ns + 1);
+        skipped = true;
+        break;
+      }
+      if (static_cast<uint8_t>(k[4]) >= (collection_keys::kElementRegion >> 8)) {
+        // The namespace's element and garbage regions: no items there.
         if (ns == UINT32_MAX) {
           expire_cursor_.clear();
           return removed;
@@ -586,6 +604,10 @@ size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string
       uint32_t kns = 0;
       std::string_view key;
       if (!Split(k, &kns, &key) || !expired(v)) continue;
+      if (collection_codec::IsCollection(v)) {
+        removed += ExpireCollection(k, expired);
+        continue;
+      }
       // Examined again with its version: only that version is removed.
       Result<StoredValue> cur = base_.Get(k);
       if (!cur.ok() || !expired(cur->value)) continue;
@@ -630,6 +652,101 @@ size_t Databases::SlotKeys(int i, uint16_t slot, std::string_view after, size_t 
     lo.push_back('\0');
   }
   return added;
+}
+
+size_t Databases::ExpireCollection(
+    std::string_view stored_key, const std::function<bool(std::string_view value)>& expired) {
+  // One transaction: the metadata goes and its generation is
+  // garbage-listed together, only if the record is still the expired one.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::unique_ptr<StoreTransaction> tx = base_.Begin();
+    if (tx == nullptr) return 0;
+    Result<StoredValue> cur = tx->Get(stored_key);
+    CollectionMeta m;
+    if (!cur.ok() || !collection_codec::Decode(cur->value, &m) || !expired(cur->value)) return 0;
+    if (!tx->Remove(stored_key).ok()) continue;
+    const uint32_t ns = GetBigEndian32(stored_key);
+    if (!tx->Put(collection_keys::GarbageKey(ns, m.gen), collection_keys::GarbageValue(m.slot))
+             .ok())
+      continue;
+    const Status s = tx->Commit();
+    if (s.ok()) return 1;
+    if (!s.is_aborted()) return 0;
+  }
+  return 0;
+}
+
+Result<uint64_t> Databases::NewGeneration() {
+  std::lock_guard<std::mutex> lock(gen_mu_);
+  if (gen_next_ == gen_limit_) {
+    uint64_t start = gen_limit_;
+    if (start == 0) {
+      // First reservation since open: continue after what the store says.
+      start = 1;
+      Result<StoredValue> r = base_.Get(kGenerationKey);
+      if (r.ok()) {
+        if (r->value.size() != 8) return Status::Corruption("the generation counter is damaged");
+        size_t pos = 0;
+        uint32_t lo = 0, hi = 0;
+        GetLittle32(r->value, &pos, &lo);
+        GetLittle32(r->value, &pos, &hi);
+        start = (static_cast<uint64_t>(hi) << 32) | lo;
+        if (start == 0) return Status::Corruption("the generation counter is damaged");
+      } else if (!r.status().is_not_found()) {
+        return r.status();
+      }
+    }
+    const uint64_t limit = start + kGenerationBlock;
+    std::string v;
+    PutLittle32(static_cast<uint32_t>(limit), &v);
+    PutLittle32(static_cast<uint32_t>(limit >> 32), &v);
+    // Durable before any number of the block is handed out.
+    PMINDEX_RETURN_IF_ERROR(base_.Put(kGenerationKey, v));
+    gen_next_ = start;
+    gen_limit_ = limit;
+  }
+  return gen_next_++;
+}
+
+size_t Databases::ReclaimGarbageStep(size_t budget) {
+  std::lock_guard<std::mutex> lock(garbage_mu_);
+  budget = std::max<size_t>(budget, 1);
+  const std::vector<uint32_t> live = Snapshot();
+  size_t removed = 0;
+  std::vector<std::pair<std::string, std::string>> records, batch;
+  for (const uint32_t ns : live) {
+    const std::string lo = collection_keys::GarbagePrefix(ns);
+    std::string hi = lo;
+    hi.back() = static_cast<char>(static_cast<uint8_t>(hi.back()) + 1);
+    records.clear();
+    base_.Range(lo, hi, 16, &records);
+    for (const auto& [gk, gv] : records) {
+      uint64_t gen = 0;
+      uint16_t slot = 0;
+      if (!collection_keys::DecodeGarbage(gk, gv, &gen, &slot)) {
+        // Not a garbage record of this format: leave it to --verify.
+        continue;
+      }
+      const std::string from = collection_keys::GenerationPrefix(ns, slot, gen);
+      const std::string to = collection_keys::GenerationPrefix(ns, slot, gen + 1);
+      batch.clear();
+      const size_t want = budget - removed;
+      const size_t n = base_.Range(from, to, want, &batch);
+      for (const auto& kv : batch) {
+        Result<WriteOutcome> r = base_.Remove(kv.first);
+        if (!r.ok()) return removed;  // the store failed: try again at the next step
+        removed += *r == WriteOutcome::kDone;
+      }
+      if (n < want) {
+        // No element left: the generation is gone.
+        Result<WriteOutcome> r = base_.Remove(gk);
+        if (!r.ok()) return removed;
+        removed += *r == WriteOutcome::kDone;
+      }
+      if (removed >= budget) return removed;
+    }
+  }
+  return removed;
 }
 
 }  // namespace pmindex::server

@@ -7,11 +7,16 @@
 //   [namespace: 4 bytes, big endian][slot: 2 bytes, big endian][kind: 1 byte][K]
 //
 // where the namespace is database i's current one (the table below), the
-// slot is K's Redis Cluster hash slot (key_slot.h), and kind 0 is the key's
-// item (other kinds are reserved for the records of a key's elements). So
-// a database is one range of the store, one slot of a database is one
-// range too, and a database can be flushed or walked without touching the
-// others. Namespace 0 holds the table alone, under kTableKey.
+// slot is K's Redis Cluster hash slot (key_slot.h, below 0x4000), and kind
+// 0 is the key's record (an item, or a collection's metadata). So a
+// database is one range of the store, one slot of a database is one range
+// too, and a database can be flushed or walked without touching the
+// others. The 2-byte field's values from 0x4000 on are the collections'
+// regions (collections.h): element records under 0x4000 | slot, garbage
+// records under 0x8000; the views' item ranges (Range, KeyCount,
+// ExpireStep) stop before them and never walk elements. Namespace 0 holds
+// the table under kTableKey and the generation counter under
+// kGenerationKey.
 //
 // The table of databases (one value, written whole): each database's
 // namespace, the next unused namespace, and the namespaces whose keys are
@@ -122,6 +127,12 @@ class DbTransaction {
   [[nodiscard]] Status Swap(int i, int j);
   [[nodiscard]] Status Commit();
   void Abort();
+  // The underlying transaction over the whole store, addressed by stored
+  // keys: for the collections' element and garbage records
+  // (collections.h), which the views do not address. Writes through it
+  // must stay inside this transaction's namespaces (ns(i)).
+  StoreTransaction& base() { return *tx_; }
+  Databases& databases() { return dbs_; }
 
  private:
   friend class Databases;
@@ -208,6 +219,21 @@ class Databases {
   // examined (RemoveIfVersion).
   size_t ExpireStep(size_t budget, const std::function<bool(std::string_view value)>& expired);
 
+  // Collections (collections.h). A generation number never handed out
+  // before in the life of the store: numbers are reserved a block of
+  // kGenerationBlock at a time by one durable write of the counter record
+  // (kGenerationKey, namespace 0) and handed out from DRAM, so a restart
+  // skips at most the rest of a block. Thread-safe.
+  static constexpr uint64_t kGenerationBlock = 1 << 16;
+  static constexpr std::string_view kGenerationKey{"\0\0\0\0pmserver-generations", 24};
+  [[nodiscard]] Result<uint64_t> NewGeneration();
+  // Removes up to `budget` element records of garbage-listed generations
+  // in the served databases' namespaces, and the garbage record of a
+  // generation once none of its elements is left; returns the records
+  // removed. Element records of a garbage generation are never written
+  // again (no metadata refers to it), so this needs no transaction.
+  size_t ReclaimGarbageStep(size_t budget);
+
   // The stored form of `key` in namespace `ns`; the prefix of a namespace.
   static std::string Encode(uint32_t ns, std::string_view key);
   static std::string NamespacePrefix(uint32_t ns);
@@ -224,6 +250,10 @@ class Databases {
   static Status DecodeTable(std::string_view v, Table* t);
 
   Databases(Store& base, int count, Table table);
+  // Removes an expired collection's metadata record (a stored key) and
+  // garbage-lists its generation, in one transaction; 1 if done.
+  size_t ExpireCollection(std::string_view stored_key,
+                          const std::function<bool(std::string_view value)>& expired);
   // Writes `next` as the table and publishes it. REQUIRES: meta_mu_ held.
   Status Install(Table next);
   // Publishes `next`, already durable. REQUIRES: meta_mu_ held.
@@ -247,6 +277,11 @@ class Databases {
   std::set<uint32_t> quiesced_;  // garbage namespaces past a grace period
   std::mutex expire_mu_;
   std::string expire_cursor_;
+
+  std::mutex gen_mu_;
+  uint64_t gen_next_ = 0;   // guarded by gen_mu_: next number to hand out
+  uint64_t gen_limit_ = 0;  // guarded by gen_mu_: end of the reserved block
+  std::mutex garbage_mu_;   // one ReclaimGarbageStep at a time
 };
 
 }  // namespace pmindex::server

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "server/collections.h"
 #include "server/numbers.h"
 
 namespace pmindex::server {
@@ -89,6 +90,12 @@ Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uin
   }
   *present = true;
   *version = r->version;
+  if (collection_codec::IsCollection(r->value)) {
+    // A collection is no item: WRONGTYPE while it lives; expired, it is
+    // absent to reads, and writes replace it through DropCollection.
+    if (collection_codec::ExpiredAt(r->value, now_ms_())) return std::optional<Item>();
+    return WrongTypeError();
+  }
   Item item;
   if (!item_codec::Decode(r->value, &item))
     return Status::Corruption("the stored value is not a pmserver item");
@@ -111,8 +118,10 @@ Result<Item> Items::Get(std::string_view key) {
     Stats::Add(stats_.get_misses);
     if (present) {
       // Lazy removal of the expired version only; a newer value written
-      // meanwhile stays (kChanged), and a failure here loses nothing.
-      IgnoreError(store_.RemoveIfVersion(key, version), "the item is a miss either way");
+      // meanwhile stays (kChanged), and a failure here loses nothing. An
+      // expired collection is left to the background expiry (its
+      // elements must be garbage-listed with it).
+      IgnoreError(RemoveExpired(key, version), "the item is a miss either way");
     }
     return Status::NotFound();
   }
@@ -130,8 +139,15 @@ Result<ItemOutcome> Items::Modify(std::string_view key,
     Change c = decide(r->has_value() ? &**r : nullptr);
     if (c.outcome != ItemOutcome::kDone || c.kind == Change::Kind::kNone) {
       if (present && !r->has_value())
-        IgnoreError(store_.RemoveIfVersion(key, version), "lazy removal of an expired item");
+        IgnoreError(RemoveExpired(key, version), "lazy removal of an expired item");
       return c.outcome;
+    }
+    if (present && !r->has_value()) {
+      // An expired value is in the way: a collection goes with its
+      // elements (DeleteKey), then the change is decided again.
+      Result<bool> dropped = DropCollection(key, version);
+      if (!dropped.ok()) return dropped.status();
+      if (*dropped) continue;
     }
     Result<WriteOutcome> w = WriteOutcome::kDone;
     if (c.kind == Change::Kind::kRemove) {
@@ -158,7 +174,7 @@ Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::stri
     item_codec::Encode(data, flags, expiry_ms, &value);
   if (mode == StoreMode::kSet || mode == StoreMode::kAdd) {
     if (mode == StoreMode::kSet) {
-      PMINDEX_RETURN_IF_ERROR(store_.Put(key, value));
+      PMINDEX_RETURN_IF_ERROR(Replace(key, value));
       return ItemOutcome::kDone;
     }
     // add: the common case (absent) needs one call; an expired item in
@@ -214,6 +230,15 @@ Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::stri
     c.value = value;
     return c;
   });
+  if (!r.ok() && IsWrongType(r.status())) {
+    // A live collection: add finds the key taken, replace replaces it
+    // (Redis's SET XX), the others are WRONGTYPE.
+    if (mode == StoreMode::kAdd) return ItemOutcome::kNotStored;
+    if (mode == StoreMode::kReplace) {
+      PMINDEX_RETURN_IF_ERROR(Replace(key, value));
+      return ItemOutcome::kDone;
+    }
+  }
   if (r.ok() && mode == StoreMode::kCas) {
     Stats::Add(*r == ItemOutcome::kDone     ? stats_.cas_hits
                : *r == ItemOutcome::kExists ? stats_.cas_badval
@@ -232,7 +257,69 @@ Status Items::StoreMany(const std::vector<std::pair<std::string_view, std::strin
     item_codec::Encode(pairs[i].second, 0, 0, &values[i]);
     encoded.emplace_back(pairs[i].first, values[i]);
   }
-  return store_.PutMany(encoded);
+  if (keyspace_ == nullptr) return store_.PutMany(encoded);
+  // One transaction, so that a collection among the keys is replaced
+  // with its elements garbage-listed.
+  return RunOnItems(*this, [&](TxnScope& scope, int db) -> Status {
+    for (const auto& [k, v] : encoded) {
+      PMINDEX_RETURN_IF_ERROR(DeleteKey(scope, db, k).status());
+      PMINDEX_RETURN_IF_ERROR(scope.db(db).Put(k, v));
+    }
+    return Status::OK();
+  });
+}
+
+Status Items::Replace(std::string_view key, std::string_view value) {
+  for (;;) {
+    Result<StoredValue> cur = store_.Get(key);
+    Result<WriteOutcome> w = WriteOutcome::kDone;
+    if (!cur.ok()) {
+      if (!cur.status().is_not_found()) return cur.status();
+      w = store_.PutIfAbsent(key, value);
+    } else if (collection_codec::IsCollection(cur->value)) {
+      return RunOnItems(*this, [&](TxnScope& scope, int db) -> Status {
+        PMINDEX_RETURN_IF_ERROR(DeleteKey(scope, db, key).status());
+        return scope.db(db).Put(key, value);
+      });
+    } else {
+      w = store_.PutIfVersion(key, value, cur->version);
+    }
+    if (!w.ok()) return w.status();
+    if (*w == WriteOutcome::kDone) return Status::OK();
+    // Written by someone else between the read and the write: again.
+  }
+}
+
+Status Items::RemoveExpired(std::string_view key, uint64_t version) {
+  Result<StoredValue> cur = store_.Get(key);
+  if (!cur.ok() || cur->version != version || collection_codec::IsCollection(cur->value))
+    return Status::OK();
+  return store_.RemoveIfVersion(key, version).status();
+}
+
+Result<bool> Items::DropCollection(std::string_view key, uint64_t version) {
+  if (keyspace_ == nullptr) return false;
+  {
+    Result<StoredValue> cur = store_.Get(key);
+    if (!cur.ok()) return !cur.status().is_not_found() ? cur.status() : Result<bool>(true);
+    if (cur->version != version) return true;
+    if (!collection_codec::IsCollection(cur->value)) return false;
+  }
+  bool dropped = false;
+  Status s = RunOnItems(*this, [&](TxnScope& scope, int db) -> Status {
+    dropped = false;
+    Result<StoredValue> cur = scope.db(db).Get(key);
+    if (!cur.ok()) return cur.status().is_not_found() ? Status::OK() : cur.status();
+    if (cur->version != version || !collection_codec::IsCollection(cur->value)) {
+      // Changed since it was read: the caller reads it again.
+      dropped = true;
+      return Status::OK();
+    }
+    dropped = true;
+    return DeleteKey(scope, db, key).status();
+  });
+  if (!s.ok()) return s;
+  return dropped;
 }
 
 Status Items::Edit(std::string_view key, const std::function<ItemEdit(const Item*)>& decide) {
@@ -263,6 +350,18 @@ Result<ItemOutcome> Items::Delete(std::string_view key) {
     }
     return c;
   });
+  if (!r.ok() && IsWrongType(r.status()) && keyspace_ != nullptr) {
+    // A live collection: its metadata goes, its elements are
+    // garbage-listed, at once.
+    bool live = false;
+    const Status s = RunOnItems(*this, [&](TxnScope& scope, int db) -> Status {
+      Result<bool> d = DeleteKey(scope, db, key);
+      if (!d.ok()) return d.status();
+      live = *d;
+      return Status::OK();
+    });
+    r = s.ok() ? Result<ItemOutcome>(live ? ItemOutcome::kDone : ItemOutcome::kNotFound) : s;
+  }
   if (r.ok()) Stats::Add(*r == ItemOutcome::kDone ? stats_.delete_hits : stats_.delete_misses);
   return r;
 }
@@ -370,10 +469,8 @@ void Items::ScanKeys(std::string_view from, size_t limit, std::vector<std::strin
   const size_t n = store_.Range(from, limit + 1, &pairs);
   const int64_t now = now_ms_();
   for (size_t i = 0; i < n && i < limit; ++i) {
-    Item item;
-    const bool live = item_codec::Decode(pairs[i].second, &item) &&
-                      !(item.expiry_ms != 0 && item.expiry_ms <= now);
-    if (live) keys->push_back(std::move(pairs[i].first));
+    if (KindOfStored(pairs[i].second, now) != KeyKind::kNone)
+      keys->push_back(std::move(pairs[i].first));
   }
   if (n > limit) *next = std::move(pairs[limit].first);
 }

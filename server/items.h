@@ -8,7 +8,14 @@
 //   rest          the data
 //
 // An item whose expiry is at or before now is expired: every read treats
-// it as absent and removes it lazily (only that version of it). Both
+// it as absent and removes it lazily (only that version of it).
+//
+// A key may instead hold a collection's metadata record (collections.h):
+// to every method here a live collection is WrongTypeError() (RESP's
+// WRONGTYPE), except that Write kSet and kReplace (SET, SET XX) replace
+// it, kAdd finds the key taken, and Delete deletes it, each in one
+// transaction that garbage-lists its elements; an expired collection is
+// absent, and a write in its place drops it with its elements. Both
 // protocols see the same items: a key set over RESP reads over memcached
 // with flags 0, and the other way round.
 //
@@ -183,6 +190,17 @@ class Items {
   bool Expired(const Item& item) const {
     return item.expiry_ms != 0 && item.expiry_ms <= now_ms_();
   }
+  // SET: writes `value` (encoded) in place of whatever the key holds; a
+  // collection is replaced in one transaction with its elements
+  // garbage-listed (collections.h).
+  [[nodiscard]] Status Replace(std::string_view key, std::string_view value);
+  // Lazy removal of an expired item of version `version` (a collection is
+  // left to the background expiry).
+  [[nodiscard]] Status RemoveExpired(std::string_view key, uint64_t version);
+  // Removes the expired collection of version `version` at key with its
+  // elements garbage-listed; true if the key is not what it was (removed
+  // or changed: read it again), false if it holds no collection.
+  [[nodiscard]] Result<bool> DropCollection(std::string_view key, uint64_t version);
   // Runs a delayed flush whose time has come.
   [[nodiscard]] Status MaybeFlush();
 

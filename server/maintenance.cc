@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "server/collections.h"
+
 namespace pmindex::server {
 
 Maintenance::Maintenance(Databases& dbs, Stats& stats, Items::Clock now_ms, Options options)
@@ -42,8 +44,15 @@ Maintenance::Work Maintenance::Cycle() {
   while (dbs_.reclaim_pending() && Clock::now() < deadline) {
     work.reclaimed += dbs_.ReclaimStep(options_.batch);
   }
+  while (Clock::now() < deadline) {
+    const size_t n = dbs_.ReclaimGarbageStep(options_.batch);
+    work.garbage += n;
+    if (n == 0) break;
+  }
   const int64_t now = now_ms_();
-  auto expired = [now](std::string_view v) { return item_codec::ExpiredAt(v, now); };
+  auto expired = [now](std::string_view v) {
+    return item_codec::ExpiredAt(v, now) || collection_codec::ExpiredAt(v, now);
+  };
   size_t examined = 0;
   for (;;) {
     const size_t removed = dbs_.ExpireStep(options_.batch, expired);
@@ -54,7 +63,7 @@ Maintenance::Work Maintenance::Cycle() {
       break;
   }
   Stats::Add(stats_.expired_keys, work.expired);
-  Stats::Add(stats_.reclaimed_keys, work.reclaimed);
+  Stats::Add(stats_.reclaimed_keys, work.reclaimed + work.garbage);
   return work;
 }
 

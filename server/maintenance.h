@@ -1,15 +1,18 @@
 // The server's background work, on one thread of its own: removing the
-// keys of flushed databases (Databases::ReclaimStep) and expired items
-// nobody reads (Databases::ExpireStep, Redis's active expiry).
+// keys of flushed databases (Databases::ReclaimStep), the elements of
+// deleted collections (Databases::ReclaimGarbageStep, collections.h) and
+// expired items and collections nobody reads (Databases::ExpireStep,
+// Redis's active expiry).
 //
 // Bounded: a cycle runs every Options::interval_ms and stops working after
 // Options::busy_ms (by default a quarter of one CPU at most, as Redis's
-// active expiry). Within that, it reclaims flushed keys in batches while
-// any are left, and examines Options::expire_keys_per_cycle stored items
-// for expiry, going on while a batch finds more than a quarter of its
-// items expired (expired data is piling up). Each removal is one store
-// call of its own, so requests wait for no cycle, only (as for any
-// concurrent writer) for a store latch now and then.
+// active expiry). Within that, it reclaims flushed keys, then garbage
+// generations' elements, in batches while any are left, and examines
+// Options::expire_keys_per_cycle stored items for expiry, going on while
+// a batch finds more than a quarter of its items expired (expired data is
+// piling up). Each removal is one store call of its own (an expired
+// collection's, one transaction), so requests wait for no cycle, only (as
+// for any concurrent writer) for a store latch now and then.
 //
 // The sweep has no index of the items that have an expiry: it walks every
 // item, so a pass over N items takes about N / expire_keys_per_cycle
@@ -40,6 +43,7 @@ class Maintenance {
   struct Work {
     size_t expired = 0;    // items removed by the expiry sweep
     size_t reclaimed = 0;  // keys of flushed databases removed
+    size_t garbage = 0;    // records of garbage generations removed
   };
 
   // `dbs` and `stats` must outlive this object.

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "pmindex/version.h"
+#include "server/collections.h"
 #include "server/numbers.h"
 
 namespace pmindex::server {
@@ -86,6 +87,12 @@ void MemcacheProtocol::Reply(std::string_view reply, std::string* out) {
 }
 
 void MemcacheProtocol::ReplyError(const Status& s, std::string* out) {
+  if (IsWrongType(s)) {
+    // The key holds a RESP collection: the commands that would read or
+    // change it as an item refuse (set and delete replace or delete it;
+    // get reads it as a miss).
+    return Reply("CLIENT_ERROR the key holds a RESP hash, list, set or sorted set", out);
+  }
   Reply("SERVER_ERROR " + StoreErrorText(s), out);
 }
 
@@ -173,7 +180,8 @@ void MemcacheProtocol::RunGet(bool with_cas, bool touch, std::string* out) {
   for (size_t i = first_key; i < tok_.size(); ++i) {
     Result<Item> r = touch ? items_.GetAndTouch(tok_[i], expiry_ms) : items_.Get(tok_[i]);
     if (!r.ok()) {
-      if (r.status().is_not_found()) continue;
+      // A collection is no item: a miss.
+      if (r.status().is_not_found() || IsWrongType(r.status())) continue;
       ReplyError(r.status(), out);
       return;
     }

@@ -186,6 +186,12 @@ bool CommandKeys(const Command& command, std::span<const std::string_view> args,
 // (Cluster::SlotLock) shared, to be kept until the reply is written.
 bool RouteInCluster(CommandCall& call, const std::vector<std::string_view>& keys,
                     std::shared_lock<std::shared_mutex>* hold);
+// Redis's strict long double (INCRBYFLOAT, HINCRBYFLOAT): the whole
+// string, no leading space, no overflow, not NaN.
+bool ParseLongDouble(std::string_view s, long double* v);
+// Redis's "human" text of a long double: 17 decimals, trailing zeros and
+// a trailing point dropped, "-0" as "0".
+std::string LongDoubleText(long double v);
 // True iff `key` is a key the store takes; else replies the error.
 bool CheckKey(CommandCall& call, std::string_view key);
 // True iff `data` fits one item; else replies the error.
@@ -205,5 +211,6 @@ void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
 void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
 void RegisterClusterCommands(CommandTable& table);      // resp_cluster_commands.cc
 void RegisterDumpCommands(CommandTable& table);         // resp_dump_commands.cc
+void RegisterHashCommands(CommandTable& table);         // resp_hash_commands.cc
 
 }  // namespace pmindex::server

@@ -1,8 +1,13 @@
 // The command table (resp_command.h) and the helpers its handlers share.
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "server/numbers.h"
+#include "server/collections.h"
 #include "server/resp_command.h"
 #include "util/check.h"
 
@@ -51,6 +56,7 @@ const CommandTable& RespCommands() {
     RegisterMultiKeyCommands(t);
     RegisterClusterCommands(t);
     RegisterDumpCommands(t);
+    RegisterHashCommands(t);
     return t;
   }();
   return table;
@@ -114,7 +120,39 @@ bool EqualsIgnoreCase(std::string_view s, std::string_view word) {
   return true;
 }
 
+// Redis's strict long double: the whole string, no leading space, no
+// overflow, not NaN.
+bool ParseLongDouble(std::string_view s, long double* v) {
+  if (s.empty() || s.size() >= 5 * 1024 || std::isspace(static_cast<unsigned char>(s[0])))
+    return false;
+  const std::string buf(s);
+  char* end = nullptr;
+  errno = 0;
+  const long double d = std::strtold(buf.c_str(), &end);
+  if (end != buf.c_str() + buf.size() || std::isnan(d)) return false;
+  if (errno == ERANGE && (std::isinf(d) || d == 0)) return false;
+  if (errno == EINVAL) return false;
+  *v = d;
+  return true;
+}
+
+// Redis's "human" text of a long double: 17 decimals, trailing zeros and
+// a trailing point dropped, "-0" as "0".
+std::string LongDoubleText(long double v) {
+  char buf[5 * 1024];
+  int n = std::snprintf(buf, sizeof(buf), "%.17Lf", v);
+  if (n < 0 || static_cast<size_t>(n) >= sizeof(buf)) return "0";
+  std::string s(buf, static_cast<size_t>(n));
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+  }
+  if (s == "-0") s = "0";
+  return s;
+}
+
 void ReplyStoreError(CommandCall& call, const Status& s) {
+  if (IsWrongType(s)) return call.reply.Error(kWrongType);
   call.reply.Error("ERR " + StoreErrorText(s));
 }
 

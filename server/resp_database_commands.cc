@@ -3,6 +3,7 @@
 // (databases.h): FLUSHDB, FLUSHALL and SWAPDB are one durable write of the
 // table of databases, whatever the number of keys; inside EXEC they are
 // part of its transaction.
+#include "server/collections.h"
 #include "server/keyspace.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
@@ -81,7 +82,10 @@ KeyCounts CountKeys(Store& store) {
     for (size_t i = 0; i < counted; ++i) {
       ++n.keys;
       Item item;
-      if (item_codec::Decode(batch[i].second, &item) && item.expiry_ms != 0) ++n.expires;
+      CollectionMeta meta;
+      if ((item_codec::Decode(batch[i].second, &item) && item.expiry_ms != 0) ||
+          (collection_codec::Decode(batch[i].second, &meta) && meta.expiry_ms != 0))
+        ++n.expires;
     }
     if (got <= kBatch) return n;
     from = std::move(batch[kBatch].first);

@@ -4,8 +4,10 @@
 // RANDOMKEY, SCAN, OBJECT.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <random>
 
+#include "server/collections.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
 #include "server/resp_protocol.h"
@@ -32,26 +34,24 @@ void Del(CommandCall& c) {
 void Exists(CommandCall& c) {
   int64_t n = 0;
   for (size_t i = 1; i < c.argc(); ++i) {
-    Result<Item> r = c.items.Get(c.args[i]);
-    if (!r.ok() && !r.status().is_not_found()) return ReplyStoreError(c, r.status());
-    n += r.ok();
+    Result<KeyState> r = PeekKey(c.items, c.args[i]);
+    if (!r.ok()) return ReplyStoreError(c, r.status());
+    n += r->kind != KeyKind::kNone;
   }
   c.reply.Integer(n);
 }
 
 void Type(CommandCall& c) {
-  Result<Item> r = c.items.Get(c.args[1]);
-  if (!r.ok() && !r.status().is_not_found()) return ReplyStoreError(c, r.status());
-  c.reply.Simple(r.ok() ? "string" : "none");
+  Result<KeyState> r = PeekKey(c.items, c.args[1]);
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  c.reply.Simple(KindName(r->kind));
 }
 
 // TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 absent, -1 no expiry.
 void Ttl(CommandCall& c) {
-  Result<Item> r = c.items.Get(c.args[1]);
-  if (!r.ok()) {
-    if (r.status().is_not_found()) return c.reply.Integer(-2);
-    return ReplyStoreError(c, r.status());
-  }
+  Result<KeyState> r = PeekKey(c.items, c.args[1]);
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  if (r->kind == KeyKind::kNone) return c.reply.Integer(-2);
   if (r->expiry_ms == 0) return c.reply.Integer(-1);
   const std::string_view name = c.command.name;
   if (name == "expiretime") return c.reply.Integer(r->expiry_ms / 1000);
@@ -91,19 +91,36 @@ void Expire(CommandCall& c) {
     return c.reply.Error("ERR invalid expire time in '" + c.command.full_name + "' command");
   }
   const int64_t now = c.items.NowMs();
+  // current: 0 is none, an infinite time to live.
+  auto allowed = [&](int64_t current) {
+    return !((nx && current != 0) || (xx && current == 0) ||
+             (gt && (current == 0 || when <= current)) || (lt && current != 0 && when >= current));
+  };
   bool done = false;
   Status s = c.items.Edit(c.args[1], [&](const Item* live) {
     done = false;
-    if (!live) return ItemEdit::Keep();
-    const int64_t current = live->expiry_ms;  // 0: none, an infinite time to live
-    if ((nx && current != 0) || (xx && current == 0) || (gt && (current == 0 || when <= current)) ||
-        (lt && current != 0 && when >= current)) {
-      return ItemEdit::Keep();
-    }
+    if (!live || !allowed(live->expiry_ms)) return ItemEdit::Keep();
     done = true;
     if (when <= now) return ItemEdit::Remove();
     return ItemEdit::Put(live->data, live->flags, when);
   });
+  if (IsWrongType(s)) {
+    // A collection: its metadata's expiry, or its removal (elements
+    // garbage-listed), in one transaction.
+    const int db = c.items.db_index();
+    return RunAtomically(c, [&](TxnScope& scope) -> Result<int64_t> {
+      Result<Collection> col = FindAnyCollection(scope, db, c.args[1]);
+      if (!col.ok()) return col.status().is_not_found() ? Result<int64_t>(0) : col.status();
+      if (!allowed(col->meta().expiry_ms)) return 0;
+      if (when <= now) {
+        PMINDEX_RETURN_IF_ERROR(col->Delete());
+      } else {
+        col->mutable_meta().expiry_ms = when;
+        PMINDEX_RETURN_IF_ERROR(col->Save());
+      }
+      return 1;
+    });
+  }
   if (!s.ok()) return ReplyStoreError(c, s);
   c.reply.Integer(done ? 1 : 0);
 }
@@ -115,6 +132,17 @@ void Persist(CommandCall& c) {
     if (!done) return ItemEdit::Keep();
     return ItemEdit::Put(live->data, live->flags, 0);
   });
+  if (IsWrongType(s)) {
+    const int db = c.items.db_index();
+    return RunAtomically(c, [&](TxnScope& scope) -> Result<int64_t> {
+      Result<Collection> col = FindAnyCollection(scope, db, c.args[1]);
+      if (!col.ok()) return col.status().is_not_found() ? Result<int64_t>(0) : col.status();
+      if (col->meta().expiry_ms == 0) return 0;
+      col->mutable_meta().expiry_ms = 0;
+      PMINDEX_RETURN_IF_ERROR(col->Save());
+      return 1;
+    });
+  }
   if (!s.ok()) return ReplyStoreError(c, s);
   c.reply.Integer(done ? 1 : 0);
 }
@@ -179,7 +207,7 @@ void Scan(CommandCall& c) {
   if (!CursorToKey(c.args[1], c.items.max_key_bytes(), &from))
     return c.reply.Error("ERR invalid cursor");
   std::string_view pattern;
-  bool strings = true;  // every key holds a string
+  std::optional<std::string> type;  // TYPE's name, lower case
   size_t count = 10;
   for (size_t i = 2; i < c.argc(); i += 2) {
     if (EqualsIgnoreCase(c.args[i], "MATCH")) {
@@ -189,7 +217,7 @@ void Scan(CommandCall& c) {
       if (count < 1) return c.reply.Error(kSyntax);
       count = std::min<size_t>(count, 100000);
     } else if (EqualsIgnoreCase(c.args[i], "TYPE")) {
-      strings = EqualsIgnoreCase(c.args[i + 1], "string");
+      type = Lower(c.args[i + 1]);
     } else {
       return c.reply.Error(kSyntax);
     }
@@ -197,9 +225,17 @@ void Scan(CommandCall& c) {
   std::vector<std::string> keys;
   std::string next;
   c.items.ScanKeys(from, count, &keys, &next);
-  if (!strings) keys.clear();
   if (!pattern.empty() && pattern != "*") {
     std::erase_if(keys, [&](const std::string& k) { return !GlobMatch(pattern, k); });
+  }
+  if (type) {
+    std::vector<std::string> kept;
+    for (std::string& k : keys) {
+      Result<KeyState> r = PeekKey(c.items, k);
+      if (!r.ok()) return ReplyStoreError(c, r.status());
+      if (KindName(r->kind) == *type) kept.push_back(std::move(k));
+    }
+    keys = std::move(kept);
   }
   c.reply.Array(2);
   c.reply.Bulk(KeyToCursor(next));
@@ -218,34 +254,40 @@ std::string_view RedisEncoding(std::string_view v) {
   return v.size() <= 44 ? "embstr" : "raw";
 }
 
+// A collection's encoding is Redis's name of its general encoding of the
+// type (collections.h EncodingName): it names nothing of pmserver's.
 void ObjectEncoding(CommandCall& c) {
-  Result<Item> r = c.items.Get(c.args[2]);
-  if (r.ok()) return c.reply.Bulk(RedisEncoding(r->data));
-  if (r.status().is_not_found()) return c.reply.NullBulk();
-  ReplyStoreError(c, r.status());
+  Result<KeyState> r = PeekKey(c.items, c.args[2]);
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  CollectionMeta m;
+  Item item;
+  if (r->kind == KeyKind::kNone) return c.reply.NullBulk();
+  if (collection_codec::Decode(r->stored, &m)) return c.reply.Bulk(EncodingName(m.type));
+  if (!item_codec::Decode(r->stored, &item)) return c.reply.NullBulk();
+  c.reply.Bulk(RedisEncoding(item.data));
 }
 
 void ObjectRefCount(CommandCall& c) {
-  Result<Item> r = c.items.Get(c.args[2]);
-  if (r.ok()) return c.reply.Integer(1);  // values are never shared
-  if (r.status().is_not_found()) return c.reply.NullBulk();
-  ReplyStoreError(c, r.status());
+  Result<KeyState> r = PeekKey(c.items, c.args[2]);
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  if (r->kind == KeyKind::kNone) return c.reply.NullBulk();
+  c.reply.Integer(1);  // values are never shared
 }
 
 // IDLETIME and FREQ: pmserver tracks neither access times nor
 // frequencies (it never evicts); FREQ's error is the one Redis gives
 // under the noeviction policy.
 void ObjectIdleTime(CommandCall& c) {
-  Result<Item> r = c.items.Get(c.args[2]);
-  if (r.status().is_not_found()) return c.reply.NullBulk();
+  Result<KeyState> r = PeekKey(c.items, c.args[2]);
   if (!r.ok()) return ReplyStoreError(c, r.status());
+  if (r->kind == KeyKind::kNone) return c.reply.NullBulk();
   c.reply.Error("ERR pmserver does not track access times, idle time not tracked.");
 }
 
 void ObjectFreq(CommandCall& c) {
-  Result<Item> r = c.items.Get(c.args[2]);
-  if (r.status().is_not_found()) return c.reply.NullBulk();
+  Result<KeyState> r = PeekKey(c.items, c.args[2]);
   if (!r.ok()) return ReplyStoreError(c, r.status());
+  if (r->kind == KeyKind::kNone) return c.reply.NullBulk();
   c.reply.Error(
       "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
       "that when switching between policies at runtime LRU and LFU data will take some time to "
@@ -256,7 +298,8 @@ void ObjectHelp(CommandCall& c) {
   static constexpr std::string_view kLines[] = {
       "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
       "ENCODING <key>",
-      "    The encoding Redis would give the value (int, embstr or raw).",
+      "    The encoding Redis would give the value (int, embstr, raw; hashtable, quicklist,",
+      "    skiplist): a name, not pmserver's storage.",
       "FREQ <key>",
       "    Not tracked (an error, as Redis under the noeviction policy).",
       "IDLETIME <key>",
@@ -293,7 +336,8 @@ void RegisterKeyspaceCommands(CommandTable& t) {
        "Counts the keys given that exist (a key named twice counts twice).", Exists, kSumKeys},
       {"touch", -2, kReadonly | kFast, 1, -1, "RO",
        "Counts the keys given that exist (access times are not tracked).", Exists, kSumKeys},
-      {"type", 2, kReadonly | kFast, 1, 1, "RO", "Returns the type of a key: string or none.",
+      {"type", 2, kReadonly | kFast, 1, 1, "RO",
+       "Returns the type of a key: string, hash, list, set, zset or none.",
        Type},
       {"ttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS", "Returns a key's time to live in seconds.",
        Ttl, "nondeterministic_output"},

@@ -1,7 +1,9 @@
 // RESP commands that change several keys at once, each in one store
 // transaction (RunAtomically, resp_transaction.h): RENAME, RENAMENX, COPY
-// and MSETNX. A key's stored item is moved or copied whole, so its flags
-// and expiry go with it (as Redis keeps the TTL).
+// and MSETNX, over strings and collections (collections.h). A key's
+// stored record is moved or copied whole, so its flags and expiry go with
+// it (as Redis keeps the TTL).
+#include "server/collections.h"
 #include "server/keyspace.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
@@ -13,45 +15,34 @@ namespace {
 
 using namespace cmd_flag;
 
-// The live stored item of `key` (NotFound if absent or expired).
-Result<StoredValue> LiveValue(Store& store, std::string_view key, int64_t now_ms) {
-  Result<StoredValue> r = store.Get(key);
-  if (r.ok() && item_codec::ExpiredAt(r->value, now_ms)) return Status::NotFound();
-  return r;
-}
-
-Status Failed(const Status& s) { return s.ok() ? Status::OK() : s; }
-
-// RENAME, RENAMENX.
+// RENAME, RENAMENX: a collection's metadata record moves (its elements
+// keep their slot and generation: O(1) whatever its size).
 void Rename(CommandCall& c) {
   const bool nx = c.command.name == "renamenx";
   const std::string src(c.args[1]), dst(c.args[2]);
   const int db = c.client.db;
-  const int64_t now = c.items.NowMs();
   RunAtomically(
       c,
       [&](TxnScope& scope) -> Result<int64_t> {
-        Store& s = scope.db(db);
-        Result<StoredValue> v = LiveValue(s, src, now);
-        if (!v.ok()) {
-          if (v.status().is_not_found()) return Status::InvalidArgument("ERR no such key");
-          return v.status();
-        }
+        Result<KeyKind> k = KindOfKey(scope, db, src);
+        if (!k.ok()) return k.status();
+        if (*k == KeyKind::kNone) return Status::InvalidArgument("ERR no such key");
         if (src == dst) return nx ? 0 : 1;
         if (nx) {
-          Result<StoredValue> d = LiveValue(s, dst, now);
-          if (d.ok()) return 0;
-          if (!d.status().is_not_found()) return d.status();
+          Result<KeyKind> d = KindOfKey(scope, db, dst);
+          if (!d.ok()) return d.status();
+          if (*d != KeyKind::kNone) return 0;
         }
-        PMINDEX_RETURN_IF_ERROR(s.Put(dst, v->value));
-        Result<WriteOutcome> removed = s.Remove(src);
-        if (!removed.ok()) return removed.status();
+        Result<bool> moved = MoveKey(scope, db, src, dst);
+        if (!moved.ok()) return moved.status();
         return 1;
       },
       /*ok_reply=*/!nx);
 }
 
-// COPY source destination [DB destination-db] [REPLACE]
+// COPY source destination [DB destination-db] [REPLACE]: a collection's
+// elements are copied into a new generation (O(its size), one
+// transaction).
 void Copy(CommandCall& c) {
   int dst_db = c.client.db;
   bool replace = false;
@@ -72,19 +63,18 @@ void Copy(CommandCall& c) {
   if (src == dst && dst_db == c.client.db)
     return c.reply.Error("ERR source and destination objects are the same");
   const int src_db = c.client.db;
-  const int64_t now = c.items.NowMs();
   RunAtomically(c, [&](TxnScope& scope) -> Result<int64_t> {
-    Result<StoredValue> v = LiveValue(scope.db(src_db), src, now);
-    if (!v.ok())
-      return v.status().is_not_found() ? Result<int64_t>(0) : Result<int64_t>(v.status());
-    Store& d = scope.db(dst_db);
+    Result<KeyKind> k = KindOfKey(scope, src_db, src);
+    if (!k.ok()) return k.status();
+    if (*k == KeyKind::kNone) return 0;
     if (!replace) {
-      Result<StoredValue> existing = LiveValue(d, dst, now);
-      if (existing.ok()) return 0;
-      if (!existing.status().is_not_found()) return existing.status();
+      Result<KeyKind> d = KindOfKey(scope, dst_db, dst);
+      if (!d.ok()) return d.status();
+      if (*d != KeyKind::kNone) return 0;
     }
-    PMINDEX_RETURN_IF_ERROR(Failed(d.Put(dst, v->value)));
-    return 1;
+    Result<bool> copied = CopyKey(scope, src_db, src, dst_db, dst);
+    if (!copied.ok()) return copied.status();
+    return *copied ? 1 : 0;
   });
 }
 
@@ -97,19 +87,19 @@ void MsetNx(CommandCall& c) {
   for (size_t i = 2; i < c.argc(); i += 2)
     if (!CheckData(c, c.args[i])) return;
   const int db = c.client.db;
-  const int64_t now = c.items.NowMs();
   RunAtomically(c, [&](TxnScope& scope) -> Result<int64_t> {
-    Store& s = scope.db(db);
     for (size_t i = 1; i < c.argc(); i += 2) {
-      Result<StoredValue> v = LiveValue(s, c.args[i], now);
-      if (v.ok()) return 0;
-      if (!v.status().is_not_found()) return v.status();
+      Result<KeyKind> k = KindOfKey(scope, db, c.args[i]);
+      if (!k.ok()) return k.status();
+      if (*k != KeyKind::kNone) return 0;
     }
     std::string value;
     for (size_t i = 1; i < c.argc(); i += 2) {
       value.clear();
       item_codec::Encode(c.args[i + 1], 0, 0, &value);
-      PMINDEX_RETURN_IF_ERROR(s.Put(c.args[i], value));
+      // An expired collection in the way goes with its elements.
+      PMINDEX_RETURN_IF_ERROR(DeleteKey(scope, db, c.args[i]).status());
+      PMINDEX_RETURN_IF_ERROR(scope.db(db).Put(c.args[i], value));
     }
     Stats::Add(c.items.stats().cmd_set, (c.argc() - 1) / 2);
     return 1;

@@ -13,6 +13,7 @@
 #include <limits>
 #include <optional>
 
+#include "server/collections.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
 
@@ -130,6 +131,18 @@ void Set(CommandCall& c) {
     return ItemEdit::Put(std::string(c.args[2]), 0,
                          o.keepttl && live ? live->expiry_ms : expiry_ms);
   });
+  if (IsWrongType(s) && !o.get) {
+    // A collection: SET replaces any type (NX finds the key taken).
+    if (o.nx) return c.reply.NullBulk();
+    if (o.keepttl) {
+      Result<KeyState> k = PeekKey(c.items, c.args[1]);
+      if (!k.ok()) return ReplyStoreError(c, k.status());
+      expiry_ms = k->expiry_ms;
+    }
+    Result<ItemOutcome> r = c.items.Write(StoreMode::kSet, c.args[1], c.args[2], 0, expiry_ms);
+    if (!r.ok()) return ReplyStoreError(c, r.status());
+    return c.reply.Simple("OK");
+  }
   if (!s.ok()) return ReplyStoreError(c, s);
   if (o.get) return old ? c.reply.Bulk(*old) : c.reply.NullBulk();
   if (stored) return c.reply.Simple("OK");
@@ -237,37 +250,6 @@ void IncrDecr(CommandCall& c) {
   c.reply.Integer(v);
 }
 
-// Redis's strict long double: the whole string, no leading space, no
-// overflow, not NaN.
-bool ParseLongDouble(std::string_view s, long double* v) {
-  if (s.empty() || s.size() >= 5 * 1024 || std::isspace(static_cast<unsigned char>(s[0])))
-    return false;
-  const std::string buf(s);
-  char* end = nullptr;
-  errno = 0;
-  const long double d = std::strtold(buf.c_str(), &end);
-  if (end != buf.c_str() + buf.size() || std::isnan(d)) return false;
-  if (errno == ERANGE && (std::isinf(d) || d == 0)) return false;
-  if (errno == EINVAL) return false;
-  *v = d;
-  return true;
-}
-
-// Redis's "human" text of a long double: 17 decimals, trailing zeros and
-// a trailing point dropped, "-0" as "0".
-std::string LongDoubleText(long double v) {
-  char buf[5 * 1024];
-  int n = std::snprintf(buf, sizeof(buf), "%.17Lf", v);
-  if (n < 0 || static_cast<size_t>(n) >= sizeof(buf)) return "0";
-  std::string s(buf, static_cast<size_t>(n));
-  if (s.find('.') != std::string::npos) {
-    while (s.back() == '0') s.pop_back();
-    if (s.back() == '.') s.pop_back();
-  }
-  if (s == "-0") s = "0";
-  return s;
-}
-
 void IncrByFloat(CommandCall& c) {
   enum class Outcome { kDone, kNotFloat, kNaN, kTooLong } outcome = Outcome::kDone;
   std::string result;
@@ -314,8 +296,8 @@ void MGet(CommandCall& c) {
     if (r.ok()) {
       reply.Bulk(r->data);
       if (buffer.size() > kMaxMultiReplyBytes) return c.reply.Error("ERR reply too large");
-    } else if (r.status().is_not_found()) {
-      reply.NullBulk();
+    } else if (r.status().is_not_found() || IsWrongType(r.status())) {
+      reply.NullBulk();  // Redis's MGET: nil for a key of another type
     } else {
       return ReplyStoreError(c, r.status());
     }

@@ -3,6 +3,7 @@
 // commands.
 #include "server/resp_transaction.h"
 
+#include "server/collections.h"
 #include "server/keyspace.h"
 
 namespace pmindex::server {
@@ -34,7 +35,7 @@ void Unwatch(RespClient& client) {
 }
 
 bool Live(const Result<StoredValue>& r, int64_t now_ms) {
-  return r.ok() && !item_codec::ExpiredAt(r->value, now_ms);
+  return r.ok() && KindOfStored(r->value, now_ms) != KeyKind::kNone;
 }
 
 }  // namespace
@@ -142,28 +143,48 @@ TxnScope* TxnScope::Of(Items& items) {
   return s != nullptr ? s->scope() : nullptr;
 }
 
-void RunAtomically(CommandCall& c, const std::function<Result<int64_t>(TxnScope&)>& body,
-                   bool ok_reply) {
-  auto reply = [&](const Result<int64_t>& r) {
-    if (!r.ok()) {
-      if (r.status().is_invalid_argument()) return c.reply.Error(r.status().message());
-      return ReplyStoreError(c, r.status());
+void RunInTransaction(CommandCall& c, const std::function<Status(TxnScope&, RespReply&)>& body) {
+  // The reply is written aside and sent once the run that wrote it counts.
+  std::string out;
+  auto finish = [&](const Status& s) {
+    if (s.ok()) {
+      c.reply.out()->append(out);
+      return;
     }
-    if (ok_reply) return c.reply.Simple("OK");
-    c.reply.Integer(*r);
+    if (s.is_invalid_argument() || IsWrongType(s)) return c.reply.Error(s.message());
+    ReplyStoreError(c, s);
   };
-  if (TxnScope* scope = TxnScope::Of(c.items)) return reply(body(*scope));
+  if (TxnScope* scope = TxnScope::Of(c.items)) {
+    RespReply aside(&out, c.reply.protocol());
+    return finish(body(*scope, aside));
+  }
   for (int run = 0; run < kMaxExecRuns; ++run) {
+    out.clear();
+    RespReply aside(&out, c.reply.protocol());
     TxnScope scope(c.items);
-    Result<int64_t> r = body(scope);
-    if (scope.conflict()) continue;
-    if (!r.ok() && !r.status().is_invalid_argument()) return reply(r);
+    const Status r = body(scope, aside);
+    if (scope.conflict() || r.is_aborted()) continue;
+    if (!r.ok() && !r.is_invalid_argument() && !IsWrongType(r)) return finish(r);
     const Status s = scope.Commit();
     if (s.is_aborted()) continue;
     if (!s.ok()) return ReplyStoreError(c, s);
-    return reply(r);
+    return finish(r);
   }
   c.reply.Error("ERR the command kept conflicting with other clients' writes; nothing was changed");
+}
+
+void RunAtomically(CommandCall& c, const std::function<Result<int64_t>(TxnScope&)>& body,
+                   bool ok_reply) {
+  RunInTransaction(c, [&](TxnScope& scope, RespReply& reply) -> Status {
+    Result<int64_t> r = body(scope);
+    if (!r.ok()) return r.status();
+    if (ok_reply) {
+      reply.Simple("OK");
+    } else {
+      reply.Integer(*r);
+    }
+    return Status::OK();
+  });
 }
 
 // ---------------------------------------------------------------- commands

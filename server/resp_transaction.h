@@ -115,6 +115,24 @@ class TxnScope {
   std::vector<std::unique_ptr<Items>> items_;
 };
 
+// Runs `body(scope, reply)` atomically, and sends the reply it wrote only
+// once its writes are committed: inside an EXEC, in EXEC's transaction
+// (committed by EXEC); otherwise in a transaction of its own, committed
+// before the reply, and run again from the start (its reply discarded) if
+// the commit or a read meets a conflict. So `body` may run several times
+// and must only read and write through `scope` (and compute).
+//
+// `body` writes exactly one reply (any RESP type: arrays, maps, doubles,
+// or an error line of its own) into `reply` and returns OK; or it returns
+// an error and writes nothing: WrongTypeError() (collections.h) replies
+// WRONGTYPE, InvalidArgument's message is replied as is ("ERR ..."),
+// Aborted means a conflict (run again), others are store errors (nothing
+// is committed). A body that returns WRONGTYPE or InvalidArgument must
+// not have written anything (its transaction is still committed, so that
+// the reads behind the error are validated; inside EXEC, Redis's rule is
+// that a failed command's writes stay): check before writing.
+void RunInTransaction(CommandCall& c, const std::function<Status(TxnScope&, RespReply&)>& body);
+
 // Runs `body(scope)` atomically and replies with its result: inside an
 // EXEC, in EXEC's transaction; otherwise in a transaction of its own,
 // committed (and run again on a conflict). `body` returns the integer to

@@ -6,9 +6,18 @@
 // Redis server refuses it, as pmserver refuses Redis's ("DUMP payload
 // version or checksum are wrong"):
 //
-//   [type: 1 byte, 'S' = string][flags: 4 bytes LE][data]
-//   [format: 2 bytes LE, kDumpFormat][checksum: 8 bytes LE, FNV-1a 64 of
-//    everything before it]
+//   string:      ['S'][flags: 4 bytes LE][data]
+//   collection:  ['C'][type: 1 byte][count, head, tail: 8 bytes LE each]
+//                then per element: [sub: 1 byte][member length: 4 bytes LE]
+//                [member][value length: 4 bytes LE][value]
+//   then         [format: 2 bytes LE, kDumpFormat][checksum: 8 bytes LE,
+//                 FNV-1a 64 of everything before it]
+//
+// A collection's elements are its records as stored (every sub-space:
+// a sorted set's score index, a list's positions), so RESTORE rebuilds it
+// in one transaction under a new generation without knowing the type's
+// rules. Its payload is one bulk string: a collection larger than a
+// request may carry (--proto-max-bulk-len) cannot be moved this way.
 //
 // The expiry travels as RESTORE's ttl argument, as in Redis.
 //
@@ -35,6 +44,7 @@
 #include <vector>
 
 #include "server/cluster.h"
+#include "server/collections.h"
 #include "server/key_slot.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
@@ -47,6 +57,7 @@ using namespace cmd_flag;
 
 constexpr uint16_t kDumpFormat = 0x5001;
 constexpr char kTypeString = 'S';
+constexpr char kTypeCollection = 'C';
 constexpr size_t kTrailerBytes = 2 + 8;
 constexpr std::string_view kBadPayload = "ERR DUMP payload version or checksum are wrong";
 
@@ -68,36 +79,180 @@ uint64_t GetLittle(std::string_view s, int bytes) {
   return v;
 }
 
-std::string Serialize(const Item& item) {
-  std::string out(1, kTypeString);
-  PutLittle(item.flags, 4, &out);
-  out.append(item.data);
-  PutLittle(kDumpFormat, 2, &out);
-  PutLittle(Fnv1a64(out), 8, &out);
+void Seal(std::string* out) {
+  PutLittle(kDumpFormat, 2, out);
+  PutLittle(Fnv1a64(*out), 8, out);
+}
+
+// The sub-spaces a type keeps its elements in.
+std::string_view SubSpaces(CollectionType t) {
+  switch (t) {
+    case CollectionType::kHash:
+      return "f";
+    case CollectionType::kList:
+      return "i";
+    case CollectionType::kSet:
+      return "m";
+    case CollectionType::kZset:
+      return "ms";
+  }
+  return "";
+}
+
+Result<std::string> SerializeCollection(Collection& c) {
+  std::string out(1, kTypeCollection);
+  out.push_back(static_cast<char>(c.type()));
+  PutLittle(c.count(), 8, &out);
+  PutLittle(static_cast<uint64_t>(c.meta().head), 8, &out);
+  PutLittle(static_cast<uint64_t>(c.meta().tail), 8, &out);
+  constexpr size_t kBatch = 1024;
+  std::vector<std::pair<std::string, std::string>> batch;
+  for (char sub : SubSpaces(c.type())) {
+    std::string from;
+    for (;;) {
+      batch.clear();
+      const size_t n = c.Range(sub, from, std::nullopt, kBatch, &batch);
+      for (const auto& [m, v] : batch) {
+        out.push_back(sub);
+        PutLittle(m.size(), 4, &out);
+        out.append(m);
+        PutLittle(v.size(), 4, &out);
+        out.append(v);
+      }
+      if (n < kBatch) break;
+      from = batch.back().first;
+      from.push_back('\0');
+    }
+  }
+  Seal(&out);
   return out;
 }
 
-// The item a payload holds (data and flags), or nullopt if it is not one
-// of ours or is damaged.
-std::optional<Item> Deserialize(std::string_view p) {
-  if (p.size() < 1 + 4 + kTrailerBytes) return std::nullopt;
+// A key's value, serialized, with its expiry and version.
+struct Dumped {
+  std::string payload;
+  int64_t expiry_ms = 0;
+  uint64_t version = 0;
+  bool collection = false;
+};
+
+// The live value at `key`, serialized; NotFound if there is none.
+Result<Dumped> DumpKey(Items& items, std::string_view key) {
+  Result<KeyState> st = PeekKey(items, key);
+  if (!st.ok()) return st.status();
+  if (st->kind == KeyKind::kNone) return Status::NotFound();
+  Dumped d;
+  d.expiry_ms = st->expiry_ms;
+  d.version = st->version;
+  if (st->kind == KeyKind::kString) {
+    Item item;
+    if (!item_codec::Decode(st->stored, &item))
+      return Status::Corruption("the stored value is not a pmserver item");
+    d.payload.assign(1, kTypeString);
+    PutLittle(item.flags, 4, &d.payload);
+    d.payload.append(item.data);
+    Seal(&d.payload);
+    return d;
+  }
+  d.collection = true;
+  PMINDEX_RETURN_IF_ERROR(RunOnItems(items, [&](TxnScope& scope, int db) -> Status {
+    Result<Collection> c = FindAnyCollection(scope, db, key);
+    if (!c.ok()) return c.status();
+    Result<std::string> p = SerializeCollection(*c);
+    if (!p.ok()) return p.status();
+    d.payload = std::move(p).value();
+    return Status::OK();
+  }));
+  return d;
+}
+
+// A payload, checked and split: a string item, or a collection's header
+// and elements. False if it is not one of ours or is damaged.
+struct Restored {
+  bool collection = false;
+  Item item;                    // a string
+  CollectionMeta meta;          // a collection: type, count, head, tail
+  struct Element {
+    char sub;
+    std::string_view member, value;
+  };
+  std::vector<Element> elements;
+};
+
+bool Deserialize(std::string_view p, Restored* r) {
+  if (p.size() < 1 + kTrailerBytes) return false;
   const std::string_view body = p.substr(0, p.size() - 8);
-  if (GetLittle(p.substr(p.size() - 8), 8) != Fnv1a64(body)) return std::nullopt;
-  if (GetLittle(p.substr(p.size() - kTrailerBytes), 2) != kDumpFormat) return std::nullopt;
-  if (p[0] != kTypeString) return std::nullopt;
-  Item item;
-  item.flags = static_cast<uint32_t>(GetLittle(p.substr(1), 4));
-  item.data = std::string(p.substr(5, p.size() - 5 - kTrailerBytes));
-  return item;
+  if (GetLittle(p.substr(p.size() - 8), 8) != Fnv1a64(body)) return false;
+  if (GetLittle(p.substr(p.size() - kTrailerBytes), 2) != kDumpFormat) return false;
+  std::string_view rest = p.substr(1, p.size() - 1 - kTrailerBytes);
+  if (p[0] == kTypeString) {
+    if (rest.size() < 4) return false;
+    r->item.flags = static_cast<uint32_t>(GetLittle(rest, 4));
+    r->item.data = std::string(rest.substr(4));
+    return true;
+  }
+  if (p[0] != kTypeCollection || rest.size() < 1 + 24) return false;
+  const auto type = static_cast<uint8_t>(rest[0]);
+  if (type < static_cast<uint8_t>(CollectionType::kHash) ||
+      type > static_cast<uint8_t>(CollectionType::kZset))
+    return false;
+  r->collection = true;
+  r->meta.type = static_cast<CollectionType>(type);
+  r->meta.count = GetLittle(rest.substr(1), 8);
+  r->meta.head = static_cast<int64_t>(GetLittle(rest.substr(9), 8));
+  r->meta.tail = static_cast<int64_t>(GetLittle(rest.substr(17), 8));
+  rest.remove_prefix(25);
+  const std::string_view subs = SubSpaces(r->meta.type);
+  while (!rest.empty()) {
+    Restored::Element e{};
+    if (rest.size() < 5 || subs.find(rest[0]) == std::string_view::npos) return false;
+    e.sub = rest[0];
+    const uint64_t mlen = GetLittle(rest.substr(1), 4);
+    rest.remove_prefix(5);
+    if (rest.size() < mlen + 4) return false;
+    e.member = rest.substr(0, mlen);
+    const uint64_t vlen = GetLittle(rest.substr(mlen), 4);
+    rest.remove_prefix(mlen + 4);
+    if (rest.size() < vlen) return false;
+    e.value = rest.substr(0, vlen);
+    rest.remove_prefix(vlen);
+    r->elements.push_back(e);
+  }
+  return r->meta.count > 0;
 }
 
 void Dump(CommandCall& c) {
-  Result<Item> item = c.items.Get(c.args[1]);
-  if (!item.ok()) {
-    if (item.status().is_not_found()) return c.reply.NullBulk();
-    return ReplyStoreError(c, item.status());
+  Result<Dumped> d = DumpKey(c.items, c.args[1]);
+  if (!d.ok()) {
+    if (d.status().is_not_found()) return c.reply.NullBulk();
+    if (IsWrongType(d.status())) return c.reply.Error(d.status().message());
+    return ReplyStoreError(c, d.status());
   }
-  c.reply.Bulk(Serialize(*item));
+  c.reply.Bulk(d->payload);
+}
+
+// Writes a restored collection at `key`: whatever the key holds goes
+// (the caller checked REPLACE), then the elements under a new generation.
+Status RestoreCollection(Items& items, std::string_view key, const Restored& r,
+                         int64_t expiry_ms, bool replace, bool* busy) {
+  return RunOnItems(items, [&](TxnScope& scope, int db) -> Status {
+    Result<KeyKind> kind = KindOfKey(scope, db, key);
+    if (!kind.ok()) return kind.status();
+    *busy = *kind != KeyKind::kNone && !replace;
+    if (*busy) return Status::OK();
+    Result<bool> gone = DeleteKey(scope, db, key);
+    if (!gone.ok()) return gone.status();
+    Result<Collection> c = Collection::Create(scope, db, key, r.meta.type);
+    if (!c.ok()) return c.status();
+    for (const Restored::Element& e : r.elements)
+      PMINDEX_RETURN_IF_ERROR(c->Put(e.sub, e.member, e.value));
+    CollectionMeta& m = c->mutable_meta();
+    m.count = r.meta.count;
+    m.head = r.meta.head;
+    m.tail = r.meta.tail;
+    m.expiry_ms = expiry_ms;
+    return c->Save();
+  });
 }
 
 // RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]
@@ -124,12 +279,30 @@ void Restore(CommandCall& c) {
   int64_t ttl = 0;
   if (!ParseNumber(c.args[2], &ttl)) return c.reply.Error(kNotInteger);
   if (ttl < 0) return c.reply.Error("ERR Invalid TTL value, must be >= 0");
-  std::optional<Item> item = Deserialize(c.args[3]);
-  if (!item) return c.reply.Error(kBadPayload);
-  if (!CheckData(c, item->data)) return;
+  Restored restored;
+  if (!Deserialize(c.args[3], &restored)) return c.reply.Error(kBadPayload);
   const int64_t now = c.items.NowMs();
   const int64_t expiry = ttl == 0 ? 0 : absttl ? ttl : now + ttl;
   bool busy = false;
+  if (restored.collection) {
+    if (expiry != 0 && expiry <= now) {
+      // Already expired: restored as gone (Redis deletes the key).
+      const Status s = RunOnItems(c.items, [&](TxnScope& scope, int db) -> Status {
+        Result<KeyKind> kind = KindOfKey(scope, db, c.args[1]);
+        if (!kind.ok()) return kind.status();
+        busy = *kind != KeyKind::kNone && !replace;
+        return busy ? Status::OK() : DeleteKey(scope, db, c.args[1]).status();
+      });
+      if (!s.ok()) return ReplyStoreError(c, s);
+    } else {
+      const Status s = RestoreCollection(c.items, c.args[1], restored, expiry, replace, &busy);
+      if (!s.ok()) return ReplyStoreError(c, s);
+    }
+    if (busy) return c.reply.Error("BUSYKEY Target key name already exists.");
+    return c.reply.Simple("OK");
+  }
+  const Item* item = &restored.item;
+  if (!CheckData(c, item->data)) return;
   const Status s = c.items.Edit(c.args[1], [&](const Item* live) {
     busy = live != nullptr && !replace;
     if (busy) return ItemEdit::Keep();
@@ -280,6 +453,7 @@ void Migrate(CommandCall& c) {
   struct Moving {
     std::string_view key;
     uint64_t version;
+    bool collection;
   };
   std::vector<Moving> moving;
   std::string request;
@@ -289,20 +463,20 @@ void Migrate(CommandCall& c) {
   const size_t preamble = (db != 0) + !auth.empty();
   const int64_t now = c.items.NowMs();
   for (std::string_view k : keys) {
-    Result<Item> item = c.items.Get(k);
+    Result<Dumped> item = DumpKey(c.items, k);
     if (!item.ok()) {
       if (item.status().is_not_found()) continue;
       return ReplyStoreError(c, item.status());
     }
     const std::string ttl =
         std::to_string(item->expiry_ms == 0 ? 0 : std::max<int64_t>(1, item->expiry_ms - now));
-    const std::string payload = Serialize(*item);
+    const std::string& payload = item->payload;
     if (replace) {
       AppendCommand({"RESTORE-ASKING", k, ttl, payload, "REPLACE"}, &request);
     } else {
       AppendCommand({"RESTORE-ASKING", k, ttl, payload}, &request);
     }
-    moving.push_back({k, item->version});
+    moving.push_back({k, item->version, item->collection});
   }
   if (moving.empty()) return c.reply.Simple("NOKEY");
 
@@ -329,9 +503,20 @@ void Migrate(CommandCall& c) {
     }
     if (!copy) {
       // Removed only as it was copied: a newer write (outside a cluster
-      // move, where nothing holds the slot) stays.
-      Result<WriteOutcome> r = c.items.store().RemoveIfVersion(m.key, m.version);
-      if (!r.ok()) return ReplyStoreError(c, r.status());
+      // move, where nothing holds the slot) stays. A collection goes with
+      // its elements (garbage-listed), if its metadata is unchanged.
+      Status s;
+      if (m.collection) {
+        s = RunOnItems(c.items, [&](TxnScope& scope, int db) -> Status {
+          Result<StoredValue> cur = scope.db(db).Get(m.key);
+          if (!cur.ok() || cur->version != m.version)
+            return cur.ok() || cur.status().is_not_found() ? Status::OK() : cur.status();
+          return DeleteKey(scope, db, m.key).status();
+        });
+      } else {
+        s = c.items.store().RemoveIfVersion(m.key, m.version).status();
+      }
+      if (!s.ok()) return ReplyStoreError(c, s);
     }
   }
   if (!first_error.empty())

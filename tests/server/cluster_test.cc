@@ -358,6 +358,32 @@ TEST(ClusterResp, DumpAndRestoreRoundTrip) {
             "-ERR Invalid TTL value, must be >= 0\r\n$-1\r\n+NOKEY\r\n");
 }
 
+TEST(ClusterResp, DumpAndRestoreACollection) {
+  Node n;
+  const std::string k = KeyIn(0, 8191, "h");
+  const std::string k2 = "{" + k + "}copy";
+  EXPECT_EQ(n.Feed(Cmd({"HSET", k, "f1", "v1", "f2", "v2", "f3", ""})), ":3\r\n");
+  const std::string dump = n.Feed(Cmd({"DUMP", k}));
+  ASSERT_EQ(dump.rfind("$", 0), 0u) << dump;
+  const size_t at = dump.find("\r\n") + 2;
+  const std::string payload = dump.substr(at, dump.size() - at - 2);
+  EXPECT_EQ(n.Feed(Cmd({"RESTORE", k2, "0", payload}) + Cmd({"HGETALL", k2}) + Cmd({"HLEN", k2}) +
+                   Cmd({"TYPE", k2})),
+            "+OK\r\n*6\r\n$2\r\nf1\r\n$2\r\nv1\r\n$2\r\nf2\r\n$2\r\nv2\r\n$2\r\nf3\r\n$0\r\n"
+            "\r\n:3\r\n+hash\r\n");
+  // Over a string, with REPLACE and a TTL; without REPLACE it is refused.
+  EXPECT_EQ(n.Feed(Cmd({"SET", k2, "s"}) + Cmd({"RESTORE", k2, "0", payload}) +
+                   Cmd({"RESTORE", k2, "9000", payload, "REPLACE"}) + Cmd({"HGET", k2, "f2"}) +
+                   Cmd({"PTTL", k2})),
+            "+OK\r\n-BUSYKEY Target key name already exists.\r\n+OK\r\n$2\r\nv2\r\n:9000\r\n");
+  // The copy is independent of the original.
+  EXPECT_EQ(n.Feed(Cmd({"HDEL", k, "f1"}) + Cmd({"HGET", k2, "f1"})), ":1\r\n$2\r\nv1\r\n");
+  std::string damaged = payload;
+  damaged[2] ^= 1;
+  EXPECT_EQ(n.Feed(Cmd({"RESTORE", k2, "0", damaged, "REPLACE"})),
+            "-ERR DUMP payload version or checksum are wrong\r\n");
+}
+
 TEST(ClusterResp, OutsideClusterModeTheCommandsAreRefusedAsRedisDoes) {
   Node n(/*cluster_mode=*/false);
   const std::string off = "-ERR This instance has cluster support disabled\r\n";

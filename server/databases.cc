@@ -625,6 +625,35 @@ size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string
   return removed;
 }
 
+size_t Databases::SlotKeys(int i, uint16_t slot, std::string_view after, size_t limit,
+                           std::vector<std::string>* keys) {
+  OpEpochs::Guard g = epochs_.Enter();
+  std::string prefix = NamespacePrefix(ns(i));
+  prefix.push_back(static_cast<char>(slot >> 8));
+  prefix.push_back(static_cast<char>(slot & 0xff));
+  std::string lo = prefix;
+  lo.push_back(static_cast<char>(kKindItem));
+  lo.append(after);
+  if (!after.empty()) lo.push_back('\0');
+  std::string hi = prefix;
+  hi.push_back(static_cast<char>(kKindItem + 1));
+  size_t added = 0;
+  std::vector<std::pair<std::string, std::string>> batch;
+  while (added < limit) {
+    batch.clear();
+    const size_t want = limit - added;
+    const size_t n = base_.Range(lo, hi, want, &batch);
+    for (const auto& kv : batch) {
+      keys->push_back(kv.first.substr(kHeaderBytes));
+      ++added;
+    }
+    if (n < want || batch.empty()) break;
+    lo = batch.back().first;
+    lo.push_back('\0');
+  }
+  return added;
+}
+
 size_t Databases::ExpireCollection(
     std::string_view stored_key, const std::function<bool(std::string_view value)>& expired) {
   // One transaction: the metadata goes and its generation is

@@ -191,6 +191,13 @@ class Databases {
   // Keys stored in database i, expired items not yet removed included:
   // walks the database (O(its keys)).
   uint64_t KeyCount(int i);
+  // Appends to *keys up to `limit` keys of database i stored under hash
+  // slot `slot`, in bytewise order, from the first key after `after` (""
+  // = the slot's first key); returns how many. One range of the store:
+  // O(log n + limit), whatever the other slots hold. Expired items not yet
+  // removed are listed.
+  size_t SlotKeys(int i, uint16_t slot, std::string_view after, size_t limit,
+                  std::vector<std::string>* keys);
   // The current namespace of database i (WATCH compares it).
   uint32_t ns(int i) const {
     return live_ns_[static_cast<size_t>(i)].load(std::memory_order_acquire);

@@ -18,6 +18,7 @@
 #include "pm/persist.h"
 #include "pmindex/kv.h"
 #include "pmindex/version.h"
+#include "server/cluster.h"
 #include "server/databases.h"
 #include "server/items.h"
 #include "server/keyspace.h"
@@ -116,6 +117,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
   app.add_flag("--memcached-insecure", memcached_insecure,
                "serve memcached (which has no password) on an address beyond loopback");
+  std::string cluster_config;
+  std::string cluster_node_id;
+  app.add_option("--cluster-config", cluster_config,
+                 "cluster mode: the slot map file shared by the nodes (docs/cluster.md); "
+                 "PMCLUSTER SETMAP rewrites it");
+  app.add_option("--cluster-node-id", cluster_node_id,
+                 "cluster mode: this node's id in the map (40 hex digits)");
   app.set_version_flag("--version", std::string("pmserver ") + PMINDEX_VERSION_STRING);
   try {
     app.parse(argc, argv);
@@ -158,6 +166,20 @@ int main(int argc, char** argv) {
                  "only.\n",
                  opts.bind.c_str());
     return 2;
+  }
+  std::unique_ptr<pmindex::server::Cluster> cluster;
+  if (cluster_config.empty() != cluster_node_id.empty()) {
+    std::fprintf(stderr, "pmserver: cluster mode needs both --cluster-config and --cluster-node-id\n");
+    return 2;
+  }
+  if (!cluster_config.empty()) {
+    auto loaded = pmindex::server::Cluster::Load(cluster_config, cluster_node_id);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "pmserver: %s\n", loaded.status().ToString().c_str());
+      return 2;
+    }
+    cluster = std::move(loaded).value();
+    opts.cluster = cluster.get();
   }
   opts.stop_on_signals = true;
   pmindex::pm::SetPmWriteNs(pm_write_ns);
@@ -207,8 +229,14 @@ int main(int argc, char** argv) {
       std::printf("pmserver: resp on %s:%d\n", opts.bind.c_str(), p);
     const std::string latency =
         pm_write_ns == 0 ? "" : ", +" + std::to_string(pm_write_ns) + " ns per flushed line";
-    std::printf("pmserver: ready (kvstore %s, %d threads%s)\n",
-                std::string(kv.value()->index_kind()).c_str(), opts.threads, latency.c_str());
+    const std::string mode =
+        cluster == nullptr
+            ? ""
+            : ", cluster node " + cluster->my_id() + ", map epoch " +
+                  std::to_string(cluster->map()->epoch);
+    std::printf("pmserver: ready (kvstore %s, %d threads%s%s)\n",
+                std::string(kv.value()->index_kind()).c_str(), opts.threads, latency.c_str(),
+                mode.c_str());
     std::fflush(stdout);
     maintenance.Start();
     server.Run();

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -82,6 +83,10 @@ struct Command {
   int first_key = 0;        // 0: no keys
   int last_key = 0;         // < 0: from the end
   int key_step = 0;
+  // > 0: more keys follow a count at this argument (Redis's "keynum" key
+  // spec, e.g. ZUNIONSTORE dest numkeys key...): the count's keys start
+  // right after it (such commands carry kMovableKeys).
+  int numkeys_arg = 0;
   // Redis's command group ("string", "generic", "connection", "server")
   // and a one-line description (COMMAND DOCS).
   std::string_view group{};
@@ -173,6 +178,20 @@ std::string Lower(std::string_view s);
 // True iff `s` equals `word` ignoring ASCII case.
 bool EqualsIgnoreCase(std::string_view s, std::string_view word);
 void ReplyStoreError(CommandCall& call, const Status& s);
+// The key arguments of `args` (args[0] is the name; a subcommand's keys
+// count from it too) by the command's key spec; false (and *keys
+// unspecified) if a count of keys (numkeys_arg) is not a number or names
+// more arguments than there are.
+bool CommandKeys(const Command& command, std::span<const std::string_view> args,
+                 std::vector<std::string_view>* keys);
+// Cluster mode (cluster.h): true iff this node runs the call on these keys
+// (a command without keys always runs); else replies Redis's redirect or
+// error (MOVED, ASK, CROSSSLOT, TRYAGAIN) and returns false. Always true
+// outside cluster mode. On a slot this node is migrating, the command runs
+// only if every key is still here, and *hold then holds the slot's lock
+// (Cluster::SlotLock) shared, to be kept until the reply is written.
+bool RouteInCluster(CommandCall& call, const std::vector<std::string_view>& keys,
+                    std::shared_lock<std::shared_mutex>* hold);
 // Redis's strict long double (INCRBYFLOAT, HINCRBYFLOAT): the whole
 // string, no leading space, no overflow, not NaN.
 bool ParseLongDouble(std::string_view s, long double* v);
@@ -197,6 +216,8 @@ void RegisterServerCommands(CommandTable& table);      // resp_server_commands.c
 void RegisterTransactionCommands(CommandTable& table);  // resp_transaction.cc
 void RegisterMultiKeyCommands(CommandTable& table);     // resp_multikey_commands.cc
 void RegisterListCommands(CommandTable& table);         // resp_list_commands.cc
+void RegisterClusterCommands(CommandTable& table);      // resp_cluster_commands.cc
+void RegisterDumpCommands(CommandTable& table);         // resp_dump_commands.cc
 void RegisterHashCommands(CommandTable& table);         // resp_hash_commands.cc
 void RegisterSetCommands(CommandTable& table);          // resp_set_commands.cc
 void RegisterZsetCommands(CommandTable& table);         // resp_zset_commands.cc

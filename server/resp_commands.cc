@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "server/numbers.h"
 #include "server/collections.h"
 #include "server/resp_command.h"
 #include "util/check.h"
@@ -53,6 +54,8 @@ const CommandTable& RespCommands() {
     RegisterServerCommands(t);
     RegisterTransactionCommands(t);
     RegisterMultiKeyCommands(t);
+    RegisterClusterCommands(t);
+    RegisterDumpCommands(t);
     RegisterHashCommands(t);
     RegisterSetCommands(t);
     RegisterZsetCommands(t);
@@ -76,7 +79,26 @@ bool CommandTable::CaseInsensitiveEqual::operator()(std::string_view a, std::str
   return EqualsIgnoreCase(a, b);
 }
 
+namespace {
+// Redis 7.0's commands whose keys follow a count (the "keynum" key spec),
+// and the count's argument: the key positions cluster routing and COMMAND
+// GETKEYS read (Command::numkeys_arg), kept in one place for every group.
+int NumkeysArgOf(std::string_view name) {
+  static const std::pair<std::string_view, int> kKeynum[] = {
+      {"zunionstore", 2}, {"zinterstore", 2}, {"zdiffstore", 2}, {"zunion", 1},
+      {"zinter", 1},      {"zdiff", 1},       {"zintercard", 1}, {"zmpop", 1},
+      {"bzmpop", 2},      {"sintercard", 1},  {"lmpop", 1},      {"blmpop", 2},
+      {"eval", 2},        {"evalsha", 2},     {"eval_ro", 2},    {"evalsha_ro", 2},
+      {"fcall", 2},       {"fcall_ro", 2}};
+  for (const auto& [n, at] : kKeynum)
+    if (EqualsIgnoreCase(name, n)) return at;
+  return 0;
+}
+}  // namespace
+
 void CommandTable::Add(Command command) {
+  if (command.numkeys_arg == 0 && (command.flags & cmd_flag::kMovableKeys))
+    command.numkeys_arg = NumkeysArgOf(command.name);
   command.full_name = std::string(command.name);
   command.id = next_id_++;
   for (Command& sub : command.subcommands) {
@@ -155,6 +177,26 @@ std::string LongDoubleText(long double v) {
 void ReplyStoreError(CommandCall& call, const Status& s) {
   if (IsWrongType(s)) return call.reply.Error(kWrongType);
   call.reply.Error("ERR " + StoreErrorText(s));
+}
+
+bool CommandKeys(const Command& command, std::span<const std::string_view> args,
+                 std::vector<std::string_view>* keys) {
+  keys->clear();
+  const auto argc = static_cast<int64_t>(args.size());
+  if (command.first_key > 0) {
+    const int64_t last = command.last_key < 0 ? argc + command.last_key : command.last_key;
+    for (int64_t i = command.first_key; i <= last && i < argc; i += command.key_step)
+      keys->push_back(args[static_cast<size_t>(i)]);
+  }
+  if (command.numkeys_arg > 0) {
+    const auto at = static_cast<size_t>(command.numkeys_arg);
+    int64_t n = 0;
+    if (at >= args.size() || !ParseNumber(args[at], &n) || n < 0 ||
+        n > static_cast<int64_t>(args.size() - at - 1))
+      return false;
+    for (size_t i = at + 1; i <= at + static_cast<size_t>(n); ++i) keys->push_back(args[i]);
+  }
+  return true;
 }
 
 bool CheckKey(CommandCall& call, std::string_view key) {

@@ -37,11 +37,16 @@ int ParseDb(CommandCall& c, std::string_view arg, std::string_view not_integer) 
 void Select(CommandCall& c) {
   const int db = ParseDb(c, c.args[1], kNotInteger);
   if (db < 0) return;
+  // A cluster serves database 0 only (slots are per node, not per database).
+  if (db != 0 && c.shared.cluster() != nullptr)
+    return c.reply.Error("ERR SELECT is not allowed in cluster mode");
   c.client.db = db;
   c.reply.Simple("OK");
 }
 
 void SwapDb(CommandCall& c) {
+  if (c.shared.cluster() != nullptr)
+    return c.reply.Error("ERR SWAPDB is not allowed in cluster mode");
   const int a = ParseDb(c, c.args[1], "ERR invalid first DB index");
   if (a < 0) return;
   const int b = ParseDb(c, c.args[2], "ERR invalid second DB index");

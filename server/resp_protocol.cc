@@ -460,16 +460,36 @@ void RespProtocol::Run(std::string* out) {
   }
   CommandCall call{*command, args_, ClientItems(items_, client_), client_, shared_, reply};
   call.waker = &waker_;
-  if (command->first_key > 0) {
-    const int64_t last = command->last_key < 0 ? argc + command->last_key : command->last_key;
-    for (int64_t i = command->first_key; i <= last && i < argc; i += command->key_step) {
-      if (!CheckKey(call, args_[static_cast<size_t>(i)])) {
+  // Held from routing to the reply on a slot being migrated.
+  std::shared_lock<std::shared_mutex> slot_hold;
+  if (command->first_key > 0 || command->numkeys_arg > 0) {
+    // A bad count of keys is the handler's to report, with its own text.
+    if (CommandKeys(*command, args_, &keys_)) {
+      for (std::string_view key : keys_) {
+        if (!CheckKey(call, key)) {
+          counters.Rejected();
+          FlagMultiError(client_);
+          return;
+        }
+      }
+      if (!RouteInCluster(call, keys_, &slot_hold)) {
         counters.Rejected();
         FlagMultiError(client_);
+        client_.asking = false;
         return;
       }
     }
+  } else if (shared_.cluster() != nullptr && command->name == "exec" &&
+             (QueuedKeys(client_, &keys_), !keys_.empty()) &&
+             !RouteInCluster(call, keys_, &slot_hold)) {
+    // EXEC in cluster mode: the queued commands' keys, all of one slot,
+    // routed again now (a move may have begun since they were queued).
+    counters.Rejected();
+    DiscardMulti(client_);
+    client_.asking = false;
+    return;
   }
+
   // Inside MULTI: queued, replied QUEUED (resp_transaction.h); EXEC runs it.
   if (QueueInMulti(*command, args_, client_, reply)) return;
   // As Redis, CLIENT LIST names the command running (its own included).
@@ -496,6 +516,8 @@ void RespProtocol::Run(std::string* out) {
     }
   }
   command->handler(call);
+  // ASKING applies to the command after it only.
+  if (command->name != "asking") client_.asking = false;
   counters.Called(static_cast<uint64_t>(SteadyUs() - start_us),
                   out->size() > reply_start && (*out)[reply_start] == '-');
   if (call.close) close_ = true;

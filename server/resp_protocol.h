@@ -79,6 +79,7 @@ class RespProtocol final : public Protocol {
   RespClient client_;
   std::vector<std::string_view> args_;    // the current request's, into the input
   std::vector<std::string> inline_args_;  // an inline request's (unquoted)
+  std::vector<std::string_view> keys_;    // the current request's keys
   // A request being dropped: the bytes left of the current bulk string
   // (with its CRLF), and how many bulk strings follow it.
   struct DiscardState {

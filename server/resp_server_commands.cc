@@ -151,9 +151,9 @@ void InfoCpu(InfoText& info) {
   seconds("used_cpu_user_children", children.ru_utime);
 }
 
-void InfoCluster(InfoText& info) {
+void InfoCluster(CommandCall& c, InfoText& info) {
   info.Section("Cluster");
-  info.Number("cluster_enabled", 0);
+  info.Number("cluster_enabled", c.shared.cluster() != nullptr ? 1 : 0);
 }
 
 void InfoKeyspace(CommandCall& c, InfoText& info) {
@@ -200,7 +200,7 @@ void Info(CommandCall& c) {
   if (by_default || has("replication")) InfoReplication(info);
   if (by_default || has("cpu")) InfoCpu(info);
   if (all || has("commandstats")) InfoCommandStats(c, info);
-  if (by_default || has("cluster")) InfoCluster(info);
+  if (by_default || has("cluster")) InfoCluster(c, info);
   if (by_default || has("keyspace")) InfoKeyspace(c, info);
   c.reply.Verbatim(info.text());
 }
@@ -419,15 +419,14 @@ void CommandGetKeys(CommandCall& c) {
   if (cmd != nullptr && !cmd->subcommands.empty() && args.size() >= 2)
     cmd = cmd->FindSubcommand(args[1]);
   if (cmd == nullptr) return c.reply.Error("ERR Invalid command specified");
-  if (cmd->first_key == 0) return c.reply.Error("ERR The command has no key arguments");
+  if (cmd->first_key == 0 && cmd->numkeys_arg == 0)
+    return c.reply.Error("ERR The command has no key arguments");
   const auto argc = static_cast<int64_t>(args.size());
   if (cmd->arity >= 0 ? argc != cmd->arity : argc < -cmd->arity)
     return c.reply.Error("ERR Invalid number of arguments specified for command");
   std::vector<std::string_view> keys;
-  const int64_t last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
-  for (int64_t i = cmd->first_key; i <= last && i < argc; i += cmd->key_step)
-    keys.push_back(args[static_cast<size_t>(i)]);
-  if (keys.empty()) return c.reply.Error("ERR Invalid arguments specified for command");
+  if (!CommandKeys(*cmd, args, &keys) || keys.empty())
+    return c.reply.Error("ERR Invalid arguments specified for command");
   c.reply.BulkArray(keys);
 }
 

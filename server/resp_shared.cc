@@ -167,7 +167,6 @@ void RespShared::AddConfig() {
   fixed("maxmemory", "0");
   fixed("maxmemory-policy", "noeviction");
   fixed("timeout", "0");
-  fixed("cluster-enabled", "no");
   // Redis's thresholds of its compact encodings (listpack, intset). Every
   // collection of pmserver has one encoding whatever its size, so these
   // change nothing; they take any integer and read back what was set, so
@@ -197,6 +196,7 @@ void RespShared::AddConfig() {
   tunable({"set-max-intset-entries"}, "512");
   tunable({"zset-max-listpack-entries", "zset-max-ziplist-entries"}, "128");
   tunable({"zset-max-listpack-value", "zset-max-ziplist-value"}, "64");
+  fixed("cluster-enabled", settings_.cluster != nullptr ? "yes" : "no");
 }
 
 }  // namespace pmindex::server

@@ -28,6 +28,7 @@ namespace pmindex::server {
 
 struct Command;
 class CommandTable;
+class Cluster;
 
 // The steady clock (CLOCK_MONOTONIC) in microseconds and milliseconds:
 // idle times and command durations.
@@ -54,7 +55,11 @@ struct RespClient {
   std::atomic<bool> killed{false};
 
   // Own thread only.
-  bool authenticated = false;  // meaningful only while a password is set
+  bool authenticated = false;
+  // Cluster mode: ASKING was sent and applies to the next command only.
+  bool asking = false;
+  // Cluster mode: READONLY (accepted; with no replicas it changes nothing).
+  bool readonly = false;  // meaningful only while a password is set
   // MULTI's queue and WATCH's keys (resp_transaction.h); null until used.
   std::shared_ptr<RespTransaction> tx;
   // Keys (database, key) the running command may have made non-empty
@@ -113,6 +118,9 @@ struct RespSettings {
   size_t max_connections = 0;
   size_t proto_max_bulk_len = size_t{512} << 20;
   int databases = 1;  // --databases
+  // Cluster mode's map and node (cluster.h); nullptr: not in cluster mode.
+  // Must outlive the server.
+  Cluster* cluster = nullptr;
 };
 
 // Calls, time and failures of one command (INFO commandstats). Striped:
@@ -170,6 +178,8 @@ class RespShared {
   bool RefuseConnection(bool peer_is_loopback) const;
   // The largest bulk string a request may carry (proto-max-bulk-len).
   size_t proto_max_bulk_len() const { return settings_.proto_max_bulk_len; }
+  // The cluster this node is part of, or nullptr outside cluster mode.
+  Cluster* cluster() const { return settings_.cluster; }
 
   // The settings CONFIG GET and CONFIG SET know, by name.
   struct ConfigParam {

@@ -350,4 +350,19 @@ void RegisterTransactionCommands(CommandTable& t) {
          .handler = UnwatchCommand});
 }
 
+void QueuedKeys(const RespClient& client, std::vector<std::string_view>* keys) {
+  keys->clear();
+  if (client.tx == nullptr || !client.tx->in_multi) return;
+  std::vector<std::string_view> args, some;
+  for (const RespTransaction::Queued& q : client.tx->queue) {
+    args.assign(q.args.begin(), q.args.end());
+    if (CommandKeys(*q.command, args, &some)) keys->insert(keys->end(), some.begin(), some.end());
+  }
+}
+
+void DiscardMulti(RespClient& client) {
+  EndMulti(client);
+  Unwatch(client);
+}
+
 }  // namespace pmindex::server

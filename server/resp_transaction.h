@@ -72,6 +72,12 @@ bool QueueInMulti(const Command& command, std::span<const std::string_view> args
                   RespClient& client, RespReply& reply);
 // A command failed the dispatcher's checks: inside MULTI, EXEC will abort.
 void FlagMultiError(RespClient& client);
+// Inside MULTI: sets *keys to the keys of every queued command (views into
+// the queue, valid until it changes); else clears it.
+void QueuedKeys(const RespClient& client, std::vector<std::string_view>* keys);
+// Ends MULTI without running the queue, and forgets the watched keys
+// (DISCARD's effect, without its reply).
+void DiscardMulti(RespClient& client);
 
 // One store transaction over the databases an item layer belongs to: over
 // a DbTransaction when it has a keyspace (every database), else over one

@@ -74,6 +74,7 @@ struct Server::Impl {
     r.threads = o.threads;
     r.max_connections = o.max_connections;
     r.proto_max_bulk_len = o.proto_max_bulk_len;
+    r.cluster = o.cluster;
     return r;
   }
   static std::vector<std::unique_ptr<asio::io_context>> MakeLoops(int threads) {

@@ -34,6 +34,7 @@
 namespace pmindex::server {
 
 class Session;
+class Cluster;
 
 class Server {
  public:
@@ -62,6 +63,9 @@ class Server {
     // connection. One larger than an item but within it is dropped as it
     // arrives and answered with an error.
     size_t proto_max_bulk_len = size_t{512} << 20;
+    // Cluster mode's map and node (cluster.h), or nullptr. Must outlive
+    // the server.
+    Cluster* cluster = nullptr;
   };
 
   // True iff `bind` is an IP address of the loopback interface

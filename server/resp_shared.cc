@@ -1,7 +1,11 @@
 #include "server/resp_shared.h"
 
+#include <atomic>
 #include <chrono>
+#include <initializer_list>
+#include <memory>
 
+#include "server/numbers.h"
 #include "server/resp_command.h"
 
 namespace pmindex::server {
@@ -165,6 +169,30 @@ void RespShared::AddConfig() {
   fixed("maxmemory-policy", "noeviction");
   fixed("timeout", "0");
   fixed("cluster-enabled", "no");
+  // Redis's thresholds of its compact collection encodings: accepted and
+  // reported (any integer), with no effect, since pmserver stores every
+  // collection the same way whatever its size (docs/server.md
+  // "Collections"). A ziplist name is an alias of its listpack name.
+  auto tunable = [this](std::initializer_list<std::string> names, int64_t initial) {
+    auto value = std::make_shared<std::atomic<int64_t>>(initial);
+    for (const std::string& name : names) {
+      config_[name] = {[value] { return std::to_string(value->load()); },
+                       [value](std::string_view v) {
+                         int64_t n = 0;
+                         if (!ParseNumber(v, &n))
+                           return std::string("argument couldn't be parsed into an integer");
+                         value->store(n);
+                         return std::string();
+                       }};
+    }
+  };
+  tunable({"hash-max-listpack-entries", "hash-max-ziplist-entries"}, 128);
+  tunable({"hash-max-listpack-value", "hash-max-ziplist-value"}, 64);
+  tunable({"zset-max-listpack-entries", "zset-max-ziplist-entries"}, 128);
+  tunable({"zset-max-listpack-value", "zset-max-ziplist-value"}, 64);
+  tunable({"list-max-listpack-size", "list-max-ziplist-size"}, -2);
+  tunable({"list-compress-depth"}, 0);
+  tunable({"set-max-intset-entries"}, 512);
 }
 
 }  // namespace pmindex::server

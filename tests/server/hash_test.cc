@@ -403,7 +403,10 @@ TEST(Hash, KeyspaceCommandsSeeHashes) {
   EXPECT_EQ(c.Feed(Cmd({"DBSIZE"}) + Cmd({"EXISTS", "h", "s", "n"})), Int(2) + Int(2));
   EXPECT_EQ(c.Feed(Cmd({"SCAN", "0", "TYPE", "hash"})), "*2\r\n$1\r\n0\r\n*1\r\n" + Bulk("h"));
   EXPECT_EQ(c.Feed(Cmd({"SCAN", "0", "TYPE", "string"})), "*2\r\n$1\r\n0\r\n*1\r\n" + Bulk("s"));
-  EXPECT_EQ(c.Feed(Cmd({"OBJECT", "ENCODING", "h"})), Bulk("hashtable"));
+  EXPECT_EQ(c.Feed(Cmd({"OBJECT", "ENCODING", "h"})), Bulk("listpack"));
+  ASSERT_EQ(c.Feed(Cmd({"HSET", "big", "f", std::string(65, 'x')})), Int(1));
+  EXPECT_EQ(c.Feed(Cmd({"OBJECT", "ENCODING", "big"})), Bulk("hashtable"));
+  ASSERT_EQ(c.Feed(Cmd({"DEL", "big"})), Int(1));
   EXPECT_EQ(c.Feed(Cmd({"RANDOMKEY"})).substr(0, 4), "$1\r\n");
   const std::string info = c.Feed(Cmd({"INFO", "keyspace"}));
   EXPECT_NE(info.find("db0:keys=2,expires=0"), std::string::npos) << info;

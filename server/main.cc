@@ -19,6 +19,7 @@
 #include "pmindex/kv.h"
 #include "pmindex/version.h"
 #include "server/cluster.h"
+#include "server/collections.h"
 #include "server/databases.h"
 #include "server/items.h"
 #include "server/keyspace.h"
@@ -115,6 +116,10 @@ int main(int argc, char** argv) {
                  "with an error either way)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
+  bool verify = false;
+  app.add_flag("--verify", verify,
+               "check the pool and exit (0: consistent, 1: damaged): the key-value store's own "
+               "check, then every collection's metadata against its elements");
   app.add_flag("--memcached-insecure", memcached_insecure,
                "serve memcached (which has no password) on an address beyond loopback");
   std::string cluster_config;
@@ -210,6 +215,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pmserver: %s: %s\n", pool.c_str(), dbs.status().ToString().c_str());
     pmindex::IgnoreError(kv.value()->Close(), "the databases error is the one reported");
     return 1;
+  }
+  if (verify) {
+    pmindex::Status vs = kv.value()->Verify();
+    std::printf("pmserver: --verify: key-value store: %s\n", vs.ToString().c_str());
+    const pmindex::server::CollectionReport r = pmindex::server::VerifyCollections(*dbs.value());
+    std::printf(
+        "pmserver: --verify: %llu collections, %llu elements, %llu garbage generations "
+        "(%llu elements to reclaim), %zu problems\n",
+        static_cast<unsigned long long>(r.collections),
+        static_cast<unsigned long long>(r.elements),
+        static_cast<unsigned long long>(r.garbage_generations),
+        static_cast<unsigned long long>(r.garbage_elements), r.problems.size());
+    for (const std::string& p : r.problems) std::printf("pmserver: --verify: %s\n", p.c_str());
+    dbs.value().reset();
+    pmindex::Status cs = kv.value()->Close();
+    return vs.ok() && r.problems.empty() && cs.ok() ? 0 : 1;
   }
   pmindex::server::Keyspace keyspace(*dbs.value(), stats);
   pmindex::server::Items& items = keyspace.db(0);

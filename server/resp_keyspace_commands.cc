@@ -11,6 +11,7 @@
 #include "server/numbers.h"
 #include "server/resp_command.h"
 #include "server/resp_protocol.h"
+#include "server/resp_transaction.h"
 
 namespace pmindex::server {
 
@@ -254,15 +255,76 @@ std::string_view RedisEncoding(std::string_view v) {
   return v.size() <= 44 ? "embstr" : "raw";
 }
 
-// A collection's encoding is Redis's name of its general encoding of the
-// type (collections.h EncodingName): it names nothing of pmserver's.
+int64_t ConfigNumber(CommandCall& c, std::string_view name, int64_t otherwise) {
+  auto it = c.shared.config().find(name);
+  int64_t n = 0;
+  if (it == c.shared.config().end() || !ParseNumber(it->second.get(), &n)) return otherwise;
+  return n;
+}
+
+// The name Redis 7.0 would give a collection's encoding: its compact one
+// (listpack; intset for a set of integers) while the collection is within
+// the thresholds of CONFIG (hash-max-listpack-entries/-value, ...), else
+// its general one (collections.h EncodingName). It names nothing of
+// pmserver's storage, which is the same for every size; unlike Redis's,
+// it goes back to the compact name when the collection shrinks.
+void CollectionEncoding(CommandCall& c, const CollectionMeta& meta) {
+  const int db = c.client.db;
+  RunInTransaction(c, [&](TxnScope& scope, RespReply& reply) -> Status {
+    Result<Collection> col = Collection::Find(scope, db, c.args[2], meta.type);
+    if (!col.ok()) {
+      if (!col.status().is_not_found()) return col.status();
+      reply.NullBulk();
+      return Status::OK();
+    }
+    int64_t entries = 0, value = 0;
+    char sub = 0;
+    std::string_view compact = "listpack";
+    switch (meta.type) {
+      case CollectionType::kHash:
+        entries = ConfigNumber(c, "hash-max-listpack-entries", 128);
+        value = ConfigNumber(c, "hash-max-listpack-value", 64);
+        sub = sub_space::kHashField;
+        break;
+      case CollectionType::kZset:
+        entries = ConfigNumber(c, "zset-max-listpack-entries", 128);
+        value = ConfigNumber(c, "zset-max-listpack-value", 64);
+        sub = sub_space::kZsetMember;
+        break;
+      case CollectionType::kSet:
+        entries = ConfigNumber(c, "set-max-intset-entries", 512);
+        sub = sub_space::kSetMember;
+        compact = "intset";
+        break;
+      case CollectionType::kList:
+        break;
+    }
+    bool small = sub != 0 && col->count() <= static_cast<uint64_t>(std::max<int64_t>(entries, 0));
+    if (small) {
+      std::vector<std::pair<std::string, std::string>> all;
+      col->Range(sub, "", std::nullopt, col->count() + 1, &all);
+      for (const auto& [m, v] : all) {
+        if (meta.type == CollectionType::kSet) {
+          int64_t n = 0;
+          small &= ParseNumber(m, &n) && std::to_string(n) == m;
+        } else {
+          small &= static_cast<int64_t>(m.size()) <= value &&
+                   (meta.type == CollectionType::kZset || static_cast<int64_t>(v.size()) <= value);
+        }
+      }
+    }
+    reply.Bulk(small ? compact : EncodingName(meta.type));
+    return Status::OK();
+  });
+}
+
 void ObjectEncoding(CommandCall& c) {
   Result<KeyState> r = PeekKey(c.items, c.args[2]);
   if (!r.ok()) return ReplyStoreError(c, r.status());
   CollectionMeta m;
   Item item;
   if (r->kind == KeyKind::kNone) return c.reply.NullBulk();
-  if (collection_codec::Decode(r->stored, &m)) return c.reply.Bulk(EncodingName(m.type));
+  if (collection_codec::Decode(r->stored, &m)) return CollectionEncoding(c, m);
   if (!item_codec::Decode(r->stored, &item)) return c.reply.NullBulk();
   c.reply.Bulk(RedisEncoding(item.data));
 }
@@ -292,6 +354,21 @@ void ObjectFreq(CommandCall& c) {
       "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
       "that when switching between policies at runtime LRU and LFU data will take some time to "
       "adjust.");
+}
+
+// MEMORY USAGE key [SAMPLES n]: an estimate in bytes (the key and its
+// record, and for a collection 48 bytes per element: its record's
+// header and index share), not a measure of pmserver's memory.
+void MemoryUsage(CommandCall& c) {
+  if (c.argc() != 3 && !(c.argc() == 5 && EqualsIgnoreCase(c.args[3], "SAMPLES")))
+    return c.reply.Error(kSyntax);
+  Result<KeyState> r = PeekKey(c.items, c.args[2]);
+  if (!r.ok()) return ReplyStoreError(c, r.status());
+  if (r->kind == KeyKind::kNone) return c.reply.NullBulk();
+  CollectionMeta m;
+  uint64_t bytes = c.args[2].size() + r->stored.size() + 16;
+  if (collection_codec::Decode(r->stored, &m)) bytes += m.count * 48;
+  c.reply.Integer(static_cast<int64_t>(bytes));
 }
 
 void ObjectHelp(CommandCall& c) {
@@ -377,6 +454,21 @@ void RegisterKeyspaceCommands(CommandTable& t) {
            .tips = s.tips,
            .handler = s.handler});
   }
+  t.Add({.name = "memory",
+         .arity = -2,
+         .group = "server",
+         .summary = "A container for memory diagnostics commands.",
+         .subcommands = {Command{.name = "usage",
+                                 .arity = -3,
+                                 .flags = kReadonly,
+                                 .first_key = 2,
+                                 .last_key = 2,
+                                 .key_step = 1,
+                                 .group = "server",
+                                 .summary = "Estimates the bytes a key takes.",
+                                 .key_flags = "RO",
+                                 .categories = "",
+                                 .handler = MemoryUsage}}});
   auto object_sub = [](std::string_view name, std::string_view summary, CommandHandler h) {
     return Command{.name = name,
                    .arity = 3,

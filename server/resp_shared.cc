@@ -1,5 +1,6 @@
 #include "server/resp_shared.h"
 
+#include <atomic>
 #include <chrono>
 #include <initializer_list>
 #include <memory>
@@ -167,36 +168,31 @@ void RespShared::AddConfig() {
   fixed("maxmemory", "0");
   fixed("maxmemory-policy", "noeviction");
   fixed("timeout", "0");
-  // Redis's thresholds of its compact encodings (listpack, intset). Every
-  // collection of pmserver has one encoding whatever its size, so these
-  // change nothing; they take any integer and read back what was set, so
-  // that the tools and test suites that tune them run. Each alias pair
-  // (ziplist is Redis 6's word for listpack) shares one value.
-  auto tunable = [this](std::initializer_list<std::string> names, std::string value) {
-    auto v = std::make_shared<std::string>(std::move(value));
+  fixed("cluster-enabled", settings_.cluster != nullptr ? "yes" : "no");
+  // Redis's thresholds of its compact collection encodings: accepted and
+  // reported (any integer), with no effect, since pmserver stores every
+  // collection the same way whatever its size (docs/server.md
+  // "Collections"). A ziplist name is an alias of its listpack name.
+  auto tunable = [this](std::initializer_list<std::string> names, int64_t initial) {
+    auto value = std::make_shared<std::atomic<int64_t>>(initial);
     for (const std::string& name : names) {
-      config_[name] = {[this, v] {
-                         std::lock_guard<std::mutex> lock(mu_);
-                         return *v;
-                       },
-                       [this, v](std::string_view text) {
+      config_[name] = {[value] { return std::to_string(value->load()); },
+                       [value](std::string_view v) {
                          int64_t n = 0;
-                         if (!ParseNumber(text, &n))
+                         if (!ParseNumber(v, &n))
                            return std::string("argument couldn't be parsed into an integer");
-                         std::lock_guard<std::mutex> lock(mu_);
-                         *v = std::to_string(n);
+                         value->store(n);
                          return std::string();
                        }};
     }
   };
-  tunable({"hash-max-listpack-entries", "hash-max-ziplist-entries"}, "128");
-  tunable({"hash-max-listpack-value", "hash-max-ziplist-value"}, "64");
-  tunable({"list-max-listpack-size", "list-max-ziplist-size"}, "-2");
-  tunable({"list-compress-depth"}, "0");
-  tunable({"set-max-intset-entries"}, "512");
-  tunable({"zset-max-listpack-entries", "zset-max-ziplist-entries"}, "128");
-  tunable({"zset-max-listpack-value", "zset-max-ziplist-value"}, "64");
-  fixed("cluster-enabled", settings_.cluster != nullptr ? "yes" : "no");
+  tunable({"hash-max-listpack-entries", "hash-max-ziplist-entries"}, 128);
+  tunable({"hash-max-listpack-value", "hash-max-ziplist-value"}, 64);
+  tunable({"zset-max-listpack-entries", "zset-max-ziplist-entries"}, 128);
+  tunable({"zset-max-listpack-value", "zset-max-ziplist-value"}, 64);
+  tunable({"list-max-listpack-size", "list-max-ziplist-size"}, -2);
+  tunable({"list-compress-depth"}, 0);
+  tunable({"set-max-intset-entries"}, 512);
 }
 
 }  // namespace pmindex::server

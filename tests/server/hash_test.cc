@@ -18,6 +18,7 @@
 #include "server/databases.h"
 #include "server/keyspace.h"
 #include "server/maintenance.h"
+#include "server/memcache_protocol.h"
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
@@ -403,7 +404,10 @@ TEST(Hash, KeyspaceCommandsSeeHashes) {
   EXPECT_EQ(c.Feed(Cmd({"DBSIZE"}) + Cmd({"EXISTS", "h", "s", "n"})), Int(2) + Int(2));
   EXPECT_EQ(c.Feed(Cmd({"SCAN", "0", "TYPE", "hash"})), "*2\r\n$1\r\n0\r\n*1\r\n" + Bulk("h"));
   EXPECT_EQ(c.Feed(Cmd({"SCAN", "0", "TYPE", "string"})), "*2\r\n$1\r\n0\r\n*1\r\n" + Bulk("s"));
-  EXPECT_EQ(c.Feed(Cmd({"OBJECT", "ENCODING", "h"})), Bulk("hashtable"));
+  EXPECT_EQ(c.Feed(Cmd({"OBJECT", "ENCODING", "h"})), Bulk("listpack"));
+  ASSERT_EQ(c.Feed(Cmd({"HSET", "big", "f", std::string(65, 'x')})), Int(1));
+  EXPECT_EQ(c.Feed(Cmd({"OBJECT", "ENCODING", "big"})), Bulk("hashtable"));
+  ASSERT_EQ(c.Feed(Cmd({"DEL", "big"})), Int(1));
   EXPECT_EQ(c.Feed(Cmd({"RANDOMKEY"})).substr(0, 4), "$1\r\n");
   const std::string info = c.Feed(Cmd({"INFO", "keyspace"}));
   EXPECT_NE(info.find("db0:keys=2,expires=0"), std::string::npos) << info;
@@ -517,6 +521,34 @@ TEST(Hash, Resp3Replies) {
             "*1\r\n*2\r\n" + Bulk("a") + Bulk("1"));
   EXPECT_EQ(c.Feed(Cmd({"HRANDFIELD", "h", "-2", "WITHVALUES"})),
             "*2\r\n*2\r\n" + Bulk("a") + Bulk("1") + "*2\r\n" + Bulk("a") + Bulk("1"));
+}
+
+TEST(Hash, MemcachedOnAHashKey) {
+  Server s;
+  Server::Conn c(s);
+  MemcacheProtocol mc(s.keyspace->db(0));
+  auto feed = [&mc](std::string_view in) {
+    std::string out;
+    EXPECT_EQ(mc.Consume(in, &out), in.size());
+    return out;
+  };
+  ASSERT_EQ(c.Feed(Cmd({"HSET", "h", "f", "v"}) + Cmd({"HSET", "g", "f", "v"})), Int(1) + Int(1));
+  // Reads miss; writes that would read it as an item refuse; add finds
+  // the key taken; set replaces and delete deletes the hash whole.
+  EXPECT_EQ(feed("get h\r\n"), "END\r\n");
+  const std::string refused = "CLIENT_ERROR the key holds a RESP hash, list, set or sorted set\r\n";
+  EXPECT_EQ(feed("append h 0 0 1\r\nx\r\n"), refused);
+  EXPECT_EQ(feed("incr h 1\r\n"), refused);
+  EXPECT_EQ(feed("touch h 10\r\n"), refused);
+  EXPECT_EQ(feed("add h 0 0 1\r\nx\r\n"), "NOT_STORED\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"HGET", "h", "f"})), Bulk("v"));
+  EXPECT_EQ(feed("set h 0 0 1\r\nx\r\n"), "STORED\r\n");
+  EXPECT_EQ(feed("get h\r\n"), "VALUE h 0 1\r\nx\r\nEND\r\n");
+  EXPECT_EQ(feed("delete g\r\n"), "DELETED\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"TYPE", "h"}) + Cmd({"EXISTS", "g"})), "+string\r\n" + Int(0));
+  EXPECT_EQ(s.GarbageRecords(), 2u);
+  const CollectionReport r = VerifyCollections(*s.dbs);
+  EXPECT_TRUE(r.problems.empty());
 }
 
 TEST(Hash, VerifyFindsADamagedStore) {

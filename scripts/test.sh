@@ -9,7 +9,8 @@
 #      20 ops per workload instead of 40, and the workloads mixed, insert,
 #      delete and recovery plus the tear mode: seq, update, bulk and the
 #      eadr mode run in release);
-#      the CLI test once (pmpool_cli), its per-kind copies in release only,
+#      the CLI test once (pmpool_cli), its per-kind copies (label
+#      cli_per_kind) in release only,
 #      and the shared scenarios over the first test config of each index
 #      only (PMINDEX_SCENARIO_CONFIGS=first; release and TSan run them
 #      all), to keep the whole run within 30 minutes on 2 cores;
@@ -61,7 +62,7 @@ configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DP
   "-DPMCRASH_MUTATE_CI_INDEXES=" -DPMCRASH_CTEST_KV_MUTATE=OFF
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"
-(cd build/asan && PMINDEX_SCENARIO_CONFIGS=first ctest -j "$jobs" --output-on-failure -E '^pmpool_cli_')
+(cd build/asan && PMINDEX_SCENARIO_CONFIGS=first ctest -j "$jobs" --output-on-failure -LE cli_per_kind)
 
 step "TSan build"
 configure build/tsan Tsan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF -DPMINDEX_BUILD_TOOLS=OFF

@@ -9,7 +9,8 @@
 #      20 ops per workload instead of 40, and the workloads mixed, insert,
 #      delete and recovery plus the tear mode: seq, update, bulk and the
 #      eadr mode run in release);
-#      the CLI test once (pmpool_cli), its per-kind copies in release only,
+#      the CLI test once (pmpool_cli), its per-kind copies (label
+#      cli_per_kind) in release only,
 #      and the shared scenarios over the first test config of each index
 #      only (PMINDEX_SCENARIO_CONFIGS=first; release and TSan run them
 #      all), to keep the whole run within 30 minutes on 2 cores;
@@ -27,7 +28,8 @@
 #      OutOfSpace, BulkLoad, Sequential, Oracle, RemoveAll and Empty (the
 #      library starts threads only in pm_leaf_tree's recovery, which
 #      Reopen and LeafTreeRecovery run under TSan, and in nobtree's
-#      migration coordinator, which its scenario configs run). The
+#      migration coordinator, which its scenario configs run); they carry
+#      the ctest label tsan_skip (tests/faults_labels.cmake). The
 #      server's unit tests (server_tests: protocols and the Asio server,
 #      several threads, over a test-only map store, and the Store
 #      contract over KvBackedStore too) run there as well; the
@@ -67,14 +69,13 @@ configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DP
   "-DPMCRASH_MUTATE_CI_INDEXES=" -DPMCRASH_CTEST_KV_MUTATE=OFF
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"
-(cd build/asan && PMINDEX_SCENARIO_CONFIGS=first ctest -j "$jobs" --output-on-failure -E '^pmpool_cli_')
+(cd build/asan && PMINDEX_SCENARIO_CONFIGS=first ctest -j "$jobs" --output-on-failure -LE cli_per_kind)
 
 step "TSan build"
 configure build/tsan Tsan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF -DPMINDEX_BUILD_TOOLS=OFF
 ninja -C build/tsan -j "$jobs" unit_tests scenario_tests server_tests
 step "TSan tests"
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-   ctest -j "$jobs" --output-on-failure -L 'unit|scenario' \
-         -E '^((PoolFile|PoolFaults|RootSlots|ContentRecord|OutOfSpace|BulkLoad|Sequential|Oracle|RemoveAll|Empty)\.|PoolInMemory\.RandomImagesNeverCrash$|DbTest\.(CreateOnAnExistingPath|OpenWithTheWrongExpectedKind))')
+   ctest -j "$jobs" --output-on-failure -L 'unit|scenario' -LE tsan_skip)
 
 step "all tests passed"

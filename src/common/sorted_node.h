@@ -1,8 +1,8 @@
 // The node pieces shared by the two trees whose PM nodes are sorted
 // arrays of 16-byte records behind a 64-byte header, with the optional
 // auxiliary array of paper 002 (Ye and Wang, 2021) between header and
-// records: FAST-FAIR (trees/fastfair, records in slots 0..count-1) and
-// Circ-Tree (trees/circtree, records in a ring of slots).
+// records: FAST-FAIR (trees/sorted_node/fastfair, records in slots 0..count-1) and
+// Circ-Tree (trees/sorted_node/circtree, records in a ring of slots).
 //
 // Only what is the same logic in both lives here: the record and layout
 // types, the options, the relaxed loads and seqlock helpers of their

@@ -17,7 +17,7 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
-#include "trees/circtree/circtree.h"
+#include "trees/sorted_node/circtree.h"
 #include "unit/sorted_node_checks.h"
 #include "unit/temp_files.h"
 

@@ -12,7 +12,7 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
-#include "trees/fastfair/fastfair.h"
+#include "trees/sorted_node/fastfair.h"
 #include "unit/sorted_node_checks.h"
 
 namespace pmindex::fastfair {

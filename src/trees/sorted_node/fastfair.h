@@ -47,11 +47,13 @@
 // EpochGuard, so it is not reused while one may still read it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "alloc/allocator.h"
@@ -59,6 +61,7 @@
 #include "index/index.h"
 #include "index/registry.h"
 #include "pm/persist.h"
+#include "trees/sorted_node/engine.h"
 
 namespace pmindex::fastfair {
 
@@ -101,47 +104,45 @@ struct Faults {
   bool merge_links_first = false;  // a merge unlinks the right node before the left holds its records
 };
 
-class FastFair final : public Index {
- public:
+// FAST-FAIR's slot policy for the sorted-node engine (engine.h): logical
+// record i is slot i, the header's count says how many are in use, and of
+// two equal adjacent keys the right one is valid.
+struct FlatSlots {
+  using Header = fastfair::Header;
+  static constexpr std::string_view kName = "fastfair";
   static constexpr uint64_t kNodeTag = 0x5249414654534146;  // "FASTFAIR"
-  static constexpr uint32_t kMaxHeight = 40;
-  static constexpr uint32_t kRecsPerLine = sorted_node::kRecsPerLine;
-  // The version word of a node merged away (odd: never locked again).
-  static constexpr uint64_t kDead = ~uint64_t{0};
+  static sorted_node::Ring Read(const Header* x) { return {0, x->count, false}; }
+  static sorted_node::Ring Load(const Header* x, uint32_t cap) {
+    return {0, std::min(sorted_node::Ld32(x->count), cap), false};
+  }
+  static const char* BadSlots(const Header* x, uint32_t cap) {
+    return x->count > cap ? " has a count above its capacity" : nullptr;
+  }
+  static uint32_t Phys(uint32_t, uint32_t i, uint32_t) { return i; }
+  static void Init(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
+  static void StoreFilled(Header* x, uint32_t count) { pm::store(&x->count, count); }
+};
+
+class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
+ public:
+  using Slots = FlatSlots;
 
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Layout& lay, Search s,
-                                               const Faults& f = {});
+                                               const Faults& f = {}) {
+    return CreateTree(env, lay, s, f);
+  }
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Layout& lay, Search s,
-                                             const Faults& f = {});
+                                             const Faults& f = {}) {
+    return OpenTree(env, lay, s, f);
+  }
 
-  std::string_view kind() const override { return "fastfair"; }
-  bool persistent() const override { return true; }
-  Status insert(Key k, Value v) override;
-  Status update(Key k, Value v) override;
-  Status upsert(Key k, Value v) override;
   std::optional<Value> lookup(Key k) override;
-  Status remove(Key k) override;
-  size_t scan(Key from, size_t n, KV* out) override;
-  Status bulk_load(std::span<const KV> sorted, double fill) override;
-  Status verify() override;
-  IndexStats stats() override;
-  Status for_each_block(const std::function<void(PPtr)>& fn) override;
-  // Writes the content record (common/content_record.h) of a created or
-  // opened tree; nothing after a refused open. Runs once; the destructor
-  // calls it.
-  Status close() override;
-  ~FastFair() override;
 
  private:
-  enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
-  FastFair(const IndexEnv& env, const Layout& lay, Search s, const Faults& f);
+  friend class sorted_node::Engine<FastFair, FlatSlots>;
+  FastFair(const IndexEnv& env, const Layout& lay, Search s, const Faults& f)
+      : Engine(env, lay, s), faults_(f) {}
 
-  Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
-  Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
-  uint64_t* S(Header* x) const {
-    return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.aux_off);
-  }
-  uint8_t* F(Header* x) const { return reinterpret_cast<uint8_t*>(x) + lay_.aux_off; }
   // The slot of k in leaf x by its fingerprints (n if absent).
   uint32_t FingerprintFind(Header* x, uint32_t n, Key k) const;
 
@@ -169,12 +170,12 @@ class FastFair final : public Index {
   // Under leaf's lock: applies op to the leaf. *changed: it wrote; *full:
   // an insert found the leaf full and did nothing.
   Status LeafOp(Header* leaf, Op op, Key k, Value v, bool* changed, bool* full);
-  // Under smo_mu_: the leaf for k (locked iff lock_leaf) and the inner
+  // Under mu_: the leaf for k (locked iff lock_leaf) and the inner
   // nodes above it, root first, in path[0, *depth).
   uint64_t Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* depth);
-  // Under smo_mu_ (taken here): an insert whose leaf is full.
+  // Under mu_ (taken here): an insert whose leaf is full.
   Status SplitInsert(Op op, Key k, Value v);
-  // Under smo_mu_ (taken here): merges the underfull nodes on k's path
+  // Under mu_ (taken here): merges the underfull nodes on k's path
   // with their neighbours, bottom up, then shrinks the root.
   void Rebalance(Key k);
   // Merges `node` (a child of `parent`) with its neighbour under parent if
@@ -187,31 +188,19 @@ class FastFair final : public Index {
   void ShiftDelete(Header* x, uint32_t p);
   // Rewrites the auxiliary array (sentinels or fingerprints) from the
   // records, from slot `from` on.
-  void SetAux(Header* x, uint32_t from);
+  void SetAux(Header* x, uint32_t from) { Engine::SetAux(x, from, from, lay_.cap); }
   // Splits the full node x (locked) into x and the new node `fresh` (its
   // raw, returned locked); returns the separator.
   Key Split(uint64_t x_raw, uint64_t fresh);
   void NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh);
-  void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
+  void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low) {
+    FlatSlots::Init(x, level, leftmost, sibling, has_low, low);
+  }
 
-  // Recovery and walks.
-  using NodeView = sorted_node::NodeView;
-  Status ViewNode(uint64_t raw, uint32_t level, NodeView* v) const;
-  Status Validate(uint64_t root, std::vector<uint64_t>* nodes, common::ContentSum* content) const;
+  // Open's repair of one node (after the read-only validation).
   void Repair(uint64_t raw);
-  // Every node, level by level from the root's, each level along its
-  // sibling chain starting at its first node. fn(raw, header).
-  void WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const;
-  Status VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) const;
-  std::string Where(uint64_t raw) const;
 
-  IndexEnv env_;
-  Layout lay_;
-  Search search_;
-  bool ready_ = false;   // created or opened: close() writes the content record
-  bool closed_ = false;
   Faults faults_;
-  std::mutex smo_mu_;  // splits, merges, bulk loads, whole-tree walks
 };
 
 }  // namespace pmindex::fastfair

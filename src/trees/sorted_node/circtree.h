@@ -59,11 +59,13 @@
 // left with no record hands root slot 0 to its only child.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "alloc/allocator.h"
@@ -71,6 +73,7 @@
 #include "index/index.h"
 #include "index/registry.h"
 #include "pm/persist.h"
+#include "trees/sorted_node/engine.h"
 
 namespace pmindex::circtree {
 
@@ -117,45 +120,50 @@ static_assert(offsetof(Header, meta) == 16 && offsetof(Header, sibling) == 32);
 // Layout: common/sorted_node.h.
 
 
-class CircTree final : public Index {
- public:
+// Circ-Tree's slot policy for the sorted-node engine (engine.h): the
+// records are a ring of the node's slots from `start`, and the metadata
+// word's side bit says which of two equal adjacent keys is valid.
+struct RingSlots {
+  using Header = circtree::Header;
+  static constexpr std::string_view kName = "circtree";
   static constexpr uint64_t kNodeTag = 0x4545525443524943;  // "CIRCTREE"
-  static constexpr uint32_t kMaxHeight = 40;
-  static constexpr uint32_t kRecsPerLine = sorted_node::kRecsPerLine;
-  // The version of a node merged away (odd: no writer ever ends it).
-  static constexpr uint64_t kDead = ~uint64_t{0};
+  static sorted_node::Ring Read(const Header* x) {
+    const Meta m = Meta::Unpack(x->meta);
+    return {m.start, m.count, m.left};
+  }
+  static sorted_node::Ring Load(const Header* x, uint32_t cap) {
+    const Meta m = Meta::Unpack(sorted_node::Ld(x->meta));
+    return {m.start < cap ? m.start : 0, std::min(m.count, cap), m.left};
+  }
+  static const char* BadSlots(const Header* x, uint32_t cap) {
+    const Meta m = Meta::Unpack(x->meta);
+    return ((x->meta >> 33) != 0 || m.start >= cap || m.count > cap) ? " has a bad metadata word" : nullptr;
+  }
+  static uint32_t Phys(uint32_t start, uint32_t i, uint32_t cap) {
+    const uint32_t s = start + i;
+    return s >= cap ? s - cap : s;
+  }
+  static void Init(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
+  static void StoreFilled(Header* x, uint32_t count) { pm::store(&x->meta, Meta{0, count, false}.Pack()); }
+};
 
-  static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Layout& lay, Search s);
-  static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Layout& lay, Search s);
+class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
+ public:
+  using Slots = RingSlots;
 
-  std::string_view kind() const override { return "circtree"; }
-  bool persistent() const override { return true; }
-  Status insert(Key k, Value v) override;
-  Status update(Key k, Value v) override;
-  Status upsert(Key k, Value v) override;
+  static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Layout& lay, Search s) {
+    return CreateTree(env, lay, s);
+  }
+  static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Layout& lay, Search s) {
+    return OpenTree(env, lay, s);
+  }
+
   std::optional<Value> lookup(Key k) override;
-  Status remove(Key k) override;
-  size_t scan(Key from, size_t n, KV* out) override;
-  Status bulk_load(std::span<const KV> sorted, double fill) override;
-  Status verify() override;
-  IndexStats stats() override;
-  Status for_each_block(const std::function<void(PPtr)>& fn) override;
-  // Writes the content record (common/content_record.h) of a created or
-  // opened tree; nothing after a refused open. Runs once; the destructor
-  // calls it.
-  Status close() override;
-  ~CircTree() override;
 
  private:
-  enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
-  CircTree(const IndexEnv& env, const Layout& lay, Search s);
+  friend class sorted_node::Engine<CircTree, RingSlots>;
+  CircTree(const IndexEnv& env, const Layout& lay, Search s) : Engine(env, lay, s) {}
 
-  Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
-  Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
-  uint64_t* S(Header* x) const {
-    return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.aux_off);
-  }
-  uint8_t* F(Header* x) const { return reinterpret_cast<uint8_t*>(x) + lay_.aux_off; }
   // Physical slot of logical record i (i may be -1 or up to cap - 1).
   uint32_t Phys(uint32_t start, int64_t i) const {
     int64_t s = static_cast<int64_t>(start) + i;
@@ -186,12 +194,11 @@ class CircTree final : public Index {
   // Removes logical record p, shifting the left side right (left) or the
   // right side left.
   void ShiftDelete(Header* x, uint32_t p, bool left);
-  // Rewrites the sentinels of the logical lines from LineOf(from) on and
-  // the fingerprints of logical records [fp_lo, fp_hi).
-  void SetAux(Header* x, uint32_t from, uint32_t fp_lo, uint32_t fp_hi);
   Key Split(uint64_t x_raw, uint64_t fresh);
   void NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh);
-  void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low);
+  void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low) {
+    RingSlots::Init(x, level, leftmost, sibling, has_low, low);
+  }
   // Flushes the slots of logical records [a, b) of a ring starting at
   // `start` (two runs when they wrap); one flush site for --mutate.
   void FlushRing(Header* x, uint32_t start, uint32_t a, uint32_t b, pm::Site site = pm::Site::current());
@@ -215,21 +222,8 @@ class CircTree final : public Index {
     return lmoves < rmoves || (lmoves == rmoves && m.left);
   }
 
-  // Recovery and walks.
-  using NodeView = sorted_node::NodeView;
-  Status ViewNode(uint64_t raw, uint32_t level, NodeView* v) const;
-  Status Validate(uint64_t root, std::vector<uint64_t>* nodes, common::ContentSum* content) const;
+  // Open's repair of one node (after the read-only validation).
   void Repair(uint64_t raw);
-  void WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const;
-  Status VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) const;
-  std::string Where(uint64_t raw) const;
-
-  IndexEnv env_;
-  Layout lay_;
-  Search search_;
-  bool ready_ = false;   // created or opened: close() writes the content record
-  bool closed_ = false;
-  std::mutex mu_;  // writers
 };
 
 }  // namespace pmindex::circtree

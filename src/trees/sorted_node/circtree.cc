@@ -1,4 +1,4 @@
-#include "trees/circtree/circtree.h"
+#include "trees/sorted_node/circtree.h"
 
 #include <algorithm>
 #include <atomic>
@@ -27,11 +27,7 @@ inline uint32_t LineOf(uint32_t i) { return i / CircTree::kRecsPerLine; }
 
 }  // namespace
 
-CircTree::CircTree(const IndexEnv& env, const Layout& lay, Search s) : env_(env), lay_(lay), search_(s) {}
-
-std::string CircTree::Where(uint64_t raw) const { return sorted_node::NodeWhere("circtree", raw); }
-
-void CircTree::InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low) {
+void RingSlots::Init(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low) {
   // Not linked yet: no order matters.
   pm::store(&x->version, uint64_t{0});
   pm::store(&x->tag, kNodeTag);
@@ -145,49 +141,6 @@ std::optional<Value> CircTree::lookup(Key k) {
   }
 }
 
-size_t CircTree::scan(Key from, size_t n, KV* out) {
-  if (n == 0) return 0;
-  alloc::Allocator::EpochGuard eg(*env_.alloc);
-  size_t got = 0;
-  Key cursor = from;
-  bool inclusive = true;
-  uint64_t v = 0;
-  uint64_t raw = FindLeaf(from, &v);
-  std::vector<KV> batch;
-  while (raw != 0 && got < n) {
-    Header* x = H(raw);
-    uint64_t next = 0;
-    for (;;) {
-      v = AwaitEven(x->version);
-      if (v == kDead) break;
-      batch.clear();
-      Meta m = LdMeta(x);
-      m.count = std::min(m.count, lay_.cap);
-      m.start = m.start < lay_.cap ? m.start : 0;
-      const Rec* r = R(x);
-      uint32_t ph = m.start;
-      for (uint32_t i = 0; i < m.count && batch.size() < n - got; ++i) {
-        const Key key = Ld(r[ph].key);
-        if (key > cursor || (inclusive && key == cursor)) batch.push_back({key, Ld(r[ph].val)});
-        if (++ph == lay_.cap) ph = 0;
-      }
-      next = Ld(x->sibling, std::memory_order_acquire);
-      if (Unchanged(x->version, v)) break;
-    }
-    if (v == kDead) {  // merged into its left neighbour: find the cursor's leaf again
-      raw = FindLeaf(cursor, &v);
-      continue;
-    }
-    for (const KV& kv : batch) {
-      out[got++] = kv;
-      cursor = kv.key;
-      inclusive = false;
-    }
-    raw = next;
-  }
-  return got;
-}
-
 // ------------------------------------------------------------------ writers
 
 void CircTree::BeginWrite(Header* x) {
@@ -206,23 +159,6 @@ void CircTree::StoreMeta(Header* x, Meta m, pm::Site site) {
   pm::store(&x->meta, m.Pack(), std::memory_order_release);
   pm::flush(&x->meta, sizeof(uint64_t), site);
   pm::fence(site);
-}
-
-void CircTree::SetAux(Header* x, uint32_t from, uint32_t fp_lo, uint32_t fp_hi) {
-  const Meta m = Meta::Unpack(x->meta);
-  const Rec* r = R(x);
-  // Not flushed: rebuilt from the records by recovery (paper 002, III).
-  if (lay_.sentinel) {
-    uint64_t* s = S(x);
-    const uint32_t lines = (m.count + kRecsPerLine - 1) / kRecsPerLine;
-    for (uint32_t l = LineOf(from); l < lines; ++l) pm::store(&s[l], r[Phys(m.start, l * kRecsPerLine)].key);
-  } else if (lay_.fingerprints) {
-    uint8_t* f = F(x);
-    for (uint32_t i = fp_lo; i < fp_hi && i < m.count; ++i) {
-      const uint32_t ph = Phys(m.start, i);
-      pm::store(&f[ph], common::Fingerprint(r[ph].key));
-    }
-  }
 }
 
 // Moves record `from` into slot `to` with the value stored first, then
@@ -644,154 +580,7 @@ void CircTree::CollapseRoot() {
   }
 }
 
-Status CircTree::insert(Key k, Value v) { return Write(Op::kInsert, k, v); }
-Status CircTree::update(Key k, Value v) { return Write(Op::kUpdate, k, v); }
-Status CircTree::upsert(Key k, Value v) { return Write(Op::kUpsert, k, v); }
-Status CircTree::remove(Key k) { return Write(Op::kRemove, k, 0); }
-
-// ------------------------------------------------------------------ create, load
-
-Result<std::unique_ptr<Index>> CircTree::Create(const IndexEnv& env, const Layout& lay, Search s) {
-  std::unique_ptr<CircTree> t(new CircTree(env, lay, s));
-  Result<PPtr> root = env.alloc->Alloc(lay.bytes);
-  if (!root.ok()) return root.status();
-  Header* r = t->H(root.value().raw());
-  t->InitNode(r, 0, 0, 0, false, 0);
-  pm::flush(r, sizeof(Header));
-  pm::fence();  // the empty root durable before the root slot names it
-  env.pool->WriteRoot(0, root.value().raw());
-  t->ready_ = true;
-  return std::unique_ptr<Index>(std::move(t));
-}
-
-CircTree::~CircTree() { IgnoreError(close(), "a destructor has no caller to report to; close() returns it"); }
-
-Status CircTree::close() {
-  if (closed_ || !ready_ || abandoned()) return Status::OK();
-  closed_ = true;
-  std::lock_guard g(mu_);
-  return sorted_node::WriteContentRecord(
-      env_, [this](uint64_t raw) { return H(raw); },
-      [this](uint64_t raw, uint32_t level, NodeView* v) { return ViewNode(raw, level, v); });
-}
-
-Status CircTree::bulk_load(std::span<const KV> sorted, double fill) {
-  std::lock_guard g(mu_);
-  const uint64_t old = env_.pool->root(0);
-  Header* o = H(old);
-  if (o->level != 0 || Meta::Unpack(o->meta).count != 0 || o->sibling != 0)
-    return Status::InvalidArgument("circtree: bulk_load needs an empty index");
-  PMINDEX_RETURN_IF_ERROR(sorted_node::CheckBulkInput("circtree", sorted, fill));
-  if (sorted.empty()) return Status::OK();
-  const uint32_t per = std::clamp<uint32_t>(static_cast<uint32_t>(std::lround(fill * lay_.cap)), 1, lay_.cap);
-  std::vector<uint64_t> made;
-  auto alloc = [&](uint64_t* raw) -> Status {
-    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
-    if (!a.ok()) {
-      for (uint64_t m : made) env_.alloc->Free(PPtr(m));
-      return a.status();
-    }
-    *raw = a.value().raw();
-    made.push_back(*raw);
-    return Status::OK();
-  };
-  // One level at a time: nodes of up to `per` records, linked left to
-  // right, each ring starting at slot 0. items: (low key, value or child);
-  // an inner node's first item becomes its leftmost child.
-  std::vector<std::pair<Key, uint64_t>> items;
-  items.reserve(sorted.size());
-  for (const KV& kv : sorted) items.push_back({kv.key, kv.value});
-  uint32_t level = 0;
-  for (;;) {
-    const uint32_t take = level == 0 ? per : per + 1;
-    std::vector<std::pair<Key, uint64_t>> up;
-    Header* prev = nullptr;
-    for (size_t b = 0; b < items.size(); b += take) {
-      const size_t e = std::min(items.size(), b + take);
-      uint64_t raw = 0;
-      PMINDEX_RETURN_IF_ERROR(alloc(&raw));
-      Header* x = H(raw);
-      const bool inner = level > 0;
-      InitNode(x, level, inner ? items[b].second : 0, 0, b > 0, items[b].first);
-      Rec* r = R(x);
-      uint32_t c = 0;
-      for (size_t i = inner ? b + 1 : b; i < e; ++i) pm::store(&r[c++], Rec{items[i].first, items[i].second});
-      pm::store(&x->meta, Meta{0, c, false}.Pack());
-      SetAux(x, 0, 0, c);
-      if (prev != nullptr) {
-        pm::store(&prev->sibling, raw);
-        pm::flush(prev, sizeof(Header));
-      }
-      if (c > 0) pm::flush(r, c * sizeof(Rec));
-      prev = x;
-      up.push_back({items[b].first, raw});
-    }
-    pm::flush(prev, sizeof(Header));
-    items.swap(up);
-    if (items.size() == 1) break;
-    ++level;
-  }
-  pm::fence();  // the loaded tree durable before the root slot names it
-  env_.pool->WriteRoot(0, items[0].second);
-  env_.alloc->Free(PPtr(old));
-  return Status::OK();
-}
-
 // ------------------------------------------------------------------ recovery
-
-// Reads node `raw` of level `level` into v, with recovery's repairs
-// applied to the copy (stale records of a cut-short split dropped, the
-// invalid record of an equal-key pair dropped). Reads only.
-Status CircTree::ViewNode(uint64_t raw, uint32_t level, NodeView* v) const {
-  auto d = pm::Decode<Header>(*env_.pool, raw, lay_.bytes, 64, "circtree: node");
-  if (!d.ok()) return d.status();
-  Header* x = d.value();
-  if (x->tag != kNodeTag) return Status::Corruption(Where(raw) + " has no node tag");
-  if (x->level != level) return Status::Corruption(Where(raw) + " is on the wrong level");
-  const Meta m = Meta::Unpack(x->meta);
-  if ((x->meta >> 33) != 0 || m.start >= lay_.cap || m.count > lay_.cap)
-    return Status::Corruption(Where(raw) + " has a bad metadata word");
-  if (x->has_low > 1) return Status::Corruption(Where(raw) + " has a bad header");
-  v->level = level;
-  v->sibling = x->sibling;
-  v->leftmost = x->leftmost;
-  v->has_low = x->has_low != 0;
-  v->low = x->low;
-  uint32_t n = m.count;
-  const Rec* r = R(x);
-  auto rec = [&](uint32_t i) -> const Rec& { return r[Phys(m.start, i)]; };
-  if (v->sibling != 0) {
-    auto s = pm::Decode<Header>(*env_.pool, v->sibling, lay_.bytes, 64, "circtree: sibling");
-    if (!s.ok()) return s.status();
-    if (s.value()->tag != kNodeTag || s.value()->has_low != 1)
-      return Status::Corruption(Where(raw) + ": its sibling is not a split-made node");
-    const Key sl = s.value()->low;
-    uint32_t t = 0;
-    while (t < n && rec(t).key < sl) ++t;
-    n = t;
-  }
-  v->recs.clear();
-  for (uint32_t i = 0; i < n; ++i) {
-    const Rec& c = rec(i);
-    if (!m.left && i + 1 < n && c.key == rec(i + 1).key) continue;  // half-done shift: the right one is valid
-    if (m.left && i > 0 && c.key == rec(i - 1).key) continue;       // the left one is valid
-    if (!v->recs.empty() && v->recs.back().key >= c.key) return Status::Corruption(Where(raw) + ": keys not ascending");
-    if (v->has_low && c.key < v->low) return Status::Corruption(Where(raw) + ": key below its low key");
-    v->recs.push_back(c);
-  }
-  return Status::OK();
-}
-
-Status CircTree::Validate(uint64_t root, std::vector<uint64_t>* nodes, common::ContentSum* content) const {
-  auto rd = pm::Decode<Header>(*env_.pool, root, lay_.bytes, 64, "circtree: root (root slot 0)");
-  if (!rd.ok()) return rd.status();
-  return sorted_node::ValidateLevels("circtree", root, rd.value()->level, kMaxHeight,
-                                     env_.pool->size() / lay_.bytes + 1,  // more nodes than fit = a cycle
-                                     nodes, content, env_.pool->was_clean() && !env_.salvage,
-                                     [this](uint64_t raw, uint32_t level, NodeView* v) {
-                                       return ViewNode(raw, level, v);
-                                     });
-}
 
 void CircTree::Repair(uint64_t raw) {
   Header* x = H(raw);
@@ -826,106 +615,16 @@ void CircTree::Repair(uint64_t raw) {
   SetAux(x, 0, 0, m.count);
 }
 
-Result<std::unique_ptr<Index>> CircTree::Open(const IndexEnv& env, const Layout& lay, Search s) {
-  std::unique_ptr<CircTree> t(new CircTree(env, lay, s));
-  const uint64_t root = env.pool->root(0);
-  std::vector<uint64_t> nodes;
-  common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
-  PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes, &content));  // reads only
-  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, "circtree"));
-  PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, nodes, "circtree"));  // no write before
-  for (uint64_t n : nodes) t->Repair(n);
-  pm::fence();
-  t->ready_ = true;
-  return std::unique_ptr<Index>(std::move(t));
-}
-
-// ------------------------------------------------------------------ walks
-
-void CircTree::WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const {
-  sorted_node::WalkLevels(env_.pool->root(0), [this](uint64_t raw) { return H(raw); }, fn);
-}
-
-// A node's own checks, then sorted_node::VerifyRange (its range and children).
-Status CircTree::VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) const {
-  NodeView v;
-  PMINDEX_RETURN_IF_ERROR(ViewNode(raw, level, &v));
-  Header* x = H(raw);
-  const Meta m = Meta::Unpack(x->meta);
-  if (v.recs.size() != m.count) return Status::Corruption(Where(raw) + " holds stale or duplicate records");
-  if (x->version & 1) return Status::Corruption(Where(raw) + " is locked");
-  if (lay_.sentinel) {
-    for (uint32_t l = 0; l * kRecsPerLine < m.count; ++l)
-      if (S(x)[l] != R(x)[Phys(m.start, l * kRecsPerLine)].key)
-        return Status::Corruption(Where(raw) + ": stale sentinel");
-  }
-  if (lay_.fingerprints) {
-    for (uint32_t i = 0; i < m.count; ++i) {
-      const uint32_t ph = Phys(m.start, i);
-      if (F(x)[ph] != common::Fingerprint(R(x)[ph].key)) return Status::Corruption(Where(raw) + ": stale fingerprint");
-    }
-  }
-  return sorted_node::VerifyRange("circtree", raw, level, v, entries, leaves, [this](uint64_t y) { return H(y); },
-                                  [&](uint64_t y, uint32_t l) { return VerifyNode(y, l, entries, leaves); });
-}
-
-Status CircTree::verify() {
-  std::lock_guard g(mu_);
-  return sorted_node::VerifyTree(
-      "circtree", env_.pool->root(0), [this](uint64_t y) { return H(y); },
-      [this](uint64_t y, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) {
-        return VerifyNode(y, level, entries, leaves);
-      });
-}
-
-IndexStats CircTree::stats() {
-  std::lock_guard g(mu_);
-  IndexStats s;
-  s.height = H(env_.pool->root(0))->level + 1;
-  WalkLevels([&](uint64_t, Header* x) {
-    s.pm_bytes += lay_.bytes;
-    if (x->level == 0) {
-      ++s.leaves;
-      s.entries += Meta::Unpack(x->meta).count;
-    } else {
-      ++s.inner_nodes;
-    }
-  });
-  return s;
-}
-
-Status CircTree::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::lock_guard g(mu_);
-  WalkLevels([&](uint64_t raw, Header*) { fn(PPtr(raw)); });
-  return Status::OK();
-}
-
 // ------------------------------------------------------------------ registration
 
 namespace {
-Result<sorted_node::Config> Parse(const Options& o) { return sorted_node::ParseOptions(o, "circtree"); }
-
-PMINDEX_REGISTER_INDEX(circtree, {
-    .name = "circtree",
-    .persistent = true,
-    .options_help =
+// (An IndexInfo list-initialized from the engine's entry.)
+PMINDEX_REGISTER_INDEX(
+    circtree,
+    {sorted_node::RegistryEntry<CircTree>(
         "node=BYTES (a multiple of 64 from 256 to 65536; default 512) sentinel=on|off (default on, off with "
         "fingerprints=on) search=linear|binary|sentinel (default sentinel if sentinel=on, else linear) "
-        "fingerprints=on|off (default off: one byte per slot, for leaf lookups; needs sentinel=off)",
-    .test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary", "node=512,fingerprints=on"},
-    .validate = [](const Options& o) -> Status { return Parse(o).status(); },
-    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<sorted_node::Config> c = Parse(o);
-      if (!c.ok()) return c.status();
-      return CircTree::Create(env, c.value().lay, c.value().search);
-    },
-    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<sorted_node::Config> c = Parse(o);
-      if (!c.ok()) return c.status();
-      return CircTree::Open(env, c.value().lay, c.value().search);
-    },
-    .marks_in_use = true,
-});
+        "fingerprints=on|off (default off: one byte per slot, for leaf lookups; needs sentinel=off)")});
 }  // namespace
 
 }  // namespace pmindex::circtree

@@ -1,4 +1,4 @@
-#include "trees/fastfair/fastfair.h"
+#include "trees/sorted_node/fastfair.h"
 
 #include <algorithm>
 #include <atomic>
@@ -26,13 +26,7 @@ inline uint32_t LineOf(uint32_t slot) { return slot / FastFair::kRecsPerLine; }
 
 }  // namespace
 
-FastFair::FastFair(const IndexEnv& env, const Layout& lay, Search s, const Faults& f)
-    : env_(env), lay_(lay), search_(s), faults_(f) {}
-
-std::string FastFair::Where(uint64_t raw) const { return sorted_node::NodeWhere("fastfair", raw); }
-
-void FastFair::InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low,
-                        Key low) {
+void FlatSlots::Init(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low) {
   // Field by field: a 64-byte-aligned Header passed by value draws an ABI
   // note from GCC. The node is not linked yet: no order matters.
   pm::store(&x->version, uint64_t{0});
@@ -133,45 +127,6 @@ std::optional<Value> FastFair::lookup(Key k) {
   }
 }
 
-size_t FastFair::scan(Key from, size_t n, KV* out) {
-  if (n == 0) return 0;
-  alloc::Allocator::EpochGuard eg(*env_.alloc);
-  size_t got = 0;
-  Key cursor = from;
-  bool inclusive = true;
-  uint64_t v = 0;
-  uint64_t raw = FindLeaf(from, &v);
-  std::vector<KV> batch;
-  while (raw != 0 && got < n) {
-    Header* x = H(raw);
-    uint64_t next = 0;
-    for (;;) {
-      v = AwaitEven(x->version);
-      if (v == kDead) break;
-      batch.clear();
-      const uint32_t cnt = std::min(Ld32(x->count), lay_.cap);
-      const Rec* r = R(x);
-      for (uint32_t i = 0; i < cnt && batch.size() < n - got; ++i) {
-        const Key key = Ld(r[i].key);
-        if (key > cursor || (inclusive && key == cursor)) batch.push_back({key, Ld(r[i].val)});
-      }
-      next = Ld(x->sibling, std::memory_order_acquire);
-      if (Unchanged(x->version, v)) break;
-    }
-    if (v == kDead) {  // merged into its left neighbour: find the cursor's leaf again
-      raw = FindLeaf(cursor, &v);
-      continue;
-    }
-    for (const KV& kv : batch) {
-      out[got++] = kv;
-      cursor = kv.key;
-      inclusive = false;
-    }
-    raw = next;
-  }
-  return got;
-}
-
 // ------------------------------------------------------------------ writers
 
 bool FastFair::TryLock(Header* x, uint64_t v) {
@@ -195,20 +150,6 @@ void FastFair::Lock(Header* x) {
 void FastFair::Unlock(Header* x, bool changed) {
   const uint64_t held = Ld(x->version);  // odd: ours
   pm::store(&x->version, changed ? held + 1 : held - 1, std::memory_order_release);
-}
-
-void FastFair::SetAux(Header* x, uint32_t from) {
-  const uint32_t n = x->count;
-  const Rec* r = R(x);
-  // Not flushed: rebuilt from the records by recovery (paper 002, III).
-  if (lay_.sentinel) {
-    uint64_t* s = S(x);
-    const uint32_t lines = (n + kRecsPerLine - 1) / kRecsPerLine;
-    for (uint32_t l = LineOf(from); l < lines; ++l) pm::store(&s[l], r[l * kRecsPerLine].key);
-  } else if (lay_.fingerprints) {
-    uint8_t* f = F(x);
-    for (uint32_t i = from; i < n; ++i) pm::store(&f[i], common::Fingerprint(r[i].key));
-  }
 }
 
 void FastFair::ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v) {
@@ -380,7 +321,7 @@ uint64_t FastFair::Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* dept
   for (;;) {
     Header* x = H(raw);
     if (x->level == 0) {  // a node's level never changes
-      // A leaf's sibling changes only under smo_mu_; its records under its lock.
+      // A leaf's sibling changes only under mu_; its records under its lock.
       if (lock_leaf) Lock(x);
       const uint32_t n = lock_leaf ? x->count : std::min(Ld32(x->count), lay_.cap);
       const uint64_t right = MoveRight(x, n, LowerBound(x, n, k), k);
@@ -389,7 +330,7 @@ uint64_t FastFair::Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* dept
       raw = right;
       continue;
     }
-    // Inner nodes change only under smo_mu_, which the caller holds.
+    // Inner nodes change only under mu_, which the caller holds.
     const uint32_t n = x->count;
     const uint32_t p = LowerBound(x, n, k);
     if (uint64_t right = MoveRight(x, n, p, k)) {
@@ -403,7 +344,7 @@ uint64_t FastFair::Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* dept
 }
 
 Status FastFair::SplitInsert(Op op, Key k, Value v) {
-  std::lock_guard g(smo_mu_);
+  std::lock_guard g(mu_);
   uint64_t path[kMaxHeight];
   uint32_t depth = 0;
   const uint64_t raw = Descend(k, true, path, &depth);
@@ -469,7 +410,7 @@ Status FastFair::SplitInsert(Op op, Key k, Value v) {
 // ------------------------------------------------------------------ merges
 
 void FastFair::Rebalance(Key k) {
-  std::lock_guard g(smo_mu_);
+  std::lock_guard g(mu_);
   uint64_t path[kMaxHeight];
   uint32_t depth = 0;
   uint64_t node = Descend(k, false, path, &depth);
@@ -577,154 +518,7 @@ void FastFair::CollapseRoot() {
   }
 }
 
-Status FastFair::insert(Key k, Value v) { return Write(Op::kInsert, k, v); }
-Status FastFair::update(Key k, Value v) { return Write(Op::kUpdate, k, v); }
-Status FastFair::upsert(Key k, Value v) { return Write(Op::kUpsert, k, v); }
-Status FastFair::remove(Key k) { return Write(Op::kRemove, k, 0); }
-
-// ------------------------------------------------------------------ create, load
-
-Result<std::unique_ptr<Index>> FastFair::Create(const IndexEnv& env, const Layout& lay, Search s,
-                                                const Faults& f) {
-  std::unique_ptr<FastFair> t(new FastFair(env, lay, s, f));
-  Result<PPtr> root = env.alloc->Alloc(lay.bytes);
-  if (!root.ok()) return root.status();
-  Header* r = t->H(root.value().raw());
-  t->InitNode(r, 0, 0, 0, false, 0);
-  pm::flush(r, sizeof(Header));
-  pm::fence();  // the empty root durable before the root slot names it
-  // (Its flush-late mutant is killed: copy B durable before copy A is a
-  // pair no crash leaves, which Pool::OpenImage refuses, and pmcrash fails
-  // such an image inside create once a copy of slot 0 is published.)
-  env.pool->WriteRoot(0, root.value().raw());
-  t->ready_ = true;
-  return std::unique_ptr<Index>(std::move(t));
-}
-
-FastFair::~FastFair() { IgnoreError(close(), "a destructor has no caller to report to; close() returns it"); }
-
-Status FastFair::close() {
-  if (closed_ || !ready_ || abandoned()) return Status::OK();
-  closed_ = true;
-  std::lock_guard g(smo_mu_);
-  return sorted_node::WriteContentRecord(
-      env_, [this](uint64_t raw) { return H(raw); },
-      [this](uint64_t raw, uint32_t level, NodeView* v) { return ViewNode(raw, level, v); });
-}
-
-Status FastFair::bulk_load(std::span<const KV> sorted, double fill) {
-  std::lock_guard g(smo_mu_);
-  const uint64_t old = env_.pool->root(0);
-  Header* o = H(old);
-  if (o->level != 0 || o->count != 0 || o->sibling != 0)
-    return Status::InvalidArgument("fastfair: bulk_load needs an empty index");
-  PMINDEX_RETURN_IF_ERROR(sorted_node::CheckBulkInput("fastfair", sorted, fill));
-  if (sorted.empty()) return Status::OK();
-  const uint32_t per = std::clamp<uint32_t>(static_cast<uint32_t>(std::lround(fill * lay_.cap)), 1, lay_.cap);
-  std::vector<uint64_t> made;
-  auto alloc = [&](uint64_t* raw) -> Status {
-    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
-    if (!a.ok()) {
-      for (uint64_t m : made) env_.alloc->Free(PPtr(m));
-      return a.status();
-    }
-    *raw = a.value().raw();
-    made.push_back(*raw);
-    return Status::OK();
-  };
-  // One level: nodes of up to `per` records each, linked left to right.
-  // items: (low key, value or child). An inner node's first item becomes
-  // its leftmost child.
-  std::vector<std::pair<Key, uint64_t>> items;
-  items.reserve(sorted.size());
-  for (const KV& kv : sorted) items.push_back({kv.key, kv.value});
-  uint32_t level = 0;
-  for (;;) {
-    const uint32_t take = level == 0 ? per : per + 1;  // an inner node holds per + 1 children
-    std::vector<std::pair<Key, uint64_t>> up;
-    Header* prev = nullptr;
-    for (size_t b = 0; b < items.size(); b += take) {
-      const size_t e = std::min(items.size(), b + take);
-      uint64_t raw = 0;
-      PMINDEX_RETURN_IF_ERROR(alloc(&raw));
-      Header* x = H(raw);
-      const bool inner = level > 0;
-      InitNode(x, level, inner ? items[b].second : 0, 0, b > 0, items[b].first);
-      Rec* r = R(x);
-      uint32_t c = 0;
-      for (size_t i = inner ? b + 1 : b; i < e; ++i) pm::store(&r[c++], Rec{items[i].first, items[i].second});
-      pm::store(&x->count, c);
-      SetAux(x, 0);
-      if (prev != nullptr) {
-        pm::store(&prev->sibling, raw);
-        pm::flush(prev, sizeof(Header));
-      }
-      if (c > 0) pm::flush(r, c * sizeof(Rec));
-      prev = x;
-      up.push_back({items[b].first, raw});
-    }
-    pm::flush(prev, sizeof(Header));
-    items.swap(up);
-    if (items.size() == 1) break;
-    ++level;
-  }
-  pm::fence();  // the loaded tree durable before the root slot names it
-  env_.pool->WriteRoot(0, items[0].second);
-  env_.alloc->Free(PPtr(old));
-  return Status::OK();
-}
-
 // ------------------------------------------------------------------ recovery
-
-// Reads node `raw` of level `level` into v, with recovery's repairs
-// applied to the copy (stale records of a cut-short split dropped, the
-// left record of an equal-key pair dropped). Reads only.
-Status FastFair::ViewNode(uint64_t raw, uint32_t level, NodeView* v) const {
-  auto d = pm::Decode<Header>(*env_.pool, raw, lay_.bytes, 64, "fastfair: node");
-  if (!d.ok()) return d.status();
-  Header* x = d.value();
-  if (x->tag != kNodeTag) return Status::Corruption(Where(raw) + " has no node tag");
-  if (x->level != level) return Status::Corruption(Where(raw) + " is on the wrong level");
-  if (x->count > lay_.cap) return Status::Corruption(Where(raw) + " has a count above its capacity");
-  if (x->has_low > 1) return Status::Corruption(Where(raw) + " has a bad header");
-  v->level = level;
-  v->sibling = x->sibling;
-  v->leftmost = x->leftmost;
-  v->has_low = x->has_low != 0;
-  v->low = x->low;
-  uint32_t n = x->count;
-  const Rec* r = R(x);
-  if (v->sibling != 0) {
-    auto s = pm::Decode<Header>(*env_.pool, v->sibling, lay_.bytes, 64, "fastfair: sibling");
-    if (!s.ok()) return s.status();
-    if (s.value()->tag != kNodeTag || s.value()->has_low != 1)
-      return Status::Corruption(Where(raw) + ": its sibling is not a split-made node");
-    const Key sl = s.value()->low;
-    uint32_t t = 0;
-    while (t < n && r[t].key < sl) ++t;
-    n = t;
-  }
-  v->recs.clear();
-  for (uint32_t i = 0; i < n; ++i) {
-    if (i + 1 < n && r[i].key == r[i + 1].key) continue;  // half-done shift: the right one is valid
-    if (!v->recs.empty() && v->recs.back().key >= r[i].key)
-      return Status::Corruption(Where(raw) + ": keys not ascending");
-    if (v->has_low && r[i].key < v->low) return Status::Corruption(Where(raw) + ": key below its low key");
-    v->recs.push_back(r[i]);
-  }
-  return Status::OK();
-}
-
-Status FastFair::Validate(uint64_t root, std::vector<uint64_t>* nodes, common::ContentSum* content) const {
-  auto rd = pm::Decode<Header>(*env_.pool, root, lay_.bytes, 64, "fastfair: root (root slot 0)");
-  if (!rd.ok()) return rd.status();
-  return sorted_node::ValidateLevels("fastfair", root, rd.value()->level, kMaxHeight,
-                                     env_.pool->size() / lay_.bytes + 1,  // more nodes than fit = a cycle
-                                     nodes, content, env_.pool->was_clean() && !env_.salvage,
-                                     [this](uint64_t raw, uint32_t level, NodeView* v) {
-                                       return ViewNode(raw, level, v);
-                                     });
-}
 
 void FastFair::Repair(uint64_t raw) {
   Header* x = H(raw);
@@ -751,105 +545,17 @@ void FastFair::Repair(uint64_t raw) {
   SetAux(x, 0);
 }
 
-Result<std::unique_ptr<Index>> FastFair::Open(const IndexEnv& env, const Layout& lay, Search s,
-                                              const Faults& f) {
-  std::unique_ptr<FastFair> t(new FastFair(env, lay, s, f));
-  const uint64_t root = env.pool->root(0);
-  std::vector<uint64_t> nodes;
-  common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
-  PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes, &content));  // reads only
-  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, "fastfair"));
-  PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, nodes, "fastfair"));  // no write before
-  for (uint64_t n : nodes) t->Repair(n);
-  pm::fence();
-  t->ready_ = true;
-  return std::unique_ptr<Index>(std::move(t));
-}
-
-// ------------------------------------------------------------------ walks
-
-void FastFair::WalkLevels(const std::function<void(uint64_t, Header*)>& fn) const {
-  sorted_node::WalkLevels(env_.pool->root(0), [this](uint64_t raw) { return H(raw); }, fn);
-}
-
-// A node's own checks, then sorted_node::VerifyRange (its range and children).
-Status FastFair::VerifyNode(uint64_t raw, uint32_t level, uint64_t* entries,
-                            std::vector<uint64_t>* leaves) const {
-  NodeView v;
-  PMINDEX_RETURN_IF_ERROR(ViewNode(raw, level, &v));
-  Header* x = H(raw);
-  if (v.recs.size() != x->count) return Status::Corruption(Where(raw) + " holds stale or duplicate records");
-  if (x->version & 1) return Status::Corruption(Where(raw) + " is locked");
-  if (lay_.sentinel) {
-    for (uint32_t l = 0; l * kRecsPerLine < x->count; ++l)
-      if (S(x)[l] != R(x)[l * kRecsPerLine].key) return Status::Corruption(Where(raw) + ": stale sentinel");
-  }
-  if (lay_.fingerprints) {
-    for (uint32_t i = 0; i < x->count; ++i)
-      if (F(x)[i] != common::Fingerprint(R(x)[i].key)) return Status::Corruption(Where(raw) + ": stale fingerprint");
-  }
-  return sorted_node::VerifyRange("fastfair", raw, level, v, entries, leaves, [this](uint64_t y) { return H(y); },
-                                  [&](uint64_t y, uint32_t l) { return VerifyNode(y, l, entries, leaves); });
-}
-
-Status FastFair::verify() {
-  std::lock_guard g(smo_mu_);
-  return sorted_node::VerifyTree(
-      "fastfair", env_.pool->root(0), [this](uint64_t y) { return H(y); },
-      [this](uint64_t y, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) {
-        return VerifyNode(y, level, entries, leaves);
-      });
-}
-
-IndexStats FastFair::stats() {
-  std::lock_guard g(smo_mu_);
-  IndexStats s;
-  s.height = H(env_.pool->root(0))->level + 1;
-  WalkLevels([&](uint64_t, Header* x) {
-    s.pm_bytes += lay_.bytes;
-    if (x->level == 0) {
-      ++s.leaves;
-      s.entries += x->count;
-    } else {
-      ++s.inner_nodes;
-    }
-  });
-  return s;
-}
-
-Status FastFair::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::lock_guard g(smo_mu_);
-  WalkLevels([&](uint64_t raw, Header*) { fn(PPtr(raw)); });
-  return Status::OK();
-}
-
 // ------------------------------------------------------------------ registration
 
 namespace {
-Result<sorted_node::Config> Parse(const Options& o) { return sorted_node::ParseOptions(o, "fastfair"); }
-
-PMINDEX_REGISTER_INDEX(fastfair, {
-    .name = "fastfair",
-    .persistent = true,
-    .options_help =
+// (An IndexInfo list-initialized from the engine's entry.)
+PMINDEX_REGISTER_INDEX(
+    fastfair,
+    {sorted_node::RegistryEntry<FastFair>(
         "node=BYTES (a multiple of 64 from 256 to 65536; default 512; the paper used 512|1024|2048|4096) "
         "sentinel=on|off (default on, off with fingerprints=on) search=linear|binary|sentinel (default sentinel "
         "if sentinel=on, else linear) fingerprints=on|off (default off: one byte per slot, for leaf lookups; "
-        "needs sentinel=off)",
-    .test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary", "node=512,fingerprints=on"},
-    .validate = [](const Options& o) -> Status { return Parse(o).status(); },
-    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<sorted_node::Config> c = Parse(o);
-      if (!c.ok()) return c.status();
-      return FastFair::Create(env, c.value().lay, c.value().search);
-    },
-    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<sorted_node::Config> c = Parse(o);
-      if (!c.ok()) return c.status();
-      return FastFair::Open(env, c.value().lay, c.value().search);
-    },
-    .marks_in_use = true,
-});
+        "needs sentinel=off)")});
 }  // namespace
 
 }  // namespace pmindex::fastfair

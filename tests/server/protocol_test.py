@@ -963,6 +963,50 @@ def free_port():
         return s.getsockname()[1]
 
 
+def test_cluster_local_launcher(ctx):
+    """scripts/cluster/local.sh: start prints one `node HOST:PORT` per node
+    (and `proxy HOST:PORT` with nutcracker, when it is installed), the
+    nodes serve as one cluster, the proxy spreads memcached keys over
+    them, and stop ends every process it started."""
+    from redis.cluster import RedisCluster
+    import shutil as sh
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    script = os.path.join(root, "scripts", "cluster", "local.sh")
+    d = os.path.join(ctx.workdir, "launcher")
+    proxy = sh.which("nutcracker") is not None
+    args = ["bash", script, "start", "3", d, "--pmserver", ctx.binary] + ([] if proxy else ["--no-proxy"])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        lines = r.stdout.split("\n")
+        nodes = [l.split()[1] for l in lines if l.startswith("node ")]
+        proxies = [l.split()[1] for l in lines if l.startswith("proxy ")]
+        assert len(nodes) == 3 and len(proxies) == (1 if proxy else 0), r.stdout
+        host, port = nodes[2].split(":")
+        rc = RedisCluster(host=host, port=int(port), socket_timeout=10)
+        for i in range(300):
+            rc.set(f"k{i}", i)
+        assert all(rc.get(f"k{i}") == str(i).encode() for i in range(300))
+        if proxy:
+            h, p = proxies[0].split(":")
+            c = McClient((h, int(p)), default_noreply=False, timeout=10)
+            for i in range(300):
+                assert c.set(f"m{i}", b"v") is True
+            assert c.get_many([f"m{i}" for i in range(300)]) == {f"m{i}": b"v" for i in range(300)}
+    finally:
+        pids = [int(open(os.path.join(d, f"node-{i}", "pid")).read()) for i in (1, 2, 3)
+                if os.path.exists(os.path.join(d, f"node-{i}", "pid"))]
+        st = subprocess.run(["bash", script, "stop", d], capture_output=True, text=True, timeout=120)
+    assert st.returncode == 0, st.stdout + st.stderr
+    assert len(pids) == 3, pids
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            raise AssertionError(f"node process {pid} still runs after stop")
+        except ProcessLookupError:
+            pass
+
+
 def test_cluster_mode_with_redis_py_cluster_client(ctx):
     """Three pmservers in cluster mode (static map): redis-py's RedisCluster
     with its defaults routes every command; keys spread evenly; a node

@@ -19,9 +19,10 @@
 #   3. TSan build: every unit and scenario test (not a name filter, so no
 #      threaded test is missed), except suites that run one thread and
 #      start none, to keep the whole run within 30 minutes (release and
-#      ASan run them): the pool-damage suites PoolFile, RootSlots and
-#      ContentRecord and the file-system fault sweeps of PoolFaults (no
-#      thread in their files), three slow single-threaded
+#      ASan run them): the pool-damage suites PoolFile, RootSlots,
+#      ContentRecord, DamageChecks, KvContentOverKind and KvTree's
+#      damaged-node test, and the file-system fault sweeps PoolFaults,
+#      DbFaults and KvFaults (no thread in their files), three slow single-threaded
 #      tests (PoolInMemory.RandomImagesNeverCrash, and DbTest's
 #      CreateOnAnExistingPath... and OpenWithTheWrongExpectedKind..., 20 s
 #      each under TSan) and the single-threaded shared scenarios

@@ -4,12 +4,14 @@
 #  - the suites *Faults: labels `unit` and `faults`;
 #  - `tsan_skip`, the tests scripts/test.sh's TSan run leaves out because
 #    they run one thread and start none (release and ASan+UBSan run them):
-#    the pool-damage suites PoolFile, RootSlots, ContentRecord, the fault
-#    sweeps PoolFaults, three slow single-threaded tests, and the
+#    the pool-damage suites PoolFile, RootSlots, ContentRecord,
+#    DamageChecks, KvContentOverKind and KvTree's damaged-node test, the
+#    fault sweeps PoolFaults, DbFaults and KvFaults, three slow
+#    single-threaded tests, and the
 #    single-threaded shared scenarios OutOfSpace, BulkLoad, Sequential,
 #    Oracle, RemoveAll and Empty.
 set(pmindex_tsan_skip
-    "^((PoolFile|PoolFaults|RootSlots|ContentRecord|OutOfSpace|BulkLoad|Sequential|Oracle|RemoveAll|Empty)\\.|PoolInMemory\\.RandomImagesNeverCrash$|DbTest\\.(CreateOnAnExistingPath|OpenWithTheWrongExpectedKind))")
+    "^((PoolFile|PoolFaults|DbFaults|KvFaults|RootSlots|ContentRecord|DamageChecks|OutOfSpace|BulkLoad|Sequential|Oracle|RemoveAll|Empty)\\.|[^.]*/KvContentOverKind\\.|KvTree\\.DamagedNodesAreRefusedOrHarmless$|PoolInMemory\\.RandomImagesNeverCrash$|DbTest\\.(CreateOnAnExistingPath|OpenWithTheWrongExpectedKind))")
 foreach(test IN LISTS unit_tests_TESTS)
   set(labels unit)
   if(test MATCHES "Faults\\.")

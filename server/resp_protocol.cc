@@ -78,6 +78,23 @@ void NoteWrittenKeys(const Command& command, size_t argc, Arg&& arg, int db,
     out->emplace_back(db, std::string(arg(static_cast<size_t>(i))));
 }
 
+// maxmemory: whether `command` is refused while the used memory is over
+// the limit (Redis's rules): a command flagged deny-oom; inside MULTI,
+// anything but EXEC, DISCARD, QUIT and RESET (a queue may otherwise grow
+// without bound); EXEC, iff its queue holds a deny-oom command.
+bool DeniedOnOom(const Command& command, const RespClient& client) {
+  const bool in_multi = client.tx != nullptr && client.tx->in_multi;
+  const std::string_view top = command.full_name.substr(0, command.full_name.find('|'));
+  if (top == "exec") {
+    if (!in_multi) return false;
+    for (const RespTransaction::Queued& q : client.tx->queue)
+      if (q.command->flags & cmd_flag::kDenyOom) return true;
+    return false;
+  }
+  if (command.flags & cmd_flag::kDenyOom) return true;
+  return in_multi && top != "discard" && top != "quit" && top != "reset";
+}
+
 }  // namespace
 
 bool SplitInline(std::string_view line, std::vector<std::string>* args) {
@@ -490,6 +507,19 @@ void RespProtocol::Run(std::string* out) {
     return;
   }
 
+  if (shared_.maxmemory() != 0 && DeniedOnOom(*command, client_) &&
+      shared_.OutOfMemory(items_)) {
+    constexpr std::string_view kOom = "OOM command not allowed when used memory > 'maxmemory'.";
+    counters.Rejected();
+    client_.asking = false;
+    if (command->name == "exec") {
+      // As Redis: the transaction is discarded, with the reason.
+      DiscardMulti(client_);
+      return reply.Error("EXECABORT Transaction discarded because of: " + std::string(kOom));
+    }
+    FlagMultiError(client_);
+    return reply.Error(kOom);
+  }
   // Inside MULTI: queued, replied QUEUED (resp_transaction.h); EXEC runs it.
   if (QueueInMulti(*command, args_, client_, reply)) return;
   // As Redis, CLIENT LIST names the command running (its own included).

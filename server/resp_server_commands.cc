@@ -90,8 +90,9 @@ void InfoMemory(CommandCall& c, InfoText& info) {
   info.Number("used_memory", pm);
   info.Field("used_memory_human", HumanBytes(pm));
   info.Number("pm_bytes", pm);
-  info.Number("maxmemory", 0);
-  info.Field("maxmemory_human", "0B");
+  const uint64_t limit = c.shared.maxmemory();
+  info.Number("maxmemory", limit);
+  info.Field("maxmemory_human", HumanBytes(limit));
   info.Field("maxmemory_policy", "noeviction");
 }
 
@@ -516,6 +517,19 @@ void ConfigHelp(CommandCall& c) {
            "    This text."});
 }
 
+// ---- SAVE, SHUTDOWN
+
+// SAVE: every write is durable in the pool before its reply, so there is
+// nothing left to save.
+void Save(CommandCall& c) { c.reply.Simple("OK"); }
+
+// SHUTDOWN is refused: a client does not stop pmserver; its operator does,
+// with SIGTERM or SIGINT (docs/server.md "Shutdown"). Inside MULTI it is
+// refused when queued, as in Redis (no-multi).
+void Shutdown(CommandCall& c) {
+  c.reply.Error("ERR SHUTDOWN is not served: stop pmserver with SIGTERM");
+}
+
 // ---- TIME, FUNCTION
 
 void Time(CommandCall& c) {
@@ -565,6 +579,20 @@ void RegisterServerCommands(CommandTable& t) {
          .summary = "Returns the server's time: unix seconds and microseconds.",
          .tips = "nondeterministic_output",
          .handler = Time});
+  t.Add({.name = "save",
+         .arity = 1,
+         .flags = kAdmin | kNoScript | kNoMulti,
+         .group = "server",
+         .summary = "OK: every write is already durable.",
+         .categories = "dangerous",
+         .handler = Save});
+  t.Add({.name = "shutdown",
+         .arity = -1,
+         .flags = kAdmin | kNoScript | kLoading | kStale | kNoMulti | kAllowBusy,
+         .group = "server",
+         .summary = "Refused: pmserver stops on SIGTERM or SIGINT.",
+         .categories = "dangerous",
+         .handler = Shutdown});
   const uint64_t cf = kLoading | kStale;
   t.Add({.name = "command",
          .arity = -1,

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <memory>
 
+#include "server/items.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
 
@@ -117,6 +118,52 @@ bool RespShared::RefuseConnection(bool peer_is_loopback) const {
          !PasswordRequired();
 }
 
+bool RespShared::OutOfMemory(Items& items) {
+  const uint64_t limit = maxmemory();
+  if (limit == 0) return false;
+  const int64_t now = SteadyMs();
+  if (now - used_memory_ms_.load(std::memory_order_acquire) >= kUsedMemoryRefreshMs) {
+    std::unique_lock<std::mutex> lock(used_memory_mu_, std::try_to_lock);
+    // Another thread refreshing it: its figure (or the last) stands.
+    if (lock.owns_lock() &&
+        now - used_memory_ms_.load(std::memory_order_acquire) >= kUsedMemoryRefreshMs) {
+      used_memory_.store(items.Info().pm_bytes, std::memory_order_relaxed);
+      used_memory_ms_.store(SteadyMs(), std::memory_order_release);
+    }
+  }
+  return used_memory_.load(std::memory_order_relaxed) > limit;
+}
+
+bool ParseMemoryValue(std::string_view s, uint64_t* bytes) {
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 19) return false;
+  uint64_t n = 0;
+  for (size_t i = 0; i < digits; ++i) n = n * 10 + static_cast<uint64_t>(s[i] - '0');
+  const std::string_view unit = s.substr(digits);
+  uint64_t mul = 0;
+  if (unit.empty() || EqualsIgnoreCase(unit, "b")) {
+    mul = 1;
+  } else if (EqualsIgnoreCase(unit, "k")) {
+    mul = 1000;
+  } else if (EqualsIgnoreCase(unit, "kb")) {
+    mul = uint64_t{1} << 10;
+  } else if (EqualsIgnoreCase(unit, "m")) {
+    mul = 1000 * 1000;
+  } else if (EqualsIgnoreCase(unit, "mb")) {
+    mul = uint64_t{1} << 20;
+  } else if (EqualsIgnoreCase(unit, "g")) {
+    mul = 1000 * 1000 * 1000;
+  } else if (EqualsIgnoreCase(unit, "gb")) {
+    mul = uint64_t{1} << 30;
+  } else {
+    return false;
+  }
+  if (n > UINT64_MAX / mul) return false;
+  *bytes = n * mul;
+  return true;
+}
+
 void RespShared::ResetCommandCounters() {
   for (uint32_t i = 0; i < commands_.ids(); ++i) counters_[i].Reset();
 }
@@ -165,7 +212,16 @@ void RespShared::AddConfig() {
   // never evicts, in the words Redis's tools ask for them.
   fixed("save", "");
   fixed("appendonly", "no");
-  fixed("maxmemory", "0");
+  config_["maxmemory"] = {[this] { return std::to_string(maxmemory()); },
+                          [this](std::string_view v) {
+                            uint64_t bytes = 0;
+                            if (!ParseMemoryValue(v, &bytes))
+                              return std::string("argument must be a memory value");
+                            maxmemory_.store(bytes, std::memory_order_relaxed);
+                            // The next check reads the used memory afresh.
+                            used_memory_ms_.store(0, std::memory_order_release);
+                            return std::string();
+                          }};
   fixed("maxmemory-policy", "noeviction");
   fixed("timeout", "0");
   fixed("cluster-enabled", settings_.cluster != nullptr ? "yes" : "no");

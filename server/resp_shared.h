@@ -29,6 +29,7 @@ namespace pmindex::server {
 struct Command;
 class CommandTable;
 class Cluster;
+class Items;
 
 // The steady clock (CLOCK_MONOTONIC) in microseconds and milliseconds:
 // idle times and command durations.
@@ -193,6 +194,19 @@ class RespShared {
   CommandCounters& counters(const Command* c);
   // CONFIG RESETSTAT: zeroes the command counters.
   void ResetCommandCounters();
+
+  // maxmemory (CONFIG SET maxmemory; 0: no limit). "Used memory" is the
+  // pool's allocated bytes, INFO's used_memory (Items::Info().pm_bytes):
+  // reading it walks the allocator's pages and the index's leaves, so it
+  // is re-read at most every kUsedMemoryRefreshMs while a limit is set
+  // (and at once after CONFIG SET maxmemory); in between, the last figure
+  // stands. Nothing is ever evicted (maxmemory-policy is noeviction):
+  // over the limit, commands flagged deny-oom are refused (the
+  // dispatcher, resp_protocol.cc).
+  static constexpr int64_t kUsedMemoryRefreshMs = 100;
+  uint64_t maxmemory() const { return maxmemory_.load(std::memory_order_relaxed); }
+  // True iff a limit is set and the used memory exceeds it.
+  bool OutOfMemory(Items& items);
   // Calls f(command, totals) for every command and subcommand.
   void ForEachCounters(
       const std::function<void(const Command&, const CommandCounters::Totals&)>& f) const;
@@ -209,6 +223,17 @@ class RespShared {
   std::atomic<bool> protected_mode_;
   std::map<std::string, ConfigParam, std::less<>> config_;
   std::unique_ptr<CommandCounters[]> counters_;  // by Command::id
+  std::atomic<uint64_t> maxmemory_{0};
+  // The last used-memory figure and when it was read (steady ms; 0: read
+  // it at the next check). One thread refreshes it at a time.
+  std::atomic<uint64_t> used_memory_{0};
+  std::atomic<int64_t> used_memory_ms_{0};
+  std::mutex used_memory_mu_;
 };
+
+// Redis's memory values (maxmemory): a non-negative integer with an
+// optional unit, any case: b, k (1000), kb (1024), m, mb, g, gb. False if
+// `s` is not one or overflows.
+bool ParseMemoryValue(std::string_view s, uint64_t* bytes);
 
 }  // namespace pmindex::server

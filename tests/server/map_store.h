@@ -95,7 +95,10 @@ class MapStore final : public Store {
   }
   StoreInfo Info() override {
     std::lock_guard<std::mutex> lock(mu_);
-    return StoreInfo{map_.size(), "map (test)", 0};
+    // The bytes of the keys and values held: what maxmemory compares.
+    uint64_t bytes = 0;
+    for (const auto& [k, v] : map_) bytes += k.size() + v.value.size();
+    return StoreInfo{map_.size(), "map (test)", bytes};
   }
   std::unique_ptr<StoreTransaction> Begin() override {
     std::lock_guard<std::mutex> lock(mu_);

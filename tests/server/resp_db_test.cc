@@ -13,6 +13,7 @@
 #include "server/databases.h"
 #include "server/keyspace.h"
 #include "server/resp_protocol.h"
+#include "server/resp_shared.h"
 #include "server/resp_transaction.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
@@ -333,6 +334,89 @@ TEST(RespDb, MultiScriptCutAnywhere) {
     out += c.Feed(script.substr(cut));
     ASSERT_EQ(out, expected) << "cut at " << cut;
   }
+}
+
+TEST(RespDb, MaxmemoryRefusesDenyOomCommandsAsRedis) {
+  Server s;
+  Server::Conn c(s), admin(s);
+  EXPECT_EQ(c.Feed(Cmd({"SET", "k", "v"}) + Cmd({"CONFIG", "GET", "maxmemory"})),
+            "+OK\r\n*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n");
+  // The map store's used memory is its keys' and values' bytes: over 1.
+  const std::string oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "1"})), "+OK\r\n");
+  // Commands flagged deny-oom are refused; reads and deletions run.
+  EXPECT_EQ(c.Feed(Cmd({"SET", "a", "1"}) + Cmd({"LPUSH", "l", "x"}) + Cmd({"GET", "k"}) +
+                   Cmd({"EXISTS", "a", "l"}) + Cmd({"INCR", "k"})),
+            oom + oom + "$1\r\nv\r\n:0\r\n" + oom);
+  EXPECT_NE(c.Feed(Cmd({"INFO", "memory"})).find("maxmemory:1\r\n"), std::string::npos);
+  // Inside MULTI, everything but EXEC/DISCARD is refused, and DISCARD works.
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "x", "1"}) + Cmd({"GET", "x"}) +
+                   Cmd({"DISCARD"}) + Cmd({"PING"})),
+            "+OK\r\n" + oom + oom + "+OK\r\n+PONG\r\n");
+  // An OOM while queueing fails EXEC even once memory is back.
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "0"})), "+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "foo1", "1"})), "+OK\r\n+QUEUED\r\n");
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "1"})), "+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"LPUSH", "l", "x"})), oom);
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "0"})), "+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"SET", "foo2", "2"}) + Cmd({"EXEC"}) + Cmd({"EXISTS", "foo1", "foo2"})),
+            "+QUEUED\r\n-EXECABORT Transaction discarded because of previous errors.\r\n:0\r\n");
+  // EXEC of reads only runs over the limit; EXEC with a deny-oom command
+  // is aborted with the reason, and the client leaves MULTI.
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"GET", "k"}) + Cmd({"PING"})),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n");
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "1"})), "+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"EXEC"})), "*2\r\n$1\r\nv\r\n+PONG\r\n");
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "0"})), "+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "x", "1"}) + Cmd({"GET", "x"})),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n");
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "1"})), "+OK\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"EXEC"}) + Cmd({"EXEC"}) + Cmd({"EXISTS", "x"})),
+            "-EXECABORT Transaction discarded because of: OOM command not allowed when used "
+            "memory > 'maxmemory'.\r\n-ERR EXEC without MULTI\r\n:0\r\n");
+  // A limit above the used memory lets writes run again; units as Redis.
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "1gb"}) +
+                       Cmd({"CONFIG", "GET", "maxmemory"}) + Cmd({"SET", "a", "1"})),
+            "+OK\r\n*2\r\n$9\r\nmaxmemory\r\n$10\r\n1073741824\r\n+OK\r\n");
+  EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "bla"}) +
+                       Cmd({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}) +
+                       Cmd({"CONFIG", "SET", "maxmemory-policy", "noeviction"})),
+            "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must "
+            "be a memory value\r\n-ERR CONFIG SET failed (possibly related to argument "
+            "'maxmemory-policy') - pmserver cannot change it\r\n+OK\r\n");
+}
+
+TEST(RespDb, MemoryValuesParseAsRedis) {
+  uint64_t n = 0;
+  EXPECT_TRUE(ParseMemoryValue("0", &n) && n == 0);
+  EXPECT_TRUE(ParseMemoryValue("100", &n) && n == 100);
+  EXPECT_TRUE(ParseMemoryValue("7B", &n) && n == 7);
+  EXPECT_TRUE(ParseMemoryValue("2k", &n) && n == 2000);
+  EXPECT_TRUE(ParseMemoryValue("2KB", &n) && n == 2048);
+  EXPECT_TRUE(ParseMemoryValue("3m", &n) && n == 3000000);
+  EXPECT_TRUE(ParseMemoryValue("3mb", &n) && n == 3u << 20);
+  EXPECT_TRUE(ParseMemoryValue("1g", &n) && n == 1000000000);
+  EXPECT_TRUE(ParseMemoryValue("4Gb", &n) && n == uint64_t{4} << 30);
+  for (std::string_view bad : {"", "-1", "1.5mb", "mb", "1tb", " 1", "1 ", "99999999999gb",
+                               "18446744073709551616"}) {
+    EXPECT_FALSE(ParseMemoryValue(bad, &n)) << bad;
+  }
+}
+
+TEST(RespDb, SaveAndShutdownInsideMultiAbortExec) {
+  Server s;
+  Server::Conn c(s);
+  for (std::string_view cmd : {"SAVE", "SHUTDOWN"}) {
+    EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "foo", "bar"}) + Cmd({cmd}) + Cmd({"EXEC"}) +
+                     Cmd({"GET", "foo"})),
+              "+OK\r\n+QUEUED\r\n-ERR Command not allowed inside a transaction\r\n"
+              "-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n")
+        << cmd;
+  }
+  // Outside MULTI: SAVE has nothing to do (every write is durable), and a
+  // client cannot stop the server.
+  EXPECT_EQ(c.Feed(Cmd({"SAVE"}) + Cmd({"SHUTDOWN", "NOSAVE"}) + Cmd({"PING"})),
+            "+OK\r\n-ERR SHUTDOWN is not served: stop pmserver with SIGTERM\r\n+PONG\r\n");
 }
 
 #ifdef PMINDEX_SERVER_TEST_KV

@@ -400,7 +400,10 @@ void DbTransaction::Abort() {
 // ---------------------------------------------------------------- Databases
 
 Databases::Databases(Store& base, int count, Table table)
-    : base_(base), count_(count), table_(std::move(table)) {
+    : counted_(std::make_unique<KeyCountingStore>(base)),
+      base_(*counted_),
+      count_(count),
+      table_(std::move(table)) {
   served_ = table_.ns.size();
   live_ns_ = std::make_unique<std::atomic<uint32_t>[]>(served_);
   for (size_t i = 0; i < served_; ++i) live_ns_[i].store(table_.ns[i]);
@@ -439,7 +442,13 @@ Result<std::unique_ptr<Databases>> Databases::Open(Store& base, int count) {
   const bool grow = table.ns.size() < static_cast<size_t>(count);
   while (table.ns.size() < static_cast<size_t>(count)) table.ns.push_back(table.next_ns++);
   if (grow) PMINDEX_RETURN_IF_ERROR(base.Put(kTableKey, EncodeTable(table)));
-  return std::unique_ptr<Databases>(new Databases(base, count, std::move(table)));
+  std::unique_ptr<Databases> dbs(new Databases(base, count, std::move(table)));
+  // The key counters start from one walk of each served database.
+  for (size_t i = 0; i < dbs->served_; ++i) {
+    const int db = static_cast<int>(i);
+    dbs->counted_->Set(dbs->ns(db), dbs->CountByWalk(db));
+  }
+  return dbs;
 }
 
 Status Databases::Install(Table next) {
@@ -502,20 +511,21 @@ Status Databases::Swap(int i, int j) {
 // them, at the store's 1 MiB value limit).
 constexpr size_t kWalkBatch = 64;
 
-uint64_t Databases::KeyCount(int i) {
+KeyCounts Databases::CountByWalk(int i) {
   OpEpochs::Guard g = epochs_.Enter();
   const uint32_t ns = this->ns(i);
   std::string from = NamespacePrefix(ns);
   const std::string end = ItemsEnd(ns);
-  uint64_t n = 0;
+  KeyCounts n;
   std::vector<std::pair<std::string, std::string>> batch;
   for (;;) {
     batch.clear();
     const size_t got = base_.Range(from, end, kWalkBatch, &batch);
     for (const auto& kv : batch) {
       uint32_t kns = 0;
-      std::string_view key;
-      n += Split(kv.first, &kns, &key);
+      if (!KeyCountingStore::IsKeyRecord(kv.first, &kns)) continue;
+      ++n.keys;
+      n.expires += KeyCountingStore::HasExpiry(kv.second);
     }
     if (got < kWalkBatch) return n;
     from = batch.back().first;
@@ -554,8 +564,10 @@ size_t Databases::ReclaimStep(size_t budget) {
   base_.Range(NamespacePrefix(ns), end ? std::optional<std::string_view>(*end) : std::nullopt,
               std::max<size_t>(budget, 1), &batch);
   size_t removed = 0;
+  // A garbage namespace's keys are not counted any more.
+  Store& uncounted = counted_->uncounted();
   for (const auto& kv : batch) {
-    Result<WriteOutcome> r = base_.Remove(kv.first);
+    Result<WriteOutcome> r = uncounted.Remove(kv.first);
     if (!r.ok()) return removed;  // the store failed: try again at the next step
     removed += *r == WriteOutcome::kDone;
   }
@@ -563,7 +575,10 @@ size_t Databases::ReclaimStep(size_t budget) {
     std::lock_guard<std::mutex> lock(meta_mu_);
     Table next = table_;
     std::erase(next.garbage, ns);
-    if (Install(std::move(next)).ok()) quiesced_.erase(ns);
+    if (Install(std::move(next)).ok()) {
+      quiesced_.erase(ns);
+      counted_->Drop(ns);
+    }
   }
   return removed;
 }

@@ -41,6 +41,7 @@
 // otherwise look like garbage and the data would seem gone.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -54,6 +55,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/key_counts.h"
 #include "server/store.h"
 
 namespace pmindex::server {
@@ -188,9 +190,14 @@ class Databases {
   [[nodiscard]] Status FlushAll();
   // Exchanges databases i and j (SWAPDB); durable when it returns.
   [[nodiscard]] Status Swap(int i, int j);
-  // Keys stored in database i, expired items not yet removed included:
-  // walks the database (O(its keys)).
-  uint64_t KeyCount(int i);
+  // Keys stored in database i, expired items not yet removed included,
+  // and how many of them have an expiry: counters kept by the writes
+  // (key_counts.h), O(1).
+  uint64_t KeyCount(int i) { return static_cast<uint64_t>(std::max<int64_t>(0, Counts(i).keys)); }
+  KeyCounts Counts(int i) const { return counted_->Of(ns(i)); }
+  // The same by a walk of the database (O(its keys)): what the counters
+  // are set from at open, and what tests compare them with.
+  KeyCounts CountByWalk(int i);
   // Appends to *keys up to `limit` keys of database i stored under hash
   // slot `slot`, in bytewise order, from the first key after `after` (""
   // = the slot's first key); returns how many. One range of the store:
@@ -261,6 +268,9 @@ class Databases {
   // Every database's namespace, read as one consistent set.
   std::vector<uint32_t> Snapshot() const;
 
+  // The store under the databases, through the key counters: every
+  // write of the databases goes through base_.
+  std::unique_ptr<KeyCountingStore> counted_;
   Store& base_;
   const int count_;
   OpEpochs epochs_;

@@ -397,6 +397,136 @@ TEST_P(DatabasesTest, MaintenanceExpiresItemsNobodyReadsAndReclaimsFlushes) {
   m.Stop();
 }
 
+TEST_P(DatabasesTest, KeyCountersFollowEveryWritePathAndReopen) {
+  // The counters (DBSIZE, INFO keyspace) against a walk of every served
+  // database, after each kind of write.
+  auto same_as_walk = [this](const char* when) {
+    for (int i = 0; i < dbs().count(); ++i) {
+      const KeyCounts c = dbs().Counts(i), w = dbs().CountByWalk(i);
+      EXPECT_EQ(c.keys, w.keys) << when << ", db " << i;
+      EXPECT_EQ(c.expires, w.expires) << when << ", db " << i;
+    }
+  };
+  Stats stats;
+  int64_t now = 1'700'000'000'000;
+  Keyspace keyspace(dbs(), stats, [&] { return now; });
+  Items& db0 = keyspace.db(0);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(*db0.Write(StoreMode::kSet, Name("k", i), "v", 0, i < 5 ? now + 1000 : 0),
+              ItemOutcome::kDone);
+  }
+  EXPECT_EQ(dbs().Counts(0).keys, 20);
+  EXPECT_EQ(dbs().Counts(0).expires, 5);
+  // Overwrites: same count; an expiry added to one, dropped from two.
+  ASSERT_EQ(*db0.Write(StoreMode::kSet, "k10", "w", 0, now + 5), ItemOutcome::kDone);
+  ASSERT_EQ(*db0.Write(StoreMode::kSet, "k0", "w", 0, 0), ItemOutcome::kDone);
+  ASSERT_EQ(*db0.Write(StoreMode::kSet, "k1", "w", 0, 0), ItemOutcome::kDone);
+  EXPECT_EQ(dbs().Counts(0).keys, 20);
+  EXPECT_EQ(dbs().Counts(0).expires, 4);
+  same_as_walk("items");
+  // The view's own calls.
+  Store& v1 = dbs().db(1);
+  ASSERT_TRUE(v1.Put("a", "1").ok());
+  ASSERT_EQ(*v1.PutIfAbsent("b", "1"), WriteOutcome::kDone);
+  ASSERT_EQ(*v1.PutIfAbsent("b", "2"), WriteOutcome::kPresent);
+  ASSERT_TRUE(v1.PutMany({{"c", "1"}, {"d", "1"}, {"a", "2"}, {"c", "3"}}).ok());
+  EXPECT_EQ(dbs().KeyCount(1), 4u);
+  Result<StoredValue> b = v1.Get("b");
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(*v1.PutIfVersion("b", "3", b->version), WriteOutcome::kDone);
+  ASSERT_EQ(*v1.PutIfVersion("b", "4", b->version), WriteOutcome::kChanged);
+  ASSERT_EQ(*v1.Remove("a"), WriteOutcome::kDone);
+  ASSERT_EQ(*v1.Remove("a"), WriteOutcome::kAbsent);
+  ASSERT_EQ(*v1.RemoveIfVersion("b", b->version), WriteOutcome::kChanged);
+  b = v1.Get("b");
+  ASSERT_EQ(*v1.RemoveIfVersion("b", b->version), WriteOutcome::kDone);
+  EXPECT_EQ(dbs().KeyCount(1), 2u);
+  same_as_walk("view");
+  // Transactions count at commit, and an aborted one not at all.
+  {
+    std::unique_ptr<DbTransaction> t = dbs().Begin();
+    ASSERT_TRUE(t->db(2).Put("x", "1").ok());
+    ASSERT_TRUE(t->db(2).Put("x", "2").ok());
+    ASSERT_TRUE(t->db(2).Put("y", "1").ok());
+    ASSERT_EQ(*t->db(1).Remove("c"), WriteOutcome::kDone);
+    EXPECT_EQ(dbs().KeyCount(2), 0u);
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  EXPECT_EQ(dbs().KeyCount(2), 2u);
+  EXPECT_EQ(dbs().KeyCount(1), 1u);
+  {
+    std::unique_ptr<DbTransaction> t = dbs().Begin();
+    ASSERT_TRUE(t->db(2).Put("z", "1").ok());
+    t->Abort();
+  }
+  EXPECT_EQ(dbs().KeyCount(2), 2u);
+  // A flush inside a transaction: the flushed database counts what the
+  // transaction wrote after it.
+  {
+    std::unique_ptr<DbTransaction> t = dbs().Begin();
+    ASSERT_TRUE(t->db(2).Put("w", "1").ok());
+    ASSERT_TRUE(t->Flush(2).ok());
+    ASSERT_TRUE(t->db(2).Put("after", "1").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  EXPECT_EQ(dbs().KeyCount(2), 1u);
+  same_as_walk("transactions");
+  // SWAPDB exchanges the counts; FLUSHDB and FLUSHALL zero them.
+  ASSERT_TRUE(dbs().Swap(0, 3).ok());
+  EXPECT_EQ(dbs().KeyCount(0), 0u);
+  EXPECT_EQ(dbs().KeyCount(3), 20u);
+  EXPECT_EQ(dbs().Counts(3).expires, 4);
+  ASSERT_TRUE(dbs().Flush(1).ok());
+  EXPECT_EQ(dbs().KeyCount(1), 0u);
+  same_as_walk("swap and flush");
+  // The expiry sweep.
+  now += 2000;
+  size_t expired = 0;
+  for (int step = 0; step < 10; ++step) {
+    expired += dbs().ExpireStep(100, [&](std::string_view v) {
+      return item_codec::ExpiredAt(v, now);
+    });
+  }
+  EXPECT_EQ(expired, 4u);
+  EXPECT_EQ(dbs().KeyCount(3), 16u);
+  EXPECT_EQ(dbs().Counts(3).expires, 0);
+  ReclaimAll();
+  same_as_walk("expiry and reclamation");
+  // A reopen (a restart) counts again, once.
+  Reopen(4);
+  EXPECT_EQ(dbs().KeyCount(3), 16u);
+  EXPECT_EQ(dbs().KeyCount(2), 1u);
+  same_as_walk("reopen");
+  ASSERT_TRUE(dbs().FlushAll().ok());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(dbs().KeyCount(i), 0u);
+}
+
+TEST_P(DatabasesTest, KeyCountersStayExactUnderConcurrentWritersOfTheSameKeys) {
+  // Threads set and delete the same few keys, some with an expiry: every
+  // insert and removal is counted once, whoever wins each race.
+  constexpr int kThreads = 3, kOps = 400, kKeys = 8;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Stats stats;
+      Keyspace keyspace(dbs(), stats, [] { return int64_t{1'700'000'000'000}; });
+      for (int i = 0; i < kOps; ++i) {
+        const std::string key = Name("k", (i * 7 + t) % kKeys);
+        if ((i + t) % 3 == 0) {
+          ASSERT_TRUE(dbs().db(0).Remove(key).ok());
+        } else {
+          const int64_t expiry = i % 2 == 0 ? int64_t{1'800'000'000'000} : 0;
+          ASSERT_TRUE(keyspace.db(0).Write(StoreMode::kSet, key, "v", 0, expiry).ok());
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const KeyCounts c = dbs().Counts(0), w = dbs().CountByWalk(0);
+  EXPECT_EQ(c.keys, w.keys);
+  EXPECT_EQ(c.expires, w.expires);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, DatabasesTest, ::testing::ValuesIn(Kinds()),
                          [](const auto& info) { return info.param; });
 

@@ -336,6 +336,42 @@ TEST(RespDb, MultiScriptCutAnywhere) {
   }
 }
 
+TEST(RespDb, DbsizeAndKeyspaceInfoFollowWritesOfEveryType) {
+  Server s;
+  Server::Conn c(s);
+  auto keyspace = [&c] {
+    const std::string info = c.Feed(Cmd({"INFO", "keyspace"}));
+    const size_t at = info.find("db0:");
+    return at == std::string::npos ? std::string("none")
+                                   : info.substr(at, info.find("\r\n", at) - at);
+  };
+  EXPECT_EQ(c.Feed(Cmd({"SET", "a", "1"}) + Cmd({"HSET", "h", "f", "v"}) +
+                   Cmd({"RPUSH", "l", "x"}) + Cmd({"SADD", "s", "m"}) +
+                   Cmd({"ZADD", "z", "1", "m"}) + Cmd({"EXPIRE", "a", "100"}) +
+                   Cmd({"EXPIRE", "h", "100"}) + Cmd({"DBSIZE"})),
+            "+OK\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:5\r\n");
+  EXPECT_EQ(keyspace(), "db0:keys=5,expires=2,avg_ttl=0");
+  // PERSIST, removals of a last element, DEL, RENAME over a key.
+  EXPECT_EQ(c.Feed(Cmd({"PERSIST", "a"}) + Cmd({"LPOP", "l"}) + Cmd({"SREM", "s", "m"}) +
+                   Cmd({"DEL", "z"}) + Cmd({"RENAME", "h", "a"}) + Cmd({"DBSIZE"})),
+            ":1\r\n$1\r\nx\r\n:1\r\n:1\r\n+OK\r\n:1\r\n");
+  EXPECT_EQ(keyspace(), "db0:keys=1,expires=1,avg_ttl=0");
+  // Inside EXEC, DBSIZE sees the transaction's own writes; after it, the
+  // counters have them.
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "x", "1"}) + Cmd({"SET", "y", "1"}) +
+                   Cmd({"DBSIZE"}) + Cmd({"EXEC"}) + Cmd({"DBSIZE"})),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n+OK\r\n:3\r\n:3\r\n");
+  // A key that expired counts until it is removed (as in Redis); reading
+  // it removes it.
+  EXPECT_EQ(c.Feed(Cmd({"SET", "e", "1", "PX", "100"})), "+OK\r\n");
+  s.now_ms += 1000;
+  EXPECT_EQ(c.Feed(Cmd({"DBSIZE"}) + Cmd({"GET", "e"}) + Cmd({"DBSIZE"})),
+            ":4\r\n$-1\r\n:3\r\n");
+  EXPECT_EQ(keyspace(), "db0:keys=3,expires=1,avg_ttl=0");
+  EXPECT_EQ(c.Feed(Cmd({"FLUSHALL"}) + Cmd({"DBSIZE"})), "+OK\r\n:0\r\n");
+  EXPECT_EQ(keyspace(), "none");
+}
+
 TEST(RespDb, MaxmemoryRefusesDenyOomCommandsAsRedis) {
   Server s;
   Server::Conn c(s), admin(s);

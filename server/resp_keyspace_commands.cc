@@ -336,14 +336,16 @@ void ObjectRefCount(CommandCall& c) {
   c.reply.Integer(1);  // values are never shared
 }
 
-// IDLETIME and FREQ: pmserver tracks neither access times nor
-// frequencies (it never evicts); FREQ's error is the one Redis gives
-// under the noeviction policy.
+// IDLETIME: seconds since the key's last access, from the access clock in
+// DRAM (RespShared::IdleSeconds: exact, or bounded by the time since the
+// server started). FREQ: pmserver counts no access frequencies; its error
+// is Redis's under a policy that is not LFU (pmserver's is noeviction).
 void ObjectIdleTime(CommandCall& c) {
   Result<KeyState> r = PeekKey(c.items, c.args[2]);
   if (!r.ok()) return ReplyStoreError(c, r.status());
   if (r->kind == KeyKind::kNone) return c.reply.NullBulk();
-  c.reply.Error("ERR pmserver does not track access times, idle time not tracked.");
+  c.reply.Integer(c.shared.IdleSeconds(c.items.db_index(), c.args[2], c.items.NowMs(),
+                                       c.items.stats().start_ms));
 }
 
 void ObjectFreq(CommandCall& c) {
@@ -380,7 +382,7 @@ void ObjectHelp(CommandCall& c) {
       "FREQ <key>",
       "    Not tracked (an error, as Redis under the noeviction policy).",
       "IDLETIME <key>",
-      "    Not tracked (an error).",
+      "    Seconds since the key's last access (at most the time since the server started).",
       "REFCOUNT <key>",
       "    1: values are never shared.",
       "HELP",
@@ -490,8 +492,8 @@ void RegisterKeyspaceCommands(CommandTable& t) {
          .subcommands = {
              object_sub("encoding", "The encoding Redis would give the value.", ObjectEncoding),
              object_sub("refcount", "1: values are never shared.", ObjectRefCount),
-             object_sub("idletime", "Not tracked: an error.", ObjectIdleTime),
-             object_sub("freq", "Not tracked: an error.", ObjectFreq),
+             object_sub("idletime", "Seconds since the key's last access.", ObjectIdleTime),
+             object_sub("freq", "Not tracked (no LFU policy): an error.", ObjectFreq),
              Command{.name = "help",
                      .arity = 2,
                      .flags = kLoading | kStale,

@@ -95,6 +95,17 @@ bool DeniedOnOom(const Command& command, const RespClient& client) {
   return in_multi && top != "discard" && top != "quit" && top != "reset";
 }
 
+// Whether running `command` counts as an access of its keys for OBJECT
+// IDLETIME: as in Redis, every command with keys but those that only look
+// at a key's existence, type, time to live or representation.
+bool TouchesKeys(const Command& command) {
+  const std::string_view top = command.full_name.substr(0, command.full_name.find('|'));
+  for (std::string_view n : {"object", "type", "exists", "ttl", "pttl", "expiretime",
+                             "pexpiretime", "memory", "watch"})
+    if (top == n) return false;
+  return true;
+}
+
 }  // namespace
 
 bool SplitInline(std::string_view line, std::vector<std::string>* args) {
@@ -479,9 +490,11 @@ void RespProtocol::Run(std::string* out) {
   call.waker = &waker_;
   // Held from routing to the reply on a slot being migrated.
   std::shared_lock<std::shared_mutex> slot_hold;
+  bool keyed = false;  // keys_ holds this command's keys
   if (command->first_key > 0 || command->numkeys_arg > 0) {
     // A bad count of keys is the handler's to report, with its own text.
     if (CommandKeys(*command, args_, &keys_)) {
+      keyed = true;
       for (std::string_view key : keys_) {
         if (!CheckKey(call, key)) {
           counters.Rejected();
@@ -543,6 +556,19 @@ void RespProtocol::Run(std::string* out) {
     } else {
       NoteWrittenKeys(*command, args_.size(), [this](size_t i) { return args_[i]; }, db,
                       &client_.ready_keys);
+    }
+  }
+  if (TouchesKeys(*command)) {
+    // OBJECT IDLETIME's clock. EXEC's keys are its queue's (read now:
+    // EXEC takes the queue away).
+    if (command->name == "exec") {
+      QueuedKeys(client_, &keys_);
+      keyed = true;
+    }
+    if (keyed && !keys_.empty()) {
+      const int db = client_.db.load(std::memory_order_relaxed);
+      const int64_t now = items_.NowMs();
+      for (std::string_view key : keys_) shared_.Touch(db, key, now);
     }
   }
   command->handler(call);

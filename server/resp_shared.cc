@@ -1,11 +1,15 @@
 #include "server/resp_shared.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 
 #include "server/items.h"
+#include "util/check.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
 
@@ -62,8 +66,48 @@ RespShared::RespShared(RespSettings settings)
     : commands_(RespCommands()),
       settings_(std::move(settings)),
       protected_mode_(settings_.protected_mode),
-      counters_(new CommandCounters[commands_.ids()]) {
+      counters_(new CommandCounters[commands_.ids()]),
+      access_(static_cast<uint64_t*>(std::calloc(kAccessSlots, sizeof(uint64_t)))) {
+  PMINDEX_CHECK(access_ != nullptr, "out of memory for the access clock (%zu entries)", kAccessSlots);
   AddConfig();
+}
+
+void RespShared::FreeDeleter::operator()(uint64_t* p) const { std::free(p); }
+
+namespace {
+
+// A (database, key)'s slot in the access table and its fingerprint (never
+// 0: an empty entry matches no key).
+std::pair<size_t, uint32_t> AccessSlot(int db, std::string_view key) {
+  uint64_t h = std::hash<std::string_view>()(key) ^
+               (static_cast<uint64_t>(db) * 0x9E3779B97F4A7C15ull);
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  return {static_cast<size_t>(h) & (RespShared::kAccessSlots - 1),
+          static_cast<uint32_t>(h >> 32) | 1u};
+}
+
+}  // namespace
+
+void RespShared::Touch(int db, std::string_view key, int64_t now_ms) {
+  const auto [slot, print] = AccessSlot(db, key);
+  const auto second = static_cast<uint32_t>(std::max<int64_t>(0, now_ms / 1000));
+  std::atomic_ref<uint64_t> entry(access_.get()[slot]);
+  const uint64_t value = (uint64_t{print} << 32) | second;
+  // Most accesses repeat a recent one: skip the store (and the cache
+  // line's invalidation) when nothing changes.
+  if (entry.load(std::memory_order_relaxed) != value) entry.store(value, std::memory_order_relaxed);
+}
+
+int64_t RespShared::IdleSeconds(int db, std::string_view key, int64_t now_ms,
+                                int64_t start_ms) const {
+  const auto [slot, print] = AccessSlot(db, key);
+  const int64_t since_start = std::max<int64_t>(0, (now_ms - start_ms) / 1000);
+  const uint64_t e = std::atomic_ref<uint64_t>(access_.get()[slot]).load(std::memory_order_relaxed);
+  if (static_cast<uint32_t>(e >> 32) != print) return since_start;
+  const int64_t idle = now_ms / 1000 - static_cast<int64_t>(e & 0xffffffffu);
+  return std::clamp<int64_t>(idle, 0, since_start);
 }
 
 CommandCounters::Stripe& CommandCounters::Mine() {

@@ -195,6 +195,20 @@ class RespShared {
   // CONFIG RESETSTAT: zeroes the command counters.
   void ResetCommandCounters();
 
+  // OBJECT IDLETIME's access clock, in DRAM: a table of kAccessSlots
+  // entries, each a key's 32-bit fingerprint and the unix second of its
+  // last access (the item layer's clock, Items::NowMs), at the slot its
+  // (database, key) hashes to; a key takes the slot over from another.
+  // The dispatcher touches the keys of every RESP command but those Redis
+  // does not count as an access (OBJECT, TYPE, EXISTS, TTL, ...).
+  // IdleSeconds is exact while the key holds its slot, and else the
+  // seconds since `start_ms` (the server's start), which bound its idle
+  // time from above (a key is touched when written). Two keys of one slot
+  // with equal fingerprints (2^-32) would share a time.
+  static constexpr size_t kAccessSlots = size_t{1} << 20;
+  void Touch(int db, std::string_view key, int64_t now_ms);
+  int64_t IdleSeconds(int db, std::string_view key, int64_t now_ms, int64_t start_ms) const;
+
   // maxmemory (CONFIG SET maxmemory; 0: no limit). "Used memory" is the
   // pool's allocated bytes, INFO's used_memory (Items::Info().pm_bytes):
   // reading it walks the allocator's pages and the index's leaves, so it
@@ -223,6 +237,12 @@ class RespShared {
   std::atomic<bool> protected_mode_;
   std::map<std::string, ConfigParam, std::less<>> config_;
   std::unique_ptr<CommandCounters[]> counters_;  // by Command::id
+  struct FreeDeleter {
+    void operator()(uint64_t* p) const;
+  };
+  // kAccessSlots entries, from calloc: the pages are the kernel's zero
+  // pages until touched. Accessed through std::atomic_ref.
+  std::unique_ptr<uint64_t, FreeDeleter> access_;
   std::atomic<uint64_t> maxmemory_{0};
   // The last used-memory figure and when it was read (steady ms; 0: read
   // it at the next check). One thread refreshes it at a time.

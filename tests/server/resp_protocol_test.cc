@@ -854,9 +854,33 @@ TEST(Resp, ObjectAnswersHonestly) {
                    Cmd({"OBJECT", "REFCOUNT", "s"}) + Cmd({"OBJECT", "FREQ", "none"}) +
                    Cmd({"OBJECT", "IDLETIME", "s"}) + Cmd({"OBJECT", "ENCODING"}),
                "+OK\r\n$3\r\nint\r\n$6\r\nembstr\r\n$6\r\nembstr\r\n$6\r\nembstr\r\n"
-               "$3\r\nraw\r\n$-1\r\n:1\r\n$-1\r\n"
-               "-ERR pmserver does not track access times, idle time not tracked.\r\n"
+               "$3\r\nraw\r\n$-1\r\n:1\r\n$-1\r\n:0\r\n"
                "-ERR wrong number of arguments for 'object|encoding' command\r\n");
+}
+
+TEST(Resp, ObjectIdletimeCountsFromTheLastAccess) {
+  Resp h;
+  h.stats.start_ms = h.now_ms;
+  EXPECT_EQ(h.Feed(Cmd({"SET", "k", "v"}) + Cmd({"SET", "j", "v"}) +
+                   Cmd({"OBJECT", "IDLETIME", "k"}) + Cmd({"OBJECT", "IDLETIME", "none"})),
+            "+OK\r\n+OK\r\n:0\r\n$-1\r\n");
+  h.now_ms += 5'400;
+  // A read is an access; TYPE, EXISTS, TTL and OBJECT are not (Redis).
+  EXPECT_EQ(h.Feed(Cmd({"OBJECT", "IDLETIME", "k"}) + Cmd({"GET", "k"}) +
+                   Cmd({"OBJECT", "IDLETIME", "k"}) + Cmd({"OBJECT", "IDLETIME", "j"})),
+            ":5\r\n$1\r\nv\r\n:0\r\n:5\r\n");
+  h.now_ms += 3'000;
+  EXPECT_EQ(h.Feed(Cmd({"TYPE", "k"}) + Cmd({"EXISTS", "k"}) + Cmd({"TTL", "k"}) +
+                   Cmd({"OBJECT", "ENCODING", "k"}) + Cmd({"OBJECT", "IDLETIME", "k"})),
+            "+string\r\n:1\r\n:-1\r\n$6\r\nembstr\r\n:3\r\n");
+  // EXEC accesses its queue's keys; a write is an access.
+  EXPECT_EQ(h.Feed(Cmd({"MULTI"}) + Cmd({"STRLEN", "k"}) + Cmd({"EXEC"}) +
+                   Cmd({"APPEND", "j", "w"}) + Cmd({"OBJECT", "IDLETIME", "k"}) +
+                   Cmd({"OBJECT", "IDLETIME", "j"})),
+            "+OK\r\n+QUEUED\r\n*1\r\n:1\r\n:2\r\n:0\r\n:0\r\n");
+  // FREQ: Redis's answer when the policy is not LFU.
+  EXPECT_EQ(h.Feed(Cmd({"OBJECT", "FREQ", "k"})).substr(0, 43),
+            "-ERR An LFU maxmemory policy is not selecte");
 }
 
 TEST(Resp, ReadModifyWritesAreAtomicPerKey) {

@@ -59,7 +59,8 @@ void ExpectContent(Index& t, const std::map<Key, Value>& want) {
 }
 
 TEST(TwoLayerMerge, OptionsAndDefaults) {
-  testing_util::ExpectOptions("nobtree", {"merge=maybe", "merge=1"}, {"merge=on", "merge=off,migrate=off"});
+  testing_util::ExpectOptions("nobtree", {"merge=maybe", "merge=1"},
+                              {"merge=on", "merge=off,migrate=off"});
   testing_util::ExpectOptions("tlbtree", {"merge=yes"}, {"merge=on", "height=3,merge=off"});
   // nobtree merges by default; tlbtree keeps the original's no-merge.
   Made nob = Make("nobtree", "migrate=off");
@@ -87,7 +88,8 @@ TEST(TwoLayerMerge, OptionsAndDefaults) {
 TEST(TwoLayerMerge, LeftAndRightNeighboursUnderOneParent) {
   for (const char* kind : {"nobtree", "tlbtree"}) {
     SCOPED_TRACE(kind);
-    Made m = Make(kind, std::string(kind) == "nobtree" ? "height=2,migrate=off" : "height=2,merge=on");
+    Made m =
+        Make(kind, std::string(kind) == "nobtree" ? "height=2,migrate=off" : "height=2,merge=on");
     TwoLayerTree* t = m.tree();
     ASSERT_NE(t, nullptr);
     const uint64_t leaves = 100;

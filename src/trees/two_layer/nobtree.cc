@@ -47,34 +47,37 @@ Result<TwoLayerConfig> Parse(const Options& o) {
   return c;
 }
 
-PMINDEX_REGISTER_INDEX(nobtree, {
-    .name = "nobtree",
-    .persistent = true,
-    .options_help =
-        "height=N (levels of every bottom-layer subindex, 2..8; default 3; an "
-        "existing pool keeps the height it was made with) rebuild=X (rebuild the top layers when "
-        "a thread's operations walk more than X subindex roots on average past their top-layer entry; default 0.5) "
-        "migrate=background|inline|off (leaf migration by a coordinator thread, by the operation that judges the "
-        "leaf, or none; default background) sample=N (every N-th operation of a thread feeds the access "
-        "statistics; default 10) hot=N (sampled accesses after which a node is judged; default 8) "
-        "merge=on|off (a delete that leaves a leaf with fewer than 4 records merges it with a neighbour "
-        "under the same parent when both fit in 8; the paper's log-free merge; default on)",
-    .test_configs = {"height=2,migrate=inline,sample=1,hot=2", "height=2,migrate=background,sample=1,hot=2",
-                     "migrate=off"},
-    .validate = [](const Options& o) -> Status { return Parse(o).status(); },
-    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<TwoLayerConfig> c = Parse(o);
-      if (!c.ok()) return c.status();
-      return TwoLayerTree::Create(env, c.value(), "nobtree");
-    },
-    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<TwoLayerConfig> c = Parse(o);
-      if (!c.ok()) return c.status();
-      return TwoLayerTree::Open(env, c.value(), "nobtree");
-    },
-    .marks_in_use = true,
-    .test_numa_nodes = 4,
-});
+PMINDEX_REGISTER_INDEX(
+    nobtree,
+    {
+        .name = "nobtree",
+        .persistent = true,
+        .options_help =
+            "height=N (levels of every bottom-layer subindex, 2..8; default 3; an existing pool "
+            "keeps the height it was made with) rebuild=X (rebuild the top layers when a thread's "
+            "operations walk more than X subindex roots on average past their top-layer entry; "
+            "default 0.5) migrate=background|inline|off (leaf migration by a coordinator thread, "
+            "by the operation that judges the leaf, or none; default background) sample=N (every "
+            "N-th operation of a thread feeds the access statistics; default 10) hot=N (sampled "
+            "accesses after which a node is judged; default 8) merge=on|off (a delete that leaves "
+            "a leaf with fewer than 4 records merges it with a neighbour under the same parent "
+            "when both fit in 8; the paper's log-free merge; default on)",
+        .test_configs = {"height=2,migrate=inline,sample=1,hot=2",
+                         "height=2,migrate=background,sample=1,hot=2", "migrate=off"},
+        .validate = [](const Options& o) -> Status { return Parse(o).status(); },
+        .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<TwoLayerConfig> c = Parse(o);
+          if (!c.ok()) return c.status();
+          return TwoLayerTree::Create(env, c.value(), "nobtree");
+        },
+        .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<TwoLayerConfig> c = Parse(o);
+          if (!c.ok()) return c.status();
+          return TwoLayerTree::Open(env, c.value(), "nobtree");
+        },
+        .marks_in_use = true,
+        .test_numa_nodes = 4,
+    });
 
 }  // namespace
 }  // namespace pmindex::nobtree

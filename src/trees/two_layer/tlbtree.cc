@@ -26,29 +26,32 @@ Result<TwoLayerConfig> Parse(const Options& o) {
   return c;
 }
 
-PMINDEX_REGISTER_INDEX(tlbtree, {
-    .name = "tlbtree",
-    .persistent = true,
-    .options_help =
-        "height=N (levels of every bottom-layer subindex, 2..8; default 2, as the authors' TLBtree; "
-        "an existing pool keeps the height it was made with) rebuild=N (rebuild the top layer when "
-        "an operation walks N or more subindex roots past its top-layer entry, 1..1048576; "
-        "default 3, the authors' TLBtree rebuilding after a walk of more than 2) merge=off|on (NOBtree's "
-        "log-free merge of underfull leaves; default off: the original TLBtree never merges)",
-    .test_configs = {"height=2,rebuild=1", "height=2", "height=3,rebuild=2"},
-    .validate = [](const Options& o) -> Status { return Parse(o).status(); },
-    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<TwoLayerConfig> c = Parse(o);
-      if (!c.ok()) return c.status();
-      return TwoLayerTree::Create(env, c.value(), "tlbtree");
-    },
-    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<TwoLayerConfig> c = Parse(o);
-      if (!c.ok()) return c.status();
-      return TwoLayerTree::Open(env, c.value(), "tlbtree");
-    },
-    .marks_in_use = true,
-});
+PMINDEX_REGISTER_INDEX(
+    tlbtree,
+    {
+        .name = "tlbtree",
+        .persistent = true,
+        .options_help =
+            "height=N (levels of every bottom-layer subindex, 2..8; default 2, as the authors' "
+            "TLBtree; an existing pool keeps the height it was made with) rebuild=N (rebuild the "
+            "top layer when an operation walks N or more subindex roots past its top-layer entry, "
+            "1..1048576; default 3, the authors' TLBtree rebuilding after a walk of more than 2) "
+            "merge=off|on (NOBtree's log-free merge of underfull leaves; default off: the "
+            "original TLBtree never merges)",
+        .test_configs = {"height=2,rebuild=1", "height=2", "height=3,rebuild=2"},
+        .validate = [](const Options& o) -> Status { return Parse(o).status(); },
+        .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<TwoLayerConfig> c = Parse(o);
+          if (!c.ok()) return c.status();
+          return TwoLayerTree::Create(env, c.value(), "tlbtree");
+        },
+        .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<TwoLayerConfig> c = Parse(o);
+          if (!c.ok()) return c.status();
+          return TwoLayerTree::Open(env, c.value(), "tlbtree");
+        },
+        .marks_in_use = true,
+    });
 
 }  // namespace
 }  // namespace pmindex::tlbtree

@@ -644,7 +644,8 @@ Status TwoLayerTree::close() {
   closed_ = true;
   std::lock_guard g(top_mu_);
   std::lock_guard m(migrate_mu_);
-  if (relocates_) env_.alloc->Reclaim();  // moved and merged leaves: no operation runs, all go back now
+  // Moved and merged leaves: no operation runs, so all of them go back now.
+  if (relocates_) env_.alloc->Reclaim();
   common::ContentSum content;
   PMINDEX_RETURN_IF_ERROR(Walk(false, nullptr, &content, nullptr));
   common::WriteContentRecord(*env_.pool, content);

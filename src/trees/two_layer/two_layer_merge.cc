@@ -35,8 +35,10 @@ uint32_t SlotOf(uint64_t s, uint32_t i) { return std::min(st::Slot(s, i), kSlots
 }  // namespace
 
 bool TwoLayerTree::MergeLeafOf(Key k) {
-  if (!cfg_.merge) return false;  // only then do all operations hold epoch guards
-  alloc::Allocator::EpochGuard guard(*env_.alloc);  // a leaf MergeLeaf retires stays readable
+  // Only with merge on do all operations hold epoch guards; this one keeps
+  // a leaf MergeLeaf retires readable.
+  if (!cfg_.merge) return false;
+  alloc::Allocator::EpochGuard guard(*env_.alloc);
   alloc::EpochDomain::Guard g(top_epochs_);
   uint64_t path[kMaxHeight] = {};
   uint32_t hops = 0;
@@ -63,7 +65,9 @@ bool TwoLayerTree::MergeLeaf(uint64_t raw, uint64_t parent, bool underfull) {
   // p's children in key order: child 0 is leftmost, child i + 1 is named
   // by the record at logical position i (whose key is its low key).
   const uint32_t pn = Count(ps);
-  auto child = [&](uint32_t i) { return i == 0 ? Ld(p->leftmost) : Ld(p->rec[SlotOf(ps, i - 1)].val); };
+  auto child = [&](uint32_t i) {
+    return i == 0 ? Ld(p->leftmost) : Ld(p->rec[SlotOf(ps, i - 1)].val);
+  };
   uint32_t at = pn + 1;
   for (uint32_t i = 0; i <= pn; ++i) {
     if (child(i) == raw) {
@@ -98,8 +102,9 @@ bool TwoLayerTree::MergeLeaf(uint64_t raw, uint64_t parent, bool underfull) {
     const SibRec& lsib = l->sib[st::Sib(ls)];
     const uint32_t ln = Count(ls), rn = Count(rs);
     const uint32_t xn = lraw == raw ? ln : rn;
-    const bool ok = Ld(l->tag) == kNodeTag && Ld(r->tag) == kNodeTag && sorted_node::Ld32(l->level) == 0 &&
-                    sorted_node::Ld32(r->level) == 0 && Ld(lsib.ptr) == rraw && Ld(lsib.key) == rlow &&
+    const bool ok = Ld(l->tag) == kNodeTag && Ld(r->tag) == kNodeTag &&
+                    sorted_node::Ld32(l->level) == 0 && sorted_node::Ld32(r->level) == 0 &&
+                    Ld(lsib.ptr) == rraw && Ld(lsib.key) == rlow &&
                     (!underfull || xn < kMergeBelow) && ln + rn <= kMergeMax;
     if (!ok) {
       Unlatch(r, rs);

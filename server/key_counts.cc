@@ -28,8 +28,8 @@ bool KeyCountingStore::IsKeyRecord(std::string_view stored, uint32_t* ns) {
   if (stored.size() <= kHeaderBytes) return false;
   uint32_t n = 0;
   for (size_t i = 0; i < 4; ++i) n = (n << 8) | static_cast<uint8_t>(stored[i]);
-  const auto slot =
-      static_cast<uint16_t>((static_cast<uint8_t>(stored[4]) << 8) | static_cast<uint8_t>(stored[5]));
+  const auto slot = static_cast<uint16_t>((static_cast<uint8_t>(stored[4]) << 8) |
+                                          static_cast<uint8_t>(stored[5]));
   if (n == 0 || slot >= collection_keys::kElementRegion ||
       static_cast<uint8_t>(stored[6]) != kKindKey)
     return false;
@@ -91,8 +91,8 @@ Status KeyCountingStore::Put(std::string_view key, std::string_view value) {
   for (;;) {
     Result<StoredValue> old = base_.Get(key);
     if (!old.ok() && !old.status().is_not_found()) return old.status();
-    Result<WriteOutcome> w = old.ok() ? base_.PutIfVersion(key, value, old->version)
-                                      : base_.PutIfAbsent(key, value);
+    Result<WriteOutcome> w =
+        old.ok() ? base_.PutIfVersion(key, value, old->version) : base_.PutIfAbsent(key, value);
     if (!w.ok()) return w.status();
     if (*w != WriteOutcome::kDone) continue;
     const KeyCounts before = Weight(old);

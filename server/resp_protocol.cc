@@ -100,8 +100,8 @@ bool DeniedOnOom(const Command& command, const RespClient& client) {
 // at a key's existence, type, time to live or representation.
 bool TouchesKeys(const Command& command) {
   const std::string_view top = command.full_name.substr(0, command.full_name.find('|'));
-  for (std::string_view n : {"object", "type", "exists", "ttl", "pttl", "expiretime",
-                             "pexpiretime", "memory", "watch"})
+  for (std::string_view n :
+       {"object", "type", "exists", "ttl", "pttl", "expiretime", "pexpiretime", "memory", "watch"})
     if (top == n) return false;
   return true;
 }
@@ -520,8 +520,7 @@ void RespProtocol::Run(std::string* out) {
     return;
   }
 
-  if (shared_.maxmemory() != 0 && DeniedOnOom(*command, client_) &&
-      shared_.OutOfMemory(items_)) {
+  if (shared_.maxmemory() != 0 && DeniedOnOom(*command, client_) && shared_.OutOfMemory(items_)) {
     constexpr std::string_view kOom = "OOM command not allowed when used memory > 'maxmemory'.";
     counters.Rejected();
     client_.asking = false;

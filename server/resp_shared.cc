@@ -9,9 +9,9 @@
 #include <memory>
 
 #include "server/items.h"
-#include "util/check.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
+#include "util/check.h"
 
 namespace pmindex::server {
 
@@ -68,7 +68,8 @@ RespShared::RespShared(RespSettings settings)
       protected_mode_(settings_.protected_mode),
       counters_(new CommandCounters[commands_.ids()]),
       access_(static_cast<uint64_t*>(std::calloc(kAccessSlots, sizeof(uint64_t)))) {
-  PMINDEX_CHECK(access_ != nullptr, "out of memory for the access clock (%zu entries)", kAccessSlots);
+  PMINDEX_CHECK(access_ != nullptr, "out of memory for the access clock (%zu entries)",
+                kAccessSlots);
   AddConfig();
 }
 
@@ -79,8 +80,8 @@ namespace {
 // A (database, key)'s slot in the access table and its fingerprint (never
 // 0: an empty entry matches no key).
 std::pair<size_t, uint32_t> AccessSlot(int db, std::string_view key) {
-  uint64_t h = std::hash<std::string_view>()(key) ^
-               (static_cast<uint64_t>(db) * 0x9E3779B97F4A7C15ull);
+  uint64_t h =
+      std::hash<std::string_view>()(key) ^ (static_cast<uint64_t>(db) * 0x9E3779B97F4A7C15ull);
   h ^= h >> 29;
   h *= 0xBF58476D1CE4E5B9ull;
   h ^= h >> 32;

@@ -483,9 +483,8 @@ TEST_P(DatabasesTest, KeyCountersFollowEveryWritePathAndReopen) {
   now += 2000;
   size_t expired = 0;
   for (int step = 0; step < 10; ++step) {
-    expired += dbs().ExpireStep(100, [&](std::string_view v) {
-      return item_codec::ExpiredAt(v, now);
-    });
+    expired +=
+        dbs().ExpireStep(100, [&](std::string_view v) { return item_codec::ExpiredAt(v, now); });
   }
   EXPECT_EQ(expired, 4u);
   EXPECT_EQ(dbs().KeyCount(3), 16u);

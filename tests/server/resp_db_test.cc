@@ -345,11 +345,11 @@ TEST(RespDb, DbsizeAndKeyspaceInfoFollowWritesOfEveryType) {
     return at == std::string::npos ? std::string("none")
                                    : info.substr(at, info.find("\r\n", at) - at);
   };
-  EXPECT_EQ(c.Feed(Cmd({"SET", "a", "1"}) + Cmd({"HSET", "h", "f", "v"}) +
-                   Cmd({"RPUSH", "l", "x"}) + Cmd({"SADD", "s", "m"}) +
-                   Cmd({"ZADD", "z", "1", "m"}) + Cmd({"EXPIRE", "a", "100"}) +
-                   Cmd({"EXPIRE", "h", "100"}) + Cmd({"DBSIZE"})),
-            "+OK\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:5\r\n");
+  EXPECT_EQ(
+      c.Feed(Cmd({"SET", "a", "1"}) + Cmd({"HSET", "h", "f", "v"}) + Cmd({"RPUSH", "l", "x"}) +
+             Cmd({"SADD", "s", "m"}) + Cmd({"ZADD", "z", "1", "m"}) + Cmd({"EXPIRE", "a", "100"}) +
+             Cmd({"EXPIRE", "h", "100"}) + Cmd({"DBSIZE"})),
+      "+OK\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:5\r\n");
   EXPECT_EQ(keyspace(), "db0:keys=5,expires=2,avg_ttl=0");
   // PERSIST, removals of a last element, DEL, RENAME over a key.
   EXPECT_EQ(c.Feed(Cmd({"PERSIST", "a"}) + Cmd({"LPOP", "l"}) + Cmd({"SREM", "s", "m"}) +
@@ -365,8 +365,7 @@ TEST(RespDb, DbsizeAndKeyspaceInfoFollowWritesOfEveryType) {
   // it removes it.
   EXPECT_EQ(c.Feed(Cmd({"SET", "e", "1", "PX", "100"})), "+OK\r\n");
   s.now_ms += 1000;
-  EXPECT_EQ(c.Feed(Cmd({"DBSIZE"}) + Cmd({"GET", "e"}) + Cmd({"DBSIZE"})),
-            ":4\r\n$-1\r\n:3\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"DBSIZE"}) + Cmd({"GET", "e"}) + Cmd({"DBSIZE"})), ":4\r\n$-1\r\n:3\r\n");
   EXPECT_EQ(keyspace(), "db0:keys=3,expires=1,avg_ttl=0");
   EXPECT_EQ(c.Feed(Cmd({"FLUSHALL"}) + Cmd({"DBSIZE"})), "+OK\r\n:0\r\n");
   EXPECT_EQ(keyspace(), "none");
@@ -386,8 +385,8 @@ TEST(RespDb, MaxmemoryRefusesDenyOomCommandsAsRedis) {
             oom + oom + "$1\r\nv\r\n:0\r\n" + oom);
   EXPECT_NE(c.Feed(Cmd({"INFO", "memory"})).find("maxmemory:1\r\n"), std::string::npos);
   // Inside MULTI, everything but EXEC/DISCARD is refused, and DISCARD works.
-  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "x", "1"}) + Cmd({"GET", "x"}) +
-                   Cmd({"DISCARD"}) + Cmd({"PING"})),
+  EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "x", "1"}) + Cmd({"GET", "x"}) + Cmd({"DISCARD"}) +
+                   Cmd({"PING"})),
             "+OK\r\n" + oom + oom + "+OK\r\n+PONG\r\n");
   // An OOM while queueing fails EXEC even once memory is back.
   EXPECT_EQ(admin.Feed(Cmd({"CONFIG", "SET", "maxmemory", "0"})), "+OK\r\n");
@@ -433,8 +432,8 @@ TEST(RespDb, MemoryValuesParseAsRedis) {
   EXPECT_TRUE(ParseMemoryValue("3mb", &n) && n == 3u << 20);
   EXPECT_TRUE(ParseMemoryValue("1g", &n) && n == 1000000000);
   EXPECT_TRUE(ParseMemoryValue("4Gb", &n) && n == uint64_t{4} << 30);
-  for (std::string_view bad : {"", "-1", "1.5mb", "mb", "1tb", " 1", "1 ", "99999999999gb",
-                               "18446744073709551616"}) {
+  for (std::string_view bad :
+       {"", "-1", "1.5mb", "mb", "1tb", " 1", "1 ", "99999999999gb", "18446744073709551616"}) {
     EXPECT_FALSE(ParseMemoryValue(bad, &n)) << bad;
   }
 }

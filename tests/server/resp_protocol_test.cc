@@ -846,16 +846,16 @@ TEST(Resp, KeysRandomKeyScanType) {
 }
 
 TEST(Resp, ObjectAnswersHonestly) {
-  ExpectScript(Cmd({"MSET", "i", "12345", "n", "-0", "z", "0123", "s", "abc", "r",
-                    std::string(45, 'x')}) +
-                   Cmd({"OBJECT", "ENCODING", "i"}) + Cmd({"OBJECT", "ENCODING", "n"}) +
-                   Cmd({"OBJECT", "ENCODING", "z"}) + Cmd({"OBJECT", "ENCODING", "s"}) +
-                   Cmd({"OBJECT", "ENCODING", "r"}) + Cmd({"OBJECT", "ENCODING", "none"}) +
-                   Cmd({"OBJECT", "REFCOUNT", "s"}) + Cmd({"OBJECT", "FREQ", "none"}) +
-                   Cmd({"OBJECT", "IDLETIME", "s"}) + Cmd({"OBJECT", "ENCODING"}),
-               "+OK\r\n$3\r\nint\r\n$6\r\nembstr\r\n$6\r\nembstr\r\n$6\r\nembstr\r\n"
-               "$3\r\nraw\r\n$-1\r\n:1\r\n$-1\r\n:0\r\n"
-               "-ERR wrong number of arguments for 'object|encoding' command\r\n");
+  ExpectScript(
+      Cmd({"MSET", "i", "12345", "n", "-0", "z", "0123", "s", "abc", "r", std::string(45, 'x')}) +
+          Cmd({"OBJECT", "ENCODING", "i"}) + Cmd({"OBJECT", "ENCODING", "n"}) +
+          Cmd({"OBJECT", "ENCODING", "z"}) + Cmd({"OBJECT", "ENCODING", "s"}) +
+          Cmd({"OBJECT", "ENCODING", "r"}) + Cmd({"OBJECT", "ENCODING", "none"}) +
+          Cmd({"OBJECT", "REFCOUNT", "s"}) + Cmd({"OBJECT", "FREQ", "none"}) +
+          Cmd({"OBJECT", "IDLETIME", "s"}) + Cmd({"OBJECT", "ENCODING"}),
+      "+OK\r\n$3\r\nint\r\n$6\r\nembstr\r\n$6\r\nembstr\r\n$6\r\nembstr\r\n"
+      "$3\r\nraw\r\n$-1\r\n:1\r\n$-1\r\n:0\r\n"
+      "-ERR wrong number of arguments for 'object|encoding' command\r\n");
 }
 
 TEST(Resp, ObjectIdletimeCountsFromTheLastAccess) {
@@ -874,10 +874,10 @@ TEST(Resp, ObjectIdletimeCountsFromTheLastAccess) {
                    Cmd({"OBJECT", "ENCODING", "k"}) + Cmd({"OBJECT", "IDLETIME", "k"})),
             "+string\r\n:1\r\n:-1\r\n$6\r\nembstr\r\n:3\r\n");
   // EXEC accesses its queue's keys; a write is an access.
-  EXPECT_EQ(h.Feed(Cmd({"MULTI"}) + Cmd({"STRLEN", "k"}) + Cmd({"EXEC"}) +
-                   Cmd({"APPEND", "j", "w"}) + Cmd({"OBJECT", "IDLETIME", "k"}) +
-                   Cmd({"OBJECT", "IDLETIME", "j"})),
-            "+OK\r\n+QUEUED\r\n*1\r\n:1\r\n:2\r\n:0\r\n:0\r\n");
+  EXPECT_EQ(
+      h.Feed(Cmd({"MULTI"}) + Cmd({"STRLEN", "k"}) + Cmd({"EXEC"}) + Cmd({"APPEND", "j", "w"}) +
+             Cmd({"OBJECT", "IDLETIME", "k"}) + Cmd({"OBJECT", "IDLETIME", "j"})),
+      "+OK\r\n+QUEUED\r\n*1\r\n:1\r\n:2\r\n:0\r\n:0\r\n");
   // FREQ: Redis's answer when the policy is not LFU.
   EXPECT_EQ(h.Feed(Cmd({"OBJECT", "FREQ", "k"})).substr(0, 43),
             "-ERR An LFU maxmemory policy is not selecte");

@@ -636,6 +636,7 @@ Status Roart::WalkArray(uint64_t* la, uint64_t raw, const uint64_t* parent, unsi
     return Status::Corruption(where() + " has no leaf array header of " +
                               std::to_string(params_.leaf_array) + " slots");
   const unsigned pd = MetaArg(parent[0]);
+  w->blocks.push_back(raw);
   const size_t first_leaf = w->blocks.size();
   std::array<KV, 64> kv;
   size_t m = 0;

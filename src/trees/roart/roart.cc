@@ -139,8 +139,9 @@ class Roart final : public Index {
   Status SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v);
   // Clears entry *es (byte b) of inner node `node`.
   void ClearEntry(uint64_t* node, uint64_t* es, unsigned b);
-  // The used entries of an inner node in key-byte order.
-  void SortedEntries(uint64_t* node, std::vector<uint64_t>* out) const;
+  // The used entries of an inner node in key-byte order into out[0..256);
+  // returns their count.
+  unsigned SortedEntries(uint64_t* node, uint64_t* out) const;
   size_t ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) const;
   void FreeAll(const std::vector<uint64_t>& offsets);
   // Builds the subtree of sorted pairs below an inner node branching at
@@ -503,30 +504,30 @@ void Roart::ForEach(uint64_t* node, const std::function<void(uint64_t, unsigned)
     if (es[i] != 0) fn(es[i], i);
 }
 
-void Roart::SortedEntries(uint64_t* node, std::vector<uint64_t>* out) const {
-  out->clear();
+unsigned Roart::SortedEntries(uint64_t* node, uint64_t* out) const {
+  unsigned n = 0;
   const unsigned type = MetaType(node[0]);
   const uint64_t* es = Entries(node);
   if (type == kN48) {
     const uint8_t* idx = N48Index(node);
     for (unsigned b = 0; b < 256; ++b)
-      if (idx[b] != 0) out->push_back(es[idx[b] - 1]);
-    return;
+      if (idx[b] != 0) out[n++] = es[idx[b] - 1];
+    return n;
   }
   for (unsigned i = 0; i < Capacity(type); ++i)
-    if (es[i] != 0) out->push_back(es[i]);
+    if (es[i] != 0) out[n++] = es[i];
   if (type != kN256)
-    std::sort(out->begin(), out->end(),
-              [](uint64_t a, uint64_t b) { return EntryByte(a) < EntryByte(b); });
+    std::sort(out, out + n, [](uint64_t a, uint64_t b) { return EntryByte(a) < EntryByte(b); });
+  return n;
 }
 
 size_t Roart::ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) const {
   const unsigned depth = MetaArg(node[0]);
   const uint64_t low_bits = ~PrefixMask(depth + 1);
-  std::vector<uint64_t> entries;
-  SortedEntries(node, &entries);
-  for (uint64_t e : entries) {
-    if (got == n) break;
+  std::array<uint64_t, 256> entries;
+  const unsigned count = SortedEntries(node, entries.data());
+  for (unsigned i = 0; i < count && got < n; ++i) {
+    const uint64_t e = entries[i];
     const Key lo = node[1] | (uint64_t{EntryByte(e)} << (56 - 8 * depth));
     if ((lo | low_bits) < from) continue;  // every key below is smaller
     uint64_t* c = At(EntryOffset(e));
@@ -790,6 +791,8 @@ Result<std::unique_ptr<Index>> Roart::Open(const IndexEnv& env, const Params& p)
       if (Entries(n)[i] != 0) want[EntryByte(Entries(n)[i])] = static_cast<uint8_t>(i + 1);
     for (unsigned b = 0; b < 256; ++b)
       if (idx[b] != want[b]) pm::store(&idx[b], want[b]);
+    // pmcrash-redundant: an index lost again by a crash is rebuilt again by
+    // the next open; the persist only spares that open the rewrite.
     pm::persist(idx, 256);
   }
   t->root_ = t->At(PPtr(root_raw).offset());

@@ -206,10 +206,10 @@ TEST(RoartBulk, LoadThenWriteAndReopen) {
   }
 }
 
-// The N48 child index is metadata: an image whose index bytes were lost
-// (the write paths store them without a flush) opens with every child
-// found again.
-TEST(RoartRecovery, N48IndexIsRebuiltAtOpen) {
+// The N48 child index and the leaf arrays' bitmaps are metadata: an image
+// that lost them (the write paths store them without a flush) opens with
+// every child and leaf found again.
+TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("leaf_array=2", &pool);
   ASSERT_TRUE(idx.ok());
@@ -231,6 +231,14 @@ TEST(RoartRecovery, N48IndexIsRebuiltAtOpen) {
     if (roart::MetaType(n[0]) == roart::kN48) n48 = n;
   }
   std::memset(n48 + 2 + 48, 0, 256);
+  // And the bitmap of a leaf array below it (its slots are the truth).
+  uint64_t* la = nullptr;
+  for (unsigned i = 0; i < 48 && la == nullptr; ++i)
+    if (n48[2 + i] != 0 && roart::EntryType(n48[2 + i]) == roart::kLeafArray)
+      la = img.value()->to_ptr<uint64_t>(PPtr::Make(img.value()->id(), roart::EntryOffset(n48[2 + i])));
+  ASSERT_NE(la, nullptr);
+  ASSERT_NE(la[1], 0u);
+  la[1] = 0;
   auto re = open_index(img.value().get());
   ASSERT_TRUE(re.ok()) << re.status().ToString();
   ASSERT_TRUE(re.value()->verify().ok()) << re.value()->verify().ToString();

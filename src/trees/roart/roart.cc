@@ -7,7 +7,8 @@
 // (a child's key byte, type and offset in one word; a leaf pointer and
 // its key's fingerprint in one word) and selective metadata persistence
 // (only entries, slots, leaves and the write-once headers are persisted;
-// N48's child index and every count are rebuilt at open).
+// N48's child index, the leaf arrays' bitmaps and every count are rebuilt
+// at open).
 //
 // Persistence: every change of the tree is one NVM atomic write (NAW) of
 // one entry or slot word, made after everything it links is durable:
@@ -64,6 +65,8 @@ Result<Params> ParseParams(const Options& o) {
 struct Walked {
   std::vector<uint64_t> blocks;  // every block reached (raw PPtr)
   std::vector<uint64_t*> stale_n48;  // N48 nodes whose child index disagrees with the entries
+  std::vector<uint64_t*> stale_bitmaps;  // leaf arrays whose bitmap disagrees with the slots
+  bool strict = false;  // verify(): stale metadata is Corruption
   uint64_t count = 0;
   uint64_t bytes = 0;
   uint64_t nodes[5] = {};  // by type, kN4..kLeafArray (index type-1)
@@ -103,7 +106,11 @@ class Roart final : public Index {
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
 
   Roart(const IndexEnv& env, const Params& p)
-      : env_(env), params_(p), base_(env.pool->base()), pool_id_(env.pool->id()) {}
+      : env_(env),
+        params_(p),
+        base_(env.pool->base()),
+        pool_id_(env.pool->id()),
+        full_mask_(p.leaf_array == 64 ? ~uint64_t{0} : (uint64_t{1} << p.leaf_array) - 1) {}
 
   uint64_t* At(uint64_t offset) const { return reinterpret_cast<uint64_t*>(base_ + offset); }
   uint64_t OffsetOf(const void* p) const {
@@ -121,6 +128,8 @@ class Roart final : public Index {
   uint64_t* ChildSlot(uint64_t* node, unsigned b) const;
   // The leaf array's slot holding key k, or nullptr.
   uint64_t* FindInArray(uint64_t* la, Key k) const;
+  // Sets or clears slot i's bit in a leaf array's bitmap (word 1).
+  static void SetUsed(uint64_t* la, unsigned i, bool used);
 
   Status Write(Op op, Key k, Value v);
   // A new leaf of (k, v), written and flushed (not fenced); its offset.
@@ -162,6 +171,7 @@ class Roart final : public Index {
   Params params_;
   char* base_;
   uint16_t pool_id_;
+  uint64_t full_mask_;  // the bits of a leaf array's slots in its bitmap
   uint64_t* root_ = nullptr;  // an N256 of depth 0, never replaced but by bulk_load
   uint64_t size_ = 0;
   uint64_t bytes_ = 0;
@@ -196,9 +206,18 @@ uint64_t* Roart::ChildSlot(uint64_t* node, unsigned b) const {
 uint64_t* Roart::FindInArray(uint64_t* la, Key k) const {
   const unsigned fp = Fingerprint(k);
   uint64_t* s = Entries(la);
-  for (unsigned i = 0; i < params_.leaf_array; ++i)
-    if (s[i] != 0 && SlotFingerprint(s[i]) == fp && LeafAt(s[i])->key == k) return &s[i];
+  for (uint64_t used = la[1]; used != 0; used &= used - 1) {
+    const unsigned i = static_cast<unsigned>(std::countr_zero(used));
+    if (SlotFingerprint(s[i]) == fp && LeafAt(s[i])->key == k) return &s[i];
+  }
   return nullptr;
+}
+
+void Roart::SetUsed(uint64_t* la, unsigned i, bool used) {
+  // The bitmap is metadata open rebuilds from the slots: stored, not
+  // flushed.
+  const uint64_t bit = uint64_t{1} << i;
+  pm::store(&la[1], used ? la[1] | bit : la[1] & ~bit);
 }
 
 Result<uint64_t> Roart::NewLeaf(Key k, Value v) {
@@ -218,9 +237,10 @@ Result<uint64_t> Roart::NewLeafArray(std::span<const uint64_t> slots) {
   if (!a.ok()) return a.status();
   uint64_t* la = At(a.value().offset());
   pm::store(&la[0], Meta(kLeafArray, params_.leaf_array));
-  pm::store(&la[1], uint64_t{0});
+  const uint64_t n = slots.size();
+  pm::store(&la[1], n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1);
   for (unsigned i = 0; i < params_.leaf_array; ++i)
-    pm::store(&Entries(la)[i], i < slots.size() ? slots[i] : uint64_t{0});
+    pm::store(&Entries(la)[i], i < n ? slots[i] : uint64_t{0});
   pm::flush(la, 8 * (kHeaderWords + params_.leaf_array));
   bytes_ += LaBytes();
   return a.value().offset();
@@ -374,12 +394,14 @@ Status Roart::Write(Op op, Key k, Value v) {
       }
       if (op == Op::kUpdate) return Status::NotFound();
       uint64_t* slots = Entries(la);
-      for (unsigned i = 0; i < params_.leaf_array; ++i) {
-        if (slots[i] != 0) continue;
+      const uint64_t free = ~la[1] & full_mask_;
+      if (free != 0) {
+        const unsigned i = static_cast<unsigned>(std::countr_zero(free));
         Result<uint64_t> leaf = NewLeaf(k, v);
         if (!leaf.ok()) return leaf.status();
         pm::fence();                                 // the leaf durable ...
         pm::naw(&slots[i], Slot(leaf.value(), k));  // ... before its slot (the commit)
+        SetUsed(la, i, true);
         ++size_;
         return Status::OK();
       }
@@ -447,10 +469,9 @@ Status Roart::remove(Key k) {
     uint64_t* hit = FindInArray(la, k);
     if (hit == nullptr) return Status::NotFound();
     const uint64_t leaf = *hit & kOffsetMask;
-    unsigned used = 0;
-    for (unsigned i = 0; i < params_.leaf_array; ++i) used += Entries(la)[i] != 0;
-    if (used > 1) {
+    if (std::popcount(la[1]) > 1) {
       pm::naw(hit, uint64_t{0});  // the commit
+      SetUsed(la, static_cast<unsigned>(hit - Entries(la)), false);
     } else {
       // The array's last leaf: the array goes with it, in one write.
       std::vector<uint64_t> rest;
@@ -537,10 +558,8 @@ size_t Roart::ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) 
     }
     std::array<KV, 64> tmp;
     size_t m = 0;
-    for (unsigned i = 0; i < params_.leaf_array; ++i) {
-      const uint64_t s = Entries(c)[i];
-      if (s == 0) continue;
-      const Leaf* l = LeafAt(s);
+    for (uint64_t used = c[1]; used != 0; used &= used - 1) {
+      const Leaf* l = LeafAt(Entries(c)[std::countr_zero(used)]);
       if (l->key >= from) tmp[m++] = KV{l->key, l->value};
     }
     std::sort(tmp.begin(), tmp.begin() + m, [](const KV& a, const KV& b) { return a.key < b.key; });
@@ -637,6 +656,14 @@ Status Roart::WalkArray(uint64_t* la, uint64_t raw, const uint64_t* parent, unsi
     return Status::Corruption(where() + " has no leaf array header of " +
                               std::to_string(params_.leaf_array) + " slots");
   const unsigned pd = MetaArg(parent[0]);
+  uint64_t bitmap = 0;
+  for (unsigned i = 0; i < params_.leaf_array; ++i)
+    if (Entries(la)[i] != 0) bitmap |= uint64_t{1} << i;
+  if (bitmap != la[1]) {
+    if (w->strict)
+      return Status::Corruption(where() + ": bitmap disagrees with the slots");
+    w->stale_bitmaps.push_back(la);
+  }
   w->blocks.push_back(raw);
   const size_t first_leaf = w->blocks.size();
   std::array<KV, 64> kv;
@@ -754,6 +781,7 @@ Status Roart::WalkInner(uint64_t* node, uint64_t raw, uint32_t level, Walked* w,
 }
 
 Status Roart::Walk(uint64_t root_raw, Walked* w, common::ContentSum* content, bool strict) const {
+  w->strict = strict;
   auto r = pm::Decode<uint64_t>(*env_.pool, root_raw, InnerBytes(kN256), 64,
                                 "roart: root (root slot 0)");
   if (!r.ok()) return r.status();
@@ -782,8 +810,8 @@ Result<std::unique_ptr<Index>> Roart::Open(const IndexEnv& env, const Params& p)
   PMINDEX_RETURN_IF_ERROR(t->Walk(root_raw, &w, &content, /*strict=*/false));  // reads only
   PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, kKind));
   PMINDEX_RETURN_IF_ERROR(sorted_node::AdoptNodes(env, w.blocks, kKind));
-  // The one repair: N48 child indexes, which the write paths store without
-  // persisting, are rebuilt from the entries (the persisted truth).
+  // The repairs: N48 child indexes, which the write paths store without
+  // persisting, are rebuilt from the entries (the persisted truth) ...
   for (uint64_t* n : w.stale_n48) {
     uint8_t* idx = N48Index(n);
     std::array<uint8_t, 256> want{};
@@ -794,6 +822,16 @@ Result<std::unique_ptr<Index>> Roart::Open(const IndexEnv& env, const Params& p)
     // pmcrash-redundant: an index lost again by a crash is rebuilt again by
     // the next open; the persist only spares that open the rewrite.
     pm::persist(idx, 256);
+  }
+  // And leaf arrays' bitmaps, stored without persisting as well.
+  for (uint64_t* la : w.stale_bitmaps) {
+    uint64_t bitmap = 0;
+    for (unsigned i = 0; i < p.leaf_array; ++i)
+      if (Entries(la)[i] != 0) bitmap |= uint64_t{1} << i;
+    pm::store(&la[1], bitmap);
+    // pmcrash-redundant: a bitmap lost again by a crash is rebuilt again
+    // by the next open, from the slots.
+    pm::persist(&la[1], 8);
   }
   t->root_ = t->At(PPtr(root_raw).offset());
   t->size_ = w.count;

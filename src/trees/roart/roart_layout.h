@@ -74,9 +74,11 @@ constexpr unsigned TypeFor(unsigned n) {
   return n <= 4 ? kN4 : n <= 16 ? kN16 : n <= 48 ? kN48 : kN256;
 }
 
-// Leaf arrays: meta (type, capacity), one unused word, then `capacity`
-// slots, unordered (ROART's leaf compaction: the leaves of a subtree
-// gathered in one node, so a scan reads one node's slots and sorts them).
+// Leaf arrays: meta (type, capacity), a bitmap (bit i set iff slot i is
+// used: metadata that open rebuilds from the slots, so the write paths
+// store it without a flush), then `capacity` slots, unordered (ROART's
+// leaf compaction: the leaves of a subtree gathered in one node, so a
+// scan reads one node's used slots and sorts them).
 constexpr size_t LeafArrayBytes(unsigned capacity) { return RoundLine(8 * (kHeaderWords + capacity)); }
 
 // Leaves: meta, key, value (a whole line).

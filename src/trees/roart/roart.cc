@@ -165,7 +165,6 @@ class Roart final : public Index {
                    common::ContentSum* content, bool strict) const;
   Status WalkArray(uint64_t* la, uint64_t raw, const uint64_t* parent, unsigned b, Walked* w,
                    common::ContentSum* content) const;
-  void ForEach(uint64_t* node, const std::function<void(uint64_t, unsigned)>& fn) const;
 
   IndexEnv env_;
   Params params_;
@@ -474,18 +473,23 @@ Status Roart::remove(Key k) {
       SetUsed(la, static_cast<unsigned>(hit - Entries(la)), false);
     } else {
       // The array's last leaf: the array goes with it, in one write.
-      std::vector<uint64_t> rest;
-      if (node != root_) ForEach(node, [&](uint64_t x, unsigned) {
-          if (x != e) rest.push_back(x);
-        });
-      if (node == root_ || rest.size() >= 2) {
+      // rest: the node's other children, counted up to 2.
+      uint64_t rest[2] = {0, 0};
+      unsigned others = 0;
+      if (node != root_) {
+        const uint64_t* all = Entries(node);
+        const unsigned cap = Capacity(MetaType(node[0]));
+        for (unsigned i = 0; i < cap && others < 2; ++i)
+          if (all[i] != 0 && &all[i] != es) rest[others++] = all[i];
+      }
+      if (node == root_ || others >= 2) {
         ClearEntry(node, es, b);
       } else {
         // Two children: the grandparent's entry takes the other child
         // (self-describing: its own depth and prefix, or a leaf array),
         // which drops this node from the tree (path compression kept).
-        const uint64_t keep = rest.empty() ? 0 : Entry(EntryOffset(rest[0]), EntryByte(*up),
-                                                       EntryType(rest[0]));
+        const uint64_t keep =
+            others == 0 ? 0 : Entry(EntryOffset(rest[0]), EntryByte(*up), EntryType(rest[0]));
         pm::naw(up, keep);
         env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(node)));
         bytes_ -= InnerBytes(MetaType(node[0]));
@@ -516,13 +520,6 @@ std::optional<Value> Roart::lookup(Key k) {
     node = At(EntryOffset(e));
     if (((k ^ node[1]) & PrefixMask(MetaArg(node[0]))) != 0) return std::nullopt;
   }
-}
-
-void Roart::ForEach(uint64_t* node, const std::function<void(uint64_t, unsigned)>& fn) const {
-  const unsigned type = MetaType(node[0]);
-  const uint64_t* es = Entries(node);
-  for (unsigned i = 0; i < Capacity(type); ++i)
-    if (es[i] != 0) fn(es[i], i);
 }
 
 unsigned Roart::SortedEntries(uint64_t* node, uint64_t* out) const {
@@ -556,13 +553,26 @@ size_t Roart::ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) 
       got = ScanNode(c, from, n, out, got);
       continue;
     }
-    std::array<KV, 64> tmp;
+    // The array's leaves at or above `from`, sorted: in place in out when
+    // they fit (the common case), else through a buffer.
+    const auto by_key = [](const KV& a, const KV& b) { return a.key < b.key; };
+    const uint64_t used = c[1];
+    if (static_cast<size_t>(std::popcount(used)) <= n - got) {
+      KV* first = out + got;
+      for (uint64_t u = used; u != 0; u &= u - 1) {
+        const Leaf* l = LeafAt(Entries(c)[std::countr_zero(u)]);
+        if (l->key >= from) out[got++] = KV{l->key, l->value};
+      }
+      std::sort(first, out + got, by_key);
+      continue;
+    }
+    KV tmp[64];  // KV's members have initializers: 1 KiB of stores, only here
     size_t m = 0;
-    for (uint64_t used = c[1]; used != 0; used &= used - 1) {
-      const Leaf* l = LeafAt(Entries(c)[std::countr_zero(used)]);
+    for (uint64_t u = used; u != 0; u &= u - 1) {
+      const Leaf* l = LeafAt(Entries(c)[std::countr_zero(u)]);
       if (l->key >= from) tmp[m++] = KV{l->key, l->value};
     }
-    std::sort(tmp.begin(), tmp.begin() + m, [](const KV& a, const KV& b) { return a.key < b.key; });
+    std::sort(tmp, tmp + m, by_key);
     for (size_t i = 0; i < m && got < n; ++i) out[got++] = tmp[i];
   }
   return got;

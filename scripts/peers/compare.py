@@ -55,6 +55,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from array import array
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -355,8 +356,11 @@ def main():
                f"{'orig/pmindex':>12}  {'pmindex lines/fences':>20}  {'original lines/fences':>21}")
         print(hdr)
         summary = {"tree": args.tree, "index": index, "options": opts, "keys": args.keys, "ops": m,
-                   "fill": args.fill, "repeat": args.repeat, "pm_dir": args.pm_dir, "phases": {},
-                   "scans": scan_count(args) if scans else 0, "scan_len": args.scan_len if scans else 0}
+                   "fill": args.fill, "repeat": args.repeat, "pm_dir": args.pm_dir,
+                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                   "command": "scripts/peers/compare.py " + " ".join(sys.argv[1:]),
+                   "scans": scan_count(args) if scans else 0, "scan_len": args.scan_len if scans else 0,
+                   "phases": {}}
         for p in table:
             a, b = peer[p], ours[p]
             ma, mb = statistics.median(a), statistics.median(b)

@@ -36,15 +36,22 @@ const std::vector<std::pair<std::string, std::string>>& WorkloadNames() {
       {"insert", "random inserts (node splits), some duplicates"},
       {"seq", "ascending inserts (splits at the right edge)"},
       {"delete", "inserts, then removes of most keys (merges, empty nodes)"},
-      {"dense", "inserts, then removes, inserts and updates, of keys sharing their high bytes "
-                "(radix trees: deep nodes, node growth, path splits and collapses)"},
+      {"dense",
+       "inserts, then removes, inserts and updates, of keys sharing their high bytes "
+       "(radix trees: deep nodes, node growth, path splits and collapses)"},
       {"update", "inserts, then updates and upserts of present keys"},
-      {"churn", "inserts, then waves of removes of neighbouring keys and inserts (merges, then splits that reuse freed nodes)"},
+      {"churn",
+       "inserts, then waves of removes of neighbouring keys and inserts (merges, then splits that "
+       "reuse freed nodes)"},
       {"bulk", "bulk load of half the ops, then inserts and removes"},
       {"bulk-small", "bulk load of 3 pairs (one leaf), then inserts and removes"},
       {"recovery", "mixed, with a restart (crash recovery, itself crash-tested) every ops/5"},
-      {"kv", "the key-value store over the index: single calls on byte-string keys, large values, restarts"},
-      {"kv-tx", "the key-value store: transactions, and commits stopped as a crash would stop them, then recovered"},
+      {"kv",
+       "the key-value store over the index: single calls on byte-string keys, large values, "
+       "restarts"},
+      {"kv-tx",
+       "the key-value store: transactions, and commits stopped as a crash would stop them, then "
+       "recovered"},
   };
   return names;
 }

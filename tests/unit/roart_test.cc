@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-
 #include <map>
 #include <memory>
 #include <random>
@@ -42,8 +41,8 @@ double Extra(const IndexStats& s, const std::string& name) {
 }
 
 TEST(RoartOptions, BadOptionsAreRefused) {
-  for (const char* bad : {"leaf_array=1", "leaf_array=65", "leaf_array=x", "levels=4",
-                          "leaf_array=4,leaf_array=8"}) {
+  for (const char* bad :
+       {"leaf_array=1", "leaf_array=65", "leaf_array=x", "levels=4", "leaf_array=4,leaf_array=8"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(bad, &pool);
     EXPECT_TRUE(idx.status().is_invalid_argument()) << bad << ": " << idx.status().ToString();
@@ -60,9 +59,12 @@ TEST(RoartOptions, BadOptionsAreRefused) {
 // six bytes (deep compressed paths that new keys break).
 Key DrawKey(std::mt19937_64& rng, int shape) {
   switch (shape) {
-    case 0: return rng() % 2000;
-    case 1: return rng();
-    default: return (rng() % 8) << 56 | (rng() % 3) << 20 | rng() % 600;
+    case 0:
+      return rng() % 2000;
+    case 1:
+      return rng();
+    default:
+      return (rng() % 8) << 56 | (rng() % 3) << 20 | rng() % 600;
   }
 }
 
@@ -224,7 +226,8 @@ TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
   uint64_t* n48 = nullptr;
   for (uint64_t* n = root; n48 == nullptr;) {
     uint64_t next = 0;
-    for (unsigned i = 0; i < roart::Capacity(roart::MetaType(n[0])) && next == 0; ++i) next = n[2 + i];
+    for (unsigned i = 0; i < roart::Capacity(roart::MetaType(n[0])) && next == 0; ++i)
+      next = n[2 + i];
     ASSERT_NE(next, 0u);
     ASSERT_NE(roart::EntryType(next), roart::kLeafArray + 0u);
     n = img.value()->to_ptr<uint64_t>(PPtr::Make(img.value()->id(), roart::EntryOffset(next)));
@@ -235,7 +238,8 @@ TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
   uint64_t* la = nullptr;
   for (unsigned i = 0; i < 48 && la == nullptr; ++i)
     if (n48[2 + i] != 0 && roart::EntryType(n48[2 + i]) == roart::kLeafArray)
-      la = img.value()->to_ptr<uint64_t>(PPtr::Make(img.value()->id(), roart::EntryOffset(n48[2 + i])));
+      la = img.value()->to_ptr<uint64_t>(
+          PPtr::Make(img.value()->id(), roart::EntryOffset(n48[2 + i])));
   ASSERT_NE(la, nullptr);
   ASSERT_NE(la[1], 0u);
   la[1] = 0;
@@ -261,7 +265,8 @@ TEST(RoartRecovery, DamageIsRefused) {
     uint64_t* root = img.value()->to_ptr<uint64_t>(PPtr(img.value()->root(0)));
     uint64_t* e = &root[2 + 0];  // byte 0: every key is below 2^56
     ASSERT_NE(*e, 0u);
-    uint64_t* child = img.value()->to_ptr<uint64_t>(PPtr::Make(img.value()->id(), roart::EntryOffset(*e)));
+    uint64_t* child =
+        img.value()->to_ptr<uint64_t>(PPtr::Make(img.value()->id(), roart::EntryOffset(*e)));
     const char* expect = nullptr;
     if (variant == 0) {
       *e = roart::Entry(roart::EntryOffset(*e), 0, 9);

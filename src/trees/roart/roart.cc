@@ -63,10 +63,10 @@ Result<Params> ParseParams(const Options& o) {
 
 // What a walk of the tree found (open, verify, stats).
 struct Walked {
-  std::vector<uint64_t> blocks;  // every block reached (raw PPtr)
-  std::vector<uint64_t*> stale_n48;  // N48 nodes whose child index disagrees with the entries
+  std::vector<uint64_t> blocks;          // every block reached (raw PPtr)
+  std::vector<uint64_t*> stale_n48;      // N48 nodes whose child index disagrees with the entries
   std::vector<uint64_t*> stale_bitmaps;  // leaf arrays whose bitmap disagrees with the slots
-  bool strict = false;  // verify(): stale metadata is Corruption
+  bool strict = false;                   // verify(): stale metadata is Corruption
   uint64_t count = 0;
   uint64_t bytes = 0;
   uint64_t nodes[5] = {};  // by type, kN4..kLeafArray (index type-1)
@@ -170,7 +170,7 @@ class Roart final : public Index {
   Params params_;
   char* base_;
   uint16_t pool_id_;
-  uint64_t full_mask_;  // the bits of a leaf array's slots in its bitmap
+  uint64_t full_mask_;        // the bits of a leaf array's slots in its bitmap
   uint64_t* root_ = nullptr;  // an N256 of depth 0, never replaced but by bulk_load
   uint64_t size_ = 0;
   uint64_t bytes_ = 0;
@@ -398,7 +398,7 @@ Status Roart::Write(Op op, Key k, Value v) {
         const unsigned i = static_cast<unsigned>(std::countr_zero(free));
         Result<uint64_t> leaf = NewLeaf(k, v);
         if (!leaf.ok()) return leaf.status();
-        pm::fence();                                 // the leaf durable ...
+        pm::fence();                                // the leaf durable ...
         pm::naw(&slots[i], Slot(leaf.value(), k));  // ... before its slot (the commit)
         SetUsed(la, i, true);
         ++size_;
@@ -670,8 +670,7 @@ Status Roart::WalkArray(uint64_t* la, uint64_t raw, const uint64_t* parent, unsi
   for (unsigned i = 0; i < params_.leaf_array; ++i)
     if (Entries(la)[i] != 0) bitmap |= uint64_t{1} << i;
   if (bitmap != la[1]) {
-    if (w->strict)
-      return Status::Corruption(where() + ": bitmap disagrees with the slots");
+    if (w->strict) return Status::Corruption(where() + ": bitmap disagrees with the slots");
     w->stale_bitmaps.push_back(la);
   }
   w->blocks.push_back(raw);
@@ -736,8 +735,8 @@ Status Roart::WalkInner(uint64_t* node, uint64_t raw, uint32_t level, Walked* w,
     if (e == 0) continue;
     const unsigned b = EntryByte(e);
     if ((type == kN256 && b != i) || by_byte[b] != 0)
-      return Status::Corruption(where() + ": entry " + std::to_string(i) + " repeats or misplaces byte " +
-                                std::to_string(b));
+      return Status::Corruption(where() + ": entry " + std::to_string(i) +
+                                " repeats or misplaces byte " + std::to_string(b));
     if (EntryType(e) < kN4 || EntryType(e) > kLeafArray)
       return Status::Corruption(where() + ": entry " + std::to_string(i) + " has child type " +
                                 std::to_string(EntryType(e)));
@@ -747,9 +746,8 @@ Status Roart::WalkInner(uint64_t* node, uint64_t raw, uint32_t level, Walked* w,
   if (type == kN48) {
     const uint8_t* idx = N48Index(node);
     for (unsigned b = 0; b < 256; ++b) {
-      const bool ok = by_byte[b] == 0
-                          ? idx[b] == 0
-                          : idx[b] >= 1 && idx[b] <= 48 && es[idx[b] - 1] == by_byte[b];
+      const bool ok = by_byte[b] == 0 ? idx[b] == 0
+                                      : idx[b] >= 1 && idx[b] <= 48 && es[idx[b] - 1] == by_byte[b];
       if (ok) continue;
       if (strict)
         return Status::Corruption(where() + ": N48 child index of byte " + std::to_string(b) +
@@ -783,8 +781,8 @@ Status Roart::WalkInner(uint64_t* node, uint64_t raw, uint32_t level, Walked* w,
         (c[1] & ~PrefixMask(cd)) != 0 || ((c[1] ^ node[1]) & PrefixMask(depth)) != 0 ||
         KeyByte(c[1], depth) != b)
       return Status::Corruption("roart: inner node " + std::to_string(craw) +
-                                " has a header that does not fit its parent " + std::to_string(raw) +
-                                " (type, depth or prefix)");
+                                " has a header that does not fit its parent " +
+                                std::to_string(raw) + " (type, depth or prefix)");
     PMINDEX_RETURN_IF_ERROR(WalkInner(c, craw, level + 1, w, content, strict));
   }
   return Status::OK();
@@ -891,11 +889,10 @@ IndexStats Roart::stats() {
   s.extra.emplace_back("n48", static_cast<double>(w.nodes[2]));
   s.extra.emplace_back("n256", static_cast<double>(w.nodes[3]));
   s.extra.emplace_back("leaf_arrays", static_cast<double>(w.nodes[4]));
-  s.extra.emplace_back(
-      "leaf_array_fill",
-      w.nodes[4] == 0 ? 0.0
-                      : static_cast<double>(w.slots_used) /
-                            static_cast<double>(w.nodes[4] * params_.leaf_array));
+  s.extra.emplace_back("leaf_array_fill",
+                       w.nodes[4] == 0 ? 0.0
+                                       : static_cast<double>(w.slots_used) /
+                                             static_cast<double>(w.nodes[4] * params_.leaf_array));
   s.extra.emplace_back("splits", static_cast<double>(splits_));
   s.extra.emplace_back("grows", static_cast<double>(grows_));
   s.extra.emplace_back("collapses", static_cast<double>(collapses_));

@@ -31,7 +31,9 @@ constexpr bool MetaMagicOk(uint64_t m) { return (m >> 16) == kMagic; }
 
 // Key bytes: byte d (0..7) is the d-th most significant, so the byte
 // order of the tree is the numeric order of the keys.
-constexpr unsigned KeyByte(Key k, unsigned d) { return static_cast<unsigned>((k >> (56 - 8 * d)) & 0xff); }
+constexpr unsigned KeyByte(Key k, unsigned d) {
+  return static_cast<unsigned>((k >> (56 - 8 * d)) & 0xff);
+}
 // The bits of bytes 0..d-1 (d in 0..8).
 constexpr uint64_t PrefixMask(unsigned d) { return d == 0 ? 0 : ~uint64_t{0} << (64 - 8 * d); }
 
@@ -53,7 +55,9 @@ constexpr uint64_t EntryOffset(uint64_t e) { return e & kOffsetMask; }
 constexpr unsigned Fingerprint(Key k) {
   return static_cast<unsigned>((k * 0x9E3779B97F4A7C15ULL) >> 48);
 }
-constexpr uint64_t Slot(uint64_t offset, Key k) { return offset | (uint64_t{Fingerprint(k)} << 48); }
+constexpr uint64_t Slot(uint64_t offset, Key k) {
+  return offset | (uint64_t{Fingerprint(k)} << 48);
+}
 constexpr unsigned SlotFingerprint(uint64_t s) { return static_cast<unsigned>(s >> 48); }
 
 // Inner nodes: meta (type, depth: the key byte the node branches on),
@@ -79,7 +83,9 @@ constexpr unsigned TypeFor(unsigned n) {
 // store it without a flush), then `capacity` slots, unordered (ROART's
 // leaf compaction: the leaves of a subtree gathered in one node, so a
 // scan reads one node's used slots and sorts them).
-constexpr size_t LeafArrayBytes(unsigned capacity) { return RoundLine(8 * (kHeaderWords + capacity)); }
+constexpr size_t LeafArrayBytes(unsigned capacity) {
+  return RoundLine(8 * (kHeaderWords + capacity));
+}
 
 // Leaves: meta, key, value (a whole line).
 struct Leaf {

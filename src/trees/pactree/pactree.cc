@@ -347,16 +347,20 @@ Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
   for (uint64_t& w : y->pad) pm::store(&w, uint64_t{0});
   for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
   pm::persist(y, sizeof(NodeHeader) + cnt * sizeof(KV));  // durable before the link
-  // The link commits the split (and the insert when k went right): from
-  // here x owns only the keys below `anchor`.
-  pm::naw(&x->next, yraw);
   uint64_t moved = 0;
   for (uint32_t i = 0; i < p_.slots; ++i)
     if (s[i].key >= anchor) moved |= uint64_t{1} << i;
-  // Clears the moved pairs' bits; open does it if a crash comes first.
   const uint64_t kept = (x->bitmap & live_mask_) & ~moved;
+  // The link commits the split (and the insert when k went right): from
+  // here x owns only the keys below `anchor`. `next` and `bitmap` share a
+  // line, so they become durable in this order: one NAW makes both
+  // durable, and a crash leaves neither, both, or the link alone (open
+  // then clears the moved pairs' bits).
+  pm::store(&x->next, yraw, std::memory_order_release);
   pm::naw(&x->bitmap, kept);
   if (k < anchor) {
+    // A moved slot takes (k, v) only now: its clear bit is durable, so
+    // its new content cannot become live before the bitmap NAW below.
     const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(moved));
     FillSlot(x, j, k, v);
     pm::fence();
@@ -394,7 +398,10 @@ Result<std::unique_ptr<Index>> PacTree::Create(const IndexEnv& env, const Params
   NodeHeader* x = t->N(t->head_raw_);
   pm::fill(x, 0, sizeof(NodeHeader));
   pm::store(&x->tag, kNodeTag);
-  pm::persist(x, sizeof(NodeHeader));  // the empty head durable before root slot 0 names it
+  // Line 0 durable before root slot 0 names the head. Line 1 (zero
+  // fingerprints) need not be: a slot's fingerprint is persisted with its
+  // pair before the slot's bit is set, and no bit is set yet.
+  pm::persist(x, 64);
   env.pool->WriteRoot(0, t->head_raw_);
   t->search_.insert(0, t->head_raw_);
   t->ready_ = true;

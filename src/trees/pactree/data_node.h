@@ -9,7 +9,10 @@
 //            anchor    the lowest key the node owns; fixed once linked
 //            next      PPtr raw of the right sibling, 0 for the last node
 //            bitmap    bit i set iff slot i holds a live pair
-//            pad[3]
+//            high      the next node's anchor (when next != 0), kept here so
+//                      that a search does not read the next node; open
+//                      rewrites it from the chain
+//            pad[2]
 //   line 1   fpw[8]    fingerprint bytes, slot i in byte i % 8 of word i / 8
 //   line 2.. slots     KV {key, value}, 16 bytes each, four per line
 //
@@ -42,13 +45,17 @@ struct alignas(64) NodeHeader {
   Key anchor;
   uint64_t next;
   uint64_t bitmap;
-  uint64_t pad[3];
+  Key high;
+  uint64_t pad[2];
   uint64_t fpw[kMaxSlots / 8];
 };
 static_assert(sizeof(NodeHeader) == 128);
 static_assert(alignof(NodeHeader) == 64);
 static_assert(offsetof(NodeHeader, next) % 8 == 0 && offsetof(NodeHeader, bitmap) % 8 == 0);
-static_assert(offsetof(NodeHeader, bitmap) < 64, "bitmap and lock word share line 0");
+static_assert(offsetof(NodeHeader, next) < 64 && offsetof(NodeHeader, high) < 64 &&
+                  offsetof(NodeHeader, bitmap) < 64,
+              "next, high, bitmap and the lock word share line 0 (a split's stores to them "
+              "become durable in program order)");
 static_assert(offsetof(NodeHeader, fpw) == 64, "fingerprints fill line 1");
 static_assert(sizeof(KV) == 16);
 

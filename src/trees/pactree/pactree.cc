@@ -202,7 +202,7 @@ NodeHeader* PacTree::LockOwner(Key k, uint64_t* held) {
     alloc::MeterVisit(*env_.alloc, x);
     *held = Lock(x);
     const uint64_t nx = x->next;
-    if (nx == 0 || N(nx)->anchor > k) return x;
+    if (nx == 0 || x->high > k) return x;
     // A stale anchor: x split and the search layer does not know yet.
     Unlock(x, *held, false);
     x = N(nx);
@@ -217,7 +217,7 @@ std::optional<Value> PacTree::lookup(Key k) {
     alloc::MeterVisit(*env_.alloc, x);
     const uint64_t v = AwaitUnlocked(x);
     const uint64_t nx = LdAcquire(x->next);
-    if (nx != 0 && Ld(N(nx)->anchor) <= k) {
+    if (nx != 0 && Ld(x->high) <= k) {
       if (Unchanged(x, v)) x = N(nx);
       continue;
     }
@@ -239,7 +239,7 @@ size_t PacTree::scan(Key from, size_t n, KV* out) {
     const uint64_t v = AwaitUnlocked(x);
     const uint64_t nx = LdAcquire(x->next);
     const bool bounded = nx != 0;
-    const Key upper = bounded ? Ld(N(nx)->anchor) : 0;
+    const Key upper = bounded ? Ld(x->high) : 0;
     if (bounded && upper <= from) {  // a stale anchor, or from is past x
       if (Unchanged(x, v)) x = N(nx);
       continue;
@@ -343,6 +343,7 @@ Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
   pm::store(&y->tag, kNodeTag);
   pm::store(&y->anchor, anchor);
   pm::store(&y->next, x->next);
+  pm::store(&y->high, x->next != 0 ? x->high : Key{0});
   pm::store(&y->bitmap, (uint64_t{1} << cnt) - 1);  // cnt <= slots / 2 + 1 < 64
   for (uint64_t& w : y->pad) pm::store(&w, uint64_t{0});
   for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
@@ -357,6 +358,7 @@ Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
   // durable, and a crash leaves neither, both, or the link alone (open
   // then clears the moved pairs' bits).
   pm::store(&x->next, yraw, std::memory_order_release);
+  pm::store(&x->high, anchor);
   pm::naw(&x->bitmap, kept);
   if (k < anchor) {
     // A moved slot takes (k, v) only now: its clear bit is durable, so
@@ -452,6 +454,7 @@ Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
     pm::store(&y->tag, kNodeTag);
     pm::store(&y->anchor, c == 0 ? Key{0} : sorted[b].key);
     pm::store(&y->next, c + 1 < count ? raws[c + 1] : uint64_t{0});
+    pm::store(&y->high, c + 1 < count ? sorted[e].key : Key{0});
     pm::store(&y->bitmap, cnt == 64 ? ~uint64_t{0} : (uint64_t{1} << cnt) - 1);
     for (uint64_t& w : y->pad) pm::store(&w, uint64_t{0});
     for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
@@ -556,9 +559,14 @@ Result<std::unique_ptr<Index>> PacTree::Open(const IndexEnv& env, const Params& 
     NodeHeader* x = t->N(chain.raws[n]);
     pm::naw(&x->bitmap, x->bitmap & ~stale);
   }
-  for (uint64_t r : chain.raws) {
-    NodeHeader* x = t->N(r);
+  for (size_t n = 0; n < chain.raws.size(); ++n) {
+    NodeHeader* x = t->N(chain.raws[n]);
     if (x->version != 0) pm::store(&x->version, uint64_t{0});
+    // A crash between a split's link and its store of `high` leaves the
+    // old value; the chain's anchors are the truth. (Not persisted: every
+    // open rewrites it.)
+    const Key high = n + 1 < chain.raws.size() ? t->N(chain.raws[n + 1])->anchor : 0;
+    if (x->high != high) pm::store(&x->high, high);
   }
   t->head_raw_ = chain.raws[0];
   t->size_.Set(chain.pairs);
@@ -594,9 +602,16 @@ Status PacTree::verify() {
   if (!chain.stale.empty())
     return Status::Corruption("pactree: data node " + std::to_string(chain.raws[chain.stale[0].first]) +
                               " keeps pairs at or past its right sibling's anchor");
-  for (uint64_t r : chain.raws)
-    if ((N(r)->version & 1) != 0)
-      return Status::Corruption("pactree: data node " + std::to_string(r) + " is locked");
+  for (size_t n = 0; n < chain.raws.size(); ++n) {
+    const NodeHeader* x = N(chain.raws[n]);
+    if ((x->version & 1) != 0)
+      return Status::Corruption("pactree: data node " + std::to_string(chain.raws[n]) +
+                                " is locked");
+    if (n + 1 < chain.raws.size() && x->high != N(chain.raws[n + 1])->anchor)
+      return Status::Corruption("pactree: data node " + std::to_string(chain.raws[n]) +
+                                ": high key " + std::to_string(x->high) +
+                                " differs from the next node's anchor");
+  }
   if (chain.pairs != size_.Sum())
     return Status::Corruption("pactree: " + std::to_string(chain.pairs) + " pairs in the data layer, " +
                               std::to_string(size_.Sum()) + " counted");

@@ -35,13 +35,14 @@ Result<std::unique_ptr<Index>> Make(const std::string& options, std::unique_ptr<
 }
 
 TEST(PacTreeOptions, BadOptionsAreRefused) {
-  for (const char* bad : {"slots=3", "slots=65", "slots=x", "updater=lazy", "levels=4",
-                          "slots=8,slots=8"}) {
+  for (const char* bad :
+       {"slots=3", "slots=65", "slots=x", "updater=lazy", "levels=4", "slots=8,slots=8"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(bad, &pool);
     EXPECT_TRUE(idx.status().is_invalid_argument()) << bad << ": " << idx.status().ToString();
   }
-  for (const char* good : {"", "slots=4", "slots=64", "slots=17,updater=inline", "updater=thread"}) {
+  for (const char* good :
+       {"", "slots=4", "slots=64", "slots=17,updater=inline", "updater=thread"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(good, &pool);
     EXPECT_TRUE(idx.ok()) << good << ": " << idx.status().ToString();

@@ -422,8 +422,8 @@ Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
                                    " is outside (0, 1]");
   for (size_t i = 1; i < sorted.size(); ++i)
     if (sorted[i - 1].key >= sorted[i].key)
-      return Status::InvalidArgument("pactree: bulk_load: keys not strictly ascending at position " +
-                                     std::to_string(i));
+      return Status::InvalidArgument(
+          "pactree: bulk_load: keys not strictly ascending at position " + std::to_string(i));
   if (sorted.empty()) return Status::OK();
   const size_t per = std::max<size_t>(1, static_cast<size_t>(p_.slots * fill));
   const size_t count = (sorted.size() + per - 1) / per;
@@ -490,10 +490,10 @@ Status PacTree::Walk(uint64_t head_raw, Chain* chain, common::ContentSum* conten
     const std::string where = "pactree: data node " + std::to_string(r);
     if (x->tag != kNodeTag) return Status::Corruption(where + " has no data-node tag");
     if (chain->raws.empty() ? x->anchor != 0 : x->anchor <= prev_anchor)
-      return Status::Corruption(where + ": anchor " + std::to_string(x->anchor) +
-                                (chain->raws.empty() ? " in the head (must be 0)"
-                                                     : " not above the previous anchor " +
-                                                           std::to_string(prev_anchor)));
+      return Status::Corruption(
+          where + ": anchor " + std::to_string(x->anchor) +
+          (chain->raws.empty() ? " in the head (must be 0)"
+                               : " not above the previous anchor " + std::to_string(prev_anchor)));
     if ((x->bitmap & ~live_mask_) != 0)
       return Status::Corruption(where + ": bitmap marks slots past the node's " +
                                 std::to_string(p_.slots));
@@ -600,7 +600,8 @@ Status PacTree::verify() {
   Chain chain;
   PMINDEX_RETURN_IF_ERROR(Walk(head_raw_, &chain, nullptr));
   if (!chain.stale.empty())
-    return Status::Corruption("pactree: data node " + std::to_string(chain.raws[chain.stale[0].first]) +
+    return Status::Corruption("pactree: data node " +
+                              std::to_string(chain.raws[chain.stale[0].first]) +
                               " keeps pairs at or past its right sibling's anchor");
   for (size_t n = 0; n < chain.raws.size(); ++n) {
     const NodeHeader* x = N(chain.raws[n]);
@@ -613,8 +614,9 @@ Status PacTree::verify() {
                                 " differs from the next node's anchor");
   }
   if (chain.pairs != size_.Sum())
-    return Status::Corruption("pactree: " + std::to_string(chain.pairs) + " pairs in the data layer, " +
-                              std::to_string(size_.Sum()) + " counted");
+    return Status::Corruption("pactree: " + std::to_string(chain.pairs) +
+                              " pairs in the data layer, " + std::to_string(size_.Sum()) +
+                              " counted");
   PMINDEX_RETURN_IF_ERROR(search_.verify());
   // With the logs drained, the search layer maps exactly the chain's anchors.
   std::unordered_map<uint64_t, Key> anchor_of;
@@ -645,9 +647,9 @@ IndexStats PacTree::stats() {
   s.extra.emplace_back("splits", static_cast<double>(splits_.Sum()));
   s.extra.emplace_back("update_logs", static_cast<double>(logs_.logs()));
   s.extra.emplace_back("search_layer_lag", static_cast<double>(logs_.pending()));
-  s.extra.emplace_back("fill", nodes == 0 ? 0.0
-                                          : static_cast<double>(s.entries) /
-                                                static_cast<double>(nodes * p_.slots));
+  s.extra.emplace_back(
+      "fill",
+      nodes == 0 ? 0.0 : static_cast<double>(s.entries) / static_cast<double>(nodes * p_.slots));
   return s;
 }
 

@@ -52,6 +52,7 @@
 #include "trees/pactree/data_node.h"
 #include "trees/pactree/update_log.h"
 #include "util/check.h"
+#include "util/prefetch.h"
 
 namespace pmindex::pactree {
 namespace {
@@ -215,6 +216,9 @@ std::optional<Value> PacTree::lookup(Key k) {
   const NodeHeader* x = Floor(k);
   for (;;) {
     alloc::MeterVisit(*env_.alloc, x);
+    // Line 1 (fingerprints) fetched while line 0 (lock, high key, bitmap)
+    // is: neither address depends on the other's content.
+    PrefetchLine(x->fpw);
     const uint64_t v = AwaitUnlocked(x);
     const uint64_t nx = LdAcquire(x->next);
     if (nx != 0 && Ld(x->high) <= k) {

@@ -491,15 +491,16 @@ Status PacTree::Walk(uint64_t head_raw, Chain* chain, common::ContentSum* conten
     auto d = pm::Decode<NodeHeader>(*env_.pool, r, node_bytes_, 64, "pactree: data node");
     if (!d.ok()) return d.status();
     const NodeHeader* x = d.value();
-    const std::string where = "pactree: data node " + std::to_string(r);
-    if (x->tag != kNodeTag) return Status::Corruption(where + " has no data-node tag");
+    // Messages are built only on an error: the walk reads millions of slots.
+    auto where = [r] { return "pactree: data node " + std::to_string(r); };
+    if (x->tag != kNodeTag) return Status::Corruption(where() + " has no data-node tag");
     if (chain->raws.empty() ? x->anchor != 0 : x->anchor <= prev_anchor)
       return Status::Corruption(
-          where + ": anchor " + std::to_string(x->anchor) +
+          where() + ": anchor " + std::to_string(x->anchor) +
           (chain->raws.empty() ? " in the head (must be 0)"
                                : " not above the previous anchor " + std::to_string(prev_anchor)));
     if ((x->bitmap & ~live_mask_) != 0)
-      return Status::Corruption(where + ": bitmap marks slots past the node's " +
+      return Status::Corruption(where() + ": bitmap marks slots past the node's " +
                                 std::to_string(p_.slots));
     if (chain->raws.size() >= limit)
       return Status::Corruption("pactree: the data-node chain has a cycle");
@@ -517,13 +518,15 @@ Status PacTree::Walk(uint64_t head_raw, Chain* chain, common::ContentSum* conten
     uint64_t stale = 0;
     for (uint64_t m = x->bitmap; m != 0; m &= m - 1) {
       const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
-      const std::string where =
-          "pactree: data node " + std::to_string(chain->raws[n]) + " slot " + std::to_string(i);
+      auto where = [&] {
+        return "pactree: data node " + std::to_string(chain->raws[n]) + " slot " +
+               std::to_string(i);
+      };
       if (s[i].key < x->anchor)
-        return Status::Corruption(where + ": key " + std::to_string(s[i].key) +
+        return Status::Corruption(where() + ": key " + std::to_string(s[i].key) +
                                   " below the anchor " + std::to_string(x->anchor));
       if (FingerprintAt(x, i) != common::Fingerprint(s[i].key))
-        return Status::Corruption(where + ": the fingerprint does not match the key");
+        return Status::Corruption(where() + ": the fingerprint does not match the key");
       if (bounded && s[i].key >= upper) {
         stale |= uint64_t{1} << i;  // moved by a split the crash interrupted
         continue;

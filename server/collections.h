@@ -278,14 +278,17 @@ struct CollectionReport {
   uint64_t elements = 0;           // element records of live generations
   uint64_t garbage_generations = 0;
   uint64_t garbage_elements = 0;   // element records of garbage generations
+  uint64_t large_values = 0;       // values in pieces (chunked_values.h)
+  uint64_t pieces = 0;             // their pieces
   std::vector<std::string> problems;  // one line each; empty: consistent
 };
 
 // Walks every namespace of `dbs`' store (databases, garbage namespaces
 // excluded) and checks that each metadata record decodes and its count
 // equals its elements (a zset member counted once, its score index
-// matching), and that every element record belongs to a live collection's
-// or a garbage-listed generation. Reads outside any transaction: run it on
+// matching), that each large value's head decodes and has all its pieces,
+// and that every element record belongs to a live collection's, a live
+// large value's or a garbage-listed generation. Reads outside any transaction: run it on
 // a store nobody writes (pmserver --verify) or expect transient reports.
 CollectionReport VerifyCollections(Databases& dbs, size_t max_problems = 100);
 

@@ -1,5 +1,6 @@
 #include "server/items.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -97,8 +98,14 @@ Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uin
     return WrongTypeError();
   }
   Item item;
-  if (!item_codec::Decode(r->value, &item))
+  // The header decoded from the record's first bytes; the data is the
+  // rest of the record, moved, not copied (a large value is one buffer).
+  if (!item_codec::Decode(std::string_view(r->value).substr(0, item_codec::kMaxHeaderBytes),
+                          &item))
     return Status::Corruption("the stored value is not a pmserver item");
+  const size_t header = std::min(r->value.size(), item_codec::kMaxHeaderBytes) - item.data.size();
+  r->value.erase(0, header);
+  item.data = std::move(r->value);
   item.version = r->version;
   if (Expired(item)) {
     Stats::Add(stats_.get_expired);
@@ -164,7 +171,8 @@ Result<ItemOutcome> Items::Modify(std::string_view key,
 }
 
 Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::string_view data,
-                                 uint32_t flags, int64_t expiry_ms, uint64_t cas) {
+                                 uint32_t flags, int64_t expiry_ms, uint64_t cas,
+                                 size_t max_data) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());
   Stats::Add(stats_.cmd_set);
   // The new item's encoding (append and prepend build theirs from the
@@ -217,7 +225,7 @@ Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::stri
         }
         std::string joined = mode == StoreMode::kAppend ? live->data + std::string(data)
                                                         : std::string(data) + live->data;
-        if (joined.size() > max_data_bytes()) {
+        if (joined.size() > std::min(max_data, max_data_bytes())) {
           c.outcome = ItemOutcome::kNotStored;
           return c;
         }

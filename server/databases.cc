@@ -281,6 +281,19 @@ class Databases::View final : public Store {
     const uint32_t ns = Ns();
     return ReadWhole(ns, Encode(ns, key));
   }
+  // A head's value is its prefix (chunked_values.h), its pieces unread.
+  Result<StoredValue> Peek(std::string_view key) override {
+    static_assert(chunk_codec::kPrefixBytes >= kPeekBytes);
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    Result<StoredValue> r = base().Get(Encode(Ns(), key));
+    if (r.ok() && chunk_codec::IsHead(r->value)) {
+      chunk_codec::Head h;
+      if (!chunk_codec::DecodeHead(r->value, &h))
+        return Status::Corruption("a large value's head record does not decode");
+      r->value = std::move(h.prefix);
+    }
+    return r;
+  }
   Status Put(std::string_view key, std::string_view value) override {
     return Write(key, &value, Cond::kNone, 0).status();
   }

@@ -279,7 +279,8 @@ Status Items::StoreMany(const std::vector<std::pair<std::string_view, std::strin
 
 Status Items::Replace(std::string_view key, std::string_view value) {
   for (;;) {
-    Result<StoredValue> cur = store_.Get(key);
+    // The version and kind of what is there; a large value is not read.
+    Result<StoredValue> cur = store_.Peek(key);
     Result<WriteOutcome> w = WriteOutcome::kDone;
     if (!cur.ok()) {
       if (!cur.status().is_not_found()) return cur.status();
@@ -299,7 +300,7 @@ Status Items::Replace(std::string_view key, std::string_view value) {
 }
 
 Status Items::RemoveExpired(std::string_view key, uint64_t version) {
-  Result<StoredValue> cur = store_.Get(key);
+  Result<StoredValue> cur = store_.Peek(key);
   if (!cur.ok() || cur->version != version || collection_codec::IsCollection(cur->value))
     return Status::OK();
   return store_.RemoveIfVersion(key, version).status();

@@ -132,9 +132,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"yes", "no"}));
   app.add_option("--proto-max-bulk-len", opts.proto_max_bulk_len,
-                 "RESP: the largest bulk string a request may carry; larger closes the "
-                 "connection with a protocol error (values larger than one item are refused "
-                 "with an error either way)")
+                 "RESP: the largest bulk string a request may carry, and the longest string "
+                 "APPEND/SETRANGE may make; a larger bulk string closes the connection with a "
+                 "protocol error (CONFIG SET changes it)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
   std::string max_item_size = "1m";

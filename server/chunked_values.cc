@@ -20,8 +20,7 @@ T GetLittle(std::string_view s, size_t pos) {
 }
 }  // namespace
 
-std::string EncodeHead(std::string_view value, uint64_t gen, uint16_t slot,
-                       uint32_t piece_bytes) {
+std::string EncodeHead(std::string_view value, uint64_t gen, uint16_t slot, uint32_t piece_bytes) {
   std::string h;
   h.reserve(kFixedBytes + kPrefixBytes);
   h.push_back(static_cast<char>(kTag));
@@ -35,8 +34,7 @@ std::string EncodeHead(std::string_view value, uint64_t gen, uint16_t slot,
 }
 
 bool DecodeHead(std::string_view stored, Head* out) {
-  if (stored.size() < kFixedBytes || !IsHead(stored) ||
-      static_cast<uint8_t>(stored[1]) != kFormat)
+  if (stored.size() < kFixedBytes || !IsHead(stored) || static_cast<uint8_t>(stored[1]) != kFormat)
     return false;
   out->bytes = GetLittle<uint64_t>(stored, 2);
   out->gen = GetLittle<uint64_t>(stored, 10);

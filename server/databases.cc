@@ -184,8 +184,8 @@ Status ReplaceInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_val
     chunk_codec::Head h;
     if (!chunk_codec::DecodeHead(*old, &h))
       return Status::Corruption("a large value's head record does not decode");
-    PMINDEX_RETURN_IF_ERROR(tx.Put(collection_keys::GarbageKey(ns, h.gen),
-                                   collection_keys::GarbageValue(h.slot)));
+    PMINDEX_RETURN_IF_ERROR(
+        tx.Put(collection_keys::GarbageKey(ns, h.gen), collection_keys::GarbageValue(h.slot)));
   }
   if (value == nullptr) {
     if (old == nullptr) return Status::OK();
@@ -340,11 +340,12 @@ class Databases::View final : public Store {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
     const uint32_t ns = Ns();
     const size_t first = out->size();
-    size_t n = RangeOfNamespace(ns, from, to, limit, out,
-                                [this](std::string_view f, std::optional<std::string_view> t,
-                                       size_t l, std::vector<std::pair<std::string, std::string>>* o) {
-                                  return base().Range(f, t, l, o);
-                                });
+    size_t n =
+        RangeOfNamespace(ns, from, to, limit, out,
+                         [this](std::string_view f, std::optional<std::string_view> t, size_t l,
+                                std::vector<std::pair<std::string, std::string>>* o) {
+                           return base().Range(f, t, l, o);
+                         });
     // Heads become their values; one whose value is gone by now (replaced
     // or removed since the range was read) is read again, or left out.
     for (size_t i = first; i < out->size();) {
@@ -434,8 +435,8 @@ class Databases::View final : public Store {
         return now.status();
       }
       if (now.ok() != present || (present && now->version != cur->version)) continue;
-      Status s = ReplaceInTransaction(*tx, dbs_, max, ns, k, key, value,
-                                      present ? &now->value : nullptr);
+      Status s =
+          ReplaceInTransaction(*tx, dbs_, max, ns, k, key, value, present ? &now->value : nullptr);
       if (s.ok()) s = tx->Commit();
       if (s.ok()) return WriteOutcome::kDone;
       if (!s.is_aborted()) return s;

@@ -187,9 +187,10 @@ class Databases {
   int count() const { return count_; }
   // Database i's view: a Store whose keys are the clients' keys (at most
   // base max_key_bytes() - kHeaderBytes bytes) and values up to
-  // kMaxValueBytes, ordered by (slot, key). RemoveAll is Flush(i); Begin a transaction over this database alone;
-  // Info counts the store's keys (all databases, garbage included) less
-  // the table. REQUIRES: 0 <= i < count().
+  // kMaxValueBytes, ordered by (slot, key). RemoveAll is Flush(i); Begin
+  // a transaction over this database alone; Info counts the store's keys
+  // (all databases, garbage and pieces included) less the table.
+  // REQUIRES: 0 <= i < count().
   Store& db(int i);
   Store& base() { return base_; }
 

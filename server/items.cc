@@ -100,8 +100,7 @@ Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uin
   Item item;
   // The header decoded from the record's first bytes; the data is the
   // rest of the record, moved, not copied (a large value is one buffer).
-  if (!item_codec::Decode(std::string_view(r->value).substr(0, item_codec::kMaxHeaderBytes),
-                          &item))
+  if (!item_codec::Decode(std::string_view(r->value).substr(0, item_codec::kMaxHeaderBytes), &item))
     return Status::Corruption("the stored value is not a pmserver item");
   const size_t header = std::min(r->value.size(), item_codec::kMaxHeaderBytes) - item.data.size();
   r->value.erase(0, header);
@@ -171,8 +170,7 @@ Result<ItemOutcome> Items::Modify(std::string_view key,
 }
 
 Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::string_view data,
-                                 uint32_t flags, int64_t expiry_ms, uint64_t cas,
-                                 size_t max_data) {
+                                 uint32_t flags, int64_t expiry_ms, uint64_t cas, size_t max_data) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());
   Stats::Add(stats_.cmd_set);
   // The new item's encoding (append and prepend build theirs from the

@@ -121,9 +121,8 @@ class Items {
   // keep the item's flags and expiry, and store nothing (kNotStored) if
   // the joined data would exceed `max_data` or max_data_bytes().
   [[nodiscard]] Result<ItemOutcome> Write(StoreMode mode, std::string_view key,
-                                          std::string_view data, uint32_t flags,
-                                          int64_t expiry_ms, uint64_t cas = 0,
-                                          size_t max_data = SIZE_MAX);
+                                          std::string_view data, uint32_t flags, int64_t expiry_ms,
+                                          uint64_t cas = 0, size_t max_data = SIZE_MAX);
   // Writes all pairs atomically, without flags or expiry (RESP MSET).
   [[nodiscard]] Status StoreMany(
       const std::vector<std::pair<std::string_view, std::string_view>>& pairs);

@@ -255,10 +255,8 @@ int main(int argc, char** argv) {
     std::printf(
         "pmserver: --verify: %llu collections, %llu elements, %llu large values in %llu "
         "pieces, %llu garbage generations (%llu elements to reclaim), %zu problems\n",
-        static_cast<unsigned long long>(r.collections),
-        static_cast<unsigned long long>(r.elements),
-        static_cast<unsigned long long>(r.large_values),
-        static_cast<unsigned long long>(r.pieces),
+        static_cast<unsigned long long>(r.collections), static_cast<unsigned long long>(r.elements),
+        static_cast<unsigned long long>(r.large_values), static_cast<unsigned long long>(r.pieces),
         static_cast<unsigned long long>(r.garbage_generations),
         static_cast<unsigned long long>(r.garbage_elements), r.problems.size());
     for (const std::string& p : r.problems) std::printf("pmserver: --verify: %s\n", p.c_str());

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <algorithm>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,8 +42,7 @@ class MemcacheProtocol final : public Protocol {
  public:
   // `max_item_bytes`: the largest data a storage command may carry
   // (memcached's -I), capped by what one item holds.
-  explicit MemcacheProtocol(Items& items,
-                            size_t max_item_bytes = kMemcachedDefaultMaxItemBytes)
+  explicit MemcacheProtocol(Items& items, size_t max_item_bytes = kMemcachedDefaultMaxItemBytes)
       : Protocol(items), max_data_(std::min(max_item_bytes, items.max_data_bytes())) {}
   size_t Consume(std::string_view in, std::string* out) override;
   size_t max_data_bytes() const { return max_data_; }

@@ -86,6 +86,17 @@ bool ParseMemoryAmount(std::string_view v, uint64_t* out) {
   return !__builtin_mul_overflow(n, mul, out);
 }
 
+// CONFIG SET proto-max-bulk-len's value: "" and *n set, or the error.
+std::string ParseProtoMaxBulkLen(std::string_view v, uint64_t* n) {
+  constexpr uint64_t kMin = uint64_t{1} << 20;
+  constexpr uint64_t kMax = Databases::kMaxValueBytes - item_codec::kMaxHeaderBytes;
+  if (!ParseMemoryAmount(v, n)) return "argument must be a memory value";
+  if (*n < kMin || *n > kMax)
+    return "argument must be between " + std::to_string(kMin) + " and " + std::to_string(kMax) +
+           " inclusive";
+  return "";
+}
+
 }  // namespace
 
 RespShared::RespShared(RespSettings settings)
@@ -191,19 +202,13 @@ void RespShared::AddConfig() {
   immutable("bind", settings_.bind);
   immutable("port", std::to_string(settings_.port));
   immutable("maxclients", std::to_string(settings_.max_connections));
-  config_["proto-max-bulk-len"] = {
-      [this] { return std::to_string(proto_max_bulk_len()); },
-      [this](std::string_view v) {
-        constexpr uint64_t kMin = uint64_t{1} << 20;
-        constexpr uint64_t kMax = Databases::kMaxValueBytes - item_codec::kMaxHeaderBytes;
-        uint64_t n = 0;
-        if (!ParseMemoryAmount(v, &n)) return std::string("argument must be a memory value");
-        if (n < kMin || n > kMax)
-          return "argument must be between " + std::to_string(kMin) + " and " +
-                 std::to_string(kMax) + " inclusive";
-        proto_max_bulk_len_.store(n, std::memory_order_relaxed);
-        return std::string();
-      }};
+  config_["proto-max-bulk-len"] = {[this] { return std::to_string(proto_max_bulk_len()); },
+                                   [this](std::string_view v) {
+                                     uint64_t n = 0;
+                                     std::string error = ParseProtoMaxBulkLen(v, &n);
+                                     if (error.empty()) proto_max_bulk_len_.store(n);
+                                     return error;
+                                   }};
   immutable("databases", std::to_string(settings_.databases));
   // Facts of a server that persists every write before its reply and
   // never evicts, in the words Redis's tools ask for them.

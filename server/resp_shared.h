@@ -179,9 +179,7 @@ class RespShared {
   // The largest bulk string a request may carry (proto-max-bulk-len).
   // CONFIG SET changes it (1 MiB to Databases::kMaxValueBytes less an
   // item's header, as Redis's range starts at 1 MiB).
-  size_t proto_max_bulk_len() const {
-    return proto_max_bulk_len_.load(std::memory_order_relaxed);
-  }
+  size_t proto_max_bulk_len() const { return proto_max_bulk_len_.load(std::memory_order_relaxed); }
   // The cluster this node is part of, or nullptr outside cluster mode.
   Cluster* cluster() const { return settings_.cluster; }
 

@@ -41,7 +41,8 @@ std::string Cmd(std::initializer_list<std::string_view> args) {
 }
 
 std::string Bulk(std::string_view v) {
-  return std::string("$") + std::to_string(v.size()) + std::string("\r\n") + std::string(v) + "\r\n";
+  return std::string("$") + std::to_string(v.size()) + std::string("\r\n") + std::string(v) +
+         "\r\n";
 }
 
 // n bytes, byte i = seed + i mod 251 (so a piece out of place shows).
@@ -88,7 +89,9 @@ class Server {
   // generation counter (written by the first large value).
   uint64_t EmptyKeys() {
     Items& items = keyspace->db(0);
-    EXPECT_TRUE(items.Write(StoreMode::kSet, "warm-up", std::string(base_.max_value_bytes() + 1, 'w'), 0, 0).ok());
+    EXPECT_TRUE(
+        items.Write(StoreMode::kSet, "warm-up", std::string(base_.max_value_bytes() + 1, 'w'), 0, 0)
+            .ok());
     EXPECT_TRUE(items.Delete("warm-up").ok());
     return SettledKeys();
   }
@@ -123,8 +126,9 @@ TEST(LargeValues, StoredInPiecesAndReadWhole) {
   RespConn c(s, s.shared);
   const uint64_t empty = s.EmptyKeys();
   const std::string v = Pattern(10 * kPiece + 7, 1);
-  EXPECT_EQ(c.Feed(Cmd({"SET", "k", v}) + Cmd({"GET", "k"}) + Cmd({"STRLEN", "k"})),
-            std::string("+OK\r\n") + Bulk(v) + std::string(":") + std::to_string(v.size()) + "\r\n");
+  EXPECT_EQ(
+      c.Feed(Cmd({"SET", "k", v}) + Cmd({"GET", "k"}) + Cmd({"STRLEN", "k"})),
+      std::string("+OK\r\n") + Bulk(v) + std::string(":") + std::to_string(v.size()) + "\r\n");
   // A head and 11 pieces (the item header makes the value 1 byte longer).
   EXPECT_EQ(base.Info().keys, empty + 12);
   EXPECT_EQ(VerifyCollections(*s.dbs).large_values, 1u);
@@ -189,10 +193,11 @@ TEST(LargeValues, EveryWayOfDroppingAValueReclaimsItsPieces) {
             std::string("+OK\r\n+OK\r\n+OK\r\n:1\r\n") + Bulk(w));
   const uint64_t two = s.SettledKeys();
   EXPECT_EQ(two, empty + 2 * 5);  // b and c (in db 1): a head and 4 pieces each
-  EXPECT_EQ(c.Feed(Cmd({"SELECT", "1"}) + Cmd({"GET", "c"}) + Cmd({"SWAPDB", "0", "1"}) +
-                   Cmd({"GET", "b"}) + Cmd({"DEL", "b"}) + Cmd({"SELECT", "0"}) +
-                   Cmd({"GET", "c"})),
-            std::string("+OK\r\n") + Bulk(w) + std::string("+OK\r\n") + Bulk(w) + std::string(":1\r\n+OK\r\n") + Bulk(w));
+  EXPECT_EQ(
+      c.Feed(Cmd({"SELECT", "1"}) + Cmd({"GET", "c"}) + Cmd({"SWAPDB", "0", "1"}) +
+             Cmd({"GET", "b"}) + Cmd({"DEL", "b"}) + Cmd({"SELECT", "0"}) + Cmd({"GET", "c"})),
+      std::string("+OK\r\n") + Bulk(w) + std::string("+OK\r\n") + Bulk(w) +
+          std::string(":1\r\n+OK\r\n") + Bulk(w));
   EXPECT_EQ(s.SettledKeys(), empty + 5);
   // DUMP and RESTORE REPLACE over it.
   const std::string dumped = c.Feed(Cmd({"DUMP", "c"}));
@@ -216,8 +221,8 @@ TEST(LargeValues, EveryWayOfDroppingAValueReclaimsItsPieces) {
   EXPECT_EQ(c.Feed(Cmd({"MULTI"}) + Cmd({"SET", "x", v}) + Cmd({"APPEND", "x", "!"}) +
                    Cmd({"SET", "y", w}) + Cmd({"EXEC"}) + Cmd({"STRLEN", "x"})),
             std::string("+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n:") +
-                std::to_string(v.size() + 1) + std::string("\r\n+OK\r\n:") + std::to_string(v.size() + 1) +
-                "\r\n");
+                std::to_string(v.size() + 1) + std::string("\r\n+OK\r\n:") +
+                std::to_string(v.size() + 1) + "\r\n");
   EXPECT_EQ(c.Feed(Cmd({"FLUSHDB"}) + Cmd({"DBSIZE"})), "+OK\r\n:0\r\n");
   EXPECT_EQ(s.SettledKeys(), empty);
   s.ExpectConsistent();
@@ -229,25 +234,28 @@ TEST(LargeValues, MemcachedCommandsAndItemSizeLimit) {
   McConn c(s, 8 * kPiece);  // -I: 2 KiB
   const std::string v = Pattern(5 * kPiece, 11);
   const std::string head = std::string("VALUE k 7 ") + std::to_string(v.size()) + "\r\n";
-  EXPECT_EQ(c.Feed(std::string("set k 7 0 ") + std::to_string(v.size()) + std::string("\r\n") + v + "\r\nget k\r\n"),
+  EXPECT_EQ(c.Feed(std::string("set k 7 0 ") + std::to_string(v.size()) + std::string("\r\n") + v +
+                   "\r\nget k\r\n"),
             std::string("STORED\r\n") + head + v + "\r\nEND\r\n");
   EXPECT_EQ(c.Feed("append k 0 0 3\r\nabc\r\nprepend k 0 0 3\r\nxyz\r\nget k\r\n"),
-            std::string("STORED\r\nSTORED\r\nVALUE k 7 ") + std::to_string(v.size() + 6) + std::string("\r\nxyz") + v +
-                "abc\r\nEND\r\n");
+            std::string("STORED\r\nSTORED\r\nVALUE k 7 ") + std::to_string(v.size() + 6) +
+                std::string("\r\nxyz") + v + "abc\r\nEND\r\n");
   // cas with the version gets reports.
   const std::string gets = c.Feed("gets k\r\n");
   const size_t sp = gets.find(' ', gets.find(' ', gets.find(' ', 6) + 1) + 1);
   const std::string cas = gets.substr(sp + 1, gets.find("\r\n") - sp - 1);
-  EXPECT_EQ(c.Feed(std::string("cas k 1 0 3 ") + cas + std::string("\r\nnew\r\ncas k 1 0 3 ") + cas + "\r\nold\r\n"),
+  EXPECT_EQ(c.Feed(std::string("cas k 1 0 3 ") + cas + std::string("\r\nnew\r\ncas k 1 0 3 ") +
+                   cas + "\r\nold\r\n"),
             "STORED\r\nEXISTS\r\n");
   // Over -I: refused, the data swallowed, the connection goes on.
   const std::string big(8 * kPiece + 1, 'b');
-  EXPECT_EQ(c.Feed(std::string("set big 0 0 ") + std::to_string(big.size()) + std::string("\r\n") + big +
-                   "\r\nget k\r\n"),
+  EXPECT_EQ(c.Feed(std::string("set big 0 0 ") + std::to_string(big.size()) + std::string("\r\n") +
+                   big + "\r\nget k\r\n"),
             "SERVER_ERROR object too large for cache\r\nVALUE k 1 3\r\nnew\r\nEND\r\n");
   // An append past -I stores nothing.
-  EXPECT_EQ(c.Feed(std::string("set k 0 0 ") + std::to_string(v.size()) + std::string("\r\n") + v + std::string("\r\nappend k 0 0 ") +
-                   std::to_string(4 * kPiece) + std::string("\r\n") + std::string(4 * kPiece, 'a') + "\r\n"),
+  EXPECT_EQ(c.Feed(std::string("set k 0 0 ") + std::to_string(v.size()) + std::string("\r\n") + v +
+                   std::string("\r\nappend k 0 0 ") + std::to_string(4 * kPiece) +
+                   std::string("\r\n") + std::string(4 * kPiece, 'a') + "\r\n"),
             "STORED\r\nNOT_STORED\r\n");
   EXPECT_FALSE(c.protocol.close_requested());
 }
@@ -372,8 +380,8 @@ TEST(LargeValues, RoundTripsAroundKvStoresValueLimit) {
                     .ok());
     Result<Item> r = items.Get("k");
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->data.substr(mib - 11, 22), r->data.substr(mib - 11, 1) + std::string(20, 'Z') +
-                                                  r->data.substr(mib + 10, 1));
+    EXPECT_EQ(r->data.substr(mib - 11, 22),
+              r->data.substr(mib - 11, 1) + std::string(20, 'Z') + r->data.substr(mib + 10, 1));
     s.ExpectConsistent();
     ASSERT_TRUE(items.Delete("k").ok());
     EXPECT_EQ(s.SettledKeys(), empty);

@@ -514,8 +514,8 @@ Result<Collection> FindAnyCollection(TxnScope& scope, int db, std::string_view k
   return Collection::Find(scope, db, key, meta.type);
 }
 
-Result<KeyState> PeekKey(Items& items, std::string_view key) {
-  Result<StoredValue> r = items.store().Get(key);
+Result<KeyState> PeekKey(Items& items, std::string_view key, bool data) {
+  Result<StoredValue> r = data ? items.store().Get(key) : items.store().Peek(key);
   KeyState k;
   if (!r.ok()) {
     if (r.status().is_not_found()) return k;

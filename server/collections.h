@@ -235,13 +235,15 @@ class Collection {
 
 // What a key holds, read outside any transaction through `items`' store
 // (inside EXEC, its transaction): for the keyspace commands' read paths.
+// With `data` false, `stored` may be cut after Store::kPeekBytes bytes (a
+// large value's pieces are not read): enough for everything but the data.
 struct KeyState {
   KeyKind kind = KeyKind::kNone;  // kNone: absent or expired
   int64_t expiry_ms = 0;          // 0: no expiry
   uint64_t version = 0;           // the record's version (0: absent)
   std::string stored;             // the record (an item or a metadata record)
 };
-[[nodiscard]] Result<KeyState> PeekKey(Items& items, std::string_view key);
+[[nodiscard]] Result<KeyState> PeekKey(Items& items, std::string_view key, bool data = true);
 
 // Runs body(scope, db) atomically over `items`' database db: inside
 // EXEC in EXEC's transaction, else in a transaction of its own, committed

@@ -81,10 +81,11 @@ int64_t WallClockMs() {
 Items::Items(Store& store, Stats& stats, Clock now_ms)
     : store_(store), stats_(stats), now_ms_(std::move(now_ms)) {}
 
-Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uint64_t* version) {
+Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uint64_t* version,
+                                        bool peek) {
   *present = false;
   *version = 0;
-  Result<StoredValue> r = store_.Get(key);
+  Result<StoredValue> r = peek ? store_.Peek(key) : store_.Get(key);
   if (!r.ok()) {
     if (r.status().is_not_found()) return std::optional<Item>();
     return r.status();
@@ -136,11 +137,11 @@ Result<Item> Items::Get(std::string_view key) {
 }
 
 Result<ItemOutcome> Items::Modify(std::string_view key,
-                                  const std::function<Change(const Item*)>& decide) {
+                                  const std::function<Change(const Item*)>& decide, bool peek) {
   for (;;) {
     bool present = false;
     uint64_t version = 0;
-    Result<std::optional<Item>> r = Read(key, &present, &version);
+    Result<std::optional<Item>> r = Read(key, &present, &version, peek);
     if (!r.ok()) return r.status();
     Change c = decide(r->has_value() ? &**r : nullptr);
     if (c.outcome != ItemOutcome::kDone || c.kind == Change::Kind::kNone) {
@@ -348,15 +349,19 @@ Status Items::Edit(std::string_view key, const std::function<ItemEdit(const Item
 
 Result<ItemOutcome> Items::Delete(std::string_view key) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());
-  Result<ItemOutcome> r = Modify(key, [](const Item* live) {
-    Change c;
-    if (!live) {
-      c.outcome = ItemOutcome::kNotFound;
-    } else {
-      c.kind = Change::Kind::kRemove;
-    }
-    return c;
-  });
+  // The data is not needed: a large value's pieces are not read.
+  Result<ItemOutcome> r = Modify(
+      key,
+      [](const Item* live) {
+        Change c;
+        if (!live) {
+          c.outcome = ItemOutcome::kNotFound;
+        } else {
+          c.kind = Change::Kind::kRemove;
+        }
+        return c;
+      },
+      /*peek=*/true);
   if (!r.ok() && IsWrongType(r.status()) && keyspace_ != nullptr) {
     // A live collection: its metadata goes, its elements are
     // garbage-listed, at once.

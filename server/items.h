@@ -181,13 +181,16 @@ class Items {
   };
   // Reads the key, asks `decide` (given the live item or nullptr) what to
   // do, and applies it conditionally on the version read; repeats if the
-  // key changed meanwhile. Expired items are passed as nullptr.
+  // key changed meanwhile. Expired items are passed as nullptr. `peek`:
+  // the item's data may be cut short (Store::Peek), for a `decide` that
+  // does not look at it.
   [[nodiscard]] Result<ItemOutcome> Modify(std::string_view key,
-                                           const std::function<Change(const Item*)>& decide);
+                                           const std::function<Change(const Item*)>& decide,
+                                           bool peek = false);
   // Reads and decodes the key. *present: the store holds the key (live
-  // or expired); the Item is returned only if live.
+  // or expired); the Item is returned only if live. `peek` as Modify's.
   [[nodiscard]] Result<std::optional<Item>> Read(std::string_view key, bool* present,
-                                                 uint64_t* version);
+                                                 uint64_t* version, bool peek = false);
   bool Expired(const Item& item) const {
     return item.expiry_ms != 0 && item.expiry_ms <= now_ms_();
   }

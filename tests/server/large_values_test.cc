@@ -133,6 +133,16 @@ TEST(LargeValues, StoredInPiecesAndReadWhole) {
   EXPECT_EQ(base.Info().keys, empty + 12);
   EXPECT_EQ(VerifyCollections(*s.dbs).large_values, 1u);
   EXPECT_EQ(VerifyCollections(*s.dbs).pieces, 11u);
+  // Peek gives the head's prefix (the item header and the first bytes)
+  // with the version Get gives; EXISTS, TYPE, TTL read no more.
+  Store& view = s.keyspace->db(0).store();
+  Result<StoredValue> peek = view.Peek("k");
+  Result<StoredValue> whole = view.Get("k");
+  ASSERT_TRUE(peek.ok() && whole.ok());
+  EXPECT_EQ(peek->value, whole->value.substr(0, chunk_codec::kPrefixBytes));
+  EXPECT_EQ(peek->version, whole->version);
+  EXPECT_EQ(c.Feed(Cmd({"EXISTS", "k"}) + Cmd({"TYPE", "k"}) + Cmd({"TTL", "k"})),
+            ":1\r\n+string\r\n:-1\r\n");
   // Reads of a part, across pieces.
   EXPECT_EQ(c.Feed(Cmd({"GETRANGE", "k", "250", "520"})), Bulk(v.substr(250, 271)));
   // A small value in its place: the pieces are garbage, then reclaimed.

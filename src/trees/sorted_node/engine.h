@@ -122,6 +122,12 @@ class Engine : public Index {
   uint64_t* S(Header* x) const { return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.aux_off); }
   uint8_t* F(Header* x) const { return reinterpret_cast<uint8_t*>(x) + lay_.aux_off; }
   uint32_t Phys(uint32_t start, uint32_t i) const { return Slots::Phys(start, i, lay_.cap); }
+  // For the cost model (pm::ModelRead): a search of x's n records stopped
+  // at p. Reported as x's bytes up to record p, what a linear search reads
+  // (more than a binary or sentinel search reads).
+  void ModelSearched(Header* x, uint32_t p, uint32_t n) const {
+    pm::ModelRead(x, lay_.rec_off + std::min(p + 1, n) * sizeof(Rec));
+  }
   std::string Where(uint64_t raw) const { return NodeWhere(Slots::kName, raw); }
 
   // Rewrites the auxiliary array from the records: the sentinels of the

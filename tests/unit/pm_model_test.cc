@@ -247,6 +247,28 @@ TEST_F(PmModelTest, FastFairShiftWritesOneBlockPerLine) {
   EXPECT_EQ(c.media_blocks_written, 17u);
 }
 
+// What a search of one 4 KiB FAST-FAIR leaf of 60 records reads, by search
+// mode, for a key in slot 58: linear, the header and records 0..58 (16
+// lines); sentinel, the header and the first 15 sentinels (3 lines) and
+// slot 58's line (4 lines); binary, the header and the 6 records it
+// probes (slots 30, 45, 53, 57, 59, 58), one line each (7 lines read, 4
+// of them distinct).
+TEST_F(PmModelTest, FastFairSearchModesReadWhatTheySearch) {
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"node=4096,sentinel=off", 16}, {"node=4096,sentinel=on", 4}, {"node=4096,sentinel=off,search=binary", 7}};
+  for (const auto& [opt, want] : cases) {
+    SCOPED_TRACE(opt);
+    auto db = Db::CreateInMemory("fastfair", opt);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Db& d = *db.value();
+    for (Key k = 1; k <= 60; ++k) ASSERT_TRUE(d.Insert(k * 10, k).ok());
+    SetPmModel(PmModel::kXpline, CountOnly(1 << 20));
+    const Counters before = ThreadCounters();
+    ASSERT_EQ(d.Get(590).value(), 59u);
+    EXPECT_EQ(Since(before).model_lines_read, want);
+  }
+}
+
 // Reads at node visits: an LB+-Tree lookup reads its leaf (4 lines at
 // node=256; the inner nodes are DRAM and not counted), all missing from
 // a fresh cache, then none.

@@ -984,7 +984,7 @@ Result<Config> ParseConfig(const Options& o) {
   if (!Ln::ValidSize(static_cast<uint32_t>(node.value())))
     return Status::InvalidArgument("nvtree: node must be a multiple of 64 in [128, 4160] (e.g. 512|1024|2048|4096)");
   c.leaf_bytes = static_cast<uint32_t>(node.value());
-  Result<std::string> ad = o.get_enum("adaptive", "balanced", {"off", "conservative", "aggressive", "balanced"});
+  Result<std::string> ad = o.get_enum("adaptive", "off", {"off", "conservative", "aggressive", "balanced"});
   if (!ad.ok()) return ad.status();
   ParseStrategy(ad.value(), &c.strategy);
   Result<uint64_t> pln = o.get_uint("pln", 256, 64, 4096);
@@ -1003,7 +1003,7 @@ PMINDEX_REGISTER_INDEX(nvtree, {
     .persistent = true,
     .options_help = "node=BYTES (leaf size: a multiple of 64 from 128 to 4160; default 1024; the "
                     "paper used 512|1024|2048|4096) adaptive=off|conservative|aggressive|balanced "
-                    "(default balanced) pln=BYTES (multiple of 64, 64..4096; default 256) "
+                    "(default off) pln=BYTES (multiple of 64, 64..4096; default 256) "
                     "fanout=N (2..1024; default 32)",
     .test_configs = {"node=512,adaptive=off", "node=4096,adaptive=off",
                      "node=1024,adaptive=aggressive", "node=128,pln=64,fanout=3",

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
+#   0. the format of the C++ lines changed since .clang-format-since
+#      (scripts/check-format.sh; --fix applies it);
 #   1. release build: every unit, scenario and crash-simulator test, the
 #      pmcrash mutation runs of PMCRASH_MUTATE_CI_INDEXES included;
 #   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY):
@@ -52,6 +54,9 @@ configure() {  # dir, build type, extra cmake args... (warnings are errors here)
 
 start=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - start ))s)"; }
+
+step "format of the changed lines"
+scripts/check-format.sh
 
 step "release build"
 configure build/release Release

@@ -744,12 +744,12 @@ void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg)
   } else if (cfg.pm_write_ns != 0) {
     model = ", +" + std::to_string(cfg.pm_write_ns) + " ns/line";
   }
-  std::printf("pmbench: %llu keys (fill %.2f, %s), dist %s, %u thread(s), median of %u, flush %s%s%s%s\n",
-              static_cast<unsigned long long>(cfg.keys), cfg.fill,
-              cfg.keys_file.empty() ? cfg.keyspace.c_str() : ("from " + cfg.keys_file).c_str(),
-              cfg.dist.c_str(), cfg.threads, cfg.repeat,
-              pm::FlushKindName(pm::ActiveFlushKind()), cfg.eadr ? ", eADR" : "", model.c_str(),
-              cfg.api == "db" ? ", api db" : "");
+  std::printf(
+      "pmbench: %llu keys (fill %.2f, %s), dist %s, %u thread(s), median of %u, flush %s%s%s%s\n",
+      static_cast<unsigned long long>(cfg.keys), cfg.fill,
+      cfg.keys_file.empty() ? cfg.keyspace.c_str() : ("from " + cfg.keys_file).c_str(),
+      cfg.dist.c_str(), cfg.threads, cfg.repeat, pm::FlushKindName(pm::ActiveFlushKind()),
+      cfg.eadr ? ", eADR" : "", model.c_str(), cfg.api == "db" ? ", api db" : "");
   std::printf("%-12s %-14s %2s %9s %9s %9s %8s %8s %8s %8s %7s %7s %7s %9s %9s %8s %6s\n", "index",
               "phase", "#", "ops", "ops/s", "ops/cpu-s", "p50ns", "p90ns", "p99ns", "p999ns", "lines", "fences",
               "naws", "PM MiB", "DRAM MiB", "recov s", "errors");
@@ -766,10 +766,11 @@ void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg)
   for (const PhaseReport& r : reports) {
     if (xpline && r.persistent) {
       const double line_bytes = r.lines_flushed * static_cast<double>(pm::kCacheLine);
-      std::printf("%-12s phase %zu: xpline per op: media bytes %.1f "
-                  "(%.2fx the flushed lines' bytes), PM lines read %.2f, missed %.2f\n",
-                  r.index.c_str(), r.phase_no, r.media_bytes,
-                  line_bytes > 0 ? r.media_bytes / line_bytes : 0.0, r.model_lines, r.model_misses);
+      std::printf(
+          "%-12s phase %zu: xpline per op: media bytes %.1f "
+          "(%.2fx the flushed lines' bytes), PM lines read %.2f, missed %.2f\n",
+          r.index.c_str(), r.phase_no, r.media_bytes,
+          line_bytes > 0 ? r.media_bytes / line_bytes : 0.0, r.model_lines, r.model_misses);
     }
     if (cfg.numa_nodes > 1 && r.numa_local + r.numa_remote > 0) {
       std::printf("%-12s phase %zu: NUMA node visits per op: %.2f local, %.2f remote (%.1f%% remote)\n",
@@ -807,23 +808,38 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
       {"compiler", __VERSION__},
   };
   json config = {
-      {"index", cfg.indexes},   {"keys", cfg.keys},
-      {"fill", cfg.fill},       {"workload", cfg.workload},
-      {"ops", cfg.ops},         {"duration_s", cfg.duration_s},
-      {"dist", cfg.dist},       {"keyspace", cfg.keyspace},
-      {"threads", cfg.threads}, {"repeat", cfg.repeat},
-      {"pm_write_ns", cfg.pm_write_ns}, {"eadr", cfg.eadr},
-      {"pm_model", cfg.pm_model}, {"pm_block_write_ns", cfg.pm_block_write_ns},
-      {"pm_read_ns", cfg.pm_read_ns}, {"pm_read_seq_ns", cfg.pm_read_seq_ns},
+      {"index", cfg.indexes},
+      {"keys", cfg.keys},
+      {"fill", cfg.fill},
+      {"workload", cfg.workload},
+      {"ops", cfg.ops},
+      {"duration_s", cfg.duration_s},
+      {"dist", cfg.dist},
+      {"keyspace", cfg.keyspace},
+      {"threads", cfg.threads},
+      {"repeat", cfg.repeat},
+      {"pm_write_ns", cfg.pm_write_ns},
+      {"eadr", cfg.eadr},
+      {"pm_model", cfg.pm_model},
+      {"pm_block_write_ns", cfg.pm_block_write_ns},
+      {"pm_read_ns", cfg.pm_read_ns},
+      {"pm_read_seq_ns", cfg.pm_read_seq_ns},
       {"pm_cache_kb", cfg.pm_cache_kb},
-      {"numa_nodes", cfg.numa_nodes}, {"remote_ns", cfg.remote_ns},
+      {"numa_nodes", cfg.numa_nodes},
+      {"remote_ns", cfg.remote_ns},
       {"pool", cfg.pool_dir_is_temp ? std::string() : cfg.pool_dir},
-      {"pool_size_mb", cfg.pool_size_mb}, {"pool_max_mb", cfg.pool_max_mb}, {"opt", cfg.opt_args},
+      {"pool_size_mb", cfg.pool_size_mb},
+      {"pool_max_mb", cfg.pool_max_mb},
+      {"opt", cfg.opt_args},
       {"index_options", cfg.index_options},
-      {"seed", cfg.seed},       {"scan_len", cfg.scan_len},
-      {"latency_every", cfg.latency_every}, {"check", cfg.check},
-      {"verify", cfg.verify},   {"crash_reopen", cfg.crash_reopen},
-      {"keys_file", cfg.keys_file}, {"op_keys", cfg.op_keys},
+      {"seed", cfg.seed},
+      {"scan_len", cfg.scan_len},
+      {"latency_every", cfg.latency_every},
+      {"check", cfg.check},
+      {"verify", cfg.verify},
+      {"crash_reopen", cfg.crash_reopen},
+      {"keys_file", cfg.keys_file},
+      {"op_keys", cfg.op_keys},
       {"api", cfg.api},
   };
   json runs = json::array();
@@ -844,12 +860,20 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
         {"throughput_runs", r.throughput_runs},
         {"seconds", r.seconds},
         {"ops_per_cpu_s", r.ops_per_cpu_s},
-        {"latency_ns", {{"p50", r.latency.p50}, {"p90", r.latency.p90}, {"p99", r.latency.p99},
-                        {"p999", r.latency.p999}}},
-        {"per_op", {{"lines_flushed", r.lines_flushed}, {"fences", r.fences}, {"naws", r.naws},
-                    {"numa_local_visits", r.numa_local}, {"numa_remote_visits", r.numa_remote},
-                    {"media_bytes", r.media_bytes}, {"model_lines_read", r.model_lines},
-                    {"model_read_misses", r.model_misses}}},
+        {"latency_ns",
+         {{"p50", r.latency.p50},
+          {"p90", r.latency.p90},
+          {"p99", r.latency.p99},
+          {"p999", r.latency.p999}}},
+        {"per_op",
+         {{"lines_flushed", r.lines_flushed},
+          {"fences", r.fences},
+          {"naws", r.naws},
+          {"numa_local_visits", r.numa_local},
+          {"numa_remote_visits", r.numa_remote},
+          {"media_bytes", r.media_bytes},
+          {"model_lines_read", r.model_lines},
+          {"model_read_misses", r.model_misses}}},
         {"pm_bytes", r.pm_bytes},
         {"dram_bytes", r.dram_bytes},
         {"recovery_s", r.recovery_s},

@@ -352,10 +352,10 @@ int Main(int argc, char** argv) {
                "of open_index as crash_recovery_s");
 
   pmindex::bench::RequireNotNegative(
-      app, {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns", "--numa-nodes",
-            "--remote-ns", "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len",
-            "--latency-every", "--pm-block-write-ns", "--pm-read-ns", "--pm-read-seq-ns",
-            "--pm-cache-kb"});
+      app,
+      {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns", "--numa-nodes", "--remote-ns",
+       "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len", "--latency-every",
+       "--pm-block-write-ns", "--pm-read-ns", "--pm-read-seq-ns", "--pm-cache-kb"});
 
   if (!pmindex::bench::ParseCommandLine(app, argc, argv, "pmbench")) return 0;
   cfg.check = !no_check;

@@ -4,8 +4,8 @@
 #include <x86intrin.h>
 
 #include <chrono>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -336,9 +336,12 @@ uint32_t PmWriteNs() { return g_write_ns; }
 
 const char* PmModelName(PmModel m) {
   switch (m) {
-    case PmModel::kDram: return "dram";
-    case PmModel::kFixed: return "fixed";
-    case PmModel::kXpline: return "xpline";
+    case PmModel::kDram:
+      return "dram";
+    case PmModel::kFixed:
+      return "fixed";
+    case PmModel::kXpline:
+      return "xpline";
   }
   return "?";
 }

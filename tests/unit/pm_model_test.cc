@@ -254,8 +254,9 @@ TEST_F(PmModelTest, FastFairShiftWritesOneBlockPerLine) {
 // probes (slots 30, 45, 53, 57, 59, 58), one line each (7 lines read, 4
 // of them distinct).
 TEST_F(PmModelTest, FastFairSearchModesReadWhatTheySearch) {
-  const std::pair<const char*, uint64_t> cases[] = {
-      {"node=4096,sentinel=off", 16}, {"node=4096,sentinel=on", 4}, {"node=4096,sentinel=off,search=binary", 7}};
+  const std::pair<const char*, uint64_t> cases[] = {{"node=4096,sentinel=off", 16},
+                                                    {"node=4096,sentinel=on", 4},
+                                                    {"node=4096,sentinel=off,search=binary", 7}};
   for (const auto& [opt, want] : cases) {
     SCOPED_TRACE(opt);
     auto db = Db::CreateInMemory("fastfair", opt);

@@ -143,7 +143,11 @@ class Engine : public Index {
         while (lo < hi) {
           const uint32_t mid = (lo + hi) / 2;
           pm::ModelRead(&R(x)[Phys(start, mid)], sizeof(Rec));
-          if (mid < p) lo = mid + 1; else hi = mid;
+          if (mid < p) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
         }
         return;
       }

@@ -109,6 +109,7 @@ uint64_t CircTree::FindLeaf(Key k, uint64_t* version) const {
     m.start = m.start < lay_.cap ? m.start : 0;
     const uint32_t level = Ld32(x->level);
     const uint32_t p = LowerBound(x, m, k);
+    ModelSearched(x, p, m.count, m.start);
     const uint64_t right = MoveRight(x, m, p, k);
     const uint64_t child = (right == 0 && level > 0) ? ChildAt(x, m, p, k) : 0;
     if (!Unchanged(x->version, v)) continue;  // a writer changed x: read it again

@@ -98,6 +98,7 @@ uint64_t FastFair::FindLeaf(Key k, uint64_t* version) const {
     const uint32_t n = std::min(Ld32(x->count), lay_.cap);
     const uint32_t level = Ld32(x->level);
     const uint32_t p = LowerBound(x, n, k);
+    ModelSearched(x, p, n);
     const uint64_t right = MoveRight(x, n, p, k);
     const uint64_t child = (right == 0 && level > 0) ? ChildAt(x, n, p, k) : 0;
     if (!Unchanged(x->version, v)) continue;  // a writer changed x: read it again

@@ -16,7 +16,7 @@
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "pool_images.h"
+#include "support/pools.h"
 
 namespace pmindex {
 namespace {

@@ -31,8 +31,8 @@
 #include "pmindex/db.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "pool_images.h"
-#include "temp_files.h"
+#include "support/pools.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {

@@ -32,8 +32,8 @@
 #include "pmindex/db.h"
 #include "pmindex/kv.h"
 #include "scenarios/scenario_util.h"
-#include "persistent_kinds.h"
-#include "temp_files.h"
+#include "support/persistent_kinds.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {
@@ -1081,8 +1081,8 @@ TEST_P(KvOverKind, OpsCrashImagesAndCommitCrashes) {
   ExpectNoLeak(*clean.store);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, KvOverKind, ::testing::ValuesIn(testing_util::PersistentKinds()),
-                         [](const auto& info) { return testing_util::KindName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Kinds, KvOverKind, ::testing::ValuesIn(testing::PersistentKinds()),
+                         [](const auto& info) { return testing::KindName(info.param); });
 
 // ------------------------------------------------------------ the pool's kind both ways
 

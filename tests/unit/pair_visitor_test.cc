@@ -21,7 +21,7 @@
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "persistent_kinds.h"
+#include "support/persistent_kinds.h"
 
 namespace pmindex {
 namespace {
@@ -152,8 +152,8 @@ TEST_P(PairVisitorOverKind, ItsErrorRefusesTheOpenUnchanged) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, PairVisitorOverKind, ::testing::ValuesIn(testing_util::PersistentKinds()),
-                         [](const auto& info) { return testing_util::KindName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Kinds, PairVisitorOverKind, ::testing::ValuesIn(testing::PersistentKinds()),
+                         [](const auto& info) { return testing::KindName(info.param); });
 
 TEST(PairVisitor, StorePoolsNeedOneAndPlainPoolsRefuseOne) {
   for (uint64_t flags : {uint64_t{0}, pm::kIncompatKvStore}) {

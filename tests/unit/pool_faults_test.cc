@@ -25,7 +25,7 @@
 #include "pmindex/db.h"
 #include "pmindex/kv.h"
 #include "unit/fault_file_system.h"
-#include "unit/temp_files.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {

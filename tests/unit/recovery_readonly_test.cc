@@ -14,7 +14,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "pool_images.h"
+#include "support/pools.h"
 
 namespace pmindex {
 namespace {

@@ -19,8 +19,8 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "pool_images.h"
-#include "temp_files.h"
+#include "support/pools.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {

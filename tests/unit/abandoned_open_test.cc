@@ -1,4 +1,4 @@
-// An open that does not complete never writes (issue 15): with one page
+// An open that does not complete never writes: with one page
 // word of the page table damaged so that the allocator refuses the blocks
 // the tree reaches, open_index returns Corruption, the process survives
 // (nvtree used to abort with "Alloc called before FinishRecovery()

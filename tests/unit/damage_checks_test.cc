@@ -1,5 +1,5 @@
 // Structural damage that used to open as a smaller, well-formed tree is
-// refused at open with Corruption and changes no byte (issue 15, the pool
+// refused at open with Corruption and changes no byte (the pool
 // fuzzer's zero-4k / zero-256k / damage-seg / overwrite classes):
 //   - lbtree, fptree, wbtree: a zeroed leaf reads as an empty leaf without
 //     a sibling, so the list ends there. A cleanly closed pool is refused

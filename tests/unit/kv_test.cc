@@ -1,4 +1,4 @@
-// The key-value store (issue 11): the public API (pmindex/kv.h) against a
+// The key-value store: the public API (pmindex/kv.h) against a
 // std::map oracle, reopen after a clean close and from crash images,
 // transactions (snapshot reads, own writes, first committer wins, abort),
 // version reclamation, a store over every persistent kind, the pool's kind
@@ -799,8 +799,8 @@ TEST(KvTree, AscendingLoadFillsNodes) {
 
 // A new key under a prefix of many keys copies one path of the prefix's
 // tree, not all its keys: the lines a put flushes stay within the path's
-// nodes as the prefix grows (the flat bucket of issue 11's first version
-// copied and flushed 16 bytes per key of the prefix on every new key).
+// nodes as the prefix grows (a flat bucket per prefix would copy and
+// flush 16 bytes per key of the prefix on every new key).
 TEST(KvTree, NewKeyFlushesOnePath) {
   SeedScope seed;
   Rng rng(seed);

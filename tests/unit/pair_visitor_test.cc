@@ -1,4 +1,4 @@
-// open_index's pair visitor (index/pair_visitor.h, issue 11), for every
+// open_index's pair visitor (index/pair_visitor.h), for every
 // persistent kind: on a cleanly closed pool and on a crashed one, the
 // visitor is told exactly the pairs the recovered index holds (on a clean
 // pool each exactly once), every visit

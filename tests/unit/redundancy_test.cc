@@ -1,4 +1,4 @@
-// Root slots and page table kept twice (issue 15, pool format version 2,
+// Root slots and page table kept twice (pool format version 2,
 // src/pm/pool_format.h "Root slots", src/alloc/page_word.h): a damaged copy
 // is repaired from the other, damage to both is Corruption with the files
 // unchanged, and a write a crash interrupted is told apart from damage.

@@ -215,7 +215,7 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
     if (bits & kLockBit) return "lock bit set";
     return CheckBeforeRecovery();
   }
-  // Check() as recovery sees the leaf before repairing it (issue 15): a
+  // Check() as recovery sees the leaf before repairing it (open validates first): a
   // crash leaves at most a stale lock bit (RecoverLeaf clears it); a
   // slot's fingerprint persists before the bitmap store that makes it
   // valid. Read-only.

@@ -217,7 +217,7 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
     if ((bits & kOrderValid) == 0) return "indirection array not valid";
     return CheckBeforeRecovery();
   }
-  // Check() as recovery sees the leaf before repairing it (issue 15): a
+  // Check() as recovery sees the leaf before repairing it (open validates first): a
   // crash may leave a stale lock bit and an indirection array marked not
   // valid (RecoverLeaf rebuilds it from the bitmap); an array marked valid
   // is one RecoverLeaf keeps, so it must already be right. Read-only.

@@ -119,10 +119,13 @@ class IndexSubject final : public Subject {
     auto w = MakeWorkload(cfg.workload, cfg.ops, cfg.seed);
     if (!w.ok()) return w.status();
     ops_ = std::move(w.value());
-    // nobtree's inline migration moves leaves from inside lookups: a
-    // concurrent read would then write PM while the writer is stopped, a
-    // second writer the single-writer model cannot hold. No reads then
-    // (its other configurations, and tlbtree, run the same engine's reads).
+    // nobtree's inline migration moves nodes from inside lookups: a read
+    // that waits for a mutex the stopped writer holds goes on beside the
+    // writer once it is released, and its move's fences raise crash points
+    // from the probe's thread into a session built for one thread (and
+    // make crash points depend on the scheduler). No reads then (its other
+    // configurations, and tlbtree, run the same engine's reads);
+    // docs/crash-testing.md "nobtree's inline migration and the reads".
     auto o = Options::Parse(cfg.options);
     if (o.ok() && o.value().has("migrate")) {
       auto m = o.value().get_enum("migrate", "background", {"background", "inline", "off"});

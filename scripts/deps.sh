@@ -9,8 +9,9 @@
 set -euo pipefail
 
 # python3-dev: the headers the Python module (pip install .) compiles against.
+# clang-format: scripts/check-format.sh (git-clang-format comes with it).
 pkgs=(cmake ninja-build g++ libgtest-dev libnuma-dev libcli11-dev nlohmann-json3-dev
-      libabsl-dev libasio-dev pkg-config python3 python3-venv python3-dev)
+      libabsl-dev libasio-dev pkg-config python3 python3-venv python3-dev clang-format)
 "$(dirname "$0")/apt-missing.sh" "deps" "${pkgs[@]}"
 
 if [ "${1:-}" = "--python-venv" ]; then

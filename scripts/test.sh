@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
+#   0. the format of the C++ lines changed since .clang-format-since
+#      (scripts/check-format.sh; --fix applies it);
 #   1. release build: every unit, scenario and crash-simulator test, the
 #      pmcrash mutation runs of PMCRASH_MUTATE_CI_INDEXES included;
 #   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY):
@@ -53,6 +55,9 @@ configure() {  # dir, build type, extra cmake args... (warnings are errors here)
 start=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - start ))s)"; }
 
+step "format of the changed lines"
+scripts/check-format.sh
+
 step "release build"
 configure build/release Release
 ninja -C build/release -j "$jobs"
@@ -67,7 +72,7 @@ scripts/test-python.sh build/python
 step "ASan+UBSan build"
 configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_OPS=20 -DPMCRASH_CTEST_MUTATE=OFF \
   "-DPMCRASH_CTEST_WORKLOADS=mixed;insert;delete;recovery" -DPMCRASH_CTEST_EADR=OFF \
-  "-DPMCRASH_MUTATE_CI_INDEXES=" -DPMCRASH_CTEST_KV_MUTATE=OFF
+  "-DPMCRASH_MUTATE_CI_INDEXES=" -DPMCRASH_CTEST_KV_MUTATE=OFF -DPMCRASH_CTEST_MERGE_MUTATE=OFF
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"
 (cd build/asan && PMINDEX_SCENARIO_CONFIGS=first ctest -j "$jobs" --output-on-failure -LE cli_per_kind)

@@ -7,11 +7,12 @@
 #    the pool-damage suites PoolFile, RootSlots, ContentRecord,
 #    DamageChecks, KvContentOverKind and KvTree's damaged-node test, the
 #    fault sweeps PoolFaults, DbFaults and KvFaults, three slow
-#    single-threaded tests, and the
+#    single-threaded tests, the single-threaded TwoLayerMerge tests (their
+#    concurrent one stays), and the
 #    single-threaded shared scenarios OutOfSpace, BulkLoad, Sequential,
 #    Oracle, RemoveAll and Empty.
 set(pmindex_tsan_skip
-    "^((PoolFile|PoolFaults|DbFaults|KvFaults|RootSlots|ContentRecord|DamageChecks|OutOfSpace|BulkLoad|Sequential|Oracle|RemoveAll|Empty)\\.|[^.]*/KvContentOverKind\\.|KvTree\\.DamagedNodesAreRefusedOrHarmless$|PoolInMemory\\.RandomImagesNeverCrash$|DbTest\\.(CreateOnAnExistingPath|OpenWithTheWrongExpectedKind))")
+    "^((PoolFile|PoolFaults|DbFaults|KvFaults|RootSlots|ContentRecord|DamageChecks|OutOfSpace|BulkLoad|Sequential|Oracle|RemoveAll|Empty)\\.|[^.]*/KvContentOverKind\\.|KvTree\\.DamagedNodesAreRefusedOrHarmless$|PoolInMemory\\.RandomImagesNeverCrash$|TwoLayerMerge\\.(OptionsAndDefaults|LeftAndRightNeighboursUnderOneParent|DeletesShrinkTheTreeAndReopenKeepsEveryKey)$|DbTest\\.(CreateOnAnExistingPath|OpenWithTheWrongExpectedKind))")
 foreach(test IN LISTS unit_tests_TESTS)
   set(labels unit)
   if(test MATCHES "Faults\\.")

@@ -53,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from array import array
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -331,7 +332,10 @@ def main():
                f"{'orig/pmindex':>12}  {'pmindex lines/fences':>20}  {'original lines/fences':>21}")
         print(hdr)
         summary = {"tree": args.tree, "index": index, "options": opts, "keys": args.keys, "ops": m,
-                   "fill": args.fill, "repeat": args.repeat, "pm_dir": args.pm_dir, "phases": {}}
+                   "fill": args.fill, "repeat": args.repeat, "pm_dir": args.pm_dir,
+                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                   "command": "scripts/peers/compare.py " + " ".join(sys.argv[1:]),
+                   "phases": {}}
         for p in table:
             a, b = peer[p], ours[p]
             ma, mb = statistics.median(a), statistics.median(b)

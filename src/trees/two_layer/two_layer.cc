@@ -83,6 +83,7 @@ TwoLayerTree::TwoLayerTree(const IndexEnv& env, const TwoLayerConfig& c, std::st
   tops_ = std::make_unique<std::atomic<TopLayer*>[]>(ntops_);
   for (uint32_t i = 0; i < ntops_; ++i) tops_[i].store(nullptr, std::memory_order_relaxed);
   if (c.migration != Migration::kOff) access_ = std::make_unique<AccessStats>();
+  relocates_ = access_ != nullptr || c.merge;
 }
 
 TwoLayerTree::~TwoLayerTree() {
@@ -235,8 +236,8 @@ void TwoLayerTree::AddRecord(Node* x, uint64_t s, Key k, uint64_t v) {
 }
 
 Status TwoLayerTree::Write(Op op, Key k, Value v) {
-  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved leaf stays readable
-  if (access_) moved_guard.emplace(*env_.alloc);
+  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved or merged leaf stays readable
+  if (relocates_) moved_guard.emplace(*env_.alloc);
   alloc::EpochDomain::Guard g(top_epochs_);
   uint64_t path[kMaxHeight] = {};
   uint32_t hops = 0;
@@ -244,14 +245,15 @@ Status TwoLayerTree::Write(Op op, Key k, Value v) {
   uint64_t raw = 0;
   for (;;) {
     raw = LatchFor(Descend(k, path, &hops), k, &s);
-    if (!access_ || !Moved(N(raw))) break;
-    Unlatch(N(raw), s);  // migration moved this leaf meanwhile: descend again
+    if (!relocates_ || !Moved(N(raw))) break;
+    Unlatch(N(raw), s);  // migration moved or a merge emptied this leaf meanwhile: descend again
   }
   Node* x = N(raw);
   const uint32_t n = CountOf(s);
   const uint32_t p = LowerBound(x, s, k);
   const bool found = p < n && Ld(x->rec[SlotAt(s, p)].key) == k;
   Status r = Status::OK();
+  bool underfull = false;
   if (op == Op::kRemove) {
     if (!found) {
       Unlatch(x, s);
@@ -262,6 +264,7 @@ Status TwoLayerTree::Write(Op op, Key k, Value v) {
       pm::store(&x->state, ns, std::memory_order_release);
       pm::flush(&x->state, sizeof(uint64_t));
       pm::fence();
+      underfull = cfg_.merge && n - 1 < kMergeBelow;
     }
   } else if (found) {
     if (op == Op::kInsert) {
@@ -281,6 +284,9 @@ Status TwoLayerTree::Write(Op op, Key k, Value v) {
   } else {
     r = SplitInsert(raw, s, k, v, 0, path);
   }
+  // The merge runs after the delete is durable and its latch released (it
+  // latches the parent and two leaves itself, never waiting).
+  if (underfull) MergeLeaf(raw, path[1], true);
   MaybeRebuild(hops);
   if (access_) {
     path[0] = raw;
@@ -356,7 +362,7 @@ Status TwoLayerTree::SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, ui
     }
     uint64_t ps = 0;
     uint64_t praw = LatchFor(path[level + 1], sep, &ps);
-    while (access_ && Moved(N(praw))) {
+    while (relocates_ && Moved(N(praw))) {
       // NOBtree's migration moved the parent since the descent: find its
       // copy by descending again (y is still linked by x's sibling record).
       Unlatch(N(praw), ps);
@@ -384,8 +390,8 @@ Status TwoLayerTree::remove(Key k) { return Write(Op::kRemove, k, 0); }
 // ------------------------------------------------------------------ readers
 
 std::optional<Value> TwoLayerTree::lookup(Key k) {
-  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved leaf stays readable
-  if (access_) moved_guard.emplace(*env_.alloc);
+  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved or merged leaf stays readable
+  if (relocates_) moved_guard.emplace(*env_.alloc);
   alloc::EpochDomain::Guard g(top_epochs_);
   uint32_t hops = 0;
   uint64_t path[kMaxHeight];
@@ -416,8 +422,8 @@ std::optional<Value> TwoLayerTree::lookup(Key k) {
 
 size_t TwoLayerTree::scan(Key from, size_t n, KV* out) {
   if (n == 0) return 0;
-  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved leaf stays readable
-  if (access_) moved_guard.emplace(*env_.alloc);
+  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved or merged leaf stays readable
+  if (relocates_) moved_guard.emplace(*env_.alloc);
   alloc::EpochDomain::Guard g(top_epochs_);
   uint32_t hops = 0;
   uint64_t path[kMaxHeight];
@@ -638,7 +644,8 @@ Status TwoLayerTree::close() {
   closed_ = true;
   std::lock_guard g(top_mu_);
   std::lock_guard m(migrate_mu_);
-  if (access_) env_.alloc->Reclaim();  // moved leaves: no operation runs, all go back now
+  // Moved and merged leaves: no operation runs, so all of them go back now.
+  if (relocates_) env_.alloc->Reclaim();
   common::ContentSum content;
   PMINDEX_RETURN_IF_ERROR(Walk(false, nullptr, &content, nullptr));
   common::WriteContentRecord(*env_.pool, content);
@@ -847,6 +854,10 @@ IndexStats TwoLayerTree::stats() {
   s.extra.push_back({"top_skipped", static_cast<double>(top_skipped())});
   s.extra.push_back({"root_splits", static_cast<double>(root_splits())});
   s.extra.push_back({"top_replicas", static_cast<double>(ntops_)});
+  if (cfg_.merge) {
+    s.extra.push_back({"merges", static_cast<double>(merges())});
+    s.extra.push_back({"merge_aborts", static_cast<double>(merge_aborts())});
+  }
   if (access_) {
     s.extra.push_back({"migrations", static_cast<double>(migrations())});
     s.extra.push_back({"migration_aborts", static_cast<double>(migration_aborts())});

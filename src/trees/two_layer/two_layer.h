@@ -24,9 +24,15 @@
 // latches the parent, as in Lehman and Yao's B-link tree). Only NOBtree's
 // migration frees bottom nodes: it try-latches the leaf, its parent and
 // its left neighbour (never waiting, so it cannot deadlock with writers),
-// and retires the old leaf through the allocator's epochs, inside which
-// every NOBtree operation runs. Replaced top layers are freed through an
-// epoch domain of their own.
+// and retires the old leaf through the allocator's epochs. The log-free
+// merge (NOBtree by default, TLBtree on request) frees bottom leaves too:
+// after a delete leaves a leaf underfull, it try-latches the parent and
+// two neighbouring leaves under it, drops the right one's separator from
+// the parent, then moves the right one's records into the left one with
+// one shadow-sibling commit, and retires the right one (see MergeLeaf).
+// Every operation of a tree that moves or merges nodes runs inside an
+// allocator epoch guard. Replaced top layers are freed through an epoch
+// domain of their own.
 #pragma once
 
 #include <atomic>
@@ -72,6 +78,9 @@ struct TwoLayerConfig {
   Migration migration = Migration::kOff;
   uint32_t sample = 10;  // every sample-th operation of a thread feeds the access statistics
   uint32_t hot = 8;      // sampled accesses of a node after which it is judged
+  // The bottom layer's log-free merge of underfull leaves (NOBtree's; the
+  // original TLBtree never merges).
+  bool merge = false;
 };
 
 class TwoLayerTree : public Index {
@@ -103,6 +112,14 @@ class TwoLayerTree : public Index {
   uint64_t root_splits() const { return root_splits_.load(std::memory_order_relaxed); }
   uint64_t migrations() const { return migrations_.load(std::memory_order_relaxed); }
   uint64_t migration_aborts() const { return migration_aborts_.load(std::memory_order_relaxed); }
+  uint64_t merges() const { return merges_.load(std::memory_order_relaxed); }
+  uint64_t merge_aborts() const { return merge_aborts_.load(std::memory_order_relaxed); }
+  // A delete that leaves a leaf with fewer than kMergeBelow records tries
+  // to merge it with a neighbour under the same parent; the two merge only
+  // if they hold at most kMergeMax records together (a third of the node
+  // stays free, so the next inserts do not split it again at once).
+  static constexpr uint32_t kMergeBelow = kSlots / 3;
+  static constexpr uint32_t kMergeMax = kSlots * 2 / 3;
   static constexpr uint32_t kAvgWindow = 256;  // operations per rebuild_avg check
 
   // Waits until the coordinator's queue is empty and no move runs (tests,
@@ -111,6 +128,9 @@ class TwoLayerTree : public Index {
   // Moves the node of `level` (below the roots) on k's path to NUMA node
   // `node` now (tests). False if the move was given up (see MigrateNode).
   bool MigrateNodeOf(Key k, uint32_t level, int node);
+  // Merges the leaf holding k with a neighbour under its parent now, if
+  // they fit in kMergeMax records (tests; merge on). True if it merged.
+  bool MergeLeafOf(Key k);
 
  private:
   TwoLayerTree(const IndexEnv& env, const TwoLayerConfig& c, std::string name);
@@ -160,6 +180,14 @@ class TwoLayerTree : public Index {
   // Under x's latch (state s): adds (k, v) to x, which has a free slot;
   // commits and releases the latch with one persisted state store.
   void AddRecord(Node* x, uint64_t s, Key k, uint64_t v);
+  // The log-free merge (two_layer_merge.cc). Leaf `raw` was reached for k
+  // by a descent whose level-1 node was parent; no latch is held. Merges
+  // a pair of neighbouring leaves of that parent, one of them raw: its
+  // left neighbour and raw, else raw and its right neighbour, the first
+  // pair that fits in kMergeMax records (underfull: only when raw holds
+  // fewer than kMergeBelow). Gives up (false, nothing changed) when a
+  // latch is taken or the parent no longer names the pair.
+  bool MergeLeaf(uint64_t raw, uint64_t parent, bool underfull);
   // Under x's latch (state s, x full): splits x, adds (k, v) and hands the
   // separator to the level above (releases every latch). The first split
   // fails with OutOfSpace and changes nothing if no node can be allocated.
@@ -238,6 +266,12 @@ class TwoLayerTree : public Index {
   uint64_t log_ = 0;  // the MigrationLog block (root slot 1)
   uint64_t remap_from_ = 0, remap_to_ = 0;  // Open only: an armed log's move
   std::unique_ptr<AccessStats> access_;
+  // Nodes leave the structure while operations run (migration or merge):
+  // every operation holds an allocator epoch guard, and a writer that
+  // latches a node that left starts over.
+  bool relocates_ = false;
+  std::atomic<uint64_t> merges_{0};
+  std::atomic<uint64_t> merge_aborts_{0};
   std::mutex migrate_mu_;  // one move at a time; walks exclude moves
   struct Task {
     uint64_t raw;

@@ -237,10 +237,10 @@ void TwoLayerTree::DrainMigrations() {
 }
 
 void TwoLayerTree::quiesce() {
-  if (!access_) return;
+  if (!relocates_) return;
   DrainMigrations();
   std::lock_guard m(migrate_mu_);
-  env_.alloc->Reclaim();  // no operation runs: every moved node goes back
+  env_.alloc->Reclaim();  // no operation runs: every moved or merged node goes back
 }
 
 // ------------------------------------------------------------------ the log at open

@@ -30,6 +30,10 @@ inline constexpr uint64_t kNodeTag = 0x45455254424C5400;  // "\0TLBTREE", low by
 // The tag of a leaf NOBtree's migration copied to another node: no longer
 // linked (a writer that latches it starts over), freed through epochs.
 inline constexpr uint64_t kMovedTag = 0x444556004F4D4E00;
+// The tag of a leaf whose records a merge moved into its left neighbour:
+// unlinked, frozen, freed through epochs (a writer that latches it starts
+// over, as for kMovedTag).
+inline constexpr uint64_t kMergedTag = 0x44454752454D4E00;
 
 struct Rec {
   uint64_t key;

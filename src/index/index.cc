@@ -178,8 +178,7 @@ Result<const IndexInfo*> KindToOpen(const Pool& pool, const OpenIndexOptions& op
   const IndexInfo* info = Registry::Get().Find(pool.kind());
   if (info == nullptr) {
     return Status::NotSupported("pool holds index kind \"" + std::string(pool.kind()) +
-                                "\", which this build does not know (known: " + KnownKinds() +
-                                ")");
+                                "\", which this build does not know (known: " + KnownKinds() + ")");
   }
   if (!info->persistent || !info->open) {
     return Status::Corruption("pool names index kind \"" + info->name +
@@ -192,7 +191,8 @@ Result<const IndexInfo*> KindToOpen(const Pool& pool, const OpenIndexOptions& op
 // crash can explain means damage cut reachable data off. Set before the
 // kind's open, which checks it (CheckRecoveryBound) before its first
 // write; FinishRecovery checks it again.
-void SetReclaimBound(alloc::Allocator* a, const IndexInfo& info, const Pool& pool, ReclaimBound bound) {
+void SetReclaimBound(alloc::Allocator* a, const IndexInfo& info, const Pool& pool,
+                     ReclaimBound bound) {
   switch (bound) {
     case ReclaimBound::kByCleanFlag:
       a->SetRecoveryBound(RecoveryBound(info, pool.was_clean()));

@@ -995,13 +995,7 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<
     if (live != l.was_live) live_keys_.fetch_add(live ? 1 : -1, std::memory_order_relaxed);
   }
   if (stop_.kind == CommitStop::kAfterCommit) return Status::OK();
-  // Finalize: each version carries the timestamp itself, durable before
-  // the transaction record can be freed and reused.
-  for (const Linked& l : linked) {
-    pm::store(&l.nv.v->stamp, stamp, std::memory_order_release);
-    pm::flush(&l.nv.v->stamp, sizeof(uint64_t));
-  }
-  pm::fence();
+  StampVersions(linked, stamp);
   bool large = false;
   for (uint64_t c : cuts) large |= RetireChain(c);  // under the latches: the counters stay exact for Verify
   unlock();
@@ -1012,6 +1006,16 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<
   if (large) alloc_->Reclaim();
   if (purge_size_.load(std::memory_order_relaxed) != 0) DrainPurges(writes.size() + 4);
   return Status::OK();
+}
+
+// Finalize: each version carries the timestamp itself, durable before
+// the transaction record can be freed and reused.
+void Store::StampVersions(const std::vector<Linked>& linked, uint64_t stamp) {
+  for (const Linked& l : linked) {
+    pm::store(&l.nv.v->stamp, stamp, std::memory_order_release);
+    pm::flush(&l.nv.v->stamp, sizeof(uint64_t));
+  }
+  pm::fence();
 }
 
 // First committer wins: a written or validated key must have no version
@@ -1026,13 +1030,14 @@ Status Store::CheckUnchangedSince(std::string_view k, uint64_t snapshot) {
   if (x == nullptr) return Damaged("version", cur);
   if (CommitTsOf(*x) > snapshot) {
     aborts_.fetch_add(1, std::memory_order_relaxed);
-    return Status::Aborted("key written by another transaction after this one's snapshot (first committer wins)");
+    return Status::Aborted(
+        "key written by another transaction after this one's snapshot (first committer wins)");
   }
   return Status::OK();
 }
 
-Status Store::LinkVersion(std::string_view k, const std::optional<std::string>& val, PPtr txn, Linked* out,
-                          uint64_t* cut) {
+Status Store::LinkVersion(std::string_view k, const std::optional<std::string>& val, PPtr txn,
+                          Linked* out, uint64_t* cut) {
   const uint64_t prefix = Prefix(k);
   Where w;
   PMINDEX_RETURN_IF_ERROR(Locate(k, prefix, &w));

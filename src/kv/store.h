@@ -326,8 +326,10 @@ class Store {
   // the chain Prune cut off, or 0. On error nothing of it stays linked or
   // allocated.
   Status CheckUnchangedSince(std::string_view k, uint64_t snapshot);
-  Status LinkVersion(std::string_view k, const std::optional<std::string>& val, PPtr txn, Linked* out,
-                     uint64_t* cut);
+  Status LinkVersion(std::string_view k, const std::optional<std::string>& val, PPtr txn,
+                     Linked* out, uint64_t* cut);
+  // After the commit point: every linked version's stamp, durable.
+  void StampVersions(const std::vector<Linked>& linked, uint64_t stamp);
 
   // Recovery's repairs (Open), after the allocator's FinishRecovery.
   class Recovery;

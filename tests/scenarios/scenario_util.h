@@ -40,8 +40,8 @@
 
 #include "alloc/allocator.h"
 #include "index/index.h"
-#include "pm/pool.h"
 #include "index/registry.h"
+#include "pm/pool.h"
 #include "pmindex/status.h"
 #include "support/seed.h"
 #include "support/status.h"

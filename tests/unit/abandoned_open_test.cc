@@ -14,13 +14,13 @@
 #include "alloc/page_word.h"
 #include "alloc/size_classes.h"
 #include "gtest/gtest.h"
-#include "pm/persist.h"
 #include "index/index.h"
-#include "support/pools.h"
-#include "support/stub_index.h"
+#include "index/registry.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "index/registry.h"
+#include "support/pools.h"
+#include "support/stub_index.h"
 
 namespace pmindex {
 namespace {

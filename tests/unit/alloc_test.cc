@@ -3,23 +3,23 @@
 // over a simulated topology, thread caches, concurrency, and pool isolation.
 //
 // Randomized tests print their seed on failure; PMINDEX_SEED=<n> replays.
+#include <linux/mempolicy.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <linux/mempolicy.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 

@@ -3,6 +3,8 @@
 // states (uncommitted insert, uncommitted delete, duplicate left by an
 // interrupted shift, a torn entry copy named by the shift marker), flushes
 // and fences per shifted entry, corrupt pools.
+#include "trees/cddstree/cddstree.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,12 +12,11 @@
 #include <map>
 #include <random>
 
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
-#include "trees/cddstree/cddstree.h"
-#include "support/seed.h"
 #include "support/pools.h"
+#include "support/seed.h"
 
 namespace pmindex::cddstree {
 namespace {

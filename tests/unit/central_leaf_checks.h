@@ -12,11 +12,11 @@
 #include <random>
 #include <string>
 
-#include "trees/pm_leaf/split_log.h"
-#include "pm/persist.h"
 #include "index/index.h"
-#include "unit/pm_image_tracer.h"
+#include "pm/persist.h"
 #include "support/seed.h"
+#include "trees/pm_leaf/split_log.h"
+#include "unit/pm_image_tracer.h"
 
 namespace pmindex::testing_util {
 

@@ -4,6 +4,8 @@
 // directions, splits, root growth, deletes and merges, scans across
 // leaves), merges that shrink the tree (in memory and across a reopen),
 // and the flushes and fences of one insert per side.
+#include "trees/sorted_node/circtree.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,9 +19,8 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
-#include "trees/sorted_node/circtree.h"
-#include "unit/sorted_node_checks.h"
 #include "support/temp_files.h"
+#include "unit/sorted_node_checks.h"
 
 namespace pmindex::circtree {
 namespace {

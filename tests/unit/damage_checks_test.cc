@@ -15,8 +15,8 @@
 //     does (it read LN headers only).
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -28,9 +28,9 @@
 #include "gtest/gtest.h"
 #include "index/index.h"
 #include "kv/store.h"
-#include "pmindex/db.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "pmindex/db.h"
 #include "support/pools.h"
 #include "support/temp_files.h"
 

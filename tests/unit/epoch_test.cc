@@ -1,5 +1,7 @@
 // Epoch-based reclamation: EpochDomain on its own, and Allocator::Retire.
 // These tests are meant to run under TSan too (scripts build a Tsan type).
+#include "alloc/epoch.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "alloc/allocator.h"
-#include "alloc/epoch.h"
 #include "gtest/gtest.h"
 #include "pm/pool.h"
 #include "support/seed.h"

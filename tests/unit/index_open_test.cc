@@ -19,11 +19,11 @@
 
 #include "alloc/allocator.h"
 #include "gtest/gtest.h"
-#include "pm/persist.h"
-#include "pm/pool_format.h"
 #include "index/index.h"
-#include "pm/pool.h"
 #include "index/registry.h"
+#include "pm/persist.h"
+#include "pm/pool.h"
+#include "pm/pool_format.h"
 #include "support/stub_index.h"
 #include "support/temp_files.h"
 

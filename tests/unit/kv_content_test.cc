@@ -18,11 +18,11 @@
 #include "gtest/gtest.h"
 #include "kv/kv_format.h"
 #include "kv/store.h"
-#include "support/persistent_kinds.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/kv.h"
 #include "scenarios/scenario_util.h"
+#include "support/persistent_kinds.h"
 #include "support/temp_files.h"
 
 namespace pmindex {
@@ -233,8 +233,7 @@ TEST_P(KvContentOverKind, FlippedBitsOfACleanStoreAreRefused) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, KvContentOverKind,
-                         ::testing::ValuesIn(testing::PersistentKinds()),
+INSTANTIATE_TEST_SUITE_P(Kinds, KvContentOverKind, ::testing::ValuesIn(testing::PersistentKinds()),
                          [](const auto& info) { return testing::KindName(info.param); });
 
 TEST(KvContent, DamageWhileOpenAndUnwrittenFailsVerify) {

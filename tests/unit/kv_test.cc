@@ -6,6 +6,8 @@
 // transactions (run under TSan by scripts/test.sh).
 //
 // Randomized tests print their seed on failure (replay: PMINDEX_SEED=n).
+#include "pmindex/kv.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -30,7 +32,6 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
-#include "pmindex/kv.h"
 #include "scenarios/scenario_util.h"
 #include "support/persistent_kinds.h"
 #include "support/temp_files.h"

@@ -2,6 +2,8 @@
 // (Algorithm 2 line writes and entry moving, Algorithm 3 split, delete by
 // one NAW, multi-256B blocks, fingerprints), a flush-image crash check of
 // every NAW section, and tree-level recovery of hand-crafted crash states.
+#include "trees/pm_leaf/lbtree.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,14 +15,13 @@
 
 #include "alloc/allocator.h"
 #include "common/fingerprint.h"
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
-#include "trees/pm_leaf/lbtree.h"
+#include "support/pools.h"
+#include "support/seed.h"
 #include "trees/pm_leaf/lbtree_leaf.h"
 #include "unit/pm_image_tracer.h"
-#include "support/seed.h"
-#include "support/pools.h"
 
 namespace pmindex::lbtree {
 namespace {
@@ -317,7 +318,9 @@ TEST(LbtreeCrashImage, EveryFence1024) { CrashImagesOfOps<4>(); }
 // ---------------------------------------------------------- tree level
 using testing::PoolAndIndex;
 
-PoolAndIndex Make(const std::string& opts) { return testing::MakeInMemory("lbtree", opts, 256ull << 20); }
+PoolAndIndex Make(const std::string& opts) {
+  return testing::MakeInMemory("lbtree", opts, 256ull << 20);
+}
 
 // What a crash leaves with every store durable: a byte copy of the pool.
 PoolAndIndex Reopen(Pool* p) { return testing::ReopenImage(p); }

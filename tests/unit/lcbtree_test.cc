@@ -1,6 +1,8 @@
 // LCB+Tree unit tests: oracle with tiny nodes (many splits, root growth),
 // undo of a hand-crafted crash in the middle of a logged modification,
 // flushed lines per insert include the node log, corrupt pools.
+#include "trees/lcbtree/lcbtree.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,12 +10,11 @@
 #include <map>
 #include <random>
 
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
-#include "trees/lcbtree/lcbtree.h"
-#include "support/seed.h"
 #include "support/pools.h"
+#include "support/seed.h"
 
 namespace pmindex::lcbtree {
 namespace {

@@ -2,6 +2,8 @@
 // per-operation flush counts, Algorithm 3 and the size model, and tree
 // level behaviour with tiny nodes (split / replace / merge / rebuild),
 // recovery from crash images and clean shutdown, corrupt pools.
+#include "trees/nvtree/nvtree.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,14 +14,13 @@
 #include <vector>
 
 #include "alloc/allocator.h"
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
+#include "support/pools.h"
+#include "support/seed.h"
 #include "trees/nvtree/adaptive.h"
 #include "trees/nvtree/leaf.h"
-#include "trees/nvtree/nvtree.h"
-#include "support/seed.h"
-#include "support/pools.h"
 
 namespace pmindex::nvtree {
 namespace {

@@ -2,7 +2,6 @@
 // concurrent runs. Randomized cases print their seed on failure; set
 // PMINDEX_SEED to replay one.
 #include "common/olc_btree.h"
-#include "support/seed.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +11,8 @@
 #include <random>
 #include <thread>
 #include <vector>
+
+#include "support/seed.h"
 
 namespace pmindex {
 namespace {

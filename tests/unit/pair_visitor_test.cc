@@ -5,6 +5,8 @@
 // comes before the open's first write (the clean flag is still set), its
 // error refuses the open without a byte changed, and a key-value store's
 // pool is refused without a visitor (and a plain pool with one).
+#include "index/pair_visitor.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,7 +19,6 @@
 
 #include "gtest/gtest.h"
 #include "index/index.h"
-#include "index/pair_visitor.h"
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
@@ -152,7 +153,8 @@ TEST_P(PairVisitorOverKind, ItsErrorRefusesTheOpenUnchanged) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, PairVisitorOverKind, ::testing::ValuesIn(testing::PersistentKinds()),
+INSTANTIATE_TEST_SUITE_P(Kinds, PairVisitorOverKind,
+                         ::testing::ValuesIn(testing::PersistentKinds()),
                          [](const auto& info) { return testing::KindName(info.param); });
 
 TEST(PairVisitor, StorePoolsNeedOneAndPlainPoolsRefuseOne) {

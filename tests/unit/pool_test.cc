@@ -1,15 +1,17 @@
 // Pool tests: creation, every refused open (with the file left unchanged),
 // growth, clean flag, images, durability.
+#include "pm/pool.h"
+
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/vfs.h>
-#include <linux/magic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,9 +26,8 @@
 #include "gtest/gtest.h"
 #include "pm/persist.h"
 #include "pm/pool_format.h"
-#include "pm/pool.h"
-#include "support/temp_files.h"
 #include "support/seed.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {

@@ -2,12 +2,12 @@
 // src/pm/pool_format.h "Root slots", src/alloc/page_word.h): a damaged copy
 // is repaired from the other, damage to both is Corruption with the files
 // unchanged, and a write a crash interrupted is told apart from damage.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,7 +1,6 @@
 // Tests of workloads/: key spaces, distributions, mixes, phase planning and
 // the present-key bookkeeping every benchmark check relies on.
 #include "workload.h"
-#include "support/seed.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +12,8 @@
 #include <memory>
 #include <set>
 #include <thread>
+
+#include "support/seed.h"
 
 namespace pmindex::workload {
 namespace {

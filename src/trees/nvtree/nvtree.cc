@@ -305,7 +305,8 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
   } else if (w.pos + 1 < pn) {
     rb.r_raw = p->e[w.pos + 1].ln;
     Ln* r = ToLn(rb.r_raw);
-    rb.kind = 2 * Ln::Load(r->n_element) >= r->capacity() ? Restructure::kReplace : Restructure::kMerge;
+    rb.kind =
+        2 * Ln::Load(r->n_element) >= r->capacity() ? Restructure::kReplace : Restructure::kMerge;
   }
   const uint64_t left_raw = LeftSibling(*w.layout, w.pln, w.pos);
   if (Status made = MakeNewLeaves(w, &live, &rb); !made.ok()) {
@@ -321,7 +322,8 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
   p->lock.WriteLock();  // readers of this PLN wait; they would see old LNs
   LinkFrom(left_raw, rb.first_raw);
   ReplaceInPln(w, pn, rb);
-  if (rb.kind == Restructure::kMerge && &Stripe(rb.r_raw) != &Stripe(w.ln_raw)) UnlockStripe(rb.r_raw);
+  if (rb.kind == Restructure::kMerge && &Stripe(rb.r_raw) != &Stripe(w.ln_raw))
+    UnlockStripe(rb.r_raw);
   UnlockStripe(w.ln_raw);
 
   epoch_.Retire(w.ln_raw);
@@ -336,7 +338,8 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
 
 bool NvTree::LiveAfter(Ln* x, uint64_t n, Op op, Key k, Value v, std::vector<KV>* live) const {
   LnLive(x, n, live);
-  auto it = std::lower_bound(live->begin(), live->end(), k, [](const KV& a, Key b) { return a.key < b; });
+  auto it =
+      std::lower_bound(live->begin(), live->end(), k, [](const KV& a, Key b) { return a.key < b; });
   const bool present = it != live->end() && it->key == k;
   if (op == Op::kRemove) {
     PMINDEX_CHECK(present, "nvtree: remove of a key its locked leaf does not hold");
@@ -451,7 +454,8 @@ void NvTree::ReplaceInPln(const Where& w, uint32_t pn, const Rebuild& rb) {
   // (except this locked PLN) until the new ones are published.
   uint64_t t0 = NowNs();
   std::vector<PlnEntry> all = CollectEntries(*w.layout);
-  auto pos = std::find_if(all.begin(), all.end(), [&](const PlnEntry& e2) { return e2.ln == w.ln_raw; });
+  auto pos =
+      std::find_if(all.begin(), all.end(), [&](const PlnEntry& e2) { return e2.ln == w.ln_raw; });
   PMINDEX_CHECK(pos != all.end(), "nvtree: the split leaf is in no PLN");
   pos = all.erase(pos, pos + removed);
   all.insert(pos, repl.begin(), repl.end());

@@ -30,13 +30,13 @@
 #include <string>
 
 #include "common/fingerprint.h"
+#include "index/index.h"
+#include "pm/persist.h"
+#include "pm/pool.h"
+#include "pmindex/status.h"
 #include "trees/pm_leaf/central_leaf.h"
 #include "trees/pm_leaf/small_sort.h"
 #include "trees/pm_leaf/split_log.h"
-#include "pm/persist.h"
-#include "index/index.h"
-#include "pm/pool.h"
-#include "pmindex/status.h"
 #include "util/prefetch.h"
 
 namespace pmindex::fptree {
@@ -198,7 +198,6 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
     if (b != bits) pm::naw(&bits, b);
   }
 
-
   // Recovery: a stale lock bit is all a crash leaves to repair.
   void RecoverLeaf() { this->ClearStaleLock(); }
 
@@ -209,7 +208,6 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
     pm::store(&l->bits, b);
     pm::store(&l->next_, next.raw());
   }
-
 
   std::string Check() const {
     if (bits & kLockBit) return "lock bit set";

@@ -33,8 +33,8 @@
 //   into the routing tree before clearing the bit, so a reader routed by a
 //   stale routing view fails its validation. (lbtree routes the new leaf
 //   before the split's first flush, with the new leaf's own bit set until
-//   the split's NAW is durable, so that no writer changes it earlier.) Only the lock word is written
-//   by more than one thread, so no counter is shared on the hot path.
+//   the split's NAW is durable, so that no writer changes it earlier.) Only the lock word is
+//   written by more than one thread, so no counter is shared on the hot path.
 // - Leaves are never freed during normal operation (no merges; an empty
 //   leaf keeps its range), so optimistic readers need no epochs. Open
 //   unlinks empty leaves (other than the head) with the policy's
@@ -619,7 +619,8 @@ class PmLeafTree final : public Index {
     // ---- The DRAM layer.
     std::vector<KV> route(kept.size());
     for (size_t i = 0; i < kept.size(); ++i) {
-      route[i] = {i == 0 ? 0 : kept[i].min, reinterpret_cast<uint64_t>(pool_->to_ptr<LeafT>(kept[i].ptr))};
+      route[i] = {i == 0 ? 0 : kept[i].min,
+                  reinterpret_cast<uint64_t>(pool_->to_ptr<LeafT>(kept[i].ptr))};
     }
     head_ = pool_->to_ptr<LeafT>(kept[0].ptr);
     routing_.bulk_load(route, 1.0);
@@ -636,8 +637,9 @@ class PmLeafTree final : public Index {
   // leaves split it into segments [head, h0), [h0, h1), ..., [h_last, null)
   // walked in parallel; if the hints do not describe the list, it is walked
   // alone (*hints_ok false). Corruption if the list itself is broken.
-  Status WalkLeafList(PPtr head, const HintBlock* h, uint64_t hc, const std::vector<MetaDrop>& drops,
-                      std::vector<LeafInfo>* all, bool* hints_ok) const {
+  Status WalkLeafList(PPtr head, const HintBlock* h, uint64_t hc,
+                      const std::vector<MetaDrop>& drops, std::vector<LeafInfo>* all,
+                      bool* hints_ok) const {
     std::vector<PPtr> starts{head};
     if (hc <= HintBlock::kMaxHints) {
       for (uint64_t i = 0; i < hc; ++i) {

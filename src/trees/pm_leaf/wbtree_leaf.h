@@ -32,13 +32,13 @@
 #include <cstring>
 #include <string>
 
+#include "index/index.h"
+#include "pm/persist.h"
+#include "pm/pool.h"
+#include "pmindex/status.h"
 #include "trees/pm_leaf/central_leaf.h"
 #include "trees/pm_leaf/small_sort.h"
 #include "trees/pm_leaf/split_log.h"
-#include "pm/persist.h"
-#include "index/index.h"
-#include "pm/pool.h"
-#include "pmindex/status.h"
 #include "util/prefetch.h"
 
 namespace pmindex::wbtree {
@@ -210,7 +210,6 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
     pm::store(&l->bits, b | kOrderValid);
     pm::store(&l->next_, next.raw());
   }
-
 
   std::string Check() const {
     if (bits & kLockBit) return "lock bit set";

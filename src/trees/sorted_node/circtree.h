@@ -158,7 +158,6 @@ class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
     return OpenTree(env, lay, s);
   }
 
-
  private:
   friend class sorted_node::Engine<CircTree, RingSlots>;
   CircTree(const IndexEnv& env, const Layout& lay, Search s) : Engine(env, lay, s) {}

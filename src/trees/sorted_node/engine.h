@@ -148,7 +148,8 @@ class Engine : public Index {
   // does not name node (a split or merge a crash cut short, reached by a
   // sibling pointer), if node is parent's only child, or if a node no
   // parent names lies between the two. Under mu_ (the parent is stable).
-  bool MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw, uint64_t* r_raw, uint32_t* sep_idx) const;
+  bool MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw, uint64_t* r_raw,
+                 uint32_t* sep_idx) const;
 
   Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
   Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
@@ -224,7 +225,8 @@ std::optional<Value> Engine<Tree, Slots>::lookup(Key k) {
     Header* x = H(FindLeaf(k, &v));
     const auto m = tree().ReaderView(x);
     const uint32_t n = tree().ViewCount(m);
-    const uint32_t p = lay_.fingerprints ? tree().FingerprintFind(x, m, k) : tree().LowerBound(x, m, k);
+    const uint32_t p =
+        lay_.fingerprints ? tree().FingerprintFind(x, m, k) : tree().LowerBound(x, m, k);
     const Rec& r = R(x)[tree().ViewSlot(m, p < n ? p : 0)];
     const bool found = p < n && Ld(r.key) == k;
     const uint64_t val = found ? Ld(r.val) : 0;
@@ -303,8 +305,8 @@ Status Engine<Tree, Slots>::AllocSplitNodes(const uint64_t* path, uint32_t depth
 // ------------------------------------------------------------------ merges
 
 template <class Tree, class Slots>
-bool Engine<Tree, Slots>::MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw, uint64_t* r_raw,
-                                    uint32_t* sep_idx) const {
+bool Engine<Tree, Slots>::MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw,
+                                    uint64_t* r_raw, uint32_t* sep_idx) const {
   Header* par = H(parent);
   const Ring ring = Slots::Read(par);
   const Rec* pr = R(par);

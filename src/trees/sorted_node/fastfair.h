@@ -136,7 +136,6 @@ class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
     return OpenTree(env, lay, s, f);
   }
 
-
  private:
   friend class sorted_node::Engine<FastFair, FlatSlots>;
   FastFair(const IndexEnv& env, const Layout& lay, Search s, const Faults& f)

@@ -5,6 +5,7 @@
 #include <map>
 #include <type_traits>
 
+#include "server/chunked_values.h"
 #include "server/key_slot.h"
 
 namespace pmindex::server {
@@ -513,8 +514,8 @@ Result<Collection> FindAnyCollection(TxnScope& scope, int db, std::string_view k
   return Collection::Find(scope, db, key, meta.type);
 }
 
-Result<KeyState> PeekKey(Items& items, std::string_view key) {
-  Result<StoredValue> r = items.store().Get(key);
+Result<KeyState> PeekKey(Items& items, std::string_view key, bool data) {
+  Result<StoredValue> r = data ? items.store().Get(key) : items.store().Peek(key);
   KeyState k;
   if (!r.ok()) {
     if (r.status().is_not_found()) return k;
@@ -597,12 +598,33 @@ CollectionReport VerifyCollections(Databases& dbs, size_t max_problems) {
     };
     std::map<uint64_t, Live> live;
     std::map<uint64_t, uint16_t> garbage;
+    struct Large {
+      std::string key;
+      chunk_codec::Head head;
+      uint64_t pieces = 0;
+    };
+    std::map<uint64_t, Large> large;
     Walk(base, RegionKey(ns, 0), RegionKey(ns, collection_keys::kElementRegion),
          [&](const std::string& k, const std::string& v) {
-           if (!collection_codec::IsCollection(v)) return;
            const std::string key = k.size() > Databases::kHeaderBytes
                                        ? k.substr(Databases::kHeaderBytes)
                                        : std::string();
+           if (chunk_codec::IsHead(v)) {
+             chunk_codec::Head h;
+             if (!chunk_codec::DecodeHead(v, &h)) {
+               problem(where + "key '" + key + "': large value's head does not decode");
+               return;
+             }
+             ++report.large_values;
+             if (large.count(h.gen) != 0) {
+               problem(where + "keys '" + large[h.gen].key + "' and '" + key +
+                       "' share generation " + std::to_string(h.gen));
+               return;
+             }
+             large[h.gen] = Large{key, h, 0};
+             return;
+           }
+           if (!collection_codec::IsCollection(v)) return;
            CollectionMeta m;
            if (!collection_codec::Decode(v, &m)) {
              problem(where + "key '" + key + "': metadata record does not decode");
@@ -630,6 +652,9 @@ CollectionReport VerifyCollections(Databases& dbs, size_t max_problems) {
            if (live.count(gen) != 0)
              problem(where + "generation " + std::to_string(gen) + " of key '" + live[gen].key +
                      "' is garbage-listed");
+           if (large.count(gen) != 0)
+             problem(where + "generation " + std::to_string(gen) + " of key '" + large[gen].key +
+                     "' is garbage-listed");
          });
     Walk(base, RegionKey(ns, collection_keys::kElementRegion),
          RegionKey(ns, collection_keys::kGarbageRegion),
@@ -642,6 +667,13 @@ CollectionReport VerifyCollections(Databases& dbs, size_t max_problems) {
                ((static_cast<uint8_t>(k[4]) << 8) | static_cast<uint8_t>(k[5])) &
                (collection_keys::kElementRegion - 1));
            const uint64_t gen = GetBig64(std::string_view(k).substr(6));
+           auto big = large.find(gen);
+           if (big != large.end() && big->second.head.slot == slot &&
+               k[14] == chunk_codec::kPieceSpace) {
+             ++report.pieces;
+             ++big->second.pieces;
+             return;
+           }
            auto l = live.find(gen);
            if (l != live.end() && l->second.meta.slot == slot) {
              ++report.elements;
@@ -656,6 +688,12 @@ CollectionReport VerifyCollections(Databases& dbs, size_t max_problems) {
            problem(where + "an element of generation " + std::to_string(gen) + " (slot " +
                    std::to_string(slot) + ") belongs to no collection and is not garbage");
          });
+    for (const auto& [gen, b] : large) {
+      if (b.pieces != b.head.pieces())
+        problem(where + "key '" + b.key + "': a value of " + std::to_string(b.head.bytes) +
+                " bytes in " + std::to_string(b.head.pieces()) + " pieces, but " +
+                std::to_string(b.pieces) + " pieces stored");
+    }
     for (const auto& [gen, l] : live) {
       const CollectionMeta& m = l.meta;
       auto n = [&](char sub) {

@@ -235,13 +235,15 @@ class Collection {
 
 // What a key holds, read outside any transaction through `items`' store
 // (inside EXEC, its transaction): for the keyspace commands' read paths.
+// With `data` false, `stored` may be cut after Store::kPeekBytes bytes (a
+// large value's pieces are not read): enough for everything but the data.
 struct KeyState {
   KeyKind kind = KeyKind::kNone;  // kNone: absent or expired
   int64_t expiry_ms = 0;          // 0: no expiry
   uint64_t version = 0;           // the record's version (0: absent)
   std::string stored;             // the record (an item or a metadata record)
 };
-[[nodiscard]] Result<KeyState> PeekKey(Items& items, std::string_view key);
+[[nodiscard]] Result<KeyState> PeekKey(Items& items, std::string_view key, bool data = true);
 
 // Runs body(scope, db) atomically over `items`' database db: inside
 // EXEC in EXEC's transaction, else in a transaction of its own, committed
@@ -278,14 +280,17 @@ struct CollectionReport {
   uint64_t elements = 0;           // element records of live generations
   uint64_t garbage_generations = 0;
   uint64_t garbage_elements = 0;   // element records of garbage generations
+  uint64_t large_values = 0;       // values in pieces (chunked_values.h)
+  uint64_t pieces = 0;             // their pieces
   std::vector<std::string> problems;  // one line each; empty: consistent
 };
 
 // Walks every namespace of `dbs`' store (databases, garbage namespaces
 // excluded) and checks that each metadata record decodes and its count
 // equals its elements (a zset member counted once, its score index
-// matching), and that every element record belongs to a live collection's
-// or a garbage-listed generation. Reads outside any transaction: run it on
+// matching), that each large value's head decodes and has all its pieces,
+// and that every element record belongs to a live collection's, a live
+// large value's or a garbage-listed generation. Reads outside any transaction: run it on
 // a store nobody writes (pmserver --verify) or expect transient reports.
 CollectionReport VerifyCollections(Databases& dbs, size_t max_problems = 100);
 

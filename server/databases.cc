@@ -4,6 +4,7 @@
 #include <functional>
 #include <thread>
 
+#include "server/chunked_values.h"
 #include "server/collections.h"
 #include "server/key_slot.h"
 
@@ -126,6 +127,82 @@ size_t RangeOfNamespace(uint32_t ns, std::string_view from, std::optional<std::s
   return added;
 }
 
+// ---------------------------------------------------------------- pieces
+
+// What the expiry sweep examines of a stored record: a head's prefix (the
+// item's header), any other record whole.
+std::string_view ExpiryView(std::string_view stored) {
+  if (!chunk_codec::IsHead(stored) || stored.size() < chunk_codec::kFixedBytes) return stored;
+  return stored.substr(chunk_codec::kFixedBytes);
+}
+
+// Pieces read per Range call while a value is assembled (at most 8 MiB of
+// them at the store's 1 MiB value limit).
+constexpr size_t kPieceBatch = 8;
+
+// The value of `head` (a head record of namespace `ns`, chunked_values.h)
+// from its pieces, read through `range` (the store's or a transaction's).
+// NotFound: a piece is missing, i.e. the generation was dropped after the
+// head was read (outside a transaction; read the head again).
+Result<std::string> ReadPieces(std::string_view head, uint32_t ns, const RangeFn& range) {
+  chunk_codec::Head h;
+  if (!chunk_codec::DecodeHead(head, &h))
+    return Status::Corruption("a large value's head record does not decode");
+  const std::string end = chunk_codec::PiecePrefix(ns, h.slot, h.gen + 1);
+  std::string from = chunk_codec::PieceKey(ns, h.slot, h.gen, 0);
+  std::string value;
+  value.reserve(h.bytes);
+  uint32_t next = 0;
+  std::vector<std::pair<std::string, std::string>> batch;
+  while (next < h.pieces()) {
+    batch.clear();
+    const size_t n = range(from, end, kPieceBatch, &batch);
+    for (const auto& [k, v] : batch) {
+      if (k != chunk_codec::PieceKey(ns, h.slot, h.gen, next) || value.size() + v.size() > h.bytes)
+        return Status::NotFound("a piece of the value is gone");
+      value.append(v);
+      ++next;
+    }
+    if (n < kPieceBatch) break;
+    from = batch.back().first;
+    from.push_back('\0');
+  }
+  if (next != h.pieces() || value.size() != h.bytes)
+    return Status::NotFound("a piece of the value is gone");
+  return value;
+}
+
+// Replaces what `stored_key` (client key `key` in namespace `ns`) holds in
+// `tx`, whose current value there is *old (nullptr: absent), by `value`
+// (nullptr: removes it): an old head's generation is garbage-listed, and
+// a value that needs pieces is written as pieces of a new generation and
+// a head. Nothing is durable before tx commits.
+Status ReplaceInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_value_bytes,
+                            uint32_t ns, std::string_view stored_key, std::string_view key,
+                            const std::string_view* value, const std::string* old) {
+  if (old != nullptr && chunk_codec::IsHead(*old)) {
+    chunk_codec::Head h;
+    if (!chunk_codec::DecodeHead(*old, &h))
+      return Status::Corruption("a large value's head record does not decode");
+    PMINDEX_RETURN_IF_ERROR(
+        tx.Put(collection_keys::GarbageKey(ns, h.gen), collection_keys::GarbageValue(h.slot)));
+  }
+  if (value == nullptr) {
+    if (old == nullptr) return Status::OK();
+    return tx.Remove(stored_key).status();
+  }
+  if (!chunk_codec::NeedsPieces(*value, max_value_bytes)) return tx.Put(stored_key, *value);
+  Result<uint64_t> gen = dbs.NewGeneration();
+  if (!gen.ok()) return gen.status();
+  const uint16_t slot = KeySlot(key);
+  const auto piece = static_cast<uint32_t>(max_value_bytes);
+  uint32_t i = 0;
+  for (size_t at = 0; at < value->size(); at += piece, ++i)
+    PMINDEX_RETURN_IF_ERROR(
+        tx.Put(chunk_codec::PieceKey(ns, slot, *gen, i), value->substr(at, piece)));
+  return tx.Put(stored_key, chunk_codec::EncodeHead(*value, *gen, slot, piece));
+}
+
 }  // namespace
 
 std::string Databases::NamespacePrefix(uint32_t ns) {
@@ -188,59 +265,103 @@ Status Databases::DecodeTable(std::string_view v, Table* t) {
 // ---------------------------------------------------------------- views
 
 // Database i's Store: translates keys and delegates to the base store,
-// each call inside an epoch guard.
+// each call inside an epoch guard. A value that needs pieces
+// (chunked_values.h) is written, replaced and removed in a transaction of
+// the base store; so is any write over a head, and every write first reads
+// what it replaces (to know whether that is a head).
 class Databases::View final : public Store {
  public:
   View(Databases& dbs, int i) : dbs_(dbs), i_(static_cast<size_t>(i)) {}
 
   size_t max_key_bytes() const override { return dbs_.base_.max_key_bytes() - kHeaderBytes; }
-  size_t max_value_bytes() const override { return dbs_.base_.max_value_bytes(); }
+  size_t max_value_bytes() const override { return kMaxValueBytes; }
 
   Result<StoredValue> Get(std::string_view key) override {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
-    return base().Get(Key(key));
+    const uint32_t ns = Ns();
+    return ReadWhole(ns, Encode(ns, key));
+  }
+  // A head's value is its prefix (chunked_values.h), its pieces unread.
+  Result<StoredValue> Peek(std::string_view key) override {
+    static_assert(chunk_codec::kPrefixBytes >= kPeekBytes);
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    Result<StoredValue> r = base().Get(Encode(Ns(), key));
+    if (r.ok() && chunk_codec::IsHead(r->value)) {
+      chunk_codec::Head h;
+      if (!chunk_codec::DecodeHead(r->value, &h))
+        return Status::Corruption("a large value's head record does not decode");
+      r->value = std::move(h.prefix);
+    }
+    return r;
   }
   Status Put(std::string_view key, std::string_view value) override {
-    OpEpochs::Guard g = dbs_.epochs_.Enter();
-    return base().Put(Key(key), value);
+    return Write(key, &value, Cond::kNone, 0).status();
   }
   Status PutMany(const std::vector<std::pair<std::string_view, std::string_view>>& pairs) override {
-    OpEpochs::Guard g = dbs_.epochs_.Enter();
-    const uint32_t ns = Ns();
-    std::vector<std::string> keys;
-    keys.reserve(pairs.size());
-    std::vector<std::pair<std::string_view, std::string_view>> stored;
-    stored.reserve(pairs.size());
-    for (const auto& [k, v] : pairs) keys.push_back(Encode(ns, k));
-    for (size_t i = 0; i < pairs.size(); ++i) stored.emplace_back(keys[i], pairs[i].second);
-    return base().PutMany(stored);
+    // One transaction: each pair replaces what its key holds (a head's
+    // generation garbage-listed), all or none.
+    for (;;) {
+      OpEpochs::Guard g = dbs_.epochs_.Enter();
+      const uint32_t ns = Ns();
+      std::unique_ptr<StoreTransaction> tx = base().Begin();
+      if (tx == nullptr) return Status::NotSupported("the store has no transactions");
+      Status s = Status::OK();
+      for (const auto& [k, v] : pairs) {
+        const std::string stored = Encode(ns, k);
+        Result<StoredValue> cur = tx->Get(stored);
+        if (!cur.ok() && !cur.status().is_not_found()) {
+          s = cur.status();
+          break;
+        }
+        s = ReplaceInTransaction(*tx, dbs_, base().max_value_bytes(), ns, stored, k, &v,
+                                 cur.ok() ? &cur->value : nullptr);
+        if (!s.ok()) break;
+      }
+      if (s.ok()) s = tx->Commit();
+      if (!s.is_aborted()) return s;
+    }
   }
   Result<WriteOutcome> PutIfAbsent(std::string_view key, std::string_view value) override {
-    OpEpochs::Guard g = dbs_.epochs_.Enter();
-    return base().PutIfAbsent(Key(key), value);
+    return Write(key, &value, Cond::kAbsent, 0);
   }
   Result<WriteOutcome> PutIfVersion(std::string_view key, std::string_view value,
                                     uint64_t version) override {
-    OpEpochs::Guard g = dbs_.epochs_.Enter();
-    return base().PutIfVersion(Key(key), value, version);
+    return Write(key, &value, Cond::kVersion, version);
   }
   Result<WriteOutcome> Remove(std::string_view key) override {
-    OpEpochs::Guard g = dbs_.epochs_.Enter();
-    return base().Remove(Key(key));
+    return Write(key, nullptr, Cond::kNone, 0);
   }
   Result<WriteOutcome> RemoveIfVersion(std::string_view key, uint64_t version) override {
-    OpEpochs::Guard g = dbs_.epochs_.Enter();
-    return base().RemoveIfVersion(Key(key), version);
+    return Write(key, nullptr, Cond::kVersion, version);
   }
   using Store::Range;
   size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
                std::vector<std::pair<std::string, std::string>>* out) override {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
-    return RangeOfNamespace(Ns(), from, to, limit, out,
-                            [this](std::string_view f, std::optional<std::string_view> t, size_t l,
-                                   std::vector<std::pair<std::string, std::string>>* o) {
-                              return base().Range(f, t, l, o);
-                            });
+    const uint32_t ns = Ns();
+    const size_t first = out->size();
+    size_t n =
+        RangeOfNamespace(ns, from, to, limit, out,
+                         [this](std::string_view f, std::optional<std::string_view> t, size_t l,
+                                std::vector<std::pair<std::string, std::string>>* o) {
+                           return base().Range(f, t, l, o);
+                         });
+    // Heads become their values; one whose value is gone by now (replaced
+    // or removed since the range was read) is read again, or left out.
+    for (size_t i = first; i < out->size();) {
+      auto& [k, v] = (*out)[i];
+      if (chunk_codec::IsHead(v)) {
+        Result<StoredValue> whole = ReadWhole(ns, Encode(ns, k));
+        if (!whole.ok()) {
+          out->erase(out->begin() + static_cast<std::ptrdiff_t>(i));
+          --n;
+          continue;
+        }
+        v = std::move(whole->value);
+      }
+      ++i;
+    }
+    return n;
   }
   Status RemoveAll() override { return dbs_.Flush(static_cast<int>(i_)); }
   StoreInfo Info() override {
@@ -251,31 +372,120 @@ class Databases::View final : public Store {
   std::unique_ptr<StoreTransaction> Begin() override;
 
  private:
+  enum class Cond : uint8_t { kNone, kAbsent, kVersion };
+
   Store& base() { return dbs_.base_; }
   uint32_t Ns() const { return dbs_.live_ns_[i_].load(std::memory_order_acquire); }
-  std::string Key(std::string_view key) const { return Encode(Ns(), key); }
+
+  // The value at stored key `k`, a head's assembled from its pieces (read
+  // again while its pieces go, i.e. it was replaced since it was read).
+  Result<StoredValue> ReadWhole(uint32_t ns, const std::string& k) {
+    for (;;) {
+      Result<StoredValue> r = base().Get(k);
+      if (!r.ok() || !chunk_codec::IsHead(r->value)) return r;
+      Result<std::string> whole =
+          ReadPieces(r->value, ns,
+                     [this](std::string_view f, std::optional<std::string_view> t, size_t l,
+                            std::vector<std::pair<std::string, std::string>>* o) {
+                       return base().Range(f, t, l, o);
+                     });
+      if (whole.ok()) return StoredValue{std::move(*whole), r->version};
+      if (!whole.status().is_not_found()) return whole.status();
+      Result<StoredValue> again = base().Get(k);
+      if (again.ok() && again->version == r->version)
+        return Status::Corruption("a large value's pieces are missing");
+    }
+  }
+
+  // Every write: `value` nullptr removes. kAbsent: only if the key is
+  // absent (else kPresent); kVersion: only if its version is `version`
+  // (else kAbsent or kChanged). Neither the old nor the new value in
+  // pieces: one conditional write of the base store on what was read;
+  // else a transaction. Either is repeated if the key changed between the
+  // read and the write.
+  Result<WriteOutcome> Write(std::string_view key, const std::string_view* value, Cond cond,
+                             uint64_t version) {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    const uint32_t ns = Ns();
+    const std::string k = Encode(ns, key);
+    const size_t max = base().max_value_bytes();
+    if (value != nullptr && value->size() > kMaxValueBytes)
+      return Status::InvalidArgument("the value is too large");
+    for (;;) {
+      Result<StoredValue> cur = base().Get(k);
+      if (!cur.ok() && !cur.status().is_not_found()) return cur.status();
+      const bool present = cur.ok();
+      if (cond == Cond::kAbsent && present) return WriteOutcome::kPresent;
+      if (cond == Cond::kVersion && !present) return WriteOutcome::kAbsent;
+      if (cond == Cond::kVersion && cur->version != version) return WriteOutcome::kChanged;
+      if (value == nullptr && !present) return WriteOutcome::kAbsent;
+      if (!(present && chunk_codec::IsHead(cur->value)) &&
+          !(value != nullptr && chunk_codec::NeedsPieces(*value, max))) {
+        Result<WriteOutcome> w = value == nullptr ? base().RemoveIfVersion(k, cur->version)
+                                 : present        ? base().PutIfVersion(k, *value, cur->version)
+                                                  : base().PutIfAbsent(k, *value);
+        if (!w.ok() || *w == WriteOutcome::kDone) return w;
+        continue;
+      }
+      std::unique_ptr<StoreTransaction> tx = base().Begin();
+      if (tx == nullptr) return Status::NotSupported("the store has no transactions");
+      Result<StoredValue> now = tx->Get(k);
+      if (!now.ok() && !now.status().is_not_found()) {
+        if (now.status().is_aborted()) continue;
+        return now.status();
+      }
+      if (now.ok() != present || (present && now->version != cur->version)) continue;
+      Status s =
+          ReplaceInTransaction(*tx, dbs_, max, ns, k, key, value, present ? &now->value : nullptr);
+      if (s.ok()) s = tx->Commit();
+      if (s.ok()) return WriteOutcome::kDone;
+      if (!s.is_aborted()) return s;
+    }
+  }
 
   Databases& dbs_;
   const size_t i_;
 };
 
-// One database's view of a DbTransaction's underlying transaction.
+// One database's view of a DbTransaction's underlying transaction; values
+// in pieces as the database's view stores them.
 class DbTransaction::View final : public StoreTransaction {
  public:
   View(DbTransaction& t, int i) : t_(t), i_(i) {}
 
-  Result<StoredValue> Get(std::string_view key) override { return tx().Get(Key(key)); }
-  Status Put(std::string_view key, std::string_view value) override {
-    return tx().Put(Key(key), value);
+  Result<StoredValue> Get(std::string_view key) override {
+    Result<StoredValue> r = tx().Get(Key(key));
+    if (!r.ok() || !chunk_codec::IsHead(r->value)) return r;
+    Result<std::string> whole = ReadPieces(r->value, t_.ns(i_), Reader());
+    // The snapshot holds every piece of every head it holds.
+    if (!whole.ok())
+      return whole.status().is_not_found()
+                 ? Status::Corruption("a large value's pieces are missing")
+                 : whole.status();
+    return StoredValue{std::move(*whole), r->version};
   }
-  Result<WriteOutcome> Remove(std::string_view key) override { return tx().Remove(Key(key)); }
+  Status Put(std::string_view key, std::string_view value) override {
+    return Replace(key, &value).status();
+  }
+  Result<WriteOutcome> Remove(std::string_view key) override { return Replace(key, nullptr); }
   size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
                std::vector<std::pair<std::string, std::string>>* out) override {
-    return RangeOfNamespace(t_.ns(i_), from, to, limit, out,
-                            [this](std::string_view f, std::optional<std::string_view> t, size_t l,
-                                   std::vector<std::pair<std::string, std::string>>* o) {
-                              return tx().Range(f, t, l, o);
-                            });
+    const size_t first = out->size();
+    size_t n = RangeOfNamespace(t_.ns(i_), from, to, limit, out, Reader());
+    for (size_t i = first; i < out->size();) {
+      auto& [k, v] = (*out)[i];
+      if (chunk_codec::IsHead(v)) {
+        Result<std::string> whole = ReadPieces(v, t_.ns(i_), Reader());
+        if (!whole.ok()) {
+          out->erase(out->begin() + static_cast<std::ptrdiff_t>(i));
+          --n;
+          continue;
+        }
+        v = std::move(*whole);
+      }
+      ++i;
+    }
+    return n;
   }
   // A view commits or aborts the whole transaction.
   Status Commit() override { return t_.Commit(); }
@@ -284,6 +494,25 @@ class DbTransaction::View final : public StoreTransaction {
  private:
   StoreTransaction& tx() { return *t_.tx_; }
   std::string Key(std::string_view key) const { return Databases::Encode(t_.ns(i_), key); }
+  RangeFn Reader() {
+    return [this](std::string_view f, std::optional<std::string_view> t, size_t l,
+                  std::vector<std::pair<std::string, std::string>>* o) {
+      return tx().Range(f, t, l, o);
+    };
+  }
+  // Writes `value` (nullptr: removes) in place of what the key holds.
+  Result<WriteOutcome> Replace(std::string_view key, const std::string_view* value) {
+    if (value != nullptr && value->size() > Databases::kMaxValueBytes)
+      return Status::InvalidArgument("the value is too large");
+    const std::string k = Key(key);
+    Result<StoredValue> cur = tx().Get(k);
+    if (!cur.ok() && !cur.status().is_not_found()) return cur.status();
+    if (value == nullptr && !cur.ok()) return WriteOutcome::kAbsent;
+    PMINDEX_RETURN_IF_ERROR(ReplaceInTransaction(tx(), t_.dbs_, t_.dbs_.base_.max_value_bytes(),
+                                                 t_.ns(i_), k, key, value,
+                                                 cur.ok() ? &cur->value : nullptr));
+    return WriteOutcome::kDone;
+  }
 
   DbTransaction& t_;
   const int i_;
@@ -603,8 +832,8 @@ size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string
       }
       uint32_t kns = 0;
       std::string_view key;
-      if (!Split(k, &kns, &key) || !expired(v)) continue;
-      if (collection_codec::IsCollection(v)) {
+      if (!Split(k, &kns, &key) || !expired(ExpiryView(v))) continue;
+      if (collection_codec::IsCollection(v) || chunk_codec::IsHead(v)) {
         removed += ExpireCollection(k, expired);
         continue;
       }
@@ -662,12 +891,23 @@ size_t Databases::ExpireCollection(
     std::unique_ptr<StoreTransaction> tx = base_.Begin();
     if (tx == nullptr) return 0;
     Result<StoredValue> cur = tx->Get(stored_key);
+    if (!cur.ok() || !expired(ExpiryView(cur->value))) return 0;
+    uint64_t gen = 0;
+    uint16_t slot = 0;
     CollectionMeta m;
-    if (!cur.ok() || !collection_codec::Decode(cur->value, &m) || !expired(cur->value)) return 0;
+    chunk_codec::Head h;
+    if (collection_codec::Decode(cur->value, &m)) {
+      gen = m.gen;
+      slot = m.slot;
+    } else if (chunk_codec::DecodeHead(cur->value, &h)) {
+      gen = h.gen;
+      slot = h.slot;
+    } else {
+      return 0;
+    }
     if (!tx->Remove(stored_key).ok()) continue;
     const uint32_t ns = GetBigEndian32(stored_key);
-    if (!tx->Put(collection_keys::GarbageKey(ns, m.gen), collection_keys::GarbageValue(m.slot))
-             .ok())
+    if (!tx->Put(collection_keys::GarbageKey(ns, gen), collection_keys::GarbageValue(slot)).ok())
       continue;
     const Status s = tx->Commit();
     if (s.ok()) return 1;

@@ -18,6 +18,12 @@
 // the table under kTableKey and the generation counter under
 // kGenerationKey.
 //
+// Large values: the views store a value larger than the base store's
+// value limit as a head record and pieces (chunked_values.h), written in
+// one transaction of the base store; their Get, Range and the
+// transactions' reads return the whole value, so nothing above them sees
+// pieces. A write over a head garbage-lists its pieces.
+//
 // The table of databases (one value, written whole): each database's
 // namespace, the next unused namespace, and the namespaces whose keys are
 // garbage (being reclaimed). Flush(i) gives database i a fresh namespace
@@ -160,6 +166,11 @@ class DbTransaction {
 class Databases {
  public:
   static constexpr size_t kHeaderBytes = 7;  // namespace, slot, kind
+  // The largest value a database's view stores: values over the base
+  // store's limit are stored in pieces (chunked_values.h). 1 TiB, the
+  // upper bound of --proto-max-bulk-len, plus room for an item's header;
+  // the protocols enforce their own, lower limits.
+  static constexpr size_t kMaxValueBytes = (size_t{1} << 40) + 64;
   static constexpr int kMaxDatabases = 1 << 16;
   // Namespace 0's only key.
   static constexpr std::string_view kTableKey{"\0\0\0\0pmserver-databases", 22};
@@ -175,10 +186,11 @@ class Databases {
 
   int count() const { return count_; }
   // Database i's view: a Store whose keys are the clients' keys (at most
-  // base max_key_bytes() - kHeaderBytes bytes), ordered by (slot, key).
-  // RemoveAll is Flush(i); Begin a transaction over this database alone;
-  // Info counts the store's keys (all databases, garbage included) less
-  // the table. REQUIRES: 0 <= i < count().
+  // base max_key_bytes() - kHeaderBytes bytes) and values up to
+  // kMaxValueBytes, ordered by (slot, key). RemoveAll is Flush(i); Begin
+  // a transaction over this database alone; Info counts the store's keys
+  // (all databases, garbage and pieces included) less the table.
+  // REQUIRES: 0 <= i < count().
   Store& db(int i);
   Store& base() { return base_; }
 
@@ -250,8 +262,9 @@ class Databases {
   static Status DecodeTable(std::string_view v, Table* t);
 
   Databases(Store& base, int count, Table table);
-  // Removes an expired collection's metadata record (a stored key) and
-  // garbage-lists its generation, in one transaction; 1 if done.
+  // Removes an expired collection's metadata record or an expired large
+  // value's head (a stored key) and garbage-lists its generation, in one
+  // transaction; 1 if done.
   size_t ExpireCollection(std::string_view stored_key,
                           const std::function<bool(std::string_view value)>& expired);
   // Writes `next` as the table and publishes it. REQUIRES: meta_mu_ held.

@@ -1,5 +1,6 @@
 #include "server/items.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -80,10 +81,11 @@ int64_t WallClockMs() {
 Items::Items(Store& store, Stats& stats, Clock now_ms)
     : store_(store), stats_(stats), now_ms_(std::move(now_ms)) {}
 
-Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uint64_t* version) {
+Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uint64_t* version,
+                                        bool peek) {
   *present = false;
   *version = 0;
-  Result<StoredValue> r = store_.Get(key);
+  Result<StoredValue> r = peek ? store_.Peek(key) : store_.Get(key);
   if (!r.ok()) {
     if (r.status().is_not_found()) return std::optional<Item>();
     return r.status();
@@ -97,8 +99,13 @@ Result<std::optional<Item>> Items::Read(std::string_view key, bool* present, uin
     return WrongTypeError();
   }
   Item item;
-  if (!item_codec::Decode(r->value, &item))
+  // The header decoded from the record's first bytes; the data is the
+  // rest of the record, moved, not copied (a large value is one buffer).
+  if (!item_codec::Decode(std::string_view(r->value).substr(0, item_codec::kMaxHeaderBytes), &item))
     return Status::Corruption("the stored value is not a pmserver item");
+  const size_t header = std::min(r->value.size(), item_codec::kMaxHeaderBytes) - item.data.size();
+  r->value.erase(0, header);
+  item.data = std::move(r->value);
   item.version = r->version;
   if (Expired(item)) {
     Stats::Add(stats_.get_expired);
@@ -130,11 +137,11 @@ Result<Item> Items::Get(std::string_view key) {
 }
 
 Result<ItemOutcome> Items::Modify(std::string_view key,
-                                  const std::function<Change(const Item*)>& decide) {
+                                  const std::function<Change(const Item*)>& decide, bool peek) {
   for (;;) {
     bool present = false;
     uint64_t version = 0;
-    Result<std::optional<Item>> r = Read(key, &present, &version);
+    Result<std::optional<Item>> r = Read(key, &present, &version, peek);
     if (!r.ok()) return r.status();
     Change c = decide(r->has_value() ? &**r : nullptr);
     if (c.outcome != ItemOutcome::kDone || c.kind == Change::Kind::kNone) {
@@ -164,7 +171,7 @@ Result<ItemOutcome> Items::Modify(std::string_view key,
 }
 
 Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::string_view data,
-                                 uint32_t flags, int64_t expiry_ms, uint64_t cas) {
+                                 uint32_t flags, int64_t expiry_ms, uint64_t cas, size_t max_data) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());
   Stats::Add(stats_.cmd_set);
   // The new item's encoding (append and prepend build theirs from the
@@ -217,7 +224,7 @@ Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::stri
         }
         std::string joined = mode == StoreMode::kAppend ? live->data + std::string(data)
                                                         : std::string(data) + live->data;
-        if (joined.size() > max_data_bytes()) {
+        if (joined.size() > std::min(max_data, max_data_bytes())) {
           c.outcome = ItemOutcome::kNotStored;
           return c;
         }
@@ -271,7 +278,8 @@ Status Items::StoreMany(const std::vector<std::pair<std::string_view, std::strin
 
 Status Items::Replace(std::string_view key, std::string_view value) {
   for (;;) {
-    Result<StoredValue> cur = store_.Get(key);
+    // The version and kind of what is there; a large value is not read.
+    Result<StoredValue> cur = store_.Peek(key);
     Result<WriteOutcome> w = WriteOutcome::kDone;
     if (!cur.ok()) {
       if (!cur.status().is_not_found()) return cur.status();
@@ -291,7 +299,7 @@ Status Items::Replace(std::string_view key, std::string_view value) {
 }
 
 Status Items::RemoveExpired(std::string_view key, uint64_t version) {
-  Result<StoredValue> cur = store_.Get(key);
+  Result<StoredValue> cur = store_.Peek(key);
   if (!cur.ok() || cur->version != version || collection_codec::IsCollection(cur->value))
     return Status::OK();
   return store_.RemoveIfVersion(key, version).status();
@@ -341,15 +349,19 @@ Status Items::Edit(std::string_view key, const std::function<ItemEdit(const Item
 
 Result<ItemOutcome> Items::Delete(std::string_view key) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());
-  Result<ItemOutcome> r = Modify(key, [](const Item* live) {
-    Change c;
-    if (!live) {
-      c.outcome = ItemOutcome::kNotFound;
-    } else {
-      c.kind = Change::Kind::kRemove;
-    }
-    return c;
-  });
+  // The data is not needed: a large value's pieces are not read.
+  Result<ItemOutcome> r = Modify(
+      key,
+      [](const Item* live) {
+        Change c;
+        if (!live) {
+          c.outcome = ItemOutcome::kNotFound;
+        } else {
+          c.kind = Change::Kind::kRemove;
+        }
+        return c;
+      },
+      /*peek=*/true);
   if (!r.ok() && IsWrongType(r.status()) && keyspace_ != nullptr) {
     // A live collection: its metadata goes, its elements are
     // garbage-listed, at once.

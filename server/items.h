@@ -118,10 +118,11 @@ class Items {
   [[nodiscard]] Result<Item> GetAndTouch(std::string_view key, int64_t expiry_ms);
   // The memcached storage commands (and RESP SET with mode kSet, kAdd for
   // NX, kReplace for XX). `cas` is used by kCas only; append and prepend
-  // keep the item's flags and expiry.
+  // keep the item's flags and expiry, and store nothing (kNotStored) if
+  // the joined data would exceed `max_data` or max_data_bytes().
   [[nodiscard]] Result<ItemOutcome> Write(StoreMode mode, std::string_view key,
-                                          std::string_view data, uint32_t flags,
-                                          int64_t expiry_ms, uint64_t cas = 0);
+                                          std::string_view data, uint32_t flags, int64_t expiry_ms,
+                                          uint64_t cas = 0, size_t max_data = SIZE_MAX);
   // Writes all pairs atomically, without flags or expiry (RESP MSET).
   [[nodiscard]] Status StoreMany(
       const std::vector<std::pair<std::string_view, std::string_view>>& pairs);
@@ -180,13 +181,16 @@ class Items {
   };
   // Reads the key, asks `decide` (given the live item or nullptr) what to
   // do, and applies it conditionally on the version read; repeats if the
-  // key changed meanwhile. Expired items are passed as nullptr.
+  // key changed meanwhile. Expired items are passed as nullptr. `peek`:
+  // the item's data may be cut short (Store::Peek), for a `decide` that
+  // does not look at it.
   [[nodiscard]] Result<ItemOutcome> Modify(std::string_view key,
-                                           const std::function<Change(const Item*)>& decide);
+                                           const std::function<Change(const Item*)>& decide,
+                                           bool peek = false);
   // Reads and decodes the key. *present: the store holds the key (live
-  // or expired); the Item is returned only if live.
+  // or expired); the Item is returned only if live. `peek` as Modify's.
   [[nodiscard]] Result<std::optional<Item>> Read(std::string_view key, bool* present,
-                                                 uint64_t* version);
+                                                 uint64_t* version, bool peek = false);
   bool Expired(const Item& item) const {
     return item.expiry_ms != 0 && item.expiry_ms <= now_ms_();
   }

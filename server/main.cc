@@ -6,6 +6,7 @@
 // error or a port that cannot be bound.
 #include <pthread.h>
 
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -46,6 +47,26 @@ bool ParsePort(const std::string& s, int* port) {
   } catch (...) {
     return false;
   }
+}
+
+// memcached -I's sizes: "1048576", "512k", "2m" (k and m 1024 based, any
+// case), from 1 KiB to 1 GiB as memcached 1.6 allows.
+bool ParseItemSize(const std::string& s, size_t* bytes) {
+  if (s.empty()) return false;
+  uint64_t mul = 1;
+  std::string digits = s;
+  const char unit = static_cast<char>(std::tolower(static_cast<unsigned char>(s.back())));
+  if (unit == 'k' || unit == 'm') {
+    mul = unit == 'k' ? 1024 : 1024 * 1024;
+    digits.pop_back();
+  }
+  if (digits.empty() || digits.size() > 12 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  const uint64_t n = std::stoull(digits) * mul;
+  if (n < 1024 || n > (uint64_t{1} << 30)) return false;
+  *bytes = static_cast<size_t>(n);
+  return true;
 }
 
 }  // namespace
@@ -111,11 +132,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"yes", "no"}));
   app.add_option("--proto-max-bulk-len", opts.proto_max_bulk_len,
-                 "RESP: the largest bulk string a request may carry; larger closes the "
-                 "connection with a protocol error (values larger than one item are refused "
-                 "with an error either way)")
+                 "RESP: the largest bulk string a request may carry, and the longest string "
+                 "APPEND/SETRANGE may make; a larger bulk string closes the connection with a "
+                 "protocol error (CONFIG SET changes it)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40));
+  std::string max_item_size = "1m";
+  app.add_option("-I,--max-item-size", max_item_size,
+                 "memcached: the largest item data a storage command may carry, as memcached's "
+                 "-I: bytes, or with k or m (1024 based), 1k to 1024m")
+      ->capture_default_str();
   bool verify = false;
   app.add_flag("--verify", verify,
                "check the pool and exit (0: consistent, 1: damaged): the key-value store's own "
@@ -158,6 +184,12 @@ int main(int argc, char** argv) {
                    requirepass_file.c_str());
       return 2;
     }
+  }
+  if (!ParseItemSize(max_item_size, &opts.max_item_size)) {
+    std::fprintf(stderr,
+                 "pmserver: --max-item-size %s: a size from 1k to 1024m (bytes, or with k or m)\n",
+                 max_item_size.c_str());
+    return 2;
   }
   opts.protected_mode = protected_mode == "yes";
   // The memcached text protocol has no password: whoever reaches the port
@@ -221,10 +253,10 @@ int main(int argc, char** argv) {
     std::printf("pmserver: --verify: key-value store: %s\n", vs.ToString().c_str());
     const pmindex::server::CollectionReport r = pmindex::server::VerifyCollections(*dbs.value());
     std::printf(
-        "pmserver: --verify: %llu collections, %llu elements, %llu garbage generations "
-        "(%llu elements to reclaim), %zu problems\n",
-        static_cast<unsigned long long>(r.collections),
-        static_cast<unsigned long long>(r.elements),
+        "pmserver: --verify: %llu collections, %llu elements, %llu large values in %llu "
+        "pieces, %llu garbage generations (%llu elements to reclaim), %zu problems\n",
+        static_cast<unsigned long long>(r.collections), static_cast<unsigned long long>(r.elements),
+        static_cast<unsigned long long>(r.large_values), static_cast<unsigned long long>(r.pieces),
         static_cast<unsigned long long>(r.garbage_generations),
         static_cast<unsigned long long>(r.garbage_elements), r.problems.size());
     for (const std::string& p : r.problems) std::printf("pmserver: --verify: %s\n", p.c_str());

@@ -54,6 +54,7 @@ int64_t MemcachedExpiry(int64_t exptime, int64_t now_ms) {
 }
 
 size_t MemcacheProtocol::Consume(std::string_view in, std::string* out) {
+  pending_bytes_ = 0;
   size_t pos = 0;
   while (!close_ && pos < in.size() && out->size() < kReplyBudgetBytes) {
     if (swallow_ > 0) {
@@ -218,13 +219,16 @@ size_t MemcacheProtocol::RunStorage(std::string_view in, size_t line_bytes, std:
     return line_bytes;
   }
   const auto data_bytes = static_cast<uint64_t>(bytes);
-  if (!line_ok || data_bytes > items_.max_data_bytes()) {
+  if (!line_ok || data_bytes > max_data_) {
     if (!line_ok) Stats::Add(items_.stats().protocol_errors);
     Reply(line_ok ? "SERVER_ERROR object too large for cache" : kBadFormat, out);
     swallow_ = data_bytes + 2;
     return line_bytes;
   }
-  if (in.size() - line_bytes < data_bytes + 2) return 0;
+  if (in.size() - line_bytes < data_bytes + 2) {
+    pending_bytes_ = line_bytes + static_cast<size_t>(data_bytes) + 2;
+    return 0;
+  }
   const std::string_view data = in.substr(line_bytes, data_bytes);
   const size_t used = line_bytes + data_bytes + 2;
   if (in.substr(line_bytes + data_bytes, 2) != "\r\n") {
@@ -239,7 +243,7 @@ size_t MemcacheProtocol::RunStorage(std::string_view in, size_t line_bytes, std:
   if (cmd == "prepend") mode = StoreMode::kPrepend;
   if (is_cas) mode = StoreMode::kCas;
   Result<ItemOutcome> r = items_.Write(mode, tok_[1], data, flags,
-                                       MemcachedExpiry(exptime, items_.NowMs()), cas);
+                                       MemcachedExpiry(exptime, items_.NowMs()), cas, max_data_);
   if (!r.ok()) {
     ReplyError(r.status(), out);
   } else {
@@ -393,7 +397,7 @@ std::vector<std::pair<std::string, std::string>> MemcacheProtocol::SettingsRepor
   r.emplace_back("cas_enabled", "yes");
   r.emplace_back("binding_protocol", "ascii");
   r.emplace_back("auth_enabled_sasl", "no");
-  r.emplace_back("item_size_max", std::to_string(items_.max_data_bytes()));
+  r.emplace_back("item_size_max", std::to_string(max_data_));
   r.emplace_back("flush_enabled", "yes");
   r.emplace_back("engine", items_.Info().engine);
   return r;

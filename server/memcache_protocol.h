@@ -16,6 +16,7 @@
 // long" and the connection closes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -34,10 +35,17 @@ inline constexpr size_t kMemcachedMaxKeyBytes = 250;
 // larger: a unix time in seconds.
 int64_t MemcachedExpiry(int64_t exptime, int64_t now_ms);
 
+// memcached's default item size limit (-I), 1 MiB.
+inline constexpr size_t kMemcachedDefaultMaxItemBytes = size_t{1} << 20;
+
 class MemcacheProtocol final : public Protocol {
  public:
-  explicit MemcacheProtocol(Items& items) : Protocol(items) {}
+  // `max_item_bytes`: the largest data a storage command may carry
+  // (memcached's -I), capped by what one item holds.
+  explicit MemcacheProtocol(Items& items, size_t max_item_bytes = kMemcachedDefaultMaxItemBytes)
+      : Protocol(items), max_data_(std::min(max_item_bytes, items.max_data_bytes())) {}
   size_t Consume(std::string_view in, std::string* out) override;
+  size_t max_data_bytes() const { return max_data_; }
 
  private:
   // Runs the request at the front of `in`, whose first line is `line`
@@ -65,6 +73,7 @@ class MemcacheProtocol final : public Protocol {
   std::vector<std::string_view> tok_;  // the current line's tokens
   bool noreply_ = false;               // the current command's
   uint64_t swallow_ = 0;               // bytes of a refused data block still to discard
+  size_t max_data_;
 };
 
 }  // namespace pmindex::server

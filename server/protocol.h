@@ -69,10 +69,16 @@ class Protocol {
   // The connection is closing while parked: the request is withdrawn.
   virtual void Abandon() {}
   void set_waker(std::function<void()> waker) { waker_ = std::move(waker); }
+  // After Consume: the size the incomplete request it left will have once
+  // complete, as far as its framing tells (0: unknown), so that the server
+  // makes room for a large value at once rather than growing its input
+  // buffer by doubling.
+  size_t pending_request_bytes() const { return pending_bytes_; }
 
  protected:
   Items& items_;
   bool close_ = false;
+  size_t pending_bytes_ = 0;
   std::function<void()> waker_;  // see set_waker
 };
 

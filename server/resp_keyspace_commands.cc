@@ -35,7 +35,7 @@ void Del(CommandCall& c) {
 void Exists(CommandCall& c) {
   int64_t n = 0;
   for (size_t i = 1; i < c.argc(); ++i) {
-    Result<KeyState> r = PeekKey(c.items, c.args[i]);
+    Result<KeyState> r = PeekKey(c.items, c.args[i], /*data=*/false);
     if (!r.ok()) return ReplyStoreError(c, r.status());
     n += r->kind != KeyKind::kNone;
   }
@@ -43,14 +43,14 @@ void Exists(CommandCall& c) {
 }
 
 void Type(CommandCall& c) {
-  Result<KeyState> r = PeekKey(c.items, c.args[1]);
+  Result<KeyState> r = PeekKey(c.items, c.args[1], /*data=*/false);
   if (!r.ok()) return ReplyStoreError(c, r.status());
   c.reply.Simple(KindName(r->kind));
 }
 
 // TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 absent, -1 no expiry.
 void Ttl(CommandCall& c) {
-  Result<KeyState> r = PeekKey(c.items, c.args[1]);
+  Result<KeyState> r = PeekKey(c.items, c.args[1], /*data=*/false);
   if (!r.ok()) return ReplyStoreError(c, r.status());
   if (r->kind == KeyKind::kNone) return c.reply.Integer(-2);
   if (r->expiry_ms == 0) return c.reply.Integer(-1);
@@ -232,7 +232,7 @@ void Scan(CommandCall& c) {
   if (type) {
     std::vector<std::string> kept;
     for (std::string& k : keys) {
-      Result<KeyState> r = PeekKey(c.items, k);
+      Result<KeyState> r = PeekKey(c.items, k, /*data=*/false);
       if (!r.ok()) return ReplyStoreError(c, r.status());
       if (KindName(r->kind) == *type) kept.push_back(std::move(k));
     }

@@ -296,6 +296,7 @@ void RespProtocol::ServeReadyKeys() {
 
 size_t RespProtocol::Consume(std::string_view in, std::string* out) {
   if (client_.killed.load(std::memory_order_relaxed)) close_ = true;  // CLIENT KILL
+  pending_bytes_ = 0;
   size_t pos = 0;
   while (!close_ && parked_ == nullptr && pos < in.size() && out->size() < kReplyBudgetBytes) {
     if (discard_.active()) {
@@ -398,11 +399,14 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
       return next;
     }
     total += static_cast<size_t>(len);
-    if (total > kMaxRequestBytes) {
+    if (total > kMaxRequestBytes + shared_.proto_max_bulk_len()) {
       ProtocolError("request too large", out);
       return in.size();
     }
-    if (in.size() - next < static_cast<size_t>(len) + 2) return 0;
+    if (in.size() - next < static_cast<size_t>(len) + 2) {
+      pending_bytes_ = next + static_cast<size_t>(len) + 2;
+      return 0;
+    }
     if (in.substr(next + len, 2) != "\r\n") {
       ProtocolError("expected CRLF after a bulk string", out);
       return in.size();

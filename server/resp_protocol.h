@@ -17,12 +17,14 @@
 //
 // Limits: a bulk string of at most proto-max-bulk-len bytes (a server
 // setting, 512 MiB by default as Redis), at most kMaxArgs arguments and
-// kMaxRequestBytes bytes in one request. A request over a limit, or one
-// that breaks the framing, gets "-ERR Protocol error: ..." and the
-// connection closes (as Redis does). A request with a bulk string larger
-// than one item (the store's value limit) but within proto-max-bulk-len
-// is read and dropped as it arrives, never held whole, and answered
-// "-ERR value too large (at most N bytes)"; the connection goes on.
+// proto-max-bulk-len + kMaxRequestBytes bytes of bulk strings in one
+// request. A request over a limit, or one that breaks the framing, gets
+// "-ERR Protocol error: ..." and the connection closes (as Redis does). A
+// request with a bulk string larger than one item but within
+// proto-max-bulk-len (an item layer over a plain store, whose values are
+// not stored in pieces) is read and dropped as it arrives, never held
+// whole, and answered "-ERR value too large (at most N bytes)"; the
+// connection goes on.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,8 @@
 #include <initializer_list>
 #include <memory>
 
+#include "server/databases.h"
+#include "server/items.h"
 #include "server/numbers.h"
 #include "server/resp_command.h"
 
@@ -55,12 +57,53 @@ bool SameBytes(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// Redis's memory amounts: digits with an optional unit (k, kb, m, mb, g,
+// gb: 1000 or 1024 based, any case); false if it is not one or overflows.
+bool ParseMemoryAmount(std::string_view v, uint64_t* out) {
+  size_t digits = 0;
+  while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
+  uint64_t n = 0;
+  if (digits == 0 || !ParseNumber(v.substr(0, digits), &n)) return false;
+  const std::string_view unit = v.substr(digits);
+  uint64_t mul = 1;
+  if (unit.empty() || EqualsIgnoreCase(unit, "b")) {
+    mul = 1;
+  } else if (EqualsIgnoreCase(unit, "k")) {
+    mul = 1000;
+  } else if (EqualsIgnoreCase(unit, "kb")) {
+    mul = 1024;
+  } else if (EqualsIgnoreCase(unit, "m")) {
+    mul = 1000 * 1000;
+  } else if (EqualsIgnoreCase(unit, "mb")) {
+    mul = 1024 * 1024;
+  } else if (EqualsIgnoreCase(unit, "g")) {
+    mul = 1000 * 1000 * 1000;
+  } else if (EqualsIgnoreCase(unit, "gb")) {
+    mul = 1024 * 1024 * 1024;
+  } else {
+    return false;
+  }
+  return !__builtin_mul_overflow(n, mul, out);
+}
+
+// CONFIG SET proto-max-bulk-len's value: "" and *n set, or the error.
+std::string ParseProtoMaxBulkLen(std::string_view v, uint64_t* n) {
+  constexpr uint64_t kMin = uint64_t{1} << 20;
+  constexpr uint64_t kMax = Databases::kMaxValueBytes - item_codec::kMaxHeaderBytes;
+  if (!ParseMemoryAmount(v, n)) return "argument must be a memory value";
+  if (*n < kMin || *n > kMax)
+    return "argument must be between " + std::to_string(kMin) + " and " + std::to_string(kMax) +
+           " inclusive";
+  return "";
+}
+
 }  // namespace
 
 RespShared::RespShared(RespSettings settings)
     : commands_(RespCommands()),
       settings_(std::move(settings)),
       protected_mode_(settings_.protected_mode),
+      proto_max_bulk_len_(settings_.proto_max_bulk_len),
       counters_(new CommandCounters[commands_.ids()]) {
   AddConfig();
 }
@@ -159,7 +202,13 @@ void RespShared::AddConfig() {
   immutable("bind", settings_.bind);
   immutable("port", std::to_string(settings_.port));
   immutable("maxclients", std::to_string(settings_.max_connections));
-  immutable("proto-max-bulk-len", std::to_string(settings_.proto_max_bulk_len));
+  config_["proto-max-bulk-len"] = {[this] { return std::to_string(proto_max_bulk_len()); },
+                                   [this](std::string_view v) {
+                                     uint64_t n = 0;
+                                     std::string error = ParseProtoMaxBulkLen(v, &n);
+                                     if (error.empty()) proto_max_bulk_len_.store(n);
+                                     return error;
+                                   }};
   immutable("databases", std::to_string(settings_.databases));
   // Facts of a server that persists every write before its reply and
   // never evicts, in the words Redis's tools ask for them.

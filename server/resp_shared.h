@@ -177,7 +177,9 @@ class RespShared {
   // refused (protected mode on, no password, a peer beyond loopback).
   bool RefuseConnection(bool peer_is_loopback) const;
   // The largest bulk string a request may carry (proto-max-bulk-len).
-  size_t proto_max_bulk_len() const { return settings_.proto_max_bulk_len; }
+  // CONFIG SET changes it (1 MiB to Databases::kMaxValueBytes less an
+  // item's header, as Redis's range starts at 1 MiB).
+  size_t proto_max_bulk_len() const { return proto_max_bulk_len_.load(std::memory_order_relaxed); }
   // The cluster this node is part of, or nullptr outside cluster mode.
   Cluster* cluster() const { return settings_.cluster; }
 
@@ -207,6 +209,7 @@ class RespShared {
   mutable std::mutex mu_;  // guards settings_.requirepass
   RespSettings settings_;
   std::atomic<bool> protected_mode_;
+  std::atomic<size_t> proto_max_bulk_len_;
   std::map<std::string, ConfigParam, std::less<>> config_;
   std::unique_ptr<CommandCounters[]> counters_;  // by Command::id
 };

@@ -6,6 +6,7 @@
 // Items::Edit: the write applies only to the value it read (else it is
 // decided again), so it is atomic per key against every other client,
 // and durable before the reply.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,12 @@ using namespace cmd_flag;
 
 constexpr std::string_view kTooLong =
     "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+// The longest string a command may make: Redis's proto-max-bulk-len (a
+// CONFIG setting), within what one item holds.
+size_t MaxString(CommandCall& c) {
+  return std::min(c.items.max_data_bytes(), c.shared.proto_max_bulk_len());
+}
+
 // The transient memory LCS may take (Redis bounds it by
 // proto-max-bulk-len, 512 MiB by default).
 constexpr uint64_t kMaxLcsTableBytes = 64u << 20;
@@ -265,7 +272,7 @@ void IncrByFloat(CommandCall& c) {
       return ItemEdit::Keep();
     }
     result = LongDoubleText(value);
-    if (result.size() > c.items.max_data_bytes()) {
+    if (result.size() > MaxString(c)) {
       outcome = Outcome::kTooLong;
       return ItemEdit::Keep();
     }
@@ -328,12 +335,12 @@ void Append(CommandCall& c) {
     too_long = false;
     if (!live) {
       length = c.args[2].size();
-      too_long = length > c.items.max_data_bytes();
+      too_long = length > MaxString(c);
       if (too_long) return ItemEdit::Keep();
       return ItemEdit::Put(std::string(c.args[2]), 0, 0);
     }
     length = live->data.size() + c.args[2].size();
-    too_long = length > c.items.max_data_bytes();
+    too_long = length > MaxString(c);
     if (too_long) return ItemEdit::Keep();
     return ItemEdit::Put(live->data + std::string(c.args[2]), live->flags, live->expiry_ms);
   });
@@ -362,7 +369,7 @@ void SetRange(CommandCall& c) {
     length = live ? live->data.size() : 0;
     if (value.empty()) return ItemEdit::Keep();  // nothing to write: the length
     const uint64_t end = static_cast<uint64_t>(offset) + value.size();
-    too_long = end > c.items.max_data_bytes();
+    too_long = end > MaxString(c);
     if (too_long) return ItemEdit::Keep();
     std::string data = live ? live->data : std::string();
     if (data.size() < end) data.resize(end, '\0');
@@ -404,7 +411,7 @@ void GetRange(CommandCall& c) {
 // replying Redis's error.
 bool BitOffset(CommandCall& c, std::string_view arg, uint64_t* offset) {
   int64_t v = 0;
-  if (!ParseNumber(arg, &v) || v < 0 || static_cast<uint64_t>(v) / 8 >= c.items.max_data_bytes()) {
+  if (!ParseNumber(arg, &v) || v < 0 || static_cast<uint64_t>(v) / 8 >= MaxString(c)) {
     c.reply.Error("ERR bit offset is not an integer or out of range");
     return false;
   }

@@ -217,6 +217,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // what the reply budget left) is kept.
     const std::string_view got(chunk_.get(), n);
     const size_t used = n == 0 ? 0 : protocol_->Consume(got, &out_);
+    ReserveInput();
     in_.assign(got.substr(used));
     Continue(ec);
   }
@@ -229,8 +230,16 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!in_.empty() && !protocol_->parked()) {
       const size_t used = protocol_->Consume(in_, &out_);
       in_.erase(0, used);
+      ReserveInput();
     }
     Continue(ec);
+  }
+
+  // Room for the whole of a large request once its framing told its size
+  // (one allocation, not a doubling series that peaks at twice the size).
+  void ReserveInput() {
+    const size_t want = protocol_->pending_request_bytes();
+    if (want > in_.capacity()) in_.reserve(want);
   }
 
   void Continue(const asio::error_code& ec) {
@@ -357,7 +366,7 @@ void Server::Impl::Accept(Listener& l) {
     std::unique_ptr<Protocol> protocol;
     RespProtocol* resp = nullptr;
     if (l.protocol == Server::Wire::kMemcached) {
-      protocol = std::make_unique<MemcacheProtocol>(items);
+      protocol = std::make_unique<MemcacheProtocol>(items, options.max_item_size);
     } else {
       auto p = std::make_unique<RespProtocol>(items, resp_shared, EndpointText(peer),
                                               EndpointText(local));

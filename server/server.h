@@ -60,9 +60,12 @@ class Server {
     bool protected_mode = true;
     // The largest bulk string a RESP request may carry (Redis's
     // proto-max-bulk-len); larger is a protocol error that closes the
-    // connection. One larger than an item but within it is dropped as it
-    // arrives and answered with an error.
+    // connection. Values larger than one store value are stored in pieces
+    // (chunked_values.h).
     size_t proto_max_bulk_len = size_t{512} << 20;
+    // memcached: the largest data a storage command may carry (memcached's
+    // -I); larger is answered SERVER_ERROR object too large for cache.
+    size_t max_item_size = size_t{1} << 20;
     // Cluster mode's map and node (cluster.h), or nullptr. Must outlive
     // the server.
     Cluster* cluster = nullptr;

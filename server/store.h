@@ -102,6 +102,11 @@ class Store {
 
   // The key's value and version, or NotFound.
   [[nodiscard]] virtual Result<StoredValue> Get(std::string_view key) = 0;
+  // As Get, but the value may be cut after its first kPeekBytes bytes:
+  // for callers that need a record's version and kind, not its data (a
+  // store that keeps large values in pieces answers without reading them).
+  static constexpr size_t kPeekBytes = 32;
+  [[nodiscard]] virtual Result<StoredValue> Peek(std::string_view key) { return Get(key); }
   // Inserts or replaces.
   [[nodiscard]] virtual Status Put(std::string_view key, std::string_view value) = 0;
   // Writes every pair atomically (all or none; a later pair wins over an

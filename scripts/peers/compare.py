@@ -6,7 +6,8 @@
 
 For one original (lbtree: the LB+-Tree authors' code, fptree: sfu-dis
 FPTree, fastfair: DICL FAST_FAIR's single-threaded tree, tlbtree:
-ypluo/TLBtree's single-threaded variant), this
+ypluo/TLBtree's single-threaded variant, pactree: cosmoss-jigu/pactree
+on one NUMA node), this
 
  1. builds it outside the pmindex tree (scripts/peers/<tree>.sh, unless
     --no-build), into --peer-build (default /tmp/pmindex-peers/<tree>);
@@ -18,12 +19,13 @@ ypluo/TLBtree's single-threaded variant), this
  3. runs, R times and interleaved (original, pmindex, original, ...), each
     process pinned to one CPU (taskset -c --cpu), PM files in --pm-dir:
       the original's driver: load the N keys (lbtree: its bulkload of the
-        sorted keys at --fill; fptree, fastfair, tlbtree: inserts in file
-        order, as they have no bulk load from keys), then `lookup M`,
+        sorted keys at --fill; fptree, fastfair, tlbtree, pactree: inserts
+        in file order, as they have no bulk load from keys), then `lookup M`,
         `insert M`, `del M` of the key files;
       pmbench --keys-file (the same N keys, bulk-loaded at --fill)
         --workload lookup:M,insert:M,delete:M --op-keys lookup=,insert=,delete=
-        --repeat 1; for tlbtree, whose original is built by inserts, pmbench
+        --repeat 1; for tlbtree and pactree, whose originals are built by
+        inserts, pmbench
         loads by inserts too: --keys 0 --workload
         insert:N,lookup:M,insert:M,delete:M --op-keys insert=<the N load keys
         followed by the M fresh ones>,lookup=,delete=, and the table gains
@@ -35,7 +37,7 @@ ypluo/TLBtree's single-threaded variant), this
  5. prints one table: per phase the median ns/op of each side with min and
     max, the ratio original/pmindex (above 1: pmindex is faster), and
     lines / fences per op; for the originals run by pmindex's drivers
-    (fptree, fastfair, tlbtree), a second table of CPU time per op (the
+    (fptree, fastfair, tlbtree, pactree), a second table of CPU time per op (the
     original's whole process, background threads included, against
     pmbench's ops/cpu-s), the figure to trust on a CPU shared with other
     work.
@@ -67,10 +69,13 @@ TREES = {
     "fastfair": ("fastfair", "node=512,sentinel=off"),
     # TLBtree: pmindex's tlbtree at its defaults.
     "tlbtree": ("tlbtree", ""),
+    # PACTree: pmindex's pactree at its defaults (64-slot data nodes, as
+    # theirs, and the search-layer updater thread).
+    "pactree": ("pactree", ""),
 }
 # Originals built by inserts, whose pmindex side is built by inserts too
 # (and timed: the "load" row).
-LOAD_BY_INSERTS = {"tlbtree"}
+LOAD_BY_INSERTS = {"tlbtree", "pactree"}
 PHASES = ["lookup", "insert", "delete"]
 
 
@@ -142,7 +147,19 @@ def peer_cmd(args, files, binary, pm_file):
         # the top layer and PMDK's own overhead.
         pool_mb = int((args.keys + args.ops) / 7 * 256 * 2 / 2**20) + 256
         return [binary, "pool", pm_file, str(pool_mb), "load", n, files["load"]] + ops
+    if args.tree == "pactree":
+        # A new directory for the six 1-GiB PMDK pools their initPT creates
+        # (the size argument is ignored).
+        return [binary, "pool", pm_file, "0", "load", n, files["load"]] + ops
     return [binary, "load", n, files["load"]] + ops
+
+
+def remove_pm(path):
+    """Removes a PM file, or the pool directory of an original that makes several (pactree)."""
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.exists(path):
+        os.remove(path)
 
 
 def parse_peer(out):
@@ -192,7 +209,7 @@ def main():
     ap.add_argument("--peer-build", help="build dir of the original (default /tmp/pmindex-peers/TREE)")
     ap.add_argument("--no-build", action="store_true", help="use the original's existing build")
     ap.add_argument("--pmbench", default=None, help="pmbench binary (default: build/release/bench/pmbench)")
-    ap.add_argument("--index", help="pmbench index (default: the tree's own: lbtree, fptree, fastfair, tlbtree)")
+    ap.add_argument("--index", help="pmbench index (default: the tree's own: lbtree, fptree, fastfair, tlbtree, pactree)")
     ap.add_argument("--index-options", help="pmbench --opt for the index (default: lbtree node=256, fptree node=1024)")
     ap.add_argument("--keys", type=int, default=1000000, help="keys loaded before the phases")
     ap.add_argument("--ops", type=int, default=100000, help="operations per phase")
@@ -267,12 +284,9 @@ def main():
         ours_cpu = {p: [] for p in table}
         fills = []
         for r in range(1, args.repeat + 1):
-            for path in (pm_file,):
-                if os.path.exists(path):
-                    os.remove(path)
+            remove_pm(pm_file)
             out = run(pin + peer_cmd(args, files, binary, pm_file), env=env, what=f"original {args.tree}")
-            if os.path.exists(pm_file):
-                os.remove(pm_file)
+            remove_pm(pm_file)
             res, _, fill, cpu = parse_peer(out)
             if fill is not None:
                 fills.append(fill)
@@ -308,8 +322,7 @@ def main():
         if not args.no_count and os.access(count_bin, os.X_OK):
             out = run(peer_cmd(args, files, count_bin, pm_file), env=count_env,
                       what=f"original {args.tree} (counting)")
-            if os.path.exists(pm_file):
-                os.remove(pm_file)
+            remove_pm(pm_file)
             _, counts, _, _ = parse_peer(out)
             for p, (lines, fences) in counts.items():
                 per = args.keys if p == "load" else m

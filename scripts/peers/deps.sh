@@ -6,5 +6,5 @@
 # CMake links it), Boost headers (FPTree's boost::lockfree::queue), and
 # taskset (util-linux) for pinning. Needs root (or sudo) the first time.
 set -euo pipefail
-pkgs=(g++ python3 util-linux libpmem-dev libpmemobj-dev libtbb-dev libjemalloc-dev libboost-dev)
+pkgs=(g++ python3 util-linux libpmem-dev libpmemobj-dev libtbb-dev libjemalloc-dev libboost-dev libnuma-dev)
 "$(dirname "$0")/../apt-missing.sh" "peers deps" "${pkgs[@]}"

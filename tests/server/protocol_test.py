@@ -36,7 +36,7 @@ except ImportError as e:  # pragma: no cover
           "(it installs tests/server/requirements.txt into BUILD_DIR/.venv)", file=sys.stderr)
     sys.exit(1)
 
-MAX_DATA = (1 << 20) - 13  # KvStore::kMaxValueBytes less the largest item header
+MAX_DATA = 1 << 20  # memcached's item size limit (-I) by default
 
 
 class Server:
@@ -298,11 +298,8 @@ def test_resp_commands(ctx):
             raise AssertionError("an unknown command succeeded")
         except redis.ResponseError as e:
             assert "unknown command" in str(e)
-        try:
-            r.set("toobig", b"x" * (MAX_DATA + 1))
-            raise AssertionError("an oversized value was stored")
-        except redis.ResponseError as e:
-            assert "too large" in str(e)
+        # Larger than one store value: stored in pieces.
+        assert r.set("big", b"x" * (MAX_DATA + 1)) is True and r.strlen("big") == MAX_DATA + 1
         assert r.expire("a", 100) is True and r.expire("nope", 1) is False
         info = r.info()
         assert info["server"] == "pmserver" and "curr_items" in info, info
@@ -542,11 +539,13 @@ def acked_writes_survive(ctx, name, stop_server):
 
 
 def test_kill9_under_collection_load_keeps_every_acknowledged_write(ctx):
-    """Writers of hashes, lists, sets and sorted sets, and MULTI/EXEC
-    transactions across the four types, while pmserver is killed with
+    """Writers of hashes, lists, sets and sorted sets, MULTI/EXEC
+    transactions across the four types, and writers of values larger than
+    one store value (stored in pieces), while pmserver is killed with
     SIGKILL: after the restart every acknowledged write is there, no
-    transaction is half applied, and `pmserver --verify` finds every
-    collection's metadata in agreement with its elements."""
+    transaction and no value in pieces is half applied, and `pmserver
+    --verify` finds every collection's metadata in agreement with its
+    elements and every large value with all its pieces."""
     pool = ctx.pool("kill9-collections")
     s = Server(ctx.binary, pool, threads=2)
     stop = threading.Event()
@@ -591,8 +590,40 @@ def test_kill9_under_collection_load_keeps_every_acknowledged_write(ctx):
         except Exception:
             return
 
+    # Values in pieces (over KvStore's 1 MiB): each SET replaces one of
+    # three keys by a value that names its sequence number, every third
+    # one inside MULTI/EXEC with a counter. After the restart each key must
+    # hold one value whole: its last acknowledged one, or the one in flight.
+    big_sent, big_acked = {}, {}
+
+    def big_size(i):
+        return (1 << 20) + 1 + (i * 97_003) % (2 << 20)
+
+    def big(i):
+        return i.to_bytes(8, "little") + random.Random(i).randbytes(big_size(i) - 8)
+
+    def big_writer():
+        try:
+            r = s.redis()
+            i = 0
+            while not stop.is_set():
+                k = f"big{i % 3}"
+                big_sent[k] = i
+                if i % 3 == 2:
+                    p = r.pipeline(transaction=True)
+                    p.set(k, big(i)).incr("bigcount")
+                    if p.execute()[0] is not True:
+                        return
+                elif r.set(k, big(i)) is not True:
+                    return
+                big_acked[k] = i
+                i += 1
+        except Exception:  # killed: what was acknowledged is recorded
+            return
+
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
     threads.append(threading.Thread(target=transactions))
+    threads.append(threading.Thread(target=big_writer))
     for t in threads:
         t.start()
     time.sleep(2.0)
@@ -624,6 +655,14 @@ def test_kill9_under_collection_load_keeps_every_acknowledged_write(ctx):
         assert r.hlen("{t}h") == count and r.llen("{t}l") == count
         assert r.scard("{t}s") == count and r.zcard("{t}z") == count
         assert r.lrange("{t}l", 0, -1) == [str(i).encode() for i in range(count)]
+        assert len(big_acked) == 3, big_acked
+        for k, acked in big_acked.items():
+            v = r.get(k)
+            i = int.from_bytes(v[:8], "little")
+            assert i in (acked, big_sent[k]), (k, i, acked, big_sent[k])
+            assert v == big(i), f"{k}: the value of write {i} is not whole"
+        print(f"    {len(tx_acked)} transactions and {max(big_acked.values()) + 1} values in "
+              "pieces acknowledged, all whole after the restart")
     finally:
         code, out, err = s.stop()
         assert code == 0, (code, out, err)
@@ -911,23 +950,85 @@ def test_resp_string_and_keyspace_commands(ctx):
         assert peer_closed(sock)
 
 
-def test_resp_bulk_larger_than_an_item(ctx):
-    # Within proto-max-bulk-len but larger than one item: refused with an
-    # error, the connection stays usable (Redis would store it).
-    with ctx.server() as s:
+def big_value(n, seed):
+    """n bytes whose every 8-byte word names the value (seed) and its
+    position, so a piece of another value or out of place shows."""
+    words = (n + 7) // 8
+    return b"".join(((seed << 32) | i).to_bytes(8, "little") for i in range(words))[:n]
+
+
+def test_resp_and_memcached_values_larger_than_one_store_value(ctx):
+    """Values over KvStore's 1 MiB value limit, stored in pieces: round
+    trips on both protocols, partial writes, the limits of both protocols
+    (the connection usable after as Redis and memcached leave it), and a
+    restart keeps them."""
+    pool = ctx.pool("large-values")
+    s = Server(ctx.binary, pool, extra=("--max-item-size", "2m"))
+    try:
         r = s.redis()
+        mib = 1 << 20
+        values = {f"v{n}": big_value(n, n) for n in (mib - 1, mib + 1, 5 * mib)}
+        for k, v in values.items():
+            assert r.set(k, v) is True
+            assert r.get(k) == v and r.strlen(k) == len(v), k
+        # Partial overwrite across a piece boundary, and APPEND.
+        patch = b"P" * 100
+        v = bytearray(values[f"v{5 * mib}"])
+        v[mib - 50:mib + 50] = patch
+        assert r.setrange(f"v{5 * mib}", mib - 50, patch) == len(v)
+        v += b"tail"
+        assert r.append(f"v{5 * mib}", b"tail") == len(v)
+        values[f"v{5 * mib}"] = bytes(v)
+        assert r.getrange(f"v{5 * mib}", mib - 60, mib + 60) == bytes(v[mib - 60:mib + 61])
+        assert r.get(f"v{5 * mib}") == bytes(v)
+        # memcached: within -I (2 MiB here) in pieces, with flags and cas.
+        c = s.mc()
+        mv = big_value(mib + mib // 2, 7)
+        assert c.set("mc", mv, flags=5) is True
+        got, cas = c.gets("mc")
+        assert got == mv and c.cas("mc", mv[::-1], cas) is True and c.get("mc") == mv[::-1]
+        assert r.get("mc") == mv[::-1]
         try:
-            r.set("big", b"x" * (4 << 20))
-            raise AssertionError("a 4 MiB value was stored")
-        except redis.ResponseError as e:
-            assert "too large" in str(e), e
-        assert r.ping() is True and r.exists("big") == 0
+            c.set("mc-big", b"x" * (2 * mib + 1))
+            raise AssertionError("an item over -I was stored")
+        except MemcacheServerError as e:
+            assert "object too large for cache" in str(e), e
+        assert c.get("mc") == mv[::-1]  # the data was swallowed; the connection goes on
+        assert c.stats("settings")[b"item_size_max"] == 2 * mib
+        # RESP: over proto-max-bulk-len, Redis's protocol error and the
+        # connection closes (as Redis's); SETRANGE/APPEND past it are
+        # errors and the connection goes on.
         assert r.config_get("proto-max-bulk-len") == {"proto-max-bulk-len": str(512 << 20)}
-        # Beyond proto-max-bulk-len: Redis's protocol error, then closed.
+        assert r.config_set("proto-max-bulk-len", "2mb") is True
+        try:
+            r.setrange("v1048577", 2 * mib, b"x")
+            raise AssertionError("SETRANGE past proto-max-bulk-len succeeded")
+        except redis.ResponseError as e:
+            assert "string exceeds maximum allowed size (proto-max-bulk-len)" in str(e), e
+        assert r.strlen("v1048577") == mib + 1
         sock = s.raw(resp=True)
-        sock.sendall(b"*2\r\n$4\r\nECHO\r\n$600000000\r\n")
+        sock.sendall(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + str(2 * mib + 1).encode() + b"\r\n")
         assert recv_until(sock, b"\r\n") == b"-ERR Protocol error: invalid bulk length\r\n"
         assert peer_closed(sock)
+        assert r.config_set("proto-max-bulk-len", str(512 << 20)) is True
+        assert r.ping() is True
+        assert r.delete("v1048575") == 1
+        del values["v1048575"]
+    finally:
+        code, out, err = s.stop()
+        assert code == 0, (code, out, err)
+    s = Server(ctx.binary, pool, create=False)
+    try:
+        r = s.redis()
+        for k, v in values.items():
+            assert r.get(k) == v, k
+        assert r.exists("v1048575") == 0 and r.get("mc") == mv[::-1]
+    finally:
+        code, out, err = s.stop()
+        assert code == 0, (code, out, err)
+    v = subprocess.run([ctx.binary, "--pool", pool, "--verify"], capture_output=True, text=True,
+                       timeout=120)
+    assert v.returncode == 0 and " 0 problems" in v.stdout, v.stdout + v.stderr
 
 
 # ---------------------------------------------------------------- the runner

@@ -1,0 +1,693 @@
+// pactree: PACTree (Kim et al., SOSP 2021) in this project's layers.
+//
+// Two layers (docs/layout/pactree.md):
+// - The data layer, in PM and the only persistent state: a singly linked
+//   list of data nodes sorted by anchor key (data_node.h), each holding up
+//   to `slots` unsorted pairs with fingerprints and a validity bitmap. It
+//   is crash-consistent without a log: an insert or remove commits with
+//   one NAW of the node's bitmap, an update with the 8-byte value store
+//   and its persist, a split with the NAW of the left node's `next` that
+//   links a new right sibling written and persisted while unreachable
+//   (copy-on-write of the upper half). Nodes are never merged or freed, so
+//   a pointer to a data node, once read, stays valid.
+// - The search layer, in DRAM: anchor key -> data node (an OLC B+-tree,
+//   common/olc_btree.h, standing for the paper's persistent trie PDL-ART;
+//   rebuilt from the data layer at every open). Splits do not update it:
+//   they append to per-NUMA update logs (update_log.h) that an updater
+//   thread applies. A search-layer floor may therefore be a stale anchor
+//   left of the node that owns a key; every operation moves right along
+//   `next` while the next node's anchor is <= its key.
+//
+// Concurrency: each data node's version word is an optimistic lock (odd:
+// held). Readers (lookup, scan) take no lock: they read the version, read
+// the node with relaxed loads and validate the version, retrying the node
+// on a change. Writers lock the node, move right under lock coupling if
+// the key is past the node's range, and change it under the lock. The
+// search layer is OLC itself. Writers release the lock together with the
+// store that commits (pm::naw's second word), before that store's
+// write-back ends: a reader may see a pair a moment before it is durable
+// (IndexInfo::reads_see_only_durable is false); the writer returns after.
+//
+// Recovery (open): a read-only walk validates the chain and every slot,
+// sums and visits the live pairs, then (after MarkInUse) clears the bits
+// of pairs a split had moved when the crash came, and resets lock words.
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
+#include "common/content_record.h"
+#include "common/fingerprint.h"
+#include "common/olc_btree.h"
+#include "index/index.h"
+#include "index/registry.h"
+#include "pm/persist.h"
+#include "pm/pptr_decode.h"
+#include "trees/pactree/data_node.h"
+#include "trees/pactree/update_log.h"
+#include "util/check.h"
+#include "util/prefetch.h"
+
+namespace pmindex::pactree {
+namespace {
+
+constexpr std::string_view kKind = "pactree";
+
+struct Params {
+  uint32_t slots = kMaxSlots;
+  bool background = true;  // updater=thread
+};
+
+Result<Params> ParseParams(const Options& o) {
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"slots", "updater"}));
+  Result<uint64_t> slots = o.get_uint("slots", kMaxSlots, kMinSlots, kMaxSlots);
+  if (!slots.ok()) return slots.status();
+  Result<std::string> up = o.get_enum("updater", "thread", {"thread", "inline"});
+  if (!up.ok()) return up.status();
+  return Params{static_cast<uint32_t>(slots.value()), up.value() == "thread"};
+}
+
+class PacTree final : public Index {
+ public:
+  static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Params& p);
+  static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Params& p);
+
+  std::string_view kind() const override { return kKind; }
+  bool persistent() const override { return true; }
+  Status insert(Key k, Value v) override { return Write(Op::kInsert, k, v); }
+  Status update(Key k, Value v) override { return Write(Op::kUpdate, k, v); }
+  Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }
+  Status remove(Key k) override;
+  std::optional<Value> lookup(Key k) override;
+  size_t scan(Key from, size_t n, KV* out) override;
+  Status bulk_load(std::span<const KV> sorted, double fill) override;
+  Status verify() override;
+  IndexStats stats() override;
+  Status for_each_block(const std::function<void(PPtr)>& fn) override;
+  void quiesce() override { logs_.Drain(); }
+  Status close() override;
+  ~PacTree() override {
+    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
+  }
+
+ private:
+  enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
+
+  PacTree(const IndexEnv& env, const Params& p)
+      : env_(env),
+        p_(p),
+        node_bytes_(NodeBytes(p.slots)),
+        live_mask_(p.slots == 64 ? ~uint64_t{0} : (uint64_t{1} << p.slots) - 1),
+        logs_(search_, env.alloc->topology(), p.background) {}
+
+  NodeHeader* N(uint64_t raw) const { return env_.pool->to_ptr<NodeHeader>(PPtr(raw)); }
+  // The data node the search layer names for k: its anchor is <= k, and
+  // the node owning k is it or one to its right.
+  NodeHeader* Floor(Key k) const {
+    std::optional<std::pair<uint64_t, uint64_t>> f = search_.floor(k);
+    PMINDEX_CHECK(f.has_value(), "pactree: the search layer lost anchor 0");
+    return N(f->second);
+  }
+
+  // Node locks: the version word (data_node.h).
+  static uint64_t AwaitUnlocked(const NodeHeader* x);
+  static bool Unchanged(const NodeHeader* x, uint64_t v);
+  static uint64_t Lock(NodeHeader* x);
+  static void Unlock(NodeHeader* x, uint64_t held, bool changed) {
+    pm::store(&x->version, changed ? held + 1 : held - 1, std::memory_order_release);
+  }
+  // The node owning k, locked; *held receives its lock word.
+  NodeHeader* LockOwner(Key k, uint64_t* held);
+
+  Status Write(Op op, Key k, Value v);
+  // Writes pair (k, v) and its fingerprint into the free slot i of x
+  // (locked) and flushes both lines; no fence.
+  void FillSlot(NodeHeader* x, uint32_t i, Key k, Value v);
+  // x is locked, full, and owns k, which it does not hold: splits x and
+  // inserts (k, v) into the half that owns it. Unlocks x.
+  Status SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v);
+
+  // Read-only validation of the data layer for open and verify: the chain
+  // from the head (decoded, tagged, anchors strictly ascending from 0),
+  // every live slot (key >= anchor, fingerprint, no duplicate). Fills
+  // *nodes with the chain, *stale with (node index, bitmap of pairs at or
+  // past the next anchor), and sums the live pairs owned into *content.
+  struct Chain {
+    std::vector<uint64_t> raws;
+    std::vector<std::pair<size_t, uint64_t>> stale;
+    uint64_t pairs = 0;
+  };
+  Status Walk(uint64_t head_raw, Chain* chain, common::ContentSum* content) const;
+  void RebuildSearchLayer(const std::vector<uint64_t>& raws);
+
+  IndexEnv env_;
+  Params p_;
+  uint32_t node_bytes_;
+  uint64_t live_mask_;
+  uint64_t head_raw_ = 0;
+  SearchLayer search_;  // before logs_, which applies to it until it stops
+  UpdateLogs logs_;
+  olc_detail::StripedCounter size_;
+  olc_detail::StripedCounter splits_;
+  bool ready_ = false;
+  bool closed_ = false;
+};
+
+// ------------------------------------------------------------------ locks
+
+uint64_t PacTree::AwaitUnlocked(const NodeHeader* x) {
+  uint64_t v = LdAcquire(x->version);
+  for (unsigned spins = 0; (v & 1) != 0; ++spins) {
+    if (spins < 64) {
+      sync::CpuRelax();
+    } else {
+      std::this_thread::yield();
+    }
+    v = LdAcquire(x->version);
+  }
+  return v;
+}
+
+bool PacTree::Unchanged(const NodeHeader* x, uint64_t v) {
+#if defined(PMINDEX_TSAN)
+  return LdAcquire(x->version) == v;
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return Ld(x->version) == v;
+#endif
+}
+
+uint64_t PacTree::Lock(NodeHeader* x) {
+  for (;;) {
+    const uint64_t v = AwaitUnlocked(x);
+    uint64_t expected = v;
+    if (pm::compare_exchange(&x->version, expected, v + 1)) {
+#if !defined(PMINDEX_TSAN)
+      // Orders the node's changes after the odd version (seqlock writer).
+      std::atomic_thread_fence(std::memory_order_release);
+#endif
+      return v + 1;
+    }
+  }
+}
+
+NodeHeader* PacTree::LockOwner(Key k, uint64_t* held) {
+  NodeHeader* x = Floor(k);
+  for (;;) {
+    alloc::MeterVisit(*env_.alloc, x);
+    *held = Lock(x);
+    const uint64_t nx = x->next;
+    if (nx == 0 || x->high > k) return x;
+    // A stale anchor: x split and the search layer does not know yet.
+    Unlock(x, *held, false);
+    x = N(nx);
+  }
+}
+
+// ---------------------------------------------------------------- readers
+
+std::optional<Value> PacTree::lookup(Key k) {
+  const NodeHeader* x = Floor(k);
+  for (;;) {
+    alloc::MeterVisit(*env_.alloc, x);
+    // Line 1 (fingerprints) fetched while line 0 (lock, high key, bitmap)
+    // is: neither address depends on the other's content.
+    PrefetchLine(x->fpw);
+    const uint64_t v = AwaitUnlocked(x);
+    const uint64_t nx = LdAcquire(x->next);
+    if (nx != 0 && Ld(x->high) <= k) {
+      if (Unchanged(x, v)) x = N(nx);
+      continue;
+    }
+    const int i = FindSlot(x, p_.slots, Ld(x->bitmap) & live_mask_, k);
+    const Value val = i >= 0 ? Ld(Slots(x)[i].value) : 0;
+    if (!Unchanged(x, v)) continue;
+    if (i < 0) return std::nullopt;
+    return val;
+  }
+}
+
+size_t PacTree::scan(Key from, size_t n, KV* out) {
+  if (n == 0) return 0;
+  const NodeHeader* x = Floor(from);
+  size_t got = 0;
+  KV buf[kMaxSlots];
+  while (x != nullptr && got < n) {
+    alloc::MeterVisit(*env_.alloc, x);
+    const uint64_t v = AwaitUnlocked(x);
+    const uint64_t nx = LdAcquire(x->next);
+    const bool bounded = nx != 0;
+    const Key upper = bounded ? Ld(x->high) : 0;
+    if (bounded && upper <= from) {  // a stale anchor, or from is past x
+      if (Unchanged(x, v)) x = N(nx);
+      continue;
+    }
+    uint32_t cnt = 0;
+    const KV* s = Slots(x);
+    for (uint64_t m = Ld(x->bitmap) & live_mask_; m != 0; m &= m - 1) {
+      const int i = __builtin_ctzll(m);
+      const Key key = Ld(s[i].key);
+      if (key >= from && (!bounded || key < upper)) buf[cnt++] = KV{key, Ld(s[i].value)};
+    }
+    if (!Unchanged(x, v)) continue;
+    std::sort(buf, buf + cnt, [](const KV& a, const KV& b) { return a.key < b.key; });
+    for (uint32_t i = 0; i < cnt && got < n; ++i) out[got++] = buf[i];
+    x = bounded ? N(nx) : nullptr;
+  }
+  return got;
+}
+
+// ---------------------------------------------------------------- writers
+
+void PacTree::FillSlot(NodeHeader* x, uint32_t i, Key k, Value v) {
+  KV* s = Slots(x);
+  pm::store(&s[i].key, k);
+  pm::store(&s[i].value, v);
+  pm::store(&x->fpw[i / 8], WithFingerprint(x->fpw[i / 8], i, common::Fingerprint(k)));
+  pm::flush(&s[i], sizeof(KV));
+  pm::flush(&x->fpw[i / 8], sizeof(uint64_t));
+}
+
+Status PacTree::Write(Op op, Key k, Value v) {
+  uint64_t held;
+  NodeHeader* x = LockOwner(k, &held);
+  const uint64_t bm = x->bitmap & live_mask_;
+  const int i = FindSlot(x, p_.slots, bm, k);
+  if (i >= 0) {
+    if (op == Op::kInsert) {
+      Unlock(x, held, false);
+      return Status::AlreadyExists();
+    }
+    // One 8-byte word: a crash leaves the old or the new value.
+    uint64_t* val = &Slots(x)[i].value;
+    pm::store(val, v);
+    pm::flush(val, sizeof(uint64_t));
+    pm::fence();
+    Unlock(x, held, true);
+    return Status::OK();
+  }
+  if (op == Op::kUpdate) {
+    Unlock(x, held, false);
+    return Status::NotFound();
+  }
+  const uint64_t free = ~bm & live_mask_;
+  if (free == 0) return SplitInsert(x, held, k, v);
+  const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(free));
+  FillSlot(x, j, k, v);
+  pm::fence();  // the pair and its fingerprint durable before the bit that makes them live
+  pm::naw(&x->bitmap, bm | (uint64_t{1} << j), &x->version, held + 1);  // commits; unlocks
+  size_.Add(1);
+  return Status::OK();
+}
+
+Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
+  // Copy-on-write of the upper half: the new right sibling gets the pairs
+  // from the median up (and (k, v) if it belongs there), written and
+  // persisted while nothing points to it.
+  KV all[kMaxSlots];
+  const KV* s = Slots(x);
+  for (uint32_t i = 0; i < p_.slots; ++i) all[i] = s[i];
+  std::sort(all, all + p_.slots, [](const KV& a, const KV& b) { return a.key < b.key; });
+  const uint32_t half = p_.slots / 2;
+  const Key anchor = all[half].key;  // > every key left of it, so > x's anchor
+  Result<PPtr> a = env_.alloc->Alloc(node_bytes_);
+  if (!a.ok()) {
+    Unlock(x, held, false);
+    return a.status();  // nothing changed
+  }
+  const uint64_t yraw = a.value().raw();
+  NodeHeader* y = N(yraw);
+  KV* ys = Slots(y);
+  uint64_t fpw[kMaxSlots / 8] = {};
+  uint32_t cnt = 0;
+  bool placed = k < anchor;
+  for (uint32_t i = half; i < p_.slots; ++i) {
+    if (!placed && k < all[i].key) {
+      pm::store(&ys[cnt], KV{k, v});
+      fpw[cnt / 8] = WithFingerprint(fpw[cnt / 8], cnt, common::Fingerprint(k));
+      ++cnt;
+      placed = true;
+    }
+    pm::store(&ys[cnt], all[i]);
+    fpw[cnt / 8] = WithFingerprint(fpw[cnt / 8], cnt, common::Fingerprint(all[i].key));
+    ++cnt;
+  }
+  if (!placed) {
+    pm::store(&ys[cnt], KV{k, v});
+    fpw[cnt / 8] = WithFingerprint(fpw[cnt / 8], cnt, common::Fingerprint(k));
+    ++cnt;
+  }
+  pm::store(&y->version, uint64_t{0});
+  pm::store(&y->tag, kNodeTag);
+  pm::store(&y->anchor, anchor);
+  pm::store(&y->next, x->next);
+  pm::store(&y->high, x->next != 0 ? x->high : Key{0});
+  pm::store(&y->bitmap, (uint64_t{1} << cnt) - 1);  // cnt <= slots / 2 + 1 < 64
+  for (uint64_t& w : y->pad) pm::store(&w, uint64_t{0});
+  for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
+  pm::persist(y, sizeof(NodeHeader) + cnt * sizeof(KV));  // durable before the link
+  uint64_t moved = 0;
+  for (uint32_t i = 0; i < p_.slots; ++i)
+    if (s[i].key >= anchor) moved |= uint64_t{1} << i;
+  const uint64_t kept = (x->bitmap & live_mask_) & ~moved;
+  // The link commits the split (and the insert when k went right): from
+  // here x owns only the keys below `anchor`. `next` and `bitmap` share a
+  // line, so they become durable in this order: one NAW makes both
+  // durable, and a crash leaves neither, both, or the link alone (open
+  // then clears the moved pairs' bits).
+  pm::store(&x->next, yraw, std::memory_order_release);
+  pm::store(&x->high, anchor);
+  pm::naw(&x->bitmap, kept);
+  if (k < anchor) {
+    // A moved slot takes (k, v) only now: its clear bit is durable, so
+    // its new content cannot become live before the bitmap NAW below.
+    const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(moved));
+    FillSlot(x, j, k, v);
+    pm::fence();
+    pm::naw(&x->bitmap, kept | (uint64_t{1} << j));
+  }
+  logs_.Append(anchor, yraw);
+  Unlock(x, held, true);
+  size_.Add(1);
+  splits_.Add(1);
+  return Status::OK();
+}
+
+Status PacTree::remove(Key k) {
+  uint64_t held;
+  NodeHeader* x = LockOwner(k, &held);
+  const uint64_t bm = x->bitmap & live_mask_;
+  const int i = FindSlot(x, p_.slots, bm, k);
+  if (i < 0) {
+    Unlock(x, held, false);
+    return Status::NotFound();
+  }
+  // The bit's NAW commits the delete; the slot is reused by later inserts.
+  pm::naw(&x->bitmap, bm & ~(uint64_t{1} << i), &x->version, held + 1);
+  size_.Add(-1);
+  return Status::OK();
+}
+
+// ----------------------------------------------------------- bulk, create
+
+Result<std::unique_ptr<Index>> PacTree::Create(const IndexEnv& env, const Params& p) {
+  std::unique_ptr<PacTree> t(new PacTree(env, p));
+  Result<PPtr> h = env.alloc->Alloc(t->node_bytes_);
+  if (!h.ok()) return h.status();
+  t->head_raw_ = h.value().raw();
+  NodeHeader* x = t->N(t->head_raw_);
+  pm::fill(x, 0, sizeof(NodeHeader));
+  pm::store(&x->tag, kNodeTag);
+  // Line 0 durable before root slot 0 names the head. Line 1 (zero
+  // fingerprints) need not be: a slot's fingerprint is persisted with its
+  // pair before the slot's bit is set, and no bit is set yet.
+  pm::persist(x, 64);
+  env.pool->WriteRoot(0, t->head_raw_);
+  t->search_.insert(0, t->head_raw_);
+  t->ready_ = true;
+  return std::unique_ptr<Index>(std::move(t));
+}
+
+Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
+  // REQUIRES (as every bulk_load): no other operation on the index. It
+  // must never have split, so the head is the only node and no update is
+  // pending in the logs.
+  NodeHeader* head = N(head_raw_);
+  if (head->next != 0 || (head->bitmap & live_mask_) != 0)
+    return Status::InvalidArgument("pactree: bulk_load needs an empty index");
+  if (!(fill > 0.0 && fill <= 1.0))
+    return Status::InvalidArgument("pactree: bulk_load: fill " + std::to_string(fill) +
+                                   " is outside (0, 1]");
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i - 1].key >= sorted[i].key)
+      return Status::InvalidArgument(
+          "pactree: bulk_load: keys not strictly ascending at position " + std::to_string(i));
+  if (sorted.empty()) return Status::OK();
+  const size_t per = std::max<size_t>(1, static_cast<size_t>(p_.slots * fill));
+  const size_t count = (sorted.size() + per - 1) / per;
+  std::vector<uint64_t> raws;
+  raws.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    Result<PPtr> a = env_.alloc->Alloc(node_bytes_);
+    if (!a.ok()) {
+      for (uint64_t r : raws) env_.alloc->Free(PPtr(r));
+      return a.status();  // nothing changed
+    }
+    raws.push_back(a.value().raw());
+  }
+  // A new chain, its first node the new head (anchor 0), written and
+  // flushed while unreachable; one fence, then root slot 0 (written
+  // durably by the pool, old or new after a crash) swaps the whole chain in.
+  for (size_t c = 0; c < count; ++c) {
+    NodeHeader* y = N(raws[c]);
+    const size_t b = c * per, e = std::min(sorted.size(), b + per);
+    uint64_t fpw[kMaxSlots / 8] = {};
+    for (size_t i = b; i < e; ++i) {
+      const uint32_t j = static_cast<uint32_t>(i - b);
+      pm::store(&Slots(y)[j], sorted[i]);
+      fpw[j / 8] = WithFingerprint(fpw[j / 8], j, common::Fingerprint(sorted[i].key));
+    }
+    const uint32_t cnt = static_cast<uint32_t>(e - b);
+    pm::store(&y->version, uint64_t{0});
+    pm::store(&y->tag, kNodeTag);
+    pm::store(&y->anchor, c == 0 ? Key{0} : sorted[b].key);
+    pm::store(&y->next, c + 1 < count ? raws[c + 1] : uint64_t{0});
+    pm::store(&y->high, c + 1 < count ? sorted[e].key : Key{0});
+    pm::store(&y->bitmap, cnt == 64 ? ~uint64_t{0} : (uint64_t{1} << cnt) - 1);
+    for (uint64_t& w : y->pad) pm::store(&w, uint64_t{0});
+    for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
+    pm::flush(y, sizeof(NodeHeader) + cnt * sizeof(KV));
+  }
+  pm::fence();
+  env_.pool->WriteRoot(0, raws[0]);
+  // The old head is unreachable now (after a crash, recovery reclaims it).
+  env_.alloc->Free(PPtr(head_raw_));
+  head_raw_ = raws[0];
+  size_.Set(sorted.size());
+  RebuildSearchLayer(raws);
+  return Status::OK();
+}
+
+void PacTree::RebuildSearchLayer(const std::vector<uint64_t>& raws) {
+  std::vector<KV> anchors;
+  anchors.reserve(raws.size());
+  for (uint64_t r : raws) anchors.push_back(KV{N(r)->anchor, r});
+  search_.clear();
+  search_.bulk_load(anchors, 1.0);
+}
+
+// ---------------------------------------------------------------- recovery
+
+Status PacTree::Walk(uint64_t head_raw, Chain* chain, common::ContentSum* content) const {
+  const uint64_t limit = env_.pool->size() / node_bytes_ + 1;  // more nodes than fit: a cycle
+  Key prev_anchor = 0;
+  for (uint64_t r = head_raw; r != 0;) {
+    auto d = pm::Decode<NodeHeader>(*env_.pool, r, node_bytes_, 64, "pactree: data node");
+    if (!d.ok()) return d.status();
+    const NodeHeader* x = d.value();
+    // Messages are built only on an error: the walk reads millions of slots.
+    auto where = [r] { return "pactree: data node " + std::to_string(r); };
+    if (x->tag != kNodeTag) return Status::Corruption(where() + " has no data-node tag");
+    if (chain->raws.empty() ? x->anchor != 0 : x->anchor <= prev_anchor)
+      return Status::Corruption(
+          where() + ": anchor " + std::to_string(x->anchor) +
+          (chain->raws.empty() ? " in the head (must be 0)"
+                               : " not above the previous anchor " + std::to_string(prev_anchor)));
+    if ((x->bitmap & ~live_mask_) != 0)
+      return Status::Corruption(where() + ": bitmap marks slots past the node's " +
+                                std::to_string(p_.slots));
+    if (chain->raws.size() >= limit)
+      return Status::Corruption("pactree: the data-node chain has a cycle");
+    chain->raws.push_back(r);
+    prev_anchor = x->anchor;
+    r = x->next;
+  }
+  for (size_t n = 0; n < chain->raws.size(); ++n) {
+    const NodeHeader* x = N(chain->raws[n]);
+    const bool bounded = n + 1 < chain->raws.size();
+    const Key upper = bounded ? N(chain->raws[n + 1])->anchor : 0;
+    const KV* s = Slots(x);
+    Key keys[kMaxSlots];
+    uint32_t cnt = 0;
+    uint64_t stale = 0;
+    for (uint64_t m = x->bitmap; m != 0; m &= m - 1) {
+      const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
+      auto where = [&] {
+        return "pactree: data node " + std::to_string(chain->raws[n]) + " slot " +
+               std::to_string(i);
+      };
+      if (s[i].key < x->anchor)
+        return Status::Corruption(where() + ": key " + std::to_string(s[i].key) +
+                                  " below the anchor " + std::to_string(x->anchor));
+      if (FingerprintAt(x, i) != common::Fingerprint(s[i].key))
+        return Status::Corruption(where() + ": the fingerprint does not match the key");
+      if (bounded && s[i].key >= upper) {
+        stale |= uint64_t{1} << i;  // moved by a split the crash interrupted
+        continue;
+      }
+      keys[cnt++] = s[i].key;
+      if (content != nullptr) content->Add(s[i].key, s[i].value);
+    }
+    std::sort(keys, keys + cnt);
+    for (uint32_t i = 1; i < cnt; ++i)
+      if (keys[i] == keys[i - 1])
+        return Status::Corruption("pactree: data node " + std::to_string(chain->raws[n]) +
+                                  " holds key " + std::to_string(keys[i]) + " twice");
+    if (stale != 0) chain->stale.emplace_back(n, stale);
+    chain->pairs += cnt;
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Index>> PacTree::Open(const IndexEnv& env, const Params& p) {
+  std::unique_ptr<PacTree> t(new PacTree(env, p));
+  if (env.pool->root(0) == 0)
+    return Status::Corruption("pactree: root slot 0 names no head data node");
+  Chain chain;
+  common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
+  PMINDEX_RETURN_IF_ERROR(t->Walk(env.pool->root(0), &chain, &content));  // reads only
+  PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, kKind));
+  for (uint64_t r : chain.raws) env.alloc->MarkReachable(PPtr(r));
+  for (uint64_t r : chain.raws)
+    if (!env.alloc->IsLive(PPtr(r)))
+      return Status::Corruption("pactree: data node " + std::to_string(r) +
+                                " is not an allocated block");
+  PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());
+  PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
+  // Repairs: the moved pairs of an interrupted split lose their bits, and
+  // lock words held at the crash are released.
+  for (const auto& [n, stale] : chain.stale) {
+    NodeHeader* x = t->N(chain.raws[n]);
+    pm::naw(&x->bitmap, x->bitmap & ~stale);
+  }
+  for (size_t n = 0; n < chain.raws.size(); ++n) {
+    NodeHeader* x = t->N(chain.raws[n]);
+    if (x->version != 0) pm::store(&x->version, uint64_t{0});
+    // A crash between a split's link and its store of `high` leaves the
+    // old value; the chain's anchors are the truth. (Not persisted: every
+    // open rewrites it.)
+    const Key high = n + 1 < chain.raws.size() ? t->N(chain.raws[n + 1])->anchor : 0;
+    if (x->high != high) pm::store(&x->high, high);
+  }
+  t->head_raw_ = chain.raws[0];
+  t->size_.Set(chain.pairs);
+  t->RebuildSearchLayer(chain.raws);
+  t->ready_ = true;
+  return std::unique_ptr<Index>(std::move(t));
+}
+
+Status PacTree::close() {
+  if (closed_ || !ready_ || abandoned()) return Status::OK();
+  closed_ = true;
+  logs_.Stop();
+  common::ContentSum content;
+  for (uint64_t r = head_raw_; r != 0;) {
+    const NodeHeader* x = N(r);
+    const Key upper = x->next != 0 ? N(x->next)->anchor : 0;
+    for (uint64_t m = x->bitmap & live_mask_; m != 0; m &= m - 1) {
+      const KV& kv = Slots(x)[__builtin_ctzll(m)];
+      if (x->next == 0 || kv.key < upper) content.Add(kv.key, kv.value);
+    }
+    r = x->next;
+  }
+  common::WriteContentRecord(*env_.pool, content);
+  return Status::OK();
+}
+
+// ------------------------------------------------------- verify and stats
+
+Status PacTree::verify() {
+  logs_.Drain();
+  Chain chain;
+  PMINDEX_RETURN_IF_ERROR(Walk(head_raw_, &chain, nullptr));
+  if (!chain.stale.empty())
+    return Status::Corruption("pactree: data node " +
+                              std::to_string(chain.raws[chain.stale[0].first]) +
+                              " keeps pairs at or past its right sibling's anchor");
+  for (size_t n = 0; n < chain.raws.size(); ++n) {
+    const NodeHeader* x = N(chain.raws[n]);
+    if ((x->version & 1) != 0)
+      return Status::Corruption("pactree: data node " + std::to_string(chain.raws[n]) +
+                                " is locked");
+    if (n + 1 < chain.raws.size() && x->high != N(chain.raws[n + 1])->anchor)
+      return Status::Corruption("pactree: data node " + std::to_string(chain.raws[n]) +
+                                ": high key " + std::to_string(x->high) +
+                                " differs from the next node's anchor");
+  }
+  if (chain.pairs != size_.Sum())
+    return Status::Corruption("pactree: " + std::to_string(chain.pairs) +
+                              " pairs in the data layer, " + std::to_string(size_.Sum()) +
+                              " counted");
+  PMINDEX_RETURN_IF_ERROR(search_.verify());
+  // With the logs drained, the search layer maps exactly the chain's anchors.
+  std::unordered_map<uint64_t, Key> anchor_of;
+  for (uint64_t r : chain.raws) anchor_of.emplace(r, N(r)->anchor);
+  if (search_.size() != chain.raws.size())
+    return Status::Corruption("pactree: the search layer has " + std::to_string(search_.size()) +
+                              " anchors for " + std::to_string(chain.raws.size()) + " data nodes");
+  Status st = Status::OK();
+  search_.ForEach([&](uint64_t key, uint64_t raw) {
+    auto it = anchor_of.find(raw);
+    if (st.ok() && (it == anchor_of.end() || it->second != key))
+      st = Status::Corruption("pactree: the search layer maps anchor " + std::to_string(key) +
+                              " to " + std::to_string(raw) + ", not a data node with that anchor");
+  });
+  return st;
+}
+
+IndexStats PacTree::stats() {
+  IndexStats s;
+  uint64_t nodes = 0;
+  for (uint64_t r = head_raw_; r != 0; r = LdAcquire(N(r)->next)) ++nodes;
+  s.entries = size_.Sum();
+  s.leaves = nodes;
+  s.inner_nodes = search_.inner_nodes() + search_.leaves();
+  s.height = search_.height() + 1;
+  s.pm_bytes = nodes * node_bytes_;
+  s.dram_bytes = search_.dram_bytes();
+  s.extra.emplace_back("splits", static_cast<double>(splits_.Sum()));
+  s.extra.emplace_back("update_logs", static_cast<double>(logs_.logs()));
+  s.extra.emplace_back("search_layer_lag", static_cast<double>(logs_.pending()));
+  s.extra.emplace_back(
+      "fill",
+      nodes == 0 ? 0.0 : static_cast<double>(s.entries) / static_cast<double>(nodes * p_.slots));
+  return s;
+}
+
+Status PacTree::for_each_block(const std::function<void(PPtr)>& fn) {
+  for (uint64_t r = head_raw_; r != 0; r = LdAcquire(N(r)->next)) fn(PPtr(r));
+  return Status::OK();
+}
+
+PMINDEX_REGISTER_INDEX(
+    pactree,
+    {
+        .name = "pactree",
+        .persistent = true,
+        .options_help =
+            "slots=4..64 (pairs per data node, default 64) updater=thread|inline (search-layer "
+            "updates from per-NUMA logs by a background thread, default, or at once)",
+        .test_configs = {"", "slots=4"},
+        .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
+        .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Params> p = ParseParams(o);
+          if (!p.ok()) return p.status();
+          return PacTree::Create(env, p.value());
+        },
+        .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Params> p = ParseParams(o);
+          if (!p.ok()) return p.status();
+          return PacTree::Open(env, p.value());
+        },
+        .marks_in_use = true,
+        .test_numa_nodes = 2,
+    });
+
+}  // namespace
+}  // namespace pmindex::pactree

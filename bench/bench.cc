@@ -653,6 +653,7 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
       rep.threads = cfg.threads;
       rep.repeat = cfg.repeat;
       std::vector<double> tput, cput, secs, p50, p90, p99, p999, lf, fe, nw, nl, nr, load, rec, crec;
+      std::vector<double> mb, ml, mm;
       std::map<std::string, std::vector<double>> xd, xt;
       std::vector<std::string> xnames;
       std::vector<uint64_t> ops, pmb, drb;
@@ -672,6 +673,9 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
         nw.push_back(static_cast<double>(run.counters.naws) / n);
         nl.push_back(static_cast<double>(run.counters.numa_local_visits) / n);
         nr.push_back(static_cast<double>(run.counters.numa_remote_visits) / n);
+        mb.push_back(static_cast<double>(run.counters.media_blocks_written * pm::kXplineBlock) / n);
+        ml.push_back(static_cast<double>(run.counters.model_lines_read) / n);
+        mm.push_back(static_cast<double>(run.counters.model_read_misses) / n);
         pmb.push_back(run.stats.pm_bytes);
         drb.push_back(run.stats.dram_bytes);
         load.push_back(rr.load_s);
@@ -697,6 +701,9 @@ Result<std::vector<PhaseReport>> RunAll(const BenchConfig& cfg,
       rep.naws = Median(nw);
       rep.numa_local = Median(nl);
       rep.numa_remote = Median(nr);
+      rep.media_bytes = Median(mb);
+      rep.model_lines = Median(ml);
+      rep.model_misses = Median(mm);
       rep.pm_bytes = Median(pmb);
       rep.dram_bytes = Median(drb);
       rep.load_s = Median(load);
@@ -726,13 +733,23 @@ std::string Mib(uint64_t b) {
 }  // namespace
 
 void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg) {
-  std::printf("pmbench: %llu keys (fill %.2f, %s), dist %s, %u thread(s), median of %u, flush %s%s%s%s\n",
-              static_cast<unsigned long long>(cfg.keys), cfg.fill,
-              cfg.keys_file.empty() ? cfg.keyspace.c_str() : ("from " + cfg.keys_file).c_str(),
-              cfg.dist.c_str(), cfg.threads, cfg.repeat,
-              pm::FlushKindName(pm::ActiveFlushKind()), cfg.eadr ? ", eADR" : "",
-              cfg.pm_write_ns ? (", +" + std::to_string(cfg.pm_write_ns) + " ns/line").c_str() : "",
-              cfg.api == "db" ? ", api db" : "");
+  const bool xpline = cfg.pm_model == "xpline";
+  std::string model;
+  if (xpline) {
+    model = ", model xpline (" + std::to_string(cfg.pm_block_write_ns) + " ns/256 B block, read " +
+            std::to_string(cfg.pm_read_ns) + "+" + std::to_string(cfg.pm_read_seq_ns) +
+            " ns/line, cache " + std::to_string(cfg.pm_cache_kb) + " KiB)";
+  } else if (cfg.pm_model == "dram") {
+    model = ", model dram";
+  } else if (cfg.pm_write_ns != 0) {
+    model = ", +" + std::to_string(cfg.pm_write_ns) + " ns/line";
+  }
+  std::printf(
+      "pmbench: %llu keys (fill %.2f, %s), dist %s, %u thread(s), median of %u, flush %s%s%s%s\n",
+      static_cast<unsigned long long>(cfg.keys), cfg.fill,
+      cfg.keys_file.empty() ? cfg.keyspace.c_str() : ("from " + cfg.keys_file).c_str(),
+      cfg.dist.c_str(), cfg.threads, cfg.repeat, pm::FlushKindName(pm::ActiveFlushKind()),
+      cfg.eadr ? ", eADR" : "", model.c_str(), cfg.api == "db" ? ", api db" : "");
   std::printf("%-12s %-14s %2s %9s %9s %9s %8s %8s %8s %8s %7s %7s %7s %9s %9s %8s %6s\n", "index",
               "phase", "#", "ops", "ops/s", "ops/cpu-s", "p50ns", "p90ns", "p99ns", "p999ns", "lines", "fences",
               "naws", "PM MiB", "DRAM MiB", "recov s", "errors");
@@ -747,6 +764,14 @@ void PrintTable(const std::vector<PhaseReport>& reports, const BenchConfig& cfg)
                 static_cast<unsigned long long>(r.errors));
   }
   for (const PhaseReport& r : reports) {
+    if (xpline && r.persistent) {
+      const double line_bytes = r.lines_flushed * static_cast<double>(pm::kCacheLine);
+      std::printf(
+          "%-12s phase %zu: xpline per op: media bytes %.1f "
+          "(%.2fx the flushed lines' bytes), PM lines read %.2f, missed %.2f\n",
+          r.index.c_str(), r.phase_no, r.media_bytes,
+          line_bytes > 0 ? r.media_bytes / line_bytes : 0.0, r.model_lines, r.model_misses);
+    }
     if (cfg.numa_nodes > 1 && r.numa_local + r.numa_remote > 0) {
       std::printf("%-12s phase %zu: NUMA node visits per op: %.2f local, %.2f remote (%.1f%% remote)\n",
                   r.index.c_str(), r.phase_no, r.numa_local, r.numa_remote,
@@ -783,20 +808,38 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
       {"compiler", __VERSION__},
   };
   json config = {
-      {"index", cfg.indexes},   {"keys", cfg.keys},
-      {"fill", cfg.fill},       {"workload", cfg.workload},
-      {"ops", cfg.ops},         {"duration_s", cfg.duration_s},
-      {"dist", cfg.dist},       {"keyspace", cfg.keyspace},
-      {"threads", cfg.threads}, {"repeat", cfg.repeat},
-      {"pm_write_ns", cfg.pm_write_ns}, {"eadr", cfg.eadr},
-      {"numa_nodes", cfg.numa_nodes}, {"remote_ns", cfg.remote_ns},
+      {"index", cfg.indexes},
+      {"keys", cfg.keys},
+      {"fill", cfg.fill},
+      {"workload", cfg.workload},
+      {"ops", cfg.ops},
+      {"duration_s", cfg.duration_s},
+      {"dist", cfg.dist},
+      {"keyspace", cfg.keyspace},
+      {"threads", cfg.threads},
+      {"repeat", cfg.repeat},
+      {"pm_write_ns", cfg.pm_write_ns},
+      {"eadr", cfg.eadr},
+      {"pm_model", cfg.pm_model},
+      {"pm_block_write_ns", cfg.pm_block_write_ns},
+      {"pm_read_ns", cfg.pm_read_ns},
+      {"pm_read_seq_ns", cfg.pm_read_seq_ns},
+      {"pm_cache_kb", cfg.pm_cache_kb},
+      {"numa_nodes", cfg.numa_nodes},
+      {"remote_ns", cfg.remote_ns},
       {"pool", cfg.pool_dir_is_temp ? std::string() : cfg.pool_dir},
-      {"pool_size_mb", cfg.pool_size_mb}, {"pool_max_mb", cfg.pool_max_mb}, {"opt", cfg.opt_args},
+      {"pool_size_mb", cfg.pool_size_mb},
+      {"pool_max_mb", cfg.pool_max_mb},
+      {"opt", cfg.opt_args},
       {"index_options", cfg.index_options},
-      {"seed", cfg.seed},       {"scan_len", cfg.scan_len},
-      {"latency_every", cfg.latency_every}, {"check", cfg.check},
-      {"verify", cfg.verify},   {"crash_reopen", cfg.crash_reopen},
-      {"keys_file", cfg.keys_file}, {"op_keys", cfg.op_keys},
+      {"seed", cfg.seed},
+      {"scan_len", cfg.scan_len},
+      {"latency_every", cfg.latency_every},
+      {"check", cfg.check},
+      {"verify", cfg.verify},
+      {"crash_reopen", cfg.crash_reopen},
+      {"keys_file", cfg.keys_file},
+      {"op_keys", cfg.op_keys},
       {"api", cfg.api},
   };
   json runs = json::array();
@@ -817,10 +860,20 @@ Status WriteJson(const std::string& path, const std::vector<PhaseReport>& report
         {"throughput_runs", r.throughput_runs},
         {"seconds", r.seconds},
         {"ops_per_cpu_s", r.ops_per_cpu_s},
-        {"latency_ns", {{"p50", r.latency.p50}, {"p90", r.latency.p90}, {"p99", r.latency.p99},
-                        {"p999", r.latency.p999}}},
-        {"per_op", {{"lines_flushed", r.lines_flushed}, {"fences", r.fences}, {"naws", r.naws},
-                    {"numa_local_visits", r.numa_local}, {"numa_remote_visits", r.numa_remote}}},
+        {"latency_ns",
+         {{"p50", r.latency.p50},
+          {"p90", r.latency.p90},
+          {"p99", r.latency.p99},
+          {"p999", r.latency.p999}}},
+        {"per_op",
+         {{"lines_flushed", r.lines_flushed},
+          {"fences", r.fences},
+          {"naws", r.naws},
+          {"numa_local_visits", r.numa_local},
+          {"numa_remote_visits", r.numa_remote},
+          {"media_bytes", r.media_bytes},
+          {"model_lines_read", r.model_lines},
+          {"model_read_misses", r.model_misses}}},
         {"pm_bytes", r.pm_bytes},
         {"dram_bytes", r.dram_bytes},
         {"recovery_s", r.recovery_s},

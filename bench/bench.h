@@ -13,6 +13,7 @@
 
 #include "index/index.h"
 #include "index/registry.h"
+#include "pm/persist.h"
 #include "pmindex/status.h"
 #include "report.h"
 #include "workload.h"
@@ -32,6 +33,13 @@ struct BenchConfig {
   unsigned threads = 1;
   unsigned repeat = 3;
   uint32_t pm_write_ns = 0;
+  // --pm-model (pm::PmModel): dram, fixed (the default: pm_write_ns per
+  // flushed line) or xpline with the constants below (pm::XplineParams).
+  std::string pm_model = "fixed";
+  uint32_t pm_block_write_ns = pm::XplineParams().block_write_ns;
+  uint32_t pm_read_ns = pm::XplineParams().read_ns;
+  uint32_t pm_read_seq_ns = pm::XplineParams().read_seq_ns;
+  uint64_t pm_cache_kb = pm::XplineParams().cache_bytes >> 10;
   bool eadr = false;
   // --numa-nodes N (> 1): N simulated NUMA nodes, worker thread t on node
   // t % N, node visits metered (alloc/numa_meter.h). 0 or 1: the machine's.
@@ -77,6 +85,9 @@ struct PhaseReport {
   LatencyNs latency;
   double lines_flushed = 0, fences = 0, naws = 0;  // per op
   double numa_local = 0, numa_remote = 0;           // node visits per op (metered indexes)
+  // xpline model, per op: media bytes written (256-byte blocks), PM lines
+  // read at node visits, and those missing from the modelled cache.
+  double media_bytes = 0, model_lines = 0, model_misses = 0;
   uint64_t pm_bytes = 0, dram_bytes = 0;
   double recovery_s = 0;  // last phase of a persistent index only
   double crash_recovery_s = 0;  // --crash-reopen: open_index of a crash image, last phase only

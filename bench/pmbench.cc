@@ -293,7 +293,22 @@ int Main(int argc, char** argv) {
                  "random (distinct random 64-bit keys) or dense (1..N); dense-insert implies dense");
   app.add_option("--threads", cfg.threads, "Worker threads per phase");
   app.add_option("--repeat", cfg.repeat, "Runs per index, each on a fresh index; medians reported");
-  app.add_option("--pm-write-ns", cfg.pm_write_ns, "Emulated extra PM write latency per flushed line");
+  app.add_option("--pm-write-ns", cfg.pm_write_ns,
+                 "Emulated extra PM write latency per flushed line (the fixed model's constant)");
+  app.add_option("--pm-model", cfg.pm_model,
+                 "PM cost model: dram (no cost), fixed (--pm-write-ns per flushed line; the "
+                 "default), "
+                 "xpline (Optane: per 256 B block written back between fences, per PM line read "
+                 "missing from a modelled cache; docs/persistence-model.md)");
+  app.add_option("--pm-block-write-ns", cfg.pm_block_write_ns,
+                 "xpline: cost of one 256 B media block write (default 111)");
+  app.add_option("--pm-read-ns", cfg.pm_read_ns,
+                 "xpline: cost of the first missed PM line of a node visit (default 224)");
+  app.add_option("--pm-read-seq-ns", cfg.pm_read_seq_ns,
+                 "xpline: cost of each further missed line of the same visit (default 90)");
+  app.add_option("--pm-cache-kb", cfg.pm_cache_kb,
+                 "xpline: modelled CPU cache (shared by the threads) in KiB (default 39936, "
+                 "39 MiB; 0: none)");
   app.add_flag("--eadr", cfg.eadr, "eADR mode: flushes are no-ops, fences stay");
   app.add_option("--numa-nodes", cfg.numa_nodes,
                  "Simulate N NUMA nodes (2..64): pools' pages split among them, worker thread t on node "
@@ -337,9 +352,10 @@ int Main(int argc, char** argv) {
                "of open_index as crash_recovery_s");
 
   pmindex::bench::RequireNotNegative(
-      app, {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns", "--numa-nodes",
-            "--remote-ns", "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len",
-            "--latency-every"});
+      app,
+      {"--keys", "--ops", "--threads", "--repeat", "--pm-write-ns", "--numa-nodes", "--remote-ns",
+       "--pool-size-mb", "--pool-max-mb", "--seed", "--scan-len", "--latency-every",
+       "--pm-block-write-ns", "--pm-read-ns", "--pm-read-seq-ns", "--pm-cache-kb"});
 
   if (!pmindex::bench::ParseCommandLine(app, argc, argv, "pmbench")) return 0;
   cfg.check = !no_check;
@@ -367,6 +383,15 @@ int Main(int argc, char** argv) {
   if (cfg.scan_len < 1 || cfg.scan_len > 1000000) Fail("bad --scan-len: must be in [1, 1000000]");
   if (cfg.latency_every < 1) Fail("bad --latency-every: must be >= 1");
   if (cfg.pm_write_ns > 100000) Fail("bad --pm-write-ns: must be <= 100000");
+  pmindex::pm::PmModel pm_model = pmindex::pm::PmModel::kFixed;
+  if (!pmindex::pm::ParsePmModel(cfg.pm_model.c_str(), &pm_model))
+    Fail("bad --pm-model '" + cfg.pm_model + "': must be dram, fixed or xpline");
+  if (cfg.pm_write_ns != 0 && pm_model != pmindex::pm::PmModel::kFixed)
+    Fail("bad --pm-write-ns: it is the fixed model's constant (--pm-model fixed)");
+  if (cfg.pm_block_write_ns > 100000 || cfg.pm_read_ns > 100000 || cfg.pm_read_seq_ns > 100000)
+    Fail("bad --pm-block-write-ns / --pm-read-ns / --pm-read-seq-ns: must be <= 100000");
+  if (cfg.pm_cache_kb > (uint64_t{1} << 24))
+    Fail("bad --pm-cache-kb: must be <= 16777216 (16 GiB)");
   if (cfg.numa_nodes > 64) Fail("bad --numa-nodes: must be <= 64");
   if (cfg.remote_ns > 100000) Fail("bad --remote-ns: must be <= 100000");
   if (cfg.remote_ns > 0 && cfg.numa_nodes < 2) Fail("bad --remote-ns: needs --numa-nodes 2 or more");
@@ -465,6 +490,12 @@ int Main(int argc, char** argv) {
   PreparePoolDir(cfg, tmp);
   pmindex::pm::SetEadr(cfg.eadr);
   pmindex::pm::SetPmWriteNs(cfg.pm_write_ns);
+  pmindex::pm::XplineParams xp;
+  xp.block_write_ns = cfg.pm_block_write_ns;
+  xp.read_ns = cfg.pm_read_ns;
+  xp.read_seq_ns = cfg.pm_read_seq_ns;
+  xp.cache_bytes = cfg.pm_cache_kb << 10;
+  pmindex::pm::SetPmModel(pm_model, xp);
   if (cfg.numa_nodes > 1) {
     auto topo = pmindex::alloc::Topology::Simulated(static_cast<int>(cfg.numa_nodes));
     pmindex::alloc::Topology::SetDefault(topo);

@@ -42,6 +42,10 @@ expect_error "phase distribution" --workload 'update@zipf:x'
 expect_error "bad --dist 'hotrange:0.1:1:2'" --dist hotrange:0.1:1:2
 expect_error "bad --numa-nodes: must be <= 64" --numa-nodes 65
 expect_error "bad --remote-ns: needs --numa-nodes 2 or more" --remote-ns 10
+expect_error "bad --pm-model 'optane': must be dram, fixed or xpline" --pm-model optane
+expect_error "bad --pm-write-ns: it is the fixed model's constant" --pm-model xpline --pm-write-ns 300
+expect_error "bad --pm-cache-kb" --pm-model xpline --pm-cache-kb 99999999
+expect_error "--pm-read-ns: invalid value" --pm-model xpline --pm-read-ns -1
 # Unsigned options refuse a sign instead of wrapping it around to 2^64 - 5.
 expect_error "--keys: invalid value '-5': must be a non-negative integer" --keys -5
 expect_error "--seed: invalid value '-1'" --index null --keys 10 --ops 10 --seed -1
@@ -117,6 +121,30 @@ assert nv[2]["crash_recovery_s"] > 0 and nv[2]["recovery_s"] > 0, nv[2]
 assert nv[0]["crash_recovery_s"] == 0
 dr = [r for r in runs if r["index"] == "dram-btree"]
 assert all(r["index_stats"] == {} and r["crash_recovery_s"] == 0 for r in dr), dr
+PY
+fi
+
+# --pm-model xpline: media bytes and modelled reads per op, in the table
+# and the JSON; an lbtree insert writes at least one 256-byte block and
+# reads its 256-byte leaf (4 lines); dram-btree (volatile) reads no PM.
+if "$pmbench" --list | grep -q '^lbtree persistent'; then
+  "$pmbench" --index lbtree,dram-btree --keys 20000 --ops 5000 --repeat 1 --workload insert,lookup \
+    --pm-model xpline --pm-block-write-ns 0 --pm-read-ns 0 --pm-read-seq-ns 0 --pm-cache-kb 64 \
+    --pool "$tmp/pools" --json "$tmp/xp.json" >"$tmp/table" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then echo "FAIL: xpline run rc=$rc"; cat "$tmp/err" "$tmp/table"; fail=1; fi
+  grep -q 'model xpline' "$tmp/table" || { echo "FAIL: model not in the table's header"; fail=1; }
+  grep -q 'lbtree       phase 1: xpline per op: media bytes' "$tmp/table" ||
+    { echo "FAIL: no xpline line"; cat "$tmp/table"; fail=1; }
+  python3 - "$tmp/xp.json" <<'PY' || fail=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["config"]["pm_model"] == "xpline" and doc["config"]["pm_cache_kb"] == 64, doc["config"]
+runs = {(r["index"], r["phase"]): r["per_op"] for r in doc["runs"]}
+ins, look = runs[("lbtree", "insert")], runs[("lbtree", "lookup")]
+assert ins["media_bytes"] >= 256, ins
+assert look["media_bytes"] == 0 and look["model_lines_read"] == 4, look
+assert runs[("dram-btree", "lookup")]["model_lines_read"] == 0, runs
 PY
 fi
 

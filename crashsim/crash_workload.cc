@@ -36,13 +36,22 @@ const std::vector<std::pair<std::string, std::string>>& WorkloadNames() {
       {"insert", "random inserts (node splits), some duplicates"},
       {"seq", "ascending inserts (splits at the right edge)"},
       {"delete", "inserts, then removes of most keys (merges, empty nodes)"},
+      {"dense",
+       "inserts, then removes, inserts and updates, of keys sharing their high bytes "
+       "(radix trees: deep nodes, node growth, path splits and collapses)"},
       {"update", "inserts, then updates and upserts of present keys"},
-      {"churn", "inserts, then waves of removes of neighbouring keys and inserts (merges, then splits that reuse freed nodes)"},
+      {"churn",
+       "inserts, then waves of removes of neighbouring keys and inserts (merges, then splits that "
+       "reuse freed nodes)"},
       {"bulk", "bulk load of half the ops, then inserts and removes"},
       {"bulk-small", "bulk load of 3 pairs (one leaf), then inserts and removes"},
       {"recovery", "mixed, with a restart (crash recovery, itself crash-tested) every ops/5"},
-      {"kv", "the key-value store over the index: single calls on byte-string keys, large values, restarts"},
-      {"kv-tx", "the key-value store: transactions, and commits stopped as a crash would stop them, then recovered"},
+      {"kv",
+       "the key-value store over the index: single calls on byte-string keys, large values, "
+       "restarts"},
+      {"kv-tx",
+       "the key-value store: transactions, and commits stopped as a crash would stop them, then "
+       "recovered"},
   };
   return names;
 }
@@ -139,6 +148,26 @@ Result<std::vector<Op>> MakeWorkload(std::string_view name, uint64_t ops, uint64
     }
   } else if (name == "seq") {
     for (uint64_t i = 0; i < n; ++i) g.Add(w, OpType::kInsert, (i + 1) * 1000);
+  } else if (name == "dense") {
+    // Keys that differ in bytes 5 and 7 only, and now and then in byte 3:
+    // a radix tree's nodes sit deep, fill, grow, split and collapse, and
+    // the byte-3 keys break a compressed path.
+    auto dense = [&g, n] {
+      Key k = g.Roll(4) << 16 | g.Roll(n / 8 + 3);
+      if (g.Roll(8) == 0) k |= (g.Roll(3) + 1) << 32;
+      return k;
+    };
+    for (uint64_t i = 0; i < n / 2; ++i) g.Add(w, OpType::kInsert, dense());
+    for (uint64_t i = n / 2; i < n; ++i) {
+      const uint64_t r = g.Roll(20);
+      if (r < 12) {
+        g.Add(w, OpType::kRemove, g.PresentKey());
+      } else if (r < 17) {
+        g.Add(w, OpType::kInsert, dense());
+      } else {
+        g.Add(w, OpType::kUpdate, g.PresentKey());
+      }
+    }
   } else if (name == "delete") {
     for (uint64_t i = 0; i < n / 2; ++i) g.Add(w, OpType::kInsert, g.RandomKey());
     for (uint64_t i = n / 2; i < n; ++i) {

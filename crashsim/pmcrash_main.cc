@@ -53,7 +53,7 @@ const char kUsage[] =
     "               and print the kill matrix; a survivor declared\n"
     "               '// pmcrash-redundant: why' above its call is redundant\n"
     "               (--mutate-alloc: src/alloc/ sites too)\n"
-    "  --workload   mixed (default), insert, seq, delete, churn, update, bulk,\n"
+    "  --workload   mixed (default), insert, seq, delete, dense, churn, update, bulk,\n"
     "               bulk-small, recovery, kv, kv-tx (the key-value store over\n"
     "               the index), or 'all'; a comma list runs each\n"
     "  --replay     check exactly one crash image (printed with each failure)\n"

@@ -119,6 +119,31 @@ int main(int argc, char** argv) {
                  "emulated extra PM write latency per flushed line, as pmbench's (0 = none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
+  std::string pm_model_name = "fixed";
+  app.add_option("--pm-model", pm_model_name,
+                 "PM cost model, as pmbench's: dram (none), fixed (--pm-write-ns per flushed "
+                 "line), xpline (Optane's 256 B write unit and read latency; "
+                 "docs/persistence-model.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dram", "fixed", "xpline"}));
+  pmindex::pm::XplineParams xpline;
+  app.add_option("--pm-block-write-ns", xpline.block_write_ns,
+                 "xpline: cost of one 256 B media block write")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--pm-read-ns", xpline.read_ns,
+                 "xpline: cost of the first missed PM line of a node visit")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--pm-read-seq-ns", xpline.read_seq_ns,
+                 "xpline: cost of each further missed line of the same visit")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  uint64_t pm_cache_kb = xpline.cache_bytes >> 10;
+  app.add_option("--pm-cache-kb", pm_cache_kb,
+                 "xpline: modelled CPU cache (shared by the threads) in KiB")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 24));
   std::string requirepass_file;
   std::string protected_mode = "yes";
   bool memcached_insecure = false;
@@ -219,7 +244,16 @@ int main(int argc, char** argv) {
     opts.cluster = cluster.get();
   }
   opts.stop_on_signals = true;
+  pmindex::pm::PmModel pm_model = pmindex::pm::PmModel::kFixed;
+  (void)pmindex::pm::ParsePmModel(pm_model_name.c_str(), &pm_model);  // checked by IsMember
+  if (pm_write_ns != 0 && pm_model != pmindex::pm::PmModel::kFixed) {
+    std::fprintf(stderr,
+                 "pmserver: --pm-write-ns is the fixed model's constant (--pm-model fixed)\n");
+    return 2;
+  }
+  xpline.cache_bytes = pm_cache_kb << 10;
   pmindex::pm::SetPmWriteNs(pm_write_ns);
+  pmindex::pm::SetPmModel(pm_model, xpline);
 
   pmindex::Result<std::unique_ptr<pmindex::KvStore>> kv =
       pmindex::Status::NotFound("no pool");
@@ -281,7 +315,10 @@ int main(int argc, char** argv) {
     if (int p = server.port(Server::Wire::kResp))
       std::printf("pmserver: resp on %s:%d\n", opts.bind.c_str(), p);
     const std::string latency =
-        pm_write_ns == 0 ? "" : ", +" + std::to_string(pm_write_ns) + " ns per flushed line";
+        pm_model == pmindex::pm::PmModel::kXpline
+            ? ", PM cost model xpline"
+            : (pm_write_ns == 0 ? ""
+                                : ", +" + std::to_string(pm_write_ns) + " ns per flushed line");
     const std::string mode =
         cluster == nullptr
             ? ""

@@ -6,8 +6,8 @@
 
 For one original (lbtree: the LB+-Tree authors' code, fptree: sfu-dis
 FPTree, fastfair: DICL FAST_FAIR's single-threaded tree, tlbtree:
-ypluo/TLBtree's single-threaded variant, pactree: cosmoss-jigu/pactree
-on one NUMA node), this
+ypluo/TLBtree's single-threaded variant, roart: madsys-dev/ROART,
+pactree: cosmoss-jigu/pactree on one NUMA node), this
 
  1. builds it outside the pmindex tree (scripts/peers/<tree>.sh, unless
     --no-build), into --peer-build (default /tmp/pmindex-peers/<tree>);
@@ -29,7 +29,9 @@ on one NUMA node), this
         loads by inserts too: --keys 0 --workload
         insert:N,lookup:M,insert:M,delete:M --op-keys insert=<the N load keys
         followed by the M fresh ones>,lookup=,delete=, and the table gains
-        a "load" row (ns per inserted key of the build);
+        a "load" row (ns per inserted key of the build); roart likewise,
+        and with a "scan" phase after the lookups on both sides (ops/10
+        scans of --scan-len pairs from the lookup keys; ns per scan);
  4. runs the original once more, untimed, to count cache lines flushed and
     fences per operation: lbtree's own NVMFLUSH_STAT build, fastfair's own
     clflush_cnt counter, fptree with shim/pmem_count.c LD_PRELOADed (counts
@@ -69,14 +71,19 @@ TREES = {
     "fastfair": ("fastfair", "node=512,sentinel=off"),
     # TLBtree: pmindex's tlbtree at its defaults.
     "tlbtree": ("tlbtree", ""),
+    # ROART: pmindex's roart at its defaults (leaf arrays of 64, as theirs).
+    "roart": ("roart", ""),
     # PACTree: pmindex's pactree at its defaults (64-slot data nodes, as
     # theirs, and the search-layer updater thread).
     "pactree": ("pactree", ""),
 }
 # Originals built by inserts, whose pmindex side is built by inserts too
 # (and timed: the "load" row).
-LOAD_BY_INSERTS = {"tlbtree", "pactree"}
+LOAD_BY_INSERTS = {"tlbtree", "roart", "pactree"}
 PHASES = ["lookup", "insert", "delete"]
+# Originals whose driver also scans: a "scan" phase after the lookups,
+# ops/10 scans of --scan-len pairs from the lookup keys (ns per scan).
+SCANS = {"roart"}
 
 
 def die(msg):
@@ -127,9 +134,15 @@ def make_keys(args, work):
     return files
 
 
+def scan_count(args):
+    return max(1, args.ops // 10)
+
+
 def peer_cmd(args, files, binary, pm_file):
     n, m = str(args.keys), str(args.ops)
     ops = ["lookup", m, files["lookup"], "insert", m, files["insert"], "del", m, files["delete"]]
+    if args.tree in SCANS:
+        ops[3:3] = ["scan", str(scan_count(args)), files["lookup"], str(args.scan_len)]
     if args.tree == "lbtree":
         # Leaves (NVM pool) and inner nodes (DRAM pool), in MB, with room:
         # 256-byte leaves of 14 slots at the fill, plus splits of inserts.
@@ -147,6 +160,9 @@ def peer_cmd(args, files, binary, pm_file):
         # the top layer and PMDK's own overhead.
         pool_mb = int((args.keys + args.ops) / 7 * 256 * 2 / 2**20) + 256
         return [binary, "pool", pm_file, str(pool_mb), "load", n, files["load"]] + ops
+    if args.tree == "roart":
+        # Their PM file is pm_file + ".part.data", sparse, removed by the driver.
+        return [binary, "pool", pm_file, "load", n, files["load"]] + ops
     if args.tree == "pactree":
         # A new directory for the six 1-GiB PMDK pools their initPT creates
         # (the size argument is ignored).
@@ -166,7 +182,7 @@ def parse_peer(out):
     """{phase: ns} from the drivers' '-- <phase> ...' / 'elapsed ...' lines, plus extras."""
     res, counts, cur = {}, {}, None
     cpu = {}
-    names = {"lookup": "lookup", "insert": "insert", "del": "delete", "load": "load"}
+    names = {"lookup": "lookup", "insert": "insert", "del": "delete", "load": "load", "scan": "scan"}
     for line in out.splitlines():
         mm = re.match(r"^-- (\w+) (\d+) ", line)
         if mm:
@@ -216,6 +232,7 @@ def main():
     ap.add_argument("--fill", type=float, default=0.7, help="bulk-load fill (lbtree and pmbench; fptree and "
                     "fastfair load by inserts)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scan-len", type=int, default=100, help="pairs per scan (originals whose driver scans: roart)")
     ap.add_argument("--cpu", default="1", help="taskset -c CPU for every run")
     ap.add_argument("--pm-dir", default="/dev/shm", help="PM files of both sides (a huge=always tmpfs "
                     "or hugetlbfs mount for 2 MiB pages)")
@@ -262,25 +279,31 @@ def main():
         pool_dir = os.path.join(args.pm_dir, f"pmindex-peer-pmbench-{os.getpid()}")
         m = args.ops
         by_inserts = args.tree in LOAD_BY_INSERTS
+        scans = args.tree in SCANS
+        phases = PHASES[:1] + (["scan"] if scans else []) + PHASES[1:]
+        per_phase = {p: (scan_count(args) if p == "scan" else m) for p in phases}
+        scan_wl = f"scan:{scan_count(args)}," if scans else ""
+        scan_keys = f",scan={files['lookup']}" if scans else ""
         if by_inserts:
             # The insert phases take the "all" file in order: the N load keys,
             # then the M fresh ones (make_keys splits it so).
             ours_cmd = [args.pmbench, "--index", index, "--keys", "0",
-                        "--workload", f"insert:{args.keys},lookup:{m},insert:{m},delete:{m}",
-                        "--op-keys", f"insert={files['all']},lookup={files['lookup']},delete={files['delete']}"]
+                        "--workload", f"insert:{args.keys},lookup:{m},{scan_wl}insert:{m},delete:{m}",
+                        "--op-keys", f"insert={files['all']},lookup={files['lookup']},delete={files['delete']}"
+                        + scan_keys] + (["--scan-len", str(args.scan_len)] if scans else [])
         else:
             ours_cmd = [args.pmbench, "--index", index, "--keys-file", files["load"], "--keys", str(args.keys),
                         "--fill", str(args.fill), "--workload", f"lookup:{m},insert:{m},delete:{m}",
                         "--op-keys", f"lookup={files['lookup']},insert={files['insert']},delete={files['delete']}"]
         ours_cmd += ["--repeat", "1", "--pool", pool_dir] + (["--opt", opts] if opts else []) + args.pmbench_args.split()
-        table = (["load"] if by_inserts else []) + PHASES
-        peer = {p: [] for p in PHASES + ["load"]}
+        table = (["load"] if by_inserts else []) + phases
+        peer = {p: [] for p in phases + ["load"]}
         ours = {p: [] for p in table}
         ours_counts = {p: [] for p in table}
         # CPU time per op (our drivers: the process's; pmbench: 1 / ops_per_cpu_s of
         # its worker): on a CPU shared with other work, wall time counts the others'
         # slices, CPU time does not.
-        peer_cpu = {p: [] for p in PHASES + ["load"]}
+        peer_cpu = {p: [] for p in phases + ["load"]}
         ours_cpu = {p: [] for p in table}
         fills = []
         for r in range(1, args.repeat + 1):
@@ -290,12 +313,12 @@ def main():
             res, _, fill, cpu = parse_peer(out)
             if fill is not None:
                 fills.append(fill)
-            for p in PHASES + ["load"]:
+            for p in phases + ["load"]:
                 if p in res:
-                    peer[p].append(res[p] / (args.keys if p == "load" else m))
+                    peer[p].append(res[p] / (args.keys if p == "load" else per_phase[p]))
                 if p in cpu:
-                    peer_cpu[p].append(cpu[p] / (args.keys if p == "load" else m))
-            missing = [p for p in PHASES if p not in res]
+                    peer_cpu[p].append(cpu[p] / (args.keys if p == "load" else per_phase[p]))
+            missing = [p for p in phases if p not in res]
             if missing:
                 die(f"no time for {missing} in the original's output:\n{out[-2000:]}")
             js = os.path.join(work, f"pmbench-r{r}.json")
@@ -325,7 +348,7 @@ def main():
             remove_pm(pm_file)
             _, counts, _, _ = parse_peer(out)
             for p, (lines, fences) in counts.items():
-                per = args.keys if p == "load" else m
+                per = args.keys if p == "load" else per_phase.get(p, m)
                 peer_counts[p] = (lines / per, None if fences is None else fences / per)
 
         def fmt_counts(c):
@@ -340,7 +363,8 @@ def main():
               (" (pmindex and original: built by inserts" if by_inserts else f" (pmindex fill {args.fill}") +
               ("" if by_inserts else f", original: bulkload at fill {args.fill}" if args.tree == "lbtree" else
                ", original: loaded by inserts" + (f", leaf fill {statistics.median(fills):.3f}" if fills else "")) +
-              f"), {m} ops per phase, median of {args.repeat}, CPU {args.cpu}, PM in {args.pm_dir}")
+              f"), {m} ops per phase" + (f" ({scan_count(args)} scans of {args.scan_len})" if scans else "") +
+              f", median of {args.repeat}, CPU {args.cpu}, PM in {args.pm_dir}")
         hdr = (f"{'phase':8} {'original ns/op':>15} {'(min-max)':>13} {'pmindex ns/op':>14} {'(min-max)':>13} "
                f"{'orig/pmindex':>12}  {'pmindex lines/fences':>20}  {'original lines/fences':>21}")
         print(hdr)
@@ -348,6 +372,7 @@ def main():
                    "fill": args.fill, "repeat": args.repeat, "pm_dir": args.pm_dir,
                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                    "command": "scripts/peers/compare.py " + " ".join(sys.argv[1:]),
+                   "scans": scan_count(args) if scans else 0, "scan_len": args.scan_len if scans else 0,
                    "phases": {}}
         for p in table:
             a, b = peer[p], ours[p]

@@ -13,7 +13,9 @@
 //   report to the installed Tracer.
 // - Counters are per thread, always on, and summed over all threads on
 //   request. They are the machine-independent cost figures of benchmarks.
-// - Write-latency emulation adds a TSC busy-wait of N ns per flushed line.
+// - Write-latency emulation adds a TSC busy-wait of N ns per flushed line
+//   (the fixed cost model); the xpline model charges 256-byte media blocks
+//   and reads reported by ModelRead instead (PmModel below).
 // - eADR mode: flush becomes a no-op (nothing counted, no latency); fences
 //   stay.
 //
@@ -53,6 +55,13 @@ struct Counters {
   // metering is on. Zero otherwise.
   uint64_t numa_local_visits = 0;
   uint64_t numa_remote_visits = 0;
+  // The xpline cost model (SetPmModel): 256-byte media blocks written back
+  // (distinct blocks between two fences of a thread), PM cache lines read at
+  // node visits (ModelRead), and those of them not in the modelled cache.
+  // Zero under the other models.
+  uint64_t media_blocks_written = 0;
+  uint64_t model_lines_read = 0;
+  uint64_t model_read_misses = 0;
   Counters& operator+=(const Counters& o);
   Counters operator-(const Counters& o) const;
 };
@@ -91,6 +100,37 @@ void SetRemoteAccessNs(uint32_t ns);
 uint32_t RemoteAccessNs();
 double TscTicksPerNs();  // calibrated once, on first use
 
+// ------------------------------------------------------------ cost model
+// What a PM access costs on top of this machine's DRAM (docs/
+// persistence-model.md, "Cost models"):
+// - kDram: nothing.
+// - kFixed (the default): PmWriteNs per flushed 64-byte line, reads free.
+// - kXpline: Optane's 256-byte internal write unit and its read latency.
+//   A write costs block_write_ns per distinct 256-byte block that a thread
+//   writes back between two of its fences (lines flushed into one block
+//   before a fence combine into one media write; kXplineCombineBlocks
+//   distinct blocks at most are held). A read costs, per ModelRead call (a
+//   node visit), read_ns for the first line missing from a modelled cache
+//   of cache_bytes and read_seq_ns for every further missing line; lines
+//   flushed are put in that cache, as clwb leaves them cached. The cache
+//   is shared by all threads; the combining window is per thread.
+enum class PmModel : uint8_t { kDram, kFixed, kXpline };
+const char* PmModelName(PmModel m);
+bool ParsePmModel(const char* name, PmModel* out);  // "dram", "fixed", "xpline"
+struct XplineParams {
+  uint32_t block_write_ns = 111;  // 256 B at one Optane DIMM's 2.3 GB/s media write rate
+  uint32_t read_ns = 224;         // Optane random read 305 ns minus DRAM's 81 ns
+  uint32_t read_seq_ns = 90;      // Optane sequential read 169 ns minus DRAM's 79 ns
+  uint64_t cache_bytes = uint64_t{39} << 20;  // paper 000's machine: 39 MB L3
+};
+inline constexpr size_t kXplineBlock = 256;
+inline constexpr uint32_t kXplineCombineBlocks = 64;  // 16 KiB, one DIMM's XPBuffer
+// Set while no PM work runs. Empties every thread's modelled cache and
+// pending blocks. The default is kFixed.
+void SetPmModel(PmModel m, const XplineParams& p = XplineParams());
+PmModel ActivePmModel();
+XplineParams ActiveXplineParams();
+
 namespace detail {
 struct alignas(64) ThreadCounterBlock {
   std::atomic<uint64_t> lines_flushed{0};
@@ -99,6 +139,9 @@ struct alignas(64) ThreadCounterBlock {
   std::atomic<int64_t> pm_bytes{0};
   std::atomic<uint64_t> numa_local{0};
   std::atomic<uint64_t> numa_remote{0};
+  std::atomic<uint64_t> media_blocks{0};
+  std::atomic<uint64_t> model_lines{0};
+  std::atomic<uint64_t> model_misses{0};
   bool registered = false;
 };
 // constinit: no dynamic initialization, so other translation units reach
@@ -122,7 +165,20 @@ extern bool g_eadr;
 extern uint64_t g_write_ticks_per_line;  // 0 = no emulation
 extern uint64_t g_remote_ticks;          // 0 = no remote-access emulation
 void SpinTicks(uint64_t ticks);
+// True iff the xpline model is on: ModelRead and fence() take their slow
+// paths (fence() also for an installed tracer: g_fence_hook).
+extern bool g_xpline;
+extern bool g_fence_hook;
+void ModelReadSlow(const void* p, size_t n);
 }  // namespace detail
+
+// A node visit of index code: the operation reads the PM bytes [p, p+n).
+// Costs one predictable branch unless the xpline model is on, which then
+// charges the lines of the range missing from its cache (see PmModel).
+// Ranges in DRAM must not be reported.
+[[gnu::always_inline]] inline void ModelRead(const void* p, size_t n) {
+  if (__builtin_expect(detail::g_xpline, 0)) detail::ModelReadSlow(p, n);
+}
 
 // Counts one visit of a PM node on the calling thread's NUMA node (remote
 // false) or on another one, and waits RemoteAccessNs for a remote one.
@@ -156,9 +212,10 @@ void EmulateWriteLatency(uint64_t lines);
 // flush() when g_plain_flush is false (tracer, eADR, emulation, or an
 // instruction other than clwb).
 void FlushSlow(const void* p, size_t n, Site site);
-// fence()'s report to the installed tracer (out of line: the hot path
-// passes the site in a register and stores nothing for it).
-void TraceFence(Site site);
+// fence()'s report to the installed tracer and the end of the xpline
+// model's combining window (out of line: the hot path passes the site in a
+// register and stores nothing for it).
+void FenceHook(Site site);
 
 [[gnu::always_inline]] inline void FlushLine(const void* p) {
   switch (g_flush_kind) {
@@ -208,7 +265,7 @@ void TraceFence(Site site);
 }
 
 [[gnu::always_inline]] inline void fence(Site site = Site::current()) {
-  if (__builtin_expect(detail::g_tracer != nullptr, 0)) detail::TraceFence(site);
+  if (__builtin_expect(detail::g_fence_hook, 0)) detail::FenceHook(site);
   asm volatile("sfence" ::: "memory");
   detail::Bump(detail::Mine().fences, 1);
 }

@@ -769,6 +769,16 @@ def test_emulated_pm_write_latency(ctx):
         assert c.get("k") == b"v"
     finally:
         assert s.stop()[0] == 0
+    # The Optane cost model (docs/persistence-model.md): announced, and the
+    # store works under it.
+    s = Server(ctx.binary, ctx.pool("xpline"), extra=("--pm-model", "xpline", "--pm-cache-kb", "64"))
+    try:
+        assert "PM cost model xpline" in s.ready_line, s.ready_line
+        c = s.mc()
+        assert c.set("k", b"v", expire=0)
+        assert c.get("k") == b"v"
+    finally:
+        assert s.stop()[0] == 0
 
 
 def test_usage_errors(ctx):
@@ -783,6 +793,10 @@ def test_usage_errors(ctx):
     r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--create", "lbtree",
                         "--pm-write-ns", "100001"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--pm-write-ns" in r.stderr, r
+    for bad in (["--pm-model", "optane"], ["--pm-model", "xpline", "--pm-write-ns", "300"]):
+        r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--create", "lbtree"] + bad,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "--pm-" in r.stderr, (bad, r)
     r = subprocess.run([ctx.binary, "--pool", ctx.pool("x"), "--threads", "0"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2 and "--threads" in r.stderr, r

@@ -278,7 +278,11 @@ int CddsTree::FindLive(Node* x, Key k) const {
 std::optional<Value> CddsTree::lookup(Key k) {
   std::shared_lock g(mu_);
   Node* x = N(meta_->root);
-  while (!x->leaf) x = N(x->e[Route(x, k)].val);
+  pm::ModelRead(x, Node::kHeader + sizeof(Entry) * x->n);
+  while (!x->leaf) {
+    x = N(x->e[Route(x, k)].val);
+    pm::ModelRead(x, Node::kHeader + sizeof(Entry) * x->n);
+  }
   int i = FindLive(x, k);
   if (i < 0) return std::nullopt;
   return x->e[i].val;

@@ -235,6 +235,7 @@ void LcbTree::Descend(Key k, std::vector<uint64_t>* path, std::vector<uint32_t>*
   for (;;) {
     path->push_back(raw);
     Node* x = N(raw);
+    pm::ModelRead(x, Node::kHeader + 8 * x->n);  // the header and the keys
     if (x->leaf) return;
     Key* ks = keys(x);
     uint32_t i = static_cast<uint32_t>(std::upper_bound(ks, ks + x->n, k) - ks);

@@ -100,6 +100,7 @@ static_assert(Ln::kMaxBytes == 4160);
 // The newest element of `k` among the first n decides: POSITIVE = present
 // with its value, NEGATIVE = absent. Scans backwards so it stops early.
 inline std::optional<Value> LnFind(const Ln* ln, uint64_t n, Key k) {
+  pm::ModelRead(ln, Ln::kHeaderBytes + n * sizeof(LnElement));
   for (uint64_t i = n; i-- > 0;) {
     if (Ln::Load(ln->elems[i].key) == k) {
       if (ln->negative(i)) return std::nullopt;

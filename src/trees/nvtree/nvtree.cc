@@ -1000,7 +1000,8 @@ Result<Config> ParseConfig(const Options& o) {
   if (!Ln::ValidSize(static_cast<uint32_t>(node.value())))
     return Status::InvalidArgument("nvtree: node must be a multiple of 64 in [128, 4160] (e.g. 512|1024|2048|4096)");
   c.leaf_bytes = static_cast<uint32_t>(node.value());
-  Result<std::string> ad = o.get_enum("adaptive", "balanced", {"off", "conservative", "aggressive", "balanced"});
+  Result<std::string> ad =
+      o.get_enum("adaptive", "off", {"off", "conservative", "aggressive", "balanced"});
   if (!ad.ok()) return ad.status();
   ParseStrategy(ad.value(), &c.strategy);
   Result<uint64_t> pln = o.get_uint("pln", 256, 64, 4096);
@@ -1014,31 +1015,34 @@ Result<Config> ParseConfig(const Options& o) {
   return c;
 }
 
-PMINDEX_REGISTER_INDEX(nvtree, {
-    .name = "nvtree",
-    .persistent = true,
-    .options_help = "node=BYTES (leaf size: a multiple of 64 from 128 to 4160; default 1024; the "
-                    "paper used 512|1024|2048|4096) adaptive=off|conservative|aggressive|balanced "
-                    "(default balanced) pln=BYTES (multiple of 64, 64..4096; default 256) "
-                    "fanout=N (2..1024; default 32)",
-    .test_configs = {"node=512,adaptive=off", "node=4096,adaptive=off",
-                     "node=1024,adaptive=aggressive", "node=128,pln=64,fanout=3",
-                     "node=256,pln=64,fanout=2,adaptive=balanced"},
-    .validate = [](const Options& o) -> Status { return ParseConfig(o).status(); },
-    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Config> c = ParseConfig(o);
-      if (!c.ok()) return c.status();
-      return NvTree::Create(env, c.value());
-    },
-    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<Config> c = ParseConfig(o);
-      if (!c.ok()) return c.status();
-      return NvTree::Open(env, c.value());
-    },
-    .marks_in_use = true,
-    .unreachable_after_clean = 1,  // the snapshot block, freed by recovery
-    .verify_after_crash = 4,       // one writer's replaced LNs (registry.h)
-});
+PMINDEX_REGISTER_INDEX(
+    nvtree,
+    {
+        .name = "nvtree",
+        .persistent = true,
+        .options_help =
+            "node=BYTES (leaf size: a multiple of 64 from 128 to 4160; default 1024; the "
+            "paper used 512|1024|2048|4096) adaptive=off|conservative|aggressive|balanced "
+            "(default off) pln=BYTES (multiple of 64, 64..4096; default 256) "
+            "fanout=N (2..1024; default 32)",
+        .test_configs = {"node=512,adaptive=off", "node=4096,adaptive=off",
+                         "node=1024,adaptive=aggressive", "node=128,pln=64,fanout=3",
+                         "node=256,pln=64,fanout=2,adaptive=balanced"},
+        .validate = [](const Options& o) -> Status { return ParseConfig(o).status(); },
+        .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Config> c = ParseConfig(o);
+          if (!c.ok()) return c.status();
+          return NvTree::Create(env, c.value());
+        },
+        .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<Config> c = ParseConfig(o);
+          if (!c.ok()) return c.status();
+          return NvTree::Open(env, c.value());
+        },
+        .marks_in_use = true,
+        .unreachable_after_clean = 1,  // the snapshot block, freed by recovery
+        .verify_after_crash = 4,       // one writer's replaced LNs (registry.h)
+    });
 
 }  // namespace
 

@@ -395,6 +395,7 @@ class PmLeafTree final : public Index {
     if (r == Routing::SeekResult::kRetry) return false;
     PMINDEX_CHECK(r != Routing::SeekResult::kNone, "PmLeafTree: routing map has no entry for key 0");
     LeafAt(*c)->Prefetch();
+    pm::ModelRead(LeafAt(*c), LeafT::kBytes);
     return true;
   }
 

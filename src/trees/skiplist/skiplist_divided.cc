@@ -85,8 +85,10 @@ class Divided final : public Index {
   Bottom* Seek(Key k, TowerList::Tower** preds, uint64_t* visits = nullptr) const {
     const TowerList::Tower* t = upper_.FloorBelow<kCount>(k, preds, visits);
     Bottom* b = t == upper_.head() ? head_ : reinterpret_cast<Bottom*>(t->payload);
+    pm::ModelRead(b, sizeof(Bottom));
     for (uint64_t n = b->next; n != 0; n = b->next) {
       Bottom* nb = B(n);
+      pm::ModelRead(nb, sizeof(Bottom));
       if constexpr (kCount) ++visits[1];
       if (nb->key >= k) break;
       b = nb;

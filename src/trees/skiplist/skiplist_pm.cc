@@ -99,6 +99,7 @@ class PmSkipList final : public Index {
     for (uint32_t i = params_.levels; i-- > 0;) {
       for (uint64_t n = Next(x)[i]; n != 0; n = Next(x)[i]) {
         Tower* t = T(n);
+        pm::ModelRead(t, sizeof(Tower) + 8 * (i + 1));  // the key and next[i]
         if constexpr (kCount) ++*visits;
         if (t->key >= k) break;
         x = t;

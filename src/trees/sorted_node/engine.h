@@ -156,6 +156,44 @@ class Engine : public Index {
   uint64_t* S(Header* x) const { return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(x) + lay_.aux_off); }
   uint8_t* F(Header* x) const { return reinterpret_cast<uint8_t*>(x) + lay_.aux_off; }
   uint32_t Phys(uint32_t start, uint32_t i) const { return Slots::Phys(start, i, lay_.cap); }
+  // For the cost model (pm::ModelRead): the lines a search of x's n
+  // records (logical slot i at physical Phys(start, i)) that stopped at p
+  // read, header first. A linear search reads the records up to p in one
+  // sweep (reported as the physical range from the header); a binary
+  // search reads one probed record after another (its probes replayed from
+  // p: key(mid) < k iff mid < p); a sentinel search reads the sentinels up
+  // to the line after p's, then p's line. Nothing is computed unless the
+  // xpline model is on.
+  void ModelSearched(Header* x, uint32_t p, uint32_t n, uint32_t start = 0) const {
+    if (__builtin_expect(!pm::detail::g_xpline, 1)) return;
+    const uint32_t last = n == 0 ? 0 : std::min(p, n - 1);
+    switch (search_) {
+      case Search::kLinear:
+        pm::ModelRead(x, lay_.rec_off + std::min(p + 1, n) * sizeof(Rec));
+        return;
+      case Search::kBinary: {
+        pm::ModelRead(x, 64);
+        uint32_t lo = 0, hi = n;
+        while (lo < hi) {
+          const uint32_t mid = (lo + hi) / 2;
+          pm::ModelRead(&R(x)[Phys(start, mid)], sizeof(Rec));
+          if (mid < p) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+        return;
+      }
+      case Search::kSentinel: {
+        const uint32_t lines = (n + kRecsPerLine - 1) / kRecsPerLine;
+        const uint32_t read = std::min(last / kRecsPerLine + 2, lines);
+        pm::ModelRead(x, lay_.aux_off + read * sizeof(uint64_t));
+        if (n > 0) pm::ModelRead(&R(x)[Phys(start, last)], sizeof(Rec));
+        return;
+      }
+    }
+  }
   std::string Where(uint64_t raw) const { return NodeWhere(Slots::kName, raw); }
 
   // Rewrites the auxiliary array from the records: the sentinels of the
@@ -203,6 +241,7 @@ uint64_t Engine<Tree, Slots>::FindLeaf(Key k, uint64_t* version) const {
     const auto m = tree().ReaderView(x);
     const uint32_t level = Ld32(x->level);
     const uint32_t p = tree().LowerBound(x, m, k);
+    ModelSearched(x, p, tree().ViewCount(m), tree().ViewSlot(m, 0));
     const uint64_t right = tree().MoveRight(x, m, p, k);
     const uint64_t child = (right == 0 && level > 0) ? tree().ChildAt(x, m, p, k) : 0;
     if (!Unchanged(x->version, v)) continue;  // a writer changed x: read it again

@@ -149,6 +149,7 @@ uint64_t TwoLayerTree::Descend(Key k, uint64_t* path, uint32_t* hops, Low* lows)
     const Node* x = N(raw);
     PrefetchNode(x);
     alloc::MeterVisit(*env_.alloc, x);
+    pm::ModelRead(x, sizeof(Node));
     const uint64_t s = LdState(x);
     const SibRec& sr = x->sib[st::Sib(s)];
     const uint64_t sk = Ld(sr.key), sp = Ld(sr.ptr);

@@ -1,4 +1,4 @@
-// The key-value store (NV-Store, papers 001 and 000; issue 11): byte-string
+// The key-value store (NV-Store, papers 001 and 000 in docs/papers.md): byte-string
 // keys and values in a pool, over any registered persistent index kind,
 // with multi-version concurrency control and snapshot-isolation
 // transactions.

@@ -85,7 +85,7 @@ class [[nodiscard]] Status {
   bool is_corruption() const { return code() == Code::kCorruption; }
   bool is_not_supported() const { return code() == Code::kNotSupported; }
   bool is_aborted() const { return code() == Code::kAborted; }
-  // The same as is_aborted(), under the name issue 11's brief gave it.
+  // The same as is_aborted(), under a second name callers already use.
   bool IsAborted() const { return is_aborted(); }
 
   // The message alone (may be empty).

@@ -75,7 +75,7 @@ struct alignas(64) NodeState {
 struct ThreadCache {
   std::vector<uint64_t> blocks[kNumClasses];  // pool offsets; allocations by the mode
   // Allocations for a given node (Alloc(n, node)), per node, made on first
-  // use: the paper's per-node slab managers (issue 10).
+  // use: NOBtree's per-node slab managers (paper 003, docs/papers.md).
   std::vector<std::array<std::vector<uint64_t>, kNumClasses>> by_node;
   std::vector<uint64_t>& For(int node, int c, int nodes) {
     if (node < 0) return blocks[c];

@@ -140,7 +140,7 @@ class Allocator {
   // it counts the allocated units nothing reachable uses (RecoveryReport);
   // more than the bound set with SetRecoveryBound is Corruption naming the
   // counts, nothing is changed and the allocator stays in recovery
-  // (issue 15: a damaged pointer must not turn into silent loss).
+  // (a damaged pointer must not turn into silent loss).
   Status FinishRecovery();
   // The most unreachable units FinishRecovery may reclaim (default: no
   // bound). open_index sets it from the kind's IndexInfo and the clean flag.

@@ -1,8 +1,7 @@
-// Node-visit metering (issue 10): an index that cares where its PM nodes
-// live calls MeterVisit(alloc, node) for every PM node it reads or writes.
-// While metering is on, the visit counts as local when the node's page
-// belongs to the calling thread's NUMA node (Topology::node_of_this_thread)
-// and as remote otherwise (pm::Counters numa_local_visits /
+// Node-visit metering (NOBtree, paper 003 in docs/papers.md): an index that cares where its PM
+// nodes live calls MeterVisit(alloc, node) for every PM node it reads or writes. While metering is
+// on, the visit counts as local when the node's page belongs to the calling thread's NUMA node
+// (Topology::node_of_this_thread) and as remote otherwise (pm::Counters numa_local_visits /
 // numa_remote_visits), and a remote visit waits pm::RemoteAccessNs. With
 // metering off (the default) a visit costs one predictable branch.
 //

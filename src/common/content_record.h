@@ -1,4 +1,4 @@
-// The content record of a clean close (issue 15; pm::kContentSlot in
+// The content record of a clean close (docs/crash-testing.md; pm::kContentSlot in
 // pm/pool_format.h): every persistent kind sums pm::ContentTerm over its
 // live pairs when it closes, and compares the same sum, taken by its
 // read-only validation, when it opens a cleanly closed pool. A key or a
@@ -8,7 +8,7 @@
 // covers and what not (a pool that crashed).
 //
 // The same sum carries open_index's pair visitor (index/pair_visitor.h,
-// issue 11): a ContentSum made from the IndexEnv of an open tells the
+// index/pair_visitor.h): a ContentSum made from the IndexEnv of an open tells the
 // visitor every pair it adds, so a kind whose read-only validation sums
 // the pairs as its repairs will leave them, on the clean and the crashed
 // path, visits them with nothing more than passing env through; and

@@ -31,7 +31,7 @@
 //   split starts with its low fence, so in a tree whose keys are never
 //   removed every leaf but the leftmost holds its own low fence.
 //
-// Speed (issue 14): a node is a 16-byte header followed by its arrays, in
+// Speed (docs/RESULTS.md): a node is a 16-byte header followed by its arrays, in
 // whole cache lines, its unused key slots padded so that a search is a
 // fixed sequence of probes (PaddedBound; see BoundSteps for why each probe
 // branches); at the two lowest levels a descent prefetches every line of
@@ -105,7 +105,7 @@ class NodeArena {
 // an exiting thread gives its slot back) adds with a plain load and store,
 // not a locked read-modify-write: a locked instruction waits until every
 // earlier store and cache-line write-back has completed, which after a
-// persist fence costs hundreds of ns (docs/RESULTS.md, issue 14). Threads
+// persist fence costs hundreds of ns (docs/RESULTS.md). Threads
 // beyond kSlots share slots and add atomically.
 class StripedCounter {
  public:
@@ -188,7 +188,7 @@ inline constexpr uint64_t kPadKey = UINT64_MAX;
 // branch-free step makes every probe wait for the previous probe's line,
 // while a predicted branch lets the next probe's load start before the line
 // arrives. Measured on 10M keys, the branch-free form made lbtree lookups
-// 35% slower (docs/RESULTS.md, issue 14).
+// 35% slower (docs/RESULTS.md).
 template <uint32_t kN, bool kUpper>
 inline const uint64_t* BoundSteps(const uint64_t* base, uint64_t k) {
   if constexpr (kN <= 1) {
@@ -413,7 +413,7 @@ class OlcBTree {
   // on, so that the caller's cursor can live in registers: every store of
   // an operation that follows a persist fence waits in the store queue
   // until the fence's write-backs complete, and once the queue is full the
-  // next operation stalls (docs/RESULTS.md, issue 14).
+  // next operation stalls (docs/RESULTS.md).
   [[gnu::always_inline]] SeekResult SeekPoint(uint64_t k, Cursor* c) const {
     bool restart = false;
     uint64_t v = 0;
@@ -727,7 +727,7 @@ class OlcBTree {
   // the search does not wait for one cache miss per probe. Only the two
   // lowest levels: each level above holds at most 1/kInner of the nodes of
   // the level below, so those stay in the cache and prefetching them only
-  // adds instructions to every descent (issue 14).
+  // adds instructions to every descent.
   static void PrefetchChild(const Inner* parent, const NodeHeader* child) {
     constexpr size_t kBytes = sizeof(Inner) > sizeof(Leaf) ? sizeof(Inner) : sizeof(Leaf);
     if (parent->h.level <= 2) PrefetchLines(child, kBytes);

@@ -144,43 +144,77 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound) {
   return open_index(pool, opt);
 }
 
-Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& opt) {
-  if (pool == nullptr) return Status::InvalidArgument("open_index: no pool given");
-  const ReclaimBound bound = opt.bound;
+namespace {
+
+// The registry entry of the kind a pool holds, after the refusals that
+// come before anything is read or written: a key-value store's pool opened
+// as a plain index or the reverse, a header that does not match the pool,
+// an unknown or volatile kind.
+Result<const IndexInfo*> KindToOpen(const Pool& pool, const OpenIndexOptions& opt) {
   // A key-value store's index values point to the store's blocks: opened
-  // without the store's visitor, recovery would free all of them. Refused
-  // before anything is read or written (docs/pool-format.md).
-  const bool kv_pool = (pool->incompat_flags() & pm::kIncompatKvStore) != 0;
+  // without the store's visitor, recovery would free all of them
+  // (docs/pool-format.md).
+  const bool kv_pool = (pool.incompat_flags() & pm::kIncompatKvStore) != 0;
   if (kv_pool && opt.pairs == nullptr) {
     return Status::WrongKind("pool holds a key-value store over index kind \"" +
-                             std::string(pool->kind()) +
+                             std::string(pool.kind()) +
                              "\", not a plain index: open it with KvStore::Open");
   }
   if (!kv_pool && opt.pairs != nullptr) {
-    return Status::WrongKind("pool holds a plain index of kind \"" + std::string(pool->kind()) +
+    return Status::WrongKind("pool holds a plain index of kind \"" + std::string(pool.kind()) +
                              "\", not a key-value store: open it with Db::Open");
   }
   // The structure must match the header: root slot 5 is written only by a
   // key-value store (its clock reservation) and no index kind uses it. A
   // header without the store's flag over a pool holding one (a damaged or
   // forged header with a valid checksum) would let recovery free every
-  // store block as unreachable; refused before anything is read or written.
-  if (!kv_pool && pool->root(pm::kStoreSlot) != 0) {
+  // store block as unreachable.
+  if (!kv_pool && pool.root(pm::kStoreSlot) != 0) {
     return Status::Corruption(
-        "pool's header says a plain index of kind \"" + std::string(pool->kind()) +
+        "pool's header says a plain index of kind \"" + std::string(pool.kind()) +
         "\", but root slot 5 holds a key-value store's clock reservation: the header does not "
         "match the pool (damaged or rewritten); nothing was changed");
   }
-  const IndexInfo* info = Registry::Get().Find(pool->kind());
+  const IndexInfo* info = Registry::Get().Find(pool.kind());
   if (info == nullptr) {
-    return Status::NotSupported("pool holds index kind \"" + std::string(pool->kind()) +
-                                "\", which this build does not know (known: " + KnownKinds() +
-                                ")");
+    return Status::NotSupported("pool holds index kind \"" + std::string(pool.kind()) +
+                                "\", which this build does not know (known: " + KnownKinds() + ")");
   }
   if (!info->persistent || !info->open) {
     return Status::Corruption("pool names index kind \"" + info->name +
                               "\", which is volatile");
   }
+  return info;
+}
+
+// The allocator gives back whatever recovery did not reach; more than a
+// crash can explain means damage cut reachable data off. Set before the
+// kind's open, which checks it (CheckRecoveryBound) before its first
+// write; FinishRecovery checks it again.
+void SetReclaimBound(alloc::Allocator* a, const IndexInfo& info, const Pool& pool,
+                     ReclaimBound bound) {
+  switch (bound) {
+    case ReclaimBound::kByCleanFlag:
+      a->SetRecoveryBound(RecoveryBound(info, pool.was_clean()));
+      break;
+    case ReclaimBound::kAsIfClean:
+      a->SetRecoveryBound(RecoveryBound(info, /*was_clean=*/true) +
+                          (pool.was_clean() ? 0 : info.verify_after_crash));
+      break;
+    case ReclaimBound::kNone:
+      a->SetRecoveryBound(UINT64_MAX);
+      break;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& opt) {
+  if (pool == nullptr) return Status::InvalidArgument("open_index: no pool given");
+  const ReclaimBound bound = opt.bound;
+  auto info_r = KindToOpen(*pool, opt);
+  if (!info_r.ok()) return info_r.status();
+  const IndexInfo* info = info_r.value();
   auto opts_r = ParseAndValidate(*info, pool->index_options());
   if (!opts_r.ok()) {
     return Status::Corruption("pool holds bad index options: " +
@@ -206,22 +240,7 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& op
     pool->IndexFailed();
     return st;
   };
-  // The allocator gives back whatever recovery did not reach; more than a
-  // crash can explain means damage cut reachable data off (issue 15). Set
-  // before the kind's open, which checks it (CheckRecoveryBound) before its
-  // first write; FinishRecovery checks it again.
-  switch (bound) {
-    case ReclaimBound::kByCleanFlag:
-      a->SetRecoveryBound(RecoveryBound(*info, pool->was_clean()));
-      break;
-    case ReclaimBound::kAsIfClean:
-      a->SetRecoveryBound(RecoveryBound(*info, /*was_clean=*/true) +
-                          (pool->was_clean() ? 0 : info->verify_after_crash));
-      break;
-    case ReclaimBound::kNone:
-      a->SetRecoveryBound(UINT64_MAX);
-      break;
-  }
+  SetReclaimBound(a.get(), *info, *pool, bound);
   if (opt.pairs != nullptr) opt.pairs->Start(pool, a.get());
   IndexEnv env{pool, a.get(), bound == ReclaimBound::kNone};
   env.pairs = opt.pairs;

@@ -100,7 +100,7 @@ class Index : public detail::PointLookup {
   // True when open_index built this index but then refused the pool (e.g.
   // the allocator's FinishRecovery failed): the pool may be damaged and
   // the allocator is still in recovery, so close() must return at once and
-  // the destructor must write nothing (issue 15).
+  // the destructor must write nothing (a refused open changes no byte).
   bool abandoned() const { return abandoned_; }
 
  private:
@@ -134,7 +134,8 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
 Result<std::unique_ptr<Index>> open_index(Pool* pool);
 
 // How many allocated-but-unreachable units (alloc::RecoveryReport) recovery
-// may give back before open_index refuses the pool (issue 15).
+// may give back before open_index refuses the pool (docs/crash-testing.md,
+// "Recovery's bound on reclaiming").
 enum class ReclaimBound {
   // What the clean flag says (open_index(pool)): IndexInfo's
   // unreachable_after_clean, plus unreachable_per_writer per assumed
@@ -151,7 +152,7 @@ enum class ReclaimBound {
 };
 Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound);
 
-// open_index with everything it can be told (issue 11).
+// open_index with everything it can be told.
 struct OpenIndexOptions {
   ReclaimBound bound = ReclaimBound::kByCleanFlag;
   // Told every live pair while the kind's open validates them, before the

@@ -1,4 +1,4 @@
-// The pair visitor of a recovering open (issue 11): how a layer above an
+// The pair visitor of a recovering open: how a layer above an
 // index (the key-value store, src/kv) learns every live (key, value) pair
 // while the index's open validates them, so that it can report the blocks
 // its values point to as reachable before the allocator's recovery frees

@@ -61,7 +61,7 @@ struct IndexInfo {
   bool marks_in_use = false;
   // Recovery's bound on reclaiming allocated-but-unreachable units (class
   // pages without a reachable block, large blocks, orphan span runs; see
-  // alloc::RecoveryReport), issue 15. After a clean close the index may
+  // alloc::RecoveryReport). After a clean close the index may
   // leave `unreachable_after_clean` of them (nvtree: its snapshot block);
   // after a crash, each thread that may have been writing adds
   // `unreachable_per_writer` (blocks allocated but not linked yet, pages

@@ -1,4 +1,4 @@
-// On-media layout of the key-value store (issue 11; docs/layout/kv.md has
+// On-media layout of the key-value store (docs/layout/kv.md has
 // the pictures, the persist order of every operation and what recovery
 // repairs).
 //

@@ -948,24 +948,8 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<
     ~Release() { fn(); }
   } release{unlock};
 
-  // First committer wins: a written or validated key must have no version
-  // committed after the snapshot. Heads are committed and published
-  // (latches held), so a check passed here holds until the commit point.
-  auto unchanged = [&](std::string_view k) -> Status {
-    Where w;
-    PMINDEX_RETURN_IF_ERROR(Locate(k, Prefix(k), &w));
-    const uint64_t cur = w.rec != nullptr ? Load(w.rec->head) : 0;
-    if (cur == 0) return Status::OK();
-    const Version* x = At<const Version>(cur, Version::kHeaderBytes);
-    if (x == nullptr) return Damaged("version", cur);
-    if (CommitTsOf(*x) > snapshot) {
-      aborts_.fetch_add(1, std::memory_order_relaxed);
-      return Status::Aborted("key written by another transaction after this one's snapshot (first committer wins)");
-    }
-    return Status::OK();
-  };
-  for (const auto& [k, v] : writes) PMINDEX_RETURN_IF_ERROR(unchanged(k));
-  for (const std::string& k : validated) PMINDEX_RETURN_IF_ERROR(unchanged(k));
+  for (const auto& [k, v] : writes) PMINDEX_RETURN_IF_ERROR(CheckUnchangedSince(k, snapshot));
+  for (const std::string& k : validated) PMINDEX_RETURN_IF_ERROR(CheckUnchangedSince(k, snapshot));
   if (writes.empty()) return Status::OK();
 
   MarkChanged();
@@ -983,55 +967,16 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<
   std::vector<Linked> linked;
   std::vector<uint64_t> cuts;
   linked.reserve(writes.size());
-  auto fail = [&](Status s) {
-    Undo(linked);
-    alloc_->Retire(txn);
-    return s;
-  };
   for (const auto& [k, val] : writes) {
     if (stop_.kind == CommitStop::kBeforeCommit && linked.size() == stop_.links) {
       return Status::Aborted("kv: commit stopped before its commit word (CommitStop)");
     }
-    const uint64_t prefix = Prefix(k);
-    Where w;
-    Status ls = Locate(k, prefix, &w);
-    if (!ls.ok()) return fail(ls);
-    std::string_view sv;
-    if (val) sv = *val;
-    auto nv = AllocVersion(val ? &sv : nullptr);
-    if (!nv.ok()) return fail(nv.status());
     Linked l;
-    l.key = k;
-    l.nv = nv.value();
-    uint64_t rec = 0;
-    Reshaped tree;
-    if (w.rec == nullptr) {
-      Status made = MakeNewKey(k, w, l.nv, &rec, &tree);
-      if (!made.ok()) return fail(made);
-      l.rec = pool_->to_ptr<Record>(PPtr(rec));
-      l.new_record = true;
-    } else {
-      l.rec = w.rec;
-      l.older = Load(w.rec->head);
-      // Committed and published: every writer of the prefix publishes
-      // before it lets its latch go.
-      const Version* h = l.older != 0 ? At<const Version>(l.older, Version::kHeaderBytes) : nullptr;
-      l.was_live = h != nullptr && !h->tombstone();
-    }
-    const uint64_t cut = w.rec != nullptr ? Prune(l.older) : 0;
-    SealVersion(l.nv, txn.raw(), l.older);
-    // The transaction record, this version, its blocks and the cut:
-    // durable before the version is linked.
-    pm::fence();
-    if (w.rec != nullptr) {
-      pm::naw(&w.rec->head, l.nv.ver.raw());
-    } else {
-      Status s = InstallNewKey(prefix, w, tree);
-      if (!s.ok()) {
-        FreeNewKey(rec, &tree);
-        FreeUnlinked(l.nv);
-        return fail(s);
-      }
+    uint64_t cut = 0;
+    if (Status s = LinkVersion(k, val, txn, &l, &cut); !s.ok()) {
+      Undo(linked);
+      alloc_->Retire(txn);
+      return s;
     }
     if (cut != 0) cuts.push_back(cut);
     linked.push_back(l);
@@ -1050,13 +995,7 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<
     if (live != l.was_live) live_keys_.fetch_add(live ? 1 : -1, std::memory_order_relaxed);
   }
   if (stop_.kind == CommitStop::kAfterCommit) return Status::OK();
-  // Finalize: each version carries the timestamp itself, durable before
-  // the transaction record can be freed and reused.
-  for (const Linked& l : linked) {
-    pm::store(&l.nv.v->stamp, stamp, std::memory_order_release);
-    pm::flush(&l.nv.v->stamp, sizeof(uint64_t));
-  }
-  pm::fence();
+  StampVersions(linked, stamp);
   bool large = false;
   for (uint64_t c : cuts) large |= RetireChain(c);  // under the latches: the counters stay exact for Verify
   unlock();
@@ -1067,6 +1006,77 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<
   if (large) alloc_->Reclaim();
   if (purge_size_.load(std::memory_order_relaxed) != 0) DrainPurges(writes.size() + 4);
   return Status::OK();
+}
+
+// Finalize: each version carries the timestamp itself, durable before
+// the transaction record can be freed and reused.
+void Store::StampVersions(const std::vector<Linked>& linked, uint64_t stamp) {
+  for (const Linked& l : linked) {
+    pm::store(&l.nv.v->stamp, stamp, std::memory_order_release);
+    pm::flush(&l.nv.v->stamp, sizeof(uint64_t));
+  }
+  pm::fence();
+}
+
+// First committer wins: a written or validated key must have no version
+// committed after the snapshot. Heads are committed and published
+// (latches held), so a check passed here holds until the commit point.
+Status Store::CheckUnchangedSince(std::string_view k, uint64_t snapshot) {
+  Where w;
+  PMINDEX_RETURN_IF_ERROR(Locate(k, Prefix(k), &w));
+  const uint64_t cur = w.rec != nullptr ? Load(w.rec->head) : 0;
+  if (cur == 0) return Status::OK();
+  const Version* x = At<const Version>(cur, Version::kHeaderBytes);
+  if (x == nullptr) return Damaged("version", cur);
+  if (CommitTsOf(*x) > snapshot) {
+    aborts_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Aborted(
+        "key written by another transaction after this one's snapshot (first committer wins)");
+  }
+  return Status::OK();
+}
+
+Status Store::LinkVersion(std::string_view k, const std::optional<std::string>& val, PPtr txn,
+                          Linked* out, uint64_t* cut) {
+  const uint64_t prefix = Prefix(k);
+  Where w;
+  PMINDEX_RETURN_IF_ERROR(Locate(k, prefix, &w));
+  std::string_view sv;
+  if (val) sv = *val;
+  auto nv = AllocVersion(val ? &sv : nullptr);
+  if (!nv.ok()) return nv.status();
+  Linked& l = *out;
+  l.key = k;
+  l.nv = nv.value();
+  uint64_t rec = 0;
+  Reshaped tree;
+  if (w.rec == nullptr) {
+    PMINDEX_RETURN_IF_ERROR(MakeNewKey(k, w, l.nv, &rec, &tree));
+    l.rec = pool_->to_ptr<Record>(PPtr(rec));
+    l.new_record = true;
+  } else {
+    l.rec = w.rec;
+    l.older = Load(w.rec->head);
+    // Committed and published: every writer of the prefix publishes
+    // before it lets its latch go.
+    const Version* h = l.older != 0 ? At<const Version>(l.older, Version::kHeaderBytes) : nullptr;
+    l.was_live = h != nullptr && !h->tombstone();
+  }
+  *cut = w.rec != nullptr ? Prune(l.older) : 0;
+  SealVersion(l.nv, txn.raw(), l.older);
+  // The transaction record, this version, its blocks and the cut:
+  // durable before the version is linked.
+  pm::fence();
+  if (w.rec != nullptr) {
+    pm::naw(&w.rec->head, l.nv.ver.raw());
+    return Status::OK();
+  }
+  Status s = InstallNewKey(prefix, w, tree);
+  if (!s.ok()) {
+    FreeNewKey(rec, &tree);
+    FreeUnlinked(l.nv);
+  }
+  return s;
 }
 
 // ---------------------------------------------------------------- walks

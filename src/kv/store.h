@@ -1,5 +1,5 @@
 // kv::Store: the key-value store's engine over one index in one pool
-// (issue 11; the user API is include/pmindex/kv.h, which wraps it with the
+// (the user API is include/pmindex/kv.h, which wraps it with the
 // pool file; the crash simulator and the tests drive it directly on
 // in-memory pools and crash images).
 //
@@ -318,6 +318,18 @@ class Store {
   void QueuePurge(std::string_view key);
   void DrainPurges(size_t max_items);
   void Undo(const std::vector<Linked>& linked);
+  // Commit's steps (latches held). CheckUnchangedSince: Aborted if k has a
+  // version committed after `snapshot` (first committer wins).
+  // LinkVersion: a new version of k (val, or a tombstone) sealed as
+  // transaction txn's, made durable and linked as k's head (a new record
+  // for a new key), described in *out for Undo and the finalizing; *cut:
+  // the chain Prune cut off, or 0. On error nothing of it stays linked or
+  // allocated.
+  Status CheckUnchangedSince(std::string_view k, uint64_t snapshot);
+  Status LinkVersion(std::string_view k, const std::optional<std::string>& val, PPtr txn,
+                     Linked* out, uint64_t* cut);
+  // After the commit point: every linked version's stamp, durable.
+  void StampVersions(const std::vector<Linked>& linked, uint64_t stamp);
 
   // Recovery's repairs (Open), after the allocator's FinishRecovery.
   class Recovery;

@@ -8,20 +8,19 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "simulator.h"
+#include "support/seed.h"
 
 namespace pmindex::crash {
 namespace {
 
-uint64_t Seed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  return s != nullptr ? std::strtoull(s, nullptr, 10) : 20261122;
-}
+// One known seed unless PMINDEX_SEED names another.
+uint64_t Seed() { return testing::TestSeed(20261122); }
 
 std::string Summary(const RunStats& s) {
   std::ostringstream os;

@@ -1,5 +1,5 @@
 // pool_fuzz: damages pool files on purpose and checks that opening them is
-// safe (issue 15, docs/crash-testing.md "Pool fuzzer").
+// safe (docs/crash-testing.md "Pool fuzzer").
 //
 // Corpus: for every persistent index kind in the registry, three base pools
 // are generated here, deterministically from --seed:
@@ -26,7 +26,7 @@
 //            or changed a key, a failed verify, a crash (signal), a hang.
 //
 // Known failures: the (base, class) pairs listed in kKnownFailures below
-// fail for every kind by design (issue 15, see docs/crash-testing.md): a
+// fail for every kind by design (docs/crash-testing.md, "The crashed-pool content limit"): a
 // damaged key or value of a pool that crashed. They are counted, printed
 // with --verbose and marked "k"; any other failure fails the run.
 //

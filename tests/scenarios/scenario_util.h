@@ -40,9 +40,11 @@
 
 #include "alloc/allocator.h"
 #include "index/index.h"
-#include "pm/pool.h"
 #include "index/registry.h"
+#include "pm/pool.h"
 #include "pmindex/status.h"
+#include "support/seed.h"
+#include "support/status.h"
 
 namespace pmindex::scenario {
 
@@ -83,39 +85,10 @@ inline size_t Ops(size_t release_n, size_t floor = 1) {
   return Scaled(SanitizerBuild() ? std::max<size_t>(release_n / 4, floor) : release_n, floor);
 }
 
-inline std::optional<uint64_t> EnvSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s == nullptr || *s == '\0') return std::nullopt;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(s, &end, 0);
-  if (end == s || *end != '\0') {
-    std::fprintf(stderr, "PMINDEX_SEED='%s' is not a number; ignoring it\n", s);
-    return std::nullopt;
-  }
-  return v;
-}
-
-// The seed of the current test: PMINDEX_SEED when set, else fresh.
-class SeedScope {
- public:
-  SeedScope() : seed_(Pick()), trace_(__FILE__, __LINE__, Message(seed_)) {}
-  uint64_t value() const { return seed_; }
-  operator uint64_t() const { return seed_; }  // NOLINT(implicit)
-
- private:
-  static uint64_t Pick() {
-    if (auto s = EnvSeed()) return *s;
-    std::random_device rd;
-    uint64_t t = static_cast<uint64_t>(
-        std::chrono::steady_clock::now().time_since_epoch().count());
-    return ((uint64_t{rd()} << 32) ^ rd() ^ t) & ((uint64_t{1} << 53) - 1);
-  }
-  static std::string Message(uint64_t s) {
-    return "seed=" + std::to_string(s) + " (replay: PMINDEX_SEED=" + std::to_string(s) + ")";
-  }
-  uint64_t seed_;
-  ::testing::ScopedTrace trace_;
-};
+// The seed (tests/support/seed.h): `SeedScope seed;` opens every
+// randomized scenario.
+using testing::EnvSeed;
+using testing::SeedScope;
 
 // Small fast PRNG (xoshiro256**), seeded by splitmix64.
 class Rng {
@@ -397,27 +370,6 @@ inline Result<TestIndex> OpenImageCopy(std::span<const std::byte> image) {
   r.idx = std::move(idx.value());
   return r;
 }
-
-// ASSERT-style unwrapping of a Result inside a test body (void function).
-#define PMINDEX_ASSERT_OK_AND_ASSIGN(lhs, expr)                           \
-  PMINDEX_ASSERT_OK_AND_ASSIGN_IMPL(PMINDEX_SCN_CONCAT(_res_, __LINE__), lhs, expr)
-#define PMINDEX_SCN_CONCAT2(a, b) a##b
-#define PMINDEX_SCN_CONCAT(a, b) PMINDEX_SCN_CONCAT2(a, b)
-#define PMINDEX_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr)      \
-  auto tmp = (expr);                                           \
-  ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status().ToString(); \
-  lhs = std::move(tmp.value())
-
-#define PMINDEX_ASSERT_OK(expr)                                 \
-  do {                                                          \
-    ::pmindex::Status _s = (expr);                              \
-    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString();     \
-  } while (0)
-#define PMINDEX_EXPECT_OK(expr)                                 \
-  do {                                                          \
-    ::pmindex::Status _s = (expr);                              \
-    EXPECT_TRUE(_s.ok()) << #expr << ": " << _s.ToString();     \
-  } while (0)
 
 inline std::string CodeName(const Status& s) { return Status::CodeName(s.code()); }
 

@@ -1,4 +1,4 @@
-// An open that does not complete never writes (issue 15): with one page
+// An open that does not complete never writes: with one page
 // word of the page table damaged so that the allocator refuses the blocks
 // the tree reaches, open_index returns Corruption, the process survives
 // (nvtree used to abort with "Alloc called before FinishRecovery()
@@ -14,12 +14,13 @@
 #include "alloc/page_word.h"
 #include "alloc/size_classes.h"
 #include "gtest/gtest.h"
-#include "pm/persist.h"
 #include "index/index.h"
-#include "pool_images.h"
+#include "index/registry.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "index/registry.h"
+#include "support/pools.h"
+#include "support/stub_index.h"
 
 namespace pmindex {
 namespace {
@@ -87,21 +88,11 @@ INSTANTIATE_TEST_SUITE_P(Trees, AbandonedOpen,
 // object exists), and whose close() writes root slot 3 unless abandoned().
 constexpr uint64_t kClosedMark = 0xC105ED;
 
-class AbandonProbe : public Index {
+class AbandonProbe : public testing::StubIndex {
  public:
   explicit AbandonProbe(Pool* pool) : pool_(pool) {}
   ~AbandonProbe() override { IgnoreError(close(), "a destructor has no caller to report to"); }
   std::string_view kind() const override { return "probe-abandon"; }
-  bool persistent() const override { return true; }
-  Status insert(Key, Value) override { return Status::OK(); }
-  Status update(Key, Value) override { return Status::NotFound(); }
-  Status upsert(Key, Value) override { return Status::OK(); }
-  std::optional<Value> lookup(Key) override { return std::nullopt; }
-  Status remove(Key) override { return Status::NotFound(); }
-  size_t scan(Key, size_t, KV*) override { return 0; }
-  Status bulk_load(std::span<const KV>, double) override { return Status::OK(); }
-  Status verify() override { return Status::OK(); }
-  IndexStats stats() override { return {}; }
   Status close() override {
     if (closed_) return Status::OK();
     closed_ = true;

@@ -3,23 +3,23 @@
 // over a simulated topology, thread caches, concurrency, and pool isolation.
 //
 // Randomized tests print their seed on failure; PMINDEX_SEED=<n> replays.
+#include <linux/mempolicy.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <linux/mempolicy.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,6 +30,7 @@
 #include "gtest/gtest.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "support/seed.h"
 
 namespace pmindex::alloc {
 namespace {
@@ -37,10 +38,7 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kPage = PoolOptions::kPageSize;
 
-uint64_t TestSeed() {
-  if (const char* s = std::getenv("PMINDEX_SEED")) return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing::TestSeed;
 
 std::unique_ptr<Pool> MakePool(uint64_t size = 16 * kMiB, uint64_t max_size = 64 * kMiB,
                                uint64_t segment = 0, uint16_t id = 1) {
@@ -167,7 +165,7 @@ TEST(Alloc, ZeroByteRequestGetsTheSmallestBlock) {
 
 TEST(Alloc, RandomAllocFreeNeverOverlaps) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with PMINDEX_SEED)");
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   auto pool = MakePool(16 * kMiB, 256 * kMiB, 16 * kMiB);
   AllocOptions opt;
@@ -414,7 +412,7 @@ void CheckRecovered(Allocator& b, Pool& pool, const RecoveryCase& rc) {
 
 TEST(AllocRecovery, UnmarkedBlocksAreFreedOnTheSamePool) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with PMINDEX_SEED)");
+  PMINDEX_SEED_TRACE(seed);
   auto pool = MakePool(32 * kMiB, 128 * kMiB);
   RecoveryCase rc;
   {
@@ -432,7 +430,7 @@ TEST(AllocRecovery, UnmarkedBlocksAreFreedOnTheSamePool) {
 
 TEST(AllocRecovery, WorksOnAnImageCopyWhileTheOriginalIsLive) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with PMINDEX_SEED)");
+  PMINDEX_SEED_TRACE(seed);
   auto pool = MakePool(32 * kMiB, 128 * kMiB);
   auto a = MustAttach(pool.get(), true);
   RecoveryCase rc = AllocateAndLink(*a, *pool, seed, 1500);
@@ -905,7 +903,7 @@ TEST(AllocNuma, RealTopologyBindsPagesToANode) {
 
 TEST(AllocConcurrent, FourThreadsNeverShareABlock) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with PMINDEX_SEED)");
+  PMINDEX_SEED_TRACE(seed);
   auto pool = MakePool(16 * kMiB, 512 * kMiB, 16 * kMiB);
   AllocOptions opt;
   opt.topology = Topology::Simulated(2);

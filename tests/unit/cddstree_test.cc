@@ -3,6 +3,8 @@
 // states (uncommitted insert, uncommitted delete, duplicate left by an
 // interrupted shift, a torn entry copy named by the shift marker), flushes
 // and fences per shifted entry, corrupt pools.
+#include "trees/cddstree/cddstree.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,41 +12,24 @@
 #include <map>
 #include <random>
 
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
-#include "trees/cddstree/cddstree.h"
+#include "support/pools.h"
+#include "support/seed.h"
 
 namespace pmindex::cddstree {
 namespace {
 
-uint64_t TestSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing::TestSeed;
 
-struct PoolAndIndex {
-  std::unique_ptr<Pool> pool;
-  std::unique_ptr<Index> idx;
-};
+using testing::PoolAndIndex;
 
-PoolAndIndex Make(const std::string& opts) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.max_size = 512ull << 20;
-  po.kind = "cddstree";
-  po.index_options = opts;
-  auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok());
-  auto idx = create_index("cddstree", opts, pool.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
-  return {std::move(pool).value(), std::move(idx).value()};
-}
+PoolAndIndex Make(const std::string& opts) { return testing::MakeInMemory("cddstree", opts); }
 
 TEST(CddstreeTree, RandomOpsAgainstOracle) {
   uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  PMINDEX_SEED_TRACE(seed);
   for (std::string opts : {"node=256", "node=512"}) {
     SCOPED_TRACE(opts);
     auto t = Make(opts);

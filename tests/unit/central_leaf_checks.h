@@ -12,18 +12,15 @@
 #include <random>
 #include <string>
 
-#include "trees/pm_leaf/split_log.h"
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
+#include "support/seed.h"
+#include "trees/pm_leaf/split_log.h"
 #include "unit/pm_image_tracer.h"
 
 namespace pmindex::testing_util {
 
-inline uint64_t SeedFromEnv() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing::TestSeed;
 
 template <class L>
 std::map<uint64_t, uint64_t> LeafContents(const L* l) {
@@ -65,8 +62,8 @@ void CentralLeafCrashImages() {
     return m;
   };
   std::map<uint64_t, uint64_t> model;
-  uint64_t seed = SeedFromEnv();
-  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  uint64_t seed = TestSeed();
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   bool split_done = false;
   for (int i = 0; i < 400 && !split_done; ++i) {
@@ -114,8 +111,8 @@ void CentralLeafOracle() {
   common::SplitLogArea::Format(area);
   common::SplitLogArea logs;
   std::map<uint64_t, uint64_t> model;
-  uint64_t seed = SeedFromEnv();
-  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  uint64_t seed = TestSeed();
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 3000; ++i) {
     uint64_t k = rng() % 4 == 0 ? (rng() % 2 ? 0 : UINT64_MAX) : rng() % 100;

@@ -4,6 +4,8 @@
 // directions, splits, root growth, deletes and merges, scans across
 // leaves), merges that shrink the tree (in memory and across a reopen),
 // and the flushes and fences of one insert per side.
+#include "trees/sorted_node/circtree.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,9 +19,8 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
-#include "trees/sorted_node/circtree.h"
+#include "support/temp_files.h"
 #include "unit/sorted_node_checks.h"
-#include "unit/temp_files.h"
 
 namespace pmindex::circtree {
 namespace {
@@ -63,7 +64,7 @@ class CircTreeOracle : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CircTreeOracle, MatchesAMapThroughSplitsAndDeletes) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  PMINDEX_SEED_TRACE(seed);
   auto db = Db::CreateInMemory("circtree", GetParam());
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   Db& d = *db.value();
@@ -172,7 +173,7 @@ TEST(CircTreeMerge, DeletesMergeNodesAndShrinkTheTree) {
 // a reopen (recovery's validation and repairs) finds the same pairs.
 TEST(CircTreeMerge, RandomDeletesShrinkAndSurviveAReopen) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  PMINDEX_SEED_TRACE(seed);
   for (const char* opt : {"node=256", "node=256,fingerprints=on", "node=1024,sentinel=off"}) {
     SCOPED_TRACE(opt);
     testing::TempDir dir;

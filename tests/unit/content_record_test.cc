@@ -1,4 +1,4 @@
-// The content record of a clean close (root slot 6, issue 15): a key or a
+// The content record of a clean close (root slot 6, common/content_record.h): a key or a
 // value damaged while a pool was closed cleanly is refused at open with
 // Corruption and no byte changed, for every persistent kind; pools that
 // were closed properly (after reopening, after changes, after an index
@@ -16,7 +16,7 @@
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "pool_images.h"
+#include "support/pools.h"
 
 namespace pmindex {
 namespace {

@@ -1,5 +1,5 @@
 // Structural damage that used to open as a smaller, well-formed tree is
-// refused at open with Corruption and changes no byte (issue 15, the pool
+// refused at open with Corruption and changes no byte (the pool
 // fuzzer's zero-4k / zero-256k / damage-seg / overwrite classes):
 //   - lbtree, fptree, wbtree: a zeroed leaf reads as an empty leaf without
 //     a sibling, so the list ends there. A cleanly closed pool is refused
@@ -15,8 +15,8 @@
 //     does (it read LN headers only).
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -28,11 +28,11 @@
 #include "gtest/gtest.h"
 #include "index/index.h"
 #include "kv/store.h"
-#include "pmindex/db.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "pool_images.h"
-#include "temp_files.h"
+#include "pmindex/db.h"
+#include "support/pools.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {

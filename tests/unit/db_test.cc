@@ -18,7 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "pm/pool.h"
-#include "unit/temp_files.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {

@@ -1,5 +1,7 @@
 // Epoch-based reclamation: EpochDomain on its own, and Allocator::Retire.
 // These tests are meant to run under TSan too (scripts build a Tsan type).
+#include "alloc/epoch.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -11,17 +13,14 @@
 #include <vector>
 
 #include "alloc/allocator.h"
-#include "alloc/epoch.h"
 #include "gtest/gtest.h"
 #include "pm/pool.h"
+#include "support/seed.h"
 
 namespace pmindex::alloc {
 namespace {
 
-uint64_t TestSeed() {
-  if (const char* s = std::getenv("PMINDEX_SEED")) return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing::TestSeed;
 
 // Reclaimed items, shared between threads.
 struct Sink {
@@ -163,7 +162,7 @@ TEST(Epoch, RetireReclaimsPeriodically) {
 // detected use-after-free rather than undefined behaviour).
 TEST(Epoch, ReadersNeverSeeAReclaimedObject) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with PMINDEX_SEED)");
+  PMINDEX_SEED_TRACE(seed);
   struct Obj {
     std::atomic<bool> dead{false};
     uint64_t value = 0;
@@ -255,7 +254,7 @@ TEST(AllocEpoch, RetiredBlockOutlivesAnEarlierGuard) {
 
 TEST(AllocEpoch, ConcurrentReadersNeverSeeAReusedBlock) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with PMINDEX_SEED)");
+  PMINDEX_SEED_TRACE(seed);
   auto pool = SmallPool();
   AllocOptions opt;
   opt.thread_cache_blocks = 4;  // reuse freed blocks quickly

@@ -36,7 +36,7 @@ class FastFairOracle : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FastFairOracle, MatchesAMapThroughSplitsAndDeletes) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  PMINDEX_SEED_TRACE(seed);
   auto db = Db::CreateInMemory("fastfair", GetParam());
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   Db& d = *db.value();

@@ -19,12 +19,13 @@
 
 #include "alloc/allocator.h"
 #include "gtest/gtest.h"
-#include "pm/persist.h"
-#include "pm/pool_format.h"
 #include "index/index.h"
-#include "pm/pool.h"
 #include "index/registry.h"
-#include "unit/temp_files.h"
+#include "pm/persist.h"
+#include "pm/pool.h"
+#include "pm/pool_format.h"
+#include "support/stub_index.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {
@@ -37,19 +38,9 @@ constexpr uint64_t kFailAfterWrite = 0xBAD1;
 
 // Root slot 0 holds a block of the index (so the pool "holds an index");
 // the index stores nothing else.
-class ProbeIndex : public Index {
+class ProbeIndex : public testing::StubIndex {
  public:
   std::string_view kind() const override { return "probe-open"; }
-  bool persistent() const override { return true; }
-  Status insert(Key, Value) override { return Status::OK(); }
-  Status update(Key, Value) override { return Status::NotFound(); }
-  Status upsert(Key, Value) override { return Status::OK(); }
-  std::optional<Value> lookup(Key) override { return std::nullopt; }
-  Status remove(Key) override { return Status::NotFound(); }
-  size_t scan(Key, size_t, KV*) override { return 0; }
-  Status bulk_load(std::span<const KV>, double) override { return Status::OK(); }
-  Status verify() override { return Status::OK(); }
-  IndexStats stats() override { return {}; }
 };
 
 Result<std::unique_ptr<Index>> CreateProbe(const IndexEnv& env, const Options&) {

@@ -18,12 +18,12 @@
 #include "gtest/gtest.h"
 #include "kv/kv_format.h"
 #include "kv/store.h"
-#include "persistent_kinds.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/kv.h"
 #include "scenarios/scenario_util.h"
-#include "temp_files.h"
+#include "support/persistent_kinds.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {
@@ -233,9 +233,8 @@ TEST_P(KvContentOverKind, FlippedBitsOfACleanStoreAreRefused) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, KvContentOverKind,
-                         ::testing::ValuesIn(testing_util::PersistentKinds()),
-                         [](const auto& info) { return testing_util::KindName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Kinds, KvContentOverKind, ::testing::ValuesIn(testing::PersistentKinds()),
+                         [](const auto& info) { return testing::KindName(info.param); });
 
 TEST(KvContent, DamageWhileOpenAndUnwrittenFailsVerify) {
   Mem m = NewStore("lbtree", "node=256");

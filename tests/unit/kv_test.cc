@@ -1,4 +1,4 @@
-// The key-value store (issue 11): the public API (pmindex/kv.h) against a
+// The key-value store: the public API (pmindex/kv.h) against a
 // std::map oracle, reopen after a clean close and from crash images,
 // transactions (snapshot reads, own writes, first committer wins, abort),
 // version reclamation, a store over every persistent kind, the pool's kind
@@ -6,6 +6,8 @@
 // transactions (run under TSan by scripts/test.sh).
 //
 // Randomized tests print their seed on failure (replay: PMINDEX_SEED=n).
+#include "pmindex/kv.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -30,10 +32,9 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
-#include "pmindex/kv.h"
 #include "scenarios/scenario_util.h"
-#include "persistent_kinds.h"
-#include "temp_files.h"
+#include "support/persistent_kinds.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {
@@ -799,8 +800,8 @@ TEST(KvTree, AscendingLoadFillsNodes) {
 
 // A new key under a prefix of many keys copies one path of the prefix's
 // tree, not all its keys: the lines a put flushes stay within the path's
-// nodes as the prefix grows (the flat bucket of issue 11's first version
-// copied and flushed 16 bytes per key of the prefix on every new key).
+// nodes as the prefix grows (a flat bucket per prefix would copy and
+// flush 16 bytes per key of the prefix on every new key).
 TEST(KvTree, NewKeyFlushesOnePath) {
   SeedScope seed;
   Rng rng(seed);
@@ -1081,8 +1082,8 @@ TEST_P(KvOverKind, OpsCrashImagesAndCommitCrashes) {
   ExpectNoLeak(*clean.store);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, KvOverKind, ::testing::ValuesIn(testing_util::PersistentKinds()),
-                         [](const auto& info) { return testing_util::KindName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Kinds, KvOverKind, ::testing::ValuesIn(testing::PersistentKinds()),
+                         [](const auto& info) { return testing::KindName(info.param); });
 
 // ------------------------------------------------------------ the pool's kind both ways
 

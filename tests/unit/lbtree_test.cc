@@ -2,6 +2,8 @@
 // (Algorithm 2 line writes and entry moving, Algorithm 3 split, delete by
 // one NAW, multi-256B blocks, fingerprints), a flush-image crash check of
 // every NAW section, and tree-level recovery of hand-crafted crash states.
+#include "trees/pm_leaf/lbtree.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,21 +15,18 @@
 
 #include "alloc/allocator.h"
 #include "common/fingerprint.h"
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
-#include "trees/pm_leaf/lbtree.h"
+#include "support/pools.h"
+#include "support/seed.h"
 #include "trees/pm_leaf/lbtree_leaf.h"
 #include "unit/pm_image_tracer.h"
 
 namespace pmindex::lbtree {
 namespace {
 
-uint64_t TestSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing::TestSeed;
 
 template <int M>
 struct LeafBuf {
@@ -51,7 +50,7 @@ std::map<uint64_t, uint64_t> Contents(const Leaf<M>* l) {
 
 TEST(LbtreeFingerprint, SimdMatchesScalar) {
   uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   for (int it = 0; it < 2000; ++it) {
     uint8_t bytes[64];
@@ -221,7 +220,7 @@ TEST(LbtreeLeaf, RepeatedSplitsSwitchHeadersBackAndForth) {
   std::vector<std::unique_ptr<LeafBuf<2>>> news;
   std::map<uint64_t, uint64_t> model;
   uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 400; ++i) {
     uint64_t k = rng() % 64;  // keep everything in the old leaf's range
@@ -275,7 +274,7 @@ void CrashImagesOfOps() {
   };
   std::map<uint64_t, uint64_t> model;
   uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   bool split_done = false;
   for (int i = 0; i < 300 && !split_done; ++i) {
@@ -317,33 +316,14 @@ TEST(LbtreeCrashImage, EveryFence512) { CrashImagesOfOps<2>(); }
 TEST(LbtreeCrashImage, EveryFence1024) { CrashImagesOfOps<4>(); }
 
 // ---------------------------------------------------------- tree level
-struct PoolAndIndex {
-  std::unique_ptr<Pool> pool;
-  std::unique_ptr<Index> idx;
-};
+using testing::PoolAndIndex;
 
 PoolAndIndex Make(const std::string& opts) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.max_size = 256ull << 20;
-  po.kind = "lbtree";
-  po.index_options = opts;
-  auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
-  auto idx = create_index("lbtree", opts, pool.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
-  return {std::move(pool).value(), std::move(idx).value()};
+  return testing::MakeInMemory("lbtree", opts, 256ull << 20);
 }
 
-// Reopens from a byte copy of the pool (what a crash leaves, with every
-// store durable).
-PoolAndIndex Reopen(Pool* p) {
-  auto img = Pool::OpenImage(p->bytes());
-  EXPECT_TRUE(img.ok()) << img.status().ToString();
-  auto idx = open_index(img.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
-  return {std::move(img).value(), idx.ok() ? std::move(idx).value() : nullptr};
-}
+// What a crash leaves with every store durable: a byte copy of the pool.
+PoolAndIndex Reopen(Pool* p) { return testing::ReopenImage(p); }
 
 TEST(LbtreeTree, StaleLockBitsClearedAndEmptyLeavesUnlinked) {
   for (std::string opts : {"node=256", "node=512", "node=1024,rebuild_threads=2"}) {

@@ -1,6 +1,8 @@
 // LCB+Tree unit tests: oracle with tiny nodes (many splits, root growth),
 // undo of a hand-crafted crash in the middle of a logged modification,
 // flushed lines per insert include the node log, corrupt pools.
+#include "trees/lcbtree/lcbtree.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,49 +10,27 @@
 #include <map>
 #include <random>
 
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
-#include "trees/lcbtree/lcbtree.h"
+#include "support/pools.h"
+#include "support/seed.h"
 
 namespace pmindex::lcbtree {
 namespace {
 
-uint64_t TestSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing::TestSeed;
 
-struct PoolAndIndex {
-  std::unique_ptr<Pool> pool;
-  std::unique_ptr<Index> idx;
-};
+using testing::PoolAndIndex;
 
-PoolAndIndex Make(const std::string& opts) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.max_size = 512ull << 20;
-  po.kind = "lcbtree";
-  po.index_options = opts;
-  auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok());
-  auto idx = create_index("lcbtree", opts, pool.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
-  return {std::move(pool).value(), std::move(idx).value()};
-}
+PoolAndIndex Make(const std::string& opts) { return testing::MakeInMemory("lcbtree", opts); }
 
-PoolAndIndex Reopen(Pool* p) {
-  auto img = Pool::OpenImage(p->bytes());
-  EXPECT_TRUE(img.ok());
-  auto idx = open_index(img.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
-  return {std::move(img).value(), idx.ok() ? std::move(idx).value() : nullptr};
-}
+// What a crash leaves with every store durable: a byte copy of the pool.
+PoolAndIndex Reopen(Pool* p) { return testing::ReopenImage(p); }
 
 TEST(LcbtreeTree, RandomOpsAgainstOracle) {
   uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  PMINDEX_SEED_TRACE(seed);
   for (std::string opts : {"node=128", "node=512"}) {
     SCOPED_TRACE(opts);
     auto t = Make(opts);

@@ -2,6 +2,8 @@
 // per-operation flush counts, Algorithm 3 and the size model, and tree
 // level behaviour with tiny nodes (split / replace / merge / rebuild),
 // recovery from crash images and clean shutdown, corrupt pools.
+#include "trees/nvtree/nvtree.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,21 +14,18 @@
 #include <vector>
 
 #include "alloc/allocator.h"
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
+#include "support/pools.h"
+#include "support/seed.h"
 #include "trees/nvtree/adaptive.h"
 #include "trees/nvtree/leaf.h"
-#include "trees/nvtree/nvtree.h"
 
 namespace pmindex::nvtree {
 namespace {
 
-uint64_t TestSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing::TestSeed;
 
 struct LnBuf {
   explicit LnBuf(uint32_t bytes) {
@@ -146,33 +145,14 @@ TEST(NvtreeAdaptive, ModelRefusesEnlargingReadHeavyNodes) {
 
 // ------------------------------------------------------------ tree level
 
-struct PoolAndIndex {
-  std::unique_ptr<Pool> pool;
-  std::unique_ptr<Index> idx;
-  NvTree* tree() { return static_cast<NvTree*>(idx.get()); }
-};
+using testing::PoolAndIndex;
 
-PoolAndIndex Make(const std::string& opts) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.max_size = 512ull << 20;
-  po.kind = "nvtree";
-  po.index_options = opts;
-  auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
-  auto idx = create_index("nvtree", opts, pool.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
-  return {std::move(pool).value(), std::move(idx).value()};
-}
+NvTree* TreeOf(const PoolAndIndex& t) { return static_cast<NvTree*>(t.idx.get()); }
 
-// Reopens a byte copy of the pool: what a crash leaves (every store durable).
-PoolAndIndex Reopen(Pool* p) {
-  auto img = Pool::OpenImage(p->bytes());
-  EXPECT_TRUE(img.ok()) << img.status().ToString();
-  auto idx = open_index(img.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
-  return {std::move(img).value(), idx.ok() ? std::move(idx).value() : nullptr};
-}
+PoolAndIndex Make(const std::string& opts) { return testing::MakeInMemory("nvtree", opts); }
+
+// What a crash leaves with every store durable: a byte copy of the pool.
+PoolAndIndex Reopen(Pool* p) { return testing::ReopenImage(p); }
 
 void ExpectSame(Index* idx, const std::map<Key, Value>& oracle) {
   ASSERT_EQ(idx->stats().entries, oracle.size());
@@ -189,7 +169,7 @@ void ExpectSame(Index* idx, const std::map<Key, Value>& oracle) {
 
 TEST(NvtreeTree, RandomOpsTinyNodesAgainstOracle) {
   uint64_t seed = TestSeed();
-  SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")");
+  PMINDEX_SEED_TRACE(seed);
   for (std::string opts : {"node=128,pln=64,fanout=2,adaptive=off", "node=128,pln=64,fanout=3",
                            "node=256,pln=64,fanout=2,adaptive=aggressive", "node=512"}) {
     SCOPED_TRACE(opts);
@@ -242,10 +222,10 @@ TEST(NvtreeTree, RandomOpsTinyNodesAgainstOracle) {
     ASSERT_TRUE(vs.ok()) << vs.ToString();
     ExpectSame(t.idx.get(), oracle);
     if (opts.find("node=128") != std::string::npos) {
-      EXPECT_GT(t.tree()->splits(), 0u);
-      EXPECT_GT(t.tree()->replaces(), 0u);
-      EXPECT_GT(t.tree()->merges(), 0u);
-      EXPECT_GT(t.tree()->rebuilds(), 0u);
+      EXPECT_GT(TreeOf(t)->splits(), 0u);
+      EXPECT_GT(TreeOf(t)->replaces(), 0u);
+      EXPECT_GT(TreeOf(t)->merges(), 0u);
+      EXPECT_GT(TreeOf(t)->rebuilds(), 0u);
     }
     // Crash image: rebuild-from-LN.
     auto r = Reopen(t.pool.get());

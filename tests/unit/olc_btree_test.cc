@@ -12,15 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "support/seed.h"
+
 namespace pmindex {
 namespace {
 
-uint64_t TestSeed() {
-  if (const char* s = std::getenv("PMINDEX_SEED")) return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
-
-#define SEED_TRACE(seed) SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: PMINDEX_SEED=" + std::to_string(seed) + ")")
+using testing::TestSeed;
 
 template <class T>
 class OlcBTreeTest : public ::testing::Test {};
@@ -133,7 +130,7 @@ TYPED_TEST(OlcBTreeTest, TinyNodesSplitAndGrow) {
 
 TYPED_TEST(OlcBTreeTest, RandomOpsAgainstMap) {
   const uint64_t seed = TestSeed();
-  SEED_TRACE(seed);
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   // A small key universe forces duplicates, misses and empty leaves; the
   // extremes are always in it.
@@ -217,7 +214,7 @@ TYPED_TEST(OlcBTreeTest, FloorAcrossEmptyLeaves) {
 
 TYPED_TEST(OlcBTreeTest, BulkLoadAtFills) {
   const uint64_t seed = TestSeed();
-  SEED_TRACE(seed);
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{100}, size_t{5000}}) {
     for (double fill : {0.5, 0.6, 0.7, 0.8, 0.9, 1.0}) {
@@ -275,7 +272,7 @@ constexpr int kThreads = 4;
 
 TYPED_TEST(OlcBTreeTest, ConcurrentDisjointRanges) {
   const uint64_t seed = TestSeed();
-  SEED_TRACE(seed);
+  PMINDEX_SEED_TRACE(seed);
   typename TypeParam::Tree t;
   const uint64_t per = 6000;
   std::vector<Map> oracles(kThreads);
@@ -319,7 +316,7 @@ TYPED_TEST(OlcBTreeTest, ConcurrentDisjointRanges) {
 
 TYPED_TEST(OlcBTreeTest, ConcurrentOverlappingRanges) {
   const uint64_t seed = TestSeed();
-  SEED_TRACE(seed);
+  PMINDEX_SEED_TRACE(seed);
   typename TypeParam::Tree t;
   const uint64_t range = 4000;
   // Every thread works on the same key range. A value encodes its key, so
@@ -376,7 +373,7 @@ TYPED_TEST(OlcBTreeTest, ConcurrentOverlappingRanges) {
 
 TYPED_TEST(OlcBTreeTest, ReadersDuringWriters) {
   const uint64_t seed = TestSeed();
-  SEED_TRACE(seed);
+  PMINDEX_SEED_TRACE(seed);
   typename TypeParam::Tree t;
   // Even keys are loaded first and never touched; writers churn odd keys.
   const uint64_t range = 10000;

@@ -1,10 +1,12 @@
-// open_index's pair visitor (index/pair_visitor.h, issue 11), for every
+// open_index's pair visitor (index/pair_visitor.h), for every
 // persistent kind: on a cleanly closed pool and on a crashed one, the
 // visitor is told exactly the pairs the recovered index holds (on a clean
 // pool each exactly once), every visit
 // comes before the open's first write (the clean flag is still set), its
 // error refuses the open without a byte changed, and a key-value store's
 // pool is refused without a visitor (and a plain pool with one).
+#include "index/pair_visitor.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,11 +19,10 @@
 
 #include "gtest/gtest.h"
 #include "index/index.h"
-#include "index/pair_visitor.h"
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "persistent_kinds.h"
+#include "support/persistent_kinds.h"
 
 namespace pmindex {
 namespace {
@@ -152,8 +153,9 @@ TEST_P(PairVisitorOverKind, ItsErrorRefusesTheOpenUnchanged) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, PairVisitorOverKind, ::testing::ValuesIn(testing_util::PersistentKinds()),
-                         [](const auto& info) { return testing_util::KindName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Kinds, PairVisitorOverKind,
+                         ::testing::ValuesIn(testing::PersistentKinds()),
+                         [](const auto& info) { return testing::KindName(info.param); });
 
 TEST(PairVisitor, StorePoolsNeedOneAndPlainPoolsRefuseOne) {
   for (uint64_t flags : {uint64_t{0}, pm::kIncompatKvStore}) {

@@ -24,8 +24,8 @@
 #include "pm/pool.h"
 #include "pmindex/db.h"
 #include "pmindex/kv.h"
+#include "support/temp_files.h"
 #include "unit/fault_file_system.h"
-#include "unit/temp_files.h"
 
 namespace pmindex {
 namespace {

@@ -1,15 +1,17 @@
 // Pool tests: creation, every refused open (with the file left unchanged),
 // growth, clean flag, images, durability.
+#include "pm/pool.h"
+
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/vfs.h>
-#include <linux/magic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,8 +26,8 @@
 #include "gtest/gtest.h"
 #include "pm/persist.h"
 #include "pm/pool_format.h"
-#include "pm/pool.h"
-#include "unit/temp_files.h"
+#include "support/seed.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {
@@ -252,14 +254,9 @@ TEST(PoolInMemory, OpenImageRefusesBadImages) {
   EXPECT_EQ(Pool::OpenImage(bad).status().code(), Code::kCorruption);
 }
 
-uint64_t SeedFromEnv(uint64_t fallback) {
-  const char* e = std::getenv("PMINDEX_SEED");
-  return e != nullptr ? std::strtoull(e, nullptr, 0) : fallback;
-}
-
 TEST(PoolInMemory, RandomImagesNeverCrash) {
-  uint64_t seed = SeedFromEnv(std::random_device{}());
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with PMINDEX_SEED)");
+  const uint64_t seed = testing::TestSeed();
+  PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   auto r = Pool::CreateInMemory(SmallOptions());
   ASSERT_TRUE(r.ok());

@@ -1,4 +1,4 @@
-// Recovery validates before it repairs (issue 15): a crash image whose
+// Recovery validates before it repairs: a crash image whose
 // recovery has repairs to do (empty leaves to unlink, an active split log
 // to replay and clear, nvtree's clean-shutdown word to reset) plus damage
 // found only late in the walk must be refused with Corruption and left
@@ -14,7 +14,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "pool_images.h"
+#include "support/pools.h"
 
 namespace pmindex {
 namespace {
@@ -106,8 +106,8 @@ void ExpectRepairedOpen(Pool* img, const std::string& kind, size_t entries) {
 constexpr uint64_t kNextOffset = 8;
 
 // Sets the persistent lock bit of the head leaf, as a crash inside a write
-// leaves it (recovery clears it: a write done per leaf during the walk
-// before issue 15). The bit is in the leaf's first word: bit 14 of lbtree's
+// leaves it (recovery clears it: a write it does per leaf, after the
+// read-only validation). The bit is in the leaf's first word: bit 14 of lbtree's
 // block-0 header, bit 63 of fptree's and wbtree's bitmap word.
 void SetHeadLockBit(Pool* p, const std::string& kind) {
   auto* w = p->to_ptr<uint64_t>(PPtr(p->root(0)));
@@ -161,7 +161,7 @@ TEST(NvtreeRecovery, LateBrokenLinkRefusedWithoutWrites) {
 // list then ends after one LN, which is valid on its own, and only the
 // allocator's bound sees that the other LNs' pages were cut off. nvtree
 // checks the bound before its first write (the clean flag and slot 1), so
-// the refusal changes no byte (issue 15).
+// the refusal changes no byte.
 TEST(NvtreeRecovery, CutListRefusedByTheBoundWithoutWrites) {
   PoolOptions po;
   po.size = 16ull << 20;

@@ -1,13 +1,13 @@
-// Root slots and page table kept twice (issue 15, pool format version 2,
+// Root slots and page table kept twice (pool format version 2,
 // src/pm/pool_format.h "Root slots", src/alloc/page_word.h): a damaged copy
 // is repaired from the other, damage to both is Corruption with the files
 // unchanged, and a write a crash interrupted is told apart from damage.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,8 +19,8 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "pool_images.h"
-#include "temp_files.h"
+#include "support/pools.h"
+#include "support/temp_files.h"
 
 namespace pmindex {
 namespace {

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <iterator>
 #include <map>
@@ -24,15 +24,11 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
+#include "support/seed.h"
 
 namespace pmindex::testing_util {
 
-// PMINDEX_SEED if set (to replay a failure), else a random seed.
-inline uint64_t TestSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
+using testing::TestSeed;
 
 // A gtest parameter name for an options string ("node=512,search=binary"
 // -> "node_512_search_binary").

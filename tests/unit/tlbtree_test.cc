@@ -22,11 +22,11 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
+#include "support/temp_files.h"
 #include "trees/two_layer/top_layer.h"
 #include "trees/two_layer/two_layer.h"
 #include "trees/two_layer/wo_node.h"
 #include "unit/sorted_node_checks.h"
-#include "unit/temp_files.h"
 
 namespace pmindex::tlbtree {
 namespace {
@@ -195,7 +195,7 @@ TEST(TlbTreeSplits, EveryLevelSplitsAtHeightThree) {
 // chain and finds the same pairs. Deletes empty leaves out (no merges).
 TEST(TlbTreeOracle, RandomOpsMatchAMapAcrossReopens) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  PMINDEX_SEED_TRACE(seed);
   testing::TempDir dir;
   const std::string path = dir.path("tlb.pool");
   std::mt19937_64 rng(seed);

@@ -13,17 +13,17 @@
 #include <set>
 #include <thread>
 
+#include "support/seed.h"
+
 namespace pmindex::workload {
 namespace {
 
-uint64_t TestSeed() {
-  const char* s = std::getenv("PMINDEX_SEED");
-  return s != nullptr ? std::strtoull(s, nullptr, 0) : 20261122;
-}
+// These tests run one known seed unless PMINDEX_SEED names another.
+uint64_t TestSeed() { return testing::TestSeed(20261122); }
 
 TEST(WorkloadMix, Mix64InverseAndKeySpaceBijection) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  PMINDEX_SEED_TRACE(seed);
   Rng rng(seed);
   for (int i = 0; i < 100000; ++i) {
     uint64_t x = rng.Next();
@@ -44,7 +44,7 @@ TEST(WorkloadMix, Mix64InverseAndKeySpaceBijection) {
 
 TEST(WorkloadDist, ZipfMatchesTheFormula) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  PMINDEX_SEED_TRACE(seed);
   const uint64_t n = 1000;
   const double theta = 0.99;
   Zipf z(n, theta);
@@ -205,7 +205,7 @@ void CheckAgainstOracle(WorkloadConfig cfg, unsigned threads) {
 TEST(WorkloadPlan, OracleSingleThread) {
   WorkloadConfig cfg;
   cfg.seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed));
+  PMINDEX_SEED_TRACE(cfg.seed);
   cfg.keys = 5000;
   cfg.default_ops = 3000;
   cfg.phases = ParseWorkload("insert,delete,ycsb-a,ycsb-d,ycsb-e,ycsb-f,mix:insert=2,delete=1,lookup=3")
@@ -215,7 +215,7 @@ TEST(WorkloadPlan, OracleSingleThread) {
 
 TEST(WorkloadPlan, OracleThreadsAndDistributions) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  PMINDEX_SEED_TRACE(seed);
   for (const char* dist : {"uniform", "zipf:0.99", "latest", "sequential", "hotspot:0.1"}) {
     SCOPED_TRACE(dist);
     WorkloadConfig cfg;
@@ -263,7 +263,7 @@ TEST(WorkloadPlan, TooFewKeysIsAClearError) {
 TEST(WorkloadDist, HotspotSendsTheHotShareToTheHotSet) {
   WorkloadConfig cfg;
   cfg.seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed));
+  PMINDEX_SEED_TRACE(cfg.seed);
   cfg.keys = 10000;
   cfg.key_kind = KeyKind::kDense;  // rank r is key r+1: hot set = keys 1..1000
   cfg.default_ops = 100000;
@@ -354,7 +354,7 @@ TEST(WorkloadDist, ThreadRangeParses) {
 TEST(WorkloadDist, ThreadRangeGivesEachThreadItsOwnSlice) {
   WorkloadConfig cfg;
   cfg.seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed));
+  PMINDEX_SEED_TRACE(cfg.seed);
   cfg.keys = 30000;
   cfg.default_ops = 60000;
   cfg.phases = ParseWorkload("lookup@threadrange:0.9,lookup@threadrange:0.9:1").value();
@@ -409,7 +409,7 @@ TEST(WorkloadDist, PhaseDistributionOverride) {
 
   WorkloadConfig cfg;
   cfg.seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(cfg.seed));
+  PMINDEX_SEED_TRACE(cfg.seed);
   cfg.keys = 10000;
   cfg.key_kind = KeyKind::kDense;  // key order = rank order: positions are keys - 1
   cfg.dist = ParseDistribution("uniform").value();
@@ -492,7 +492,7 @@ TEST(WorkloadDist, SequentialIsAscendingPerThread) {
 // generated phases after them read only keys still present.
 TEST(WorkloadKeyFile, LoadAndOpsAreTheFilesKeys) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE("PMINDEX_SEED=" + std::to_string(seed));
+  PMINDEX_SEED_TRACE(seed);
   Rng rng(seed);
   auto file = std::make_shared<std::vector<Key>>();
   std::set<Key> distinct;

@@ -1,7 +1,7 @@
 // absl-btree: absl::btree_map<uint64_t, uint64_t> (Abseil, Debian
 // libabsl-dev) behind the Index interface, a volatile reference index: the
 // ceiling every tree can be compared with is then a B-tree everyone knows,
-// not only our own dram-btree (issue 14).
+// not only our own dram-btree.
 //
 // Thread safety: absl::btree_map is not thread-safe, so one reader-writer
 // lock (std::shared_mutex) guards the whole map: lookups and scans share

@@ -50,7 +50,7 @@ void RepairEntries(Node* x, uint64_t v, Set set) {
 
 // verify()'s checks of one node's entries (x: the node as recovery leaves
 // it, v: the global version), shared by verify() and by Open's validation
-// of the repaired DRAM copies (issue 15: recovery refuses what verify
+// of the repaired DRAM copies (recovery refuses what verify
 // would reject, such as a zeroed node, which reads as an inner node
 // without entries). *lv receives the live slots in key order.
 Status CheckEntries(const Node* x, uint64_t raw, uint64_t v, Key lo, bool has_hi, Key hi,
@@ -214,7 +214,7 @@ Result<std::unique_ptr<Index>> CddsTree::Open(const IndexEnv& env, uint32_t node
                                 " fails its checks; nothing is reachable");
     t->salvage_cuts_ = cut;
   }
-  // Validation, reads only (issue 15): every node reachable through the
+  // Validation, reads only (a refused open writes nothing): every node reachable through the
   // entries that will be live after the repairs, and the allocator's
   // acceptance of every block; then the repairs.
   std::vector<uint64_t> nodes{mp.raw()};

@@ -117,7 +117,7 @@ class CddsTree final : public Index {
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   // Writes the clean-close record (pm::kCleanCloseSlot: live entries and
   // leaves), which an open of the cleanly closed pool compares with what
-  // its validation counts (issue 15).
+  // its validation counts (common/content_record.h).
   Status close() override;
 
  private:

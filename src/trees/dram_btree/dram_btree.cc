@@ -66,7 +66,7 @@ class DramBTree final : public Index {
 // Keys per node. 14, 30 and 62 fill whole cache lines (256 B, 512 B,
 // 1 KiB nodes: a 16-byte header, then the arrays). Default 62: on 10M keys
 // its inner levels fit in the last-level cache where 512-byte nodes' do
-// not, and lookups took 0.67x the time (docs/RESULTS.md, issue 14).
+// not, and lookups took 0.67x the time (docs/RESULTS.md).
 Result<std::string> NodeOption(const Options& o) {
   return o.get_enum("node", "62", {"4", "14", "16", "30", "32", "62", "64", "128"});
 }

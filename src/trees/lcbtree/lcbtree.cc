@@ -76,7 +76,7 @@ Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_
                                   64, "lcbtree: undo log");
   if (!ld.ok()) return ld.status();
   t->log_ = ld.value();
-  // Validation, reads only (issue 15): the undo records, then the whole
+  // Validation, reads only (a refused open writes nothing): the undo records, then the whole
   // tree as the undo will leave it (logged originals in place of their
   // nodes, the logged root), then the allocator's acceptance of every
   // block. Nothing is written before all of it passed. The same walk sums
@@ -351,112 +351,125 @@ static void ShiftInsert(Node* x, Key* ks, uint64_t* vs, bool leaf, uint32_t i, K
 }
 
 Status LcbTree::InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vector<uint32_t>& pos) {
-  // Nodes changed in place: the leaf and every full ancestor, plus the
-  // first ancestor with room.
   std::vector<uint64_t> logged;
-  int d = static_cast<int>(path.size()) - 1;
-  for (;; --d) {
-    logged.push_back(path[d]);
-    if (N(path[d])->n < cap_ || d == 0) break;
-  }
-  const bool root_splits = d == 0 && N(path[0])->n >= cap_;
-  if (path.size() + 1 > kMaxHeight) return Status::OutOfSpace("lcbtree: tree too high");
-  // Allocate every new node first, so OutOfSpace changes nothing.
-  size_t splits = logged.size() - (root_splits ? 0 : 1);
   std::vector<PPtr> fresh;
-  for (size_t s = 0; s < splits + (root_splits ? 1 : 0); ++s) {
-    Result<PPtr> r = env_.alloc->Alloc(bytes_);
-    if (!r.ok()) {
-      for (PPtr f : fresh) env_.alloc->Free(f);
-      return r.status();
-    }
-    fresh.push_back(r.value());
-  }
+  PMINDEX_RETURN_IF_ERROR(ReserveForInsert(path, &logged, &fresh));
   LogNodes(logged);
   size_t next_fresh = 0;
   Key up_key = k;
   uint64_t up_val = v;
   for (int lv = static_cast<int>(path.size()) - 1; lv >= 0; --lv) {
     Node* x = N(path[lv]);
-    bool leaf = x->leaf;
-    Key* ks = keys(x);
-    uint64_t* vs = vals(x);
-    uint32_t i = leaf ? LeafPos(x, up_key) : pos[lv];
+    const uint32_t i = x->leaf ? LeafPos(x, up_key) : pos[lv];
     if (x->n < cap_) {
-      ShiftInsert(x, ks, vs, leaf, i, up_key, up_val);
+      ShiftInsert(x, keys(x), vals(x), x->leaf != 0, i, up_key, up_val);
       Commit();
       return Status::OK();
     }
-    // Split x: merge the new entry into temporaries, then redistribute.
-    uint32_t n = x->n;
-    std::vector<Key> tk(ks, ks + n);
-    std::vector<uint64_t> tv(vs, vs + (leaf ? n : n + 1));
-    tk.insert(tk.begin() + i, up_key);
-    tv.insert(tv.begin() + (leaf ? i : i + 1), up_val);
-    uint64_t r_raw = fresh[next_fresh++].raw();
-    Node* r = N(r_raw);
-    Key* rk = keys(r);
-    uint64_t* rv = vals(r);
-    uint32_t total = n + 1;
-    uint32_t left, rn;
-    Key sep;
-    if (leaf) {
-      left = (total + 1) / 2;
-      rn = total - left;
-      pm::copy(rk, tk.data() + left, rn * 8);
-      pm::copy(rv, tv.data() + left, rn * 8);
-      sep = tk[left];
-      pm::store(&r->next, x->next);
-    } else {
-      left = total / 2;  // keys kept left; key `left` moves up
-      rn = total - left - 1;
-      pm::copy(rk, tk.data() + left + 1, rn * 8);
-      pm::copy(rv, tv.data() + left + 1, (rn + 1) * 8);
-      sep = tk[left];
-      pm::store(&r->next, uint64_t{0});
-    }
-    pm::store(&r->n, rn);
-    pm::store(&r->leaf, leaf ? 1u : 0u);
-    // Only what was written: header, rn keys, and the values (rn + 1 for
-    // inner nodes); the rest of the fresh node is never read (flushing
-    // all of it was a mutation survivor, flush one line short).
-    // The keys follow the 16-byte header, so one flush covers both (a
-    // separate header flush was a drop-flush survivor of pmcrash --mutate
-    // at 128 and 512 B: the key flush re-flushed line 0).
-    pm::flush(r, Node::kHeader + rn * 8);
-    pm::flush(rv, (leaf ? rn : rn + 1) * 8);
-    // Left part rewritten from the insert position on.
-    uint32_t from = std::min(i, left);
-    pm::copy(&ks[from], tk.data() + from, (left - from) * 8);
-    uint32_t vleft = leaf ? left : left + 1;
-    uint32_t vfrom = leaf ? from : std::min(i + 1, vleft);
-    pm::copy(&vs[vfrom], tv.data() + vfrom, (vleft - vfrom) * 8);
-    pm::flush(&ks[from], (left - from) * 8);
-    pm::flush(&vs[vfrom], (vleft - vfrom) * 8);
-    pm::store(&x->n, left);
-    if (leaf) pm::store(&x->next, r_raw);
-    pm::flush(x, Node::kHeader);
-    up_key = sep;
+    const uint64_t r_raw = fresh[next_fresh++].raw();
+    up_key = SplitNode(x, i, up_key, up_val, r_raw);
     up_val = r_raw;
     if (lv == 0) {
-      uint64_t nr_raw = fresh[next_fresh++].raw();
-      Node* nr = N(nr_raw);
-      pm::store(&nr->n, 1u);
-      pm::store(&nr->leaf, 0u);
-      pm::store(&nr->next, uint64_t{0});
-      pm::store(&keys(nr)[0], sep);
-      pm::store(&vals(nr)[0], path[0]);
-      pm::store(&vals(nr)[1], r_raw);
-      // Header, key 0 and values 0..1 only (the rest is never read).
-      pm::flush(nr, Node::kHeader + 8);
-      pm::flush(&vals(nr)[0], 16);
-      pm::store(&meta_->root, nr_raw);
-      pm::flush(&meta_->root, 8);
+      GrowRoot(path[0], up_key, r_raw, fresh[next_fresh++].raw());
       Commit();
       return Status::OK();
     }
   }
   return Status::OK();  // unreachable
+}
+
+Status LcbTree::ReserveForInsert(const std::vector<uint64_t>& path, std::vector<uint64_t>* logged,
+                                 std::vector<PPtr>* fresh) {
+  // Nodes changed in place: the leaf and every full ancestor, plus the
+  // first ancestor with room.
+  int d = static_cast<int>(path.size()) - 1;
+  for (;; --d) {
+    logged->push_back(path[d]);
+    if (N(path[d])->n < cap_ || d == 0) break;
+  }
+  const bool root_splits = d == 0 && N(path[0])->n >= cap_;
+  if (path.size() + 1 > kMaxHeight) return Status::OutOfSpace("lcbtree: tree too high");
+  // Allocate every new node first, so OutOfSpace changes nothing.
+  size_t splits = logged->size() - (root_splits ? 0 : 1);
+  for (size_t s = 0; s < splits + (root_splits ? 1 : 0); ++s) {
+    Result<PPtr> r = env_.alloc->Alloc(bytes_);
+    if (!r.ok()) {
+      for (PPtr f : *fresh) env_.alloc->Free(f);
+      return r.status();
+    }
+    fresh->push_back(r.value());
+  }
+  return Status::OK();
+}
+
+Key LcbTree::SplitNode(Node* x, uint32_t i, Key up_key, uint64_t up_val, uint64_t r_raw) {
+  const bool leaf = x->leaf;
+  Key* ks = keys(x);
+  uint64_t* vs = vals(x);
+  // Merge the new entry into temporaries, then redistribute.
+  uint32_t n = x->n;
+  std::vector<Key> tk(ks, ks + n);
+  std::vector<uint64_t> tv(vs, vs + (leaf ? n : n + 1));
+  tk.insert(tk.begin() + i, up_key);
+  tv.insert(tv.begin() + (leaf ? i : i + 1), up_val);
+  Node* r = N(r_raw);
+  Key* rk = keys(r);
+  uint64_t* rv = vals(r);
+  uint32_t total = n + 1;
+  uint32_t left, rn;
+  Key sep;
+  if (leaf) {
+    left = (total + 1) / 2;
+    rn = total - left;
+    pm::copy(rk, tk.data() + left, rn * 8);
+    pm::copy(rv, tv.data() + left, rn * 8);
+    sep = tk[left];
+    pm::store(&r->next, x->next);
+  } else {
+    left = total / 2;  // keys kept left; key `left` moves up
+    rn = total - left - 1;
+    pm::copy(rk, tk.data() + left + 1, rn * 8);
+    pm::copy(rv, tv.data() + left + 1, (rn + 1) * 8);
+    sep = tk[left];
+    pm::store(&r->next, uint64_t{0});
+  }
+  pm::store(&r->n, rn);
+  pm::store(&r->leaf, leaf ? 1u : 0u);
+  // Only what was written: header, rn keys, and the values (rn + 1 for
+  // inner nodes); the rest of the fresh node is never read (flushing
+  // all of it was a mutation survivor, flush one line short).
+  // The keys follow the 16-byte header, so one flush covers both (a
+  // separate header flush was a drop-flush survivor of pmcrash --mutate
+  // at 128 and 512 B: the key flush re-flushed line 0).
+  pm::flush(r, Node::kHeader + rn * 8);
+  pm::flush(rv, (leaf ? rn : rn + 1) * 8);
+  // Left part rewritten from the insert position on.
+  uint32_t from = std::min(i, left);
+  pm::copy(&ks[from], tk.data() + from, (left - from) * 8);
+  uint32_t vleft = leaf ? left : left + 1;
+  uint32_t vfrom = leaf ? from : std::min(i + 1, vleft);
+  pm::copy(&vs[vfrom], tv.data() + vfrom, (vleft - vfrom) * 8);
+  pm::flush(&ks[from], (left - from) * 8);
+  pm::flush(&vs[vfrom], (vleft - vfrom) * 8);
+  pm::store(&x->n, left);
+  if (leaf) pm::store(&x->next, r_raw);
+  pm::flush(x, Node::kHeader);
+  return sep;
+}
+
+void LcbTree::GrowRoot(uint64_t left_raw, Key sep, uint64_t right_raw, uint64_t nr_raw) {
+  Node* nr = N(nr_raw);
+  pm::store(&nr->n, 1u);
+  pm::store(&nr->leaf, 0u);
+  pm::store(&nr->next, uint64_t{0});
+  pm::store(&keys(nr)[0], sep);
+  pm::store(&vals(nr)[0], left_raw);
+  pm::store(&vals(nr)[1], right_raw);
+  // Header, key 0 and values 0..1 only (the rest is never read).
+  pm::flush(nr, Node::kHeader + 8);
+  pm::flush(&vals(nr)[0], 16);
+  pm::store(&meta_->root, nr_raw);
+  pm::flush(&meta_->root, 8);
 }
 
 size_t LcbTree::scan(Key from, size_t n, KV* out) {

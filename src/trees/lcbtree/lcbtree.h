@@ -9,7 +9,7 @@
 //   root(6)  content record of the last clean close (common/content_record.h):
 //                 close() sums the leaves' pairs; an open of a cleanly
 //                 closed pool compares it with the sum its read-only
-//                 validation takes, before the first write (issue 15).
+//                 validation takes, before the first write.
 //   Node          {n, leaf, next, keys[C], vals[C+1]} (docs/layout/lcbtree.md).
 //   Log           {count, old_root, old_height} + count records
 //                 {target PPtr, original node bytes}.
@@ -111,6 +111,17 @@ class LcbTree final : public Index {
   Status Undo();
   Status UpdateLocked(Key k, Value v);
   Status InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vector<uint32_t>& pos);
+  // InsertNew's steps. Reserve: the nodes the insert changes in place (the
+  // leaf, every full ancestor and the first ancestor with room) into
+  // *logged, and every new node it needs allocated into *fresh, so that
+  // OutOfSpace changes nothing. SplitNode: splits the full node x, with
+  // (up_key, up_val) inserted at i, into x and the new node r_raw, both
+  // flushed; returns the separator. GrowRoot: a new root over left_raw and
+  // right_raw, flushed, named by the meta block (flushed, not committed).
+  Status ReserveForInsert(const std::vector<uint64_t>& path, std::vector<uint64_t>* logged,
+                          std::vector<PPtr>* fresh);
+  Key SplitNode(Node* x, uint32_t i, Key up_key, uint64_t up_val, uint64_t r_raw);
+  void GrowRoot(uint64_t left_raw, Key sep, uint64_t right_raw, uint64_t nr_raw);
   // Recovery, read-only: decodes the undo log's records into undo_view_
   // (target node -> its logged original) so the tree can be validated as
   // Undo will leave it before Undo writes anything.

@@ -292,52 +292,75 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
   // Valid elements with the pending operation applied: the new LN(s)
   // receive the operation's result directly (section 4.4).
   std::vector<KV> live;
-  LnLive(x, n, &live);
-  auto it = std::lower_bound(live.begin(), live.end(), k,
-                             [](const KV& a, Key b) { return a.key < b; });
-  bool present = it != live.end() && it->key == k;
+  const bool present = LiveAfter(x, n, op, k, v, &live);
+  Pln* p = w.layout->pln(w.pln);
+  const uint32_t pn = p->n;
+  // Split a leaf at least half full; else replace it by a compact copy,
+  // or merge it with its right sibling under the same PLN if that one is
+  // less than half full.
+  Rebuild rb;
+  rb.kind = Restructure::kReplace;  // also when the right sibling lies under another PLN
+  if (2 * live.size() >= x->capacity()) {
+    rb.kind = Restructure::kSplit;
+  } else if (w.pos + 1 < pn) {
+    rb.r_raw = p->e[w.pos + 1].ln;
+    Ln* r = ToLn(rb.r_raw);
+    rb.kind =
+        2 * Ln::Load(r->n_element) >= r->capacity() ? Restructure::kReplace : Restructure::kMerge;
+  }
+  const uint64_t left_raw = LeftSibling(*w.layout, w.pln, w.pos);
+  if (Status made = MakeNewLeaves(w, &live, &rb); !made.ok()) {
+    // OutOfSpace: free what was allocated, nothing was linked.
+    for (PPtr f : rb.fresh) env_.alloc->Free(f);
+    UnlockStripe(w.ln_raw);
+    return made;
+  }
+  // One fence for all new LNs: each was flushed by LnInit; they must be
+  // durable before the pointer write below makes them reachable.
+  pm::fence();
+
+  p->lock.WriteLock();  // readers of this PLN wait; they would see old LNs
+  LinkFrom(left_raw, rb.first_raw);
+  ReplaceInPln(w, pn, rb);
+  if (rb.kind == Restructure::kMerge && &Stripe(rb.r_raw) != &Stripe(w.ln_raw))
+    UnlockStripe(rb.r_raw);
+  UnlockStripe(w.ln_raw);
+
+  epoch_.Retire(w.ln_raw);
+  if (rb.kind == Restructure::kMerge) epoch_.Retire(rb.r_raw);
+  CountRestructure(rb.kind);
+  if (cfg_.strategy != Strategy::kOff) {
+    int elems = op == Op::kUpdate || (op == Op::kUpsert && present) ? 2 : 1;
+    n_writes_.fetch_add(elems, std::memory_order_relaxed);
+  }
+  return Status::OK();
+}
+
+bool NvTree::LiveAfter(Ln* x, uint64_t n, Op op, Key k, Value v, std::vector<KV>* live) const {
+  LnLive(x, n, live);
+  auto it =
+      std::lower_bound(live->begin(), live->end(), k, [](const KV& a, Key b) { return a.key < b; });
+  const bool present = it != live->end() && it->key == k;
   if (op == Op::kRemove) {
     PMINDEX_CHECK(present, "nvtree: remove of a key its locked leaf does not hold");
-    live.erase(it);
+    live->erase(it);
   } else if (present) {
     it->value = v;
   } else {
-    live.insert(it, KV{k, v});
+    live->insert(it, KV{k, v});
   }
+  return present;
+}
 
-  Layout* lay = w.layout;
-  Pln* p = lay->pln(w.pln);
+Status NvTree::MakeNewLeaves(const Where& w, std::vector<KV>* live_in, Rebuild* rb) {
+  std::vector<KV>& live = *live_in;
+  Ln* x = w.ln;
+  Pln* p = w.layout->pln(w.pln);
   const PlnEntry ent{x->low, w.ln_raw, OlcLoad(p->e[w.pos].reads), OlcLoad(p->e[w.pos].writes)};
   const uint32_t size_x = x->size_bytes();
-  const uint32_t cap_x = x->capacity();
   const uint64_t c = live.size();
-  const uint64_t left_raw = LeftSibling(*lay, w.pln, w.pos);
   const uint64_t x_next = x->next_raw();
-  const uint32_t pn = p->n;
-  std::vector<PPtr> fresh;
-  // OutOfSpace: free what was allocated, nothing was linked.
-  auto undo = [&](Status s) {
-    for (PPtr f : fresh) env_.alloc->Free(f);
-    UnlockStripe(w.ln_raw);
-    return s;
-  };
-
-  enum class Kind { kSplit, kReplace, kMerge } kind;
-  Ln* r = nullptr;
-  uint64_t r_raw = 0;
-  if (2 * c >= cap_x) {
-    kind = Kind::kSplit;
-  } else if (w.pos + 1 < pn) {
-    r_raw = p->e[w.pos + 1].ln;
-    r = ToLn(r_raw);
-    kind = 2 * Ln::Load(r->n_element) >= r->capacity() ? Kind::kReplace : Kind::kMerge;
-  } else {
-    kind = Kind::kReplace;  // the right sibling lies under another PLN
-  }
-
-  std::vector<PlnEntry> repl;  // entries replacing ent (and r's entry)
-  uint64_t first_raw = 0;
-  if (kind == Kind::kSplit) {
+  if (rb->kind == Restructure::kSplit) {
     uint32_t sz = size_x;
     if (cfg_.strategy != Strategy::kOff) {
       LnStats s{ent.reads, ent.writes, n_reads_.load(std::memory_order_relaxed),
@@ -350,30 +373,31 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
     while (Ln::CapacityFor(sz) < c - half + 1 && sz + 64 <= Ln::kMaxBytes) sz += 64;
     PMINDEX_CHECK(Ln::CapacityFor(sz) >= c - half, "nvtree: split leaf of %u bytes too small", sz);
     Ln *a, *b;
-    Result<PPtr> rb = AllocLn(sz, &b);
-    if (!rb.ok()) return undo(rb.status());
-    fresh.push_back(rb.value());
+    Result<PPtr> rbp = AllocLn(sz, &b);
+    if (!rbp.ok()) return rbp.status();
+    rb->fresh.push_back(rbp.value());
     Result<PPtr> ra = AllocLn(sz, &a);
-    if (!ra.ok()) return undo(ra.status());
-    fresh.push_back(ra.value());
+    if (!ra.ok()) return ra.status();
+    rb->fresh.push_back(ra.value());
     const Key sep = live[half].key;
     LnInit(b, sz, sep, x_next, live.data() + half, c - half);
-    LnInit(a, sz, ent.low, rb.value().raw(), live.data(), half);
-    first_raw = ra.value().raw();
+    LnInit(a, sz, ent.low, rbp.value().raw(), live.data(), half);
+    rb->first_raw = ra.value().raw();
     // Table 3: each half inherits half of the splitting LN's counters.
-    repl.push_back({ent.low, first_raw, ent.reads / 2, ent.writes / 2});
-    repl.push_back({sep, rb.value().raw(), ent.reads / 2, ent.writes / 2});
-  } else if (kind == Kind::kReplace) {
+    rb->repl.push_back({ent.low, rb->first_raw, ent.reads / 2, ent.writes / 2});
+    rb->repl.push_back({sep, rbp.value().raw(), ent.reads / 2, ent.writes / 2});
+  } else if (rb->kind == Restructure::kReplace) {
     Ln* a;
     Result<PPtr> ra = AllocLn(size_x, &a);
-    if (!ra.ok()) return undo(ra.status());
-    fresh.push_back(ra.value());
+    if (!ra.ok()) return ra.status();
+    rb->fresh.push_back(ra.value());
     LnInit(a, size_x, ent.low, x_next, live.data(), c);
-    first_raw = ra.value().raw();
-    repl.push_back({ent.low, first_raw, ent.reads, ent.writes});
+    rb->first_raw = ra.value().raw();
+    rb->repl.push_back({ent.low, rb->first_raw, ent.reads, ent.writes});
   } else {
-    const bool same = &Stripe(r_raw) == &Stripe(w.ln_raw);
-    if (!same) LockStripe(r_raw);
+    Ln* r = ToLn(rb->r_raw);
+    const bool same = &Stripe(rb->r_raw) == &Stripe(w.ln_raw);
+    if (!same) LockStripe(rb->r_raw);
     std::vector<KV> rl;
     LnLive(r, Ln::Load(r->n_element), &rl);
     live.insert(live.end(), rl.begin(), rl.end());
@@ -382,33 +406,32 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
     Ln* a;
     Result<PPtr> ra = AllocLn(sz, &a);
     if (!ra.ok()) {
-      if (!same) UnlockStripe(r_raw);
-      return undo(ra.status());
+      if (!same) UnlockStripe(rb->r_raw);
+      return ra.status();
     }
-    fresh.push_back(ra.value());
+    rb->fresh.push_back(ra.value());
     LnInit(a, sz, ent.low, r->next_raw(), live.data(), live.size());
-    first_raw = ra.value().raw();
-    repl.push_back({ent.low, first_raw, ent.reads + OlcLoad(p->e[w.pos + 1].reads),
-                    ent.writes + OlcLoad(p->e[w.pos + 1].writes)});
+    rb->first_raw = ra.value().raw();
+    rb->repl.push_back({ent.low, rb->first_raw, ent.reads + OlcLoad(p->e[w.pos + 1].reads),
+                        ent.writes + OlcLoad(p->e[w.pos + 1].writes)});
   }
-  // One fence for all new LNs: each was flushed by LnInit; they must be
-  // durable before the pointer write below makes them reachable.
-  pm::fence();
+  return Status::OK();
+}
 
-  p->lock.WriteLock();  // readers of this PLN wait; they would see old LNs
-  LinkFrom(left_raw, first_raw);
-
-  const uint32_t removed = kind == Kind::kMerge ? 2 : 1;
+void NvTree::ReplaceInPln(const Where& w, uint32_t pn, const Rebuild& rb) {
+  Pln* p = w.layout->pln(w.pln);
+  const std::vector<PlnEntry>& repl = rb.repl;
+  const uint32_t removed = rb.kind == Restructure::kMerge ? 2 : 1;
   const uint32_t new_n = pn - removed + static_cast<uint32_t>(repl.size());
   if (new_n <= p->cap) {
-    if (kind == Kind::kSplit) {
+    if (rb.kind == Restructure::kSplit) {
       for (uint32_t i = pn; i > w.pos + 1; --i) {
         OlcStore(p->e[i].low, p->e[i - 1].low);
         OlcStore(p->e[i].ln, p->e[i - 1].ln);
         OlcStore(p->e[i].reads, OlcLoad(p->e[i - 1].reads));
         OlcStore(p->e[i].writes, OlcLoad(p->e[i - 1].writes));
       }
-    } else if (kind == Kind::kMerge) {
+    } else if (rb.kind == Restructure::kMerge) {
       for (uint32_t i = w.pos + 1; i + 1 < pn; ++i) {
         OlcStore(p->e[i].low, p->e[i + 1].low);
         OlcStore(p->e[i].ln, p->e[i + 1].ln);
@@ -425,43 +448,36 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
     }
     OlcStore(p->n, new_n);
     p->lock.WriteUnlock();
-  } else {
-    // The PLN is full: rebuild-from-PLN. Searches keep using the old
-    // arrays (except this locked PLN) until the new ones are published.
-    uint64_t t0 = NowNs();
-    std::vector<PlnEntry> all = CollectEntries(*lay);
-    auto pos = std::find_if(all.begin(), all.end(),
-                            [&](const PlnEntry& e2) { return e2.ln == w.ln_raw; });
-    PMINDEX_CHECK(pos != all.end(), "nvtree: the split leaf is in no PLN");
-    pos = all.erase(pos, pos + removed);
-    all.insert(pos, repl.begin(), repl.end());
-    Publish(BuildLayout(all, {}), w.pln);
-    rebuilds_.fetch_add(1, std::memory_order_relaxed);
-    rebuild_ns_.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+    return;
   }
-  if (kind == Kind::kMerge && &Stripe(r_raw) != &Stripe(w.ln_raw)) UnlockStripe(r_raw);
-  UnlockStripe(w.ln_raw);
+  // The PLN is full: rebuild-from-PLN. Searches keep using the old arrays
+  // (except this locked PLN) until the new ones are published.
+  uint64_t t0 = NowNs();
+  std::vector<PlnEntry> all = CollectEntries(*w.layout);
+  auto pos =
+      std::find_if(all.begin(), all.end(), [&](const PlnEntry& e2) { return e2.ln == w.ln_raw; });
+  PMINDEX_CHECK(pos != all.end(), "nvtree: the split leaf is in no PLN");
+  pos = all.erase(pos, pos + removed);
+  all.insert(pos, repl.begin(), repl.end());
+  Publish(BuildLayout(all, {}), w.pln);
+  rebuilds_.fetch_add(1, std::memory_order_relaxed);
+  rebuild_ns_.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+}
 
-  epoch_.Retire(w.ln_raw);
-  if (kind == Kind::kMerge) epoch_.Retire(r_raw);
+void NvTree::CountRestructure(Restructure kind) {
   switch (kind) {
-    case Kind::kSplit:
+    case Restructure::kSplit:
       splits_.fetch_add(1, std::memory_order_relaxed);
       n_leaves_.fetch_add(1, std::memory_order_relaxed);
       break;
-    case Kind::kReplace:
+    case Restructure::kReplace:
       replaces_.fetch_add(1, std::memory_order_relaxed);
       break;
-    case Kind::kMerge:
+    case Restructure::kMerge:
       merges_.fetch_add(1, std::memory_order_relaxed);
       n_leaves_.fetch_sub(1, std::memory_order_relaxed);
       break;
   }
-  if (cfg_.strategy != Strategy::kOff) {
-    int elems = op == Op::kUpdate || (op == Op::kUpsert && present) ? 2 : 1;
-    n_writes_.fetch_add(elems, std::memory_order_relaxed);
-  }
-  return Status::OK();
 }
 
 std::vector<PlnEntry> NvTree::CollectEntries(const Layout& l) const {
@@ -609,14 +625,14 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
       return st;
     }
   }
-  // Every live key within its LN's fences, as verify() checks (issue 15:
-  // random bytes or a zeroed 4 KiB over an LN's elements otherwise opened
-  // and verify() found keys outside the fences). Recovery writes no
+  // Every live key within its LN's fences, as verify() checks (without
+  // this check, random bytes or a zeroed 4 KiB over an LN's elements
+  // would open, and verify() would then find keys outside the fences). Recovery writes no
   // element, so any state verify accepts after a crash passes. This reads
   // every LN's elements once, which rebuild-from-LN and the snapshot
   // otherwise avoid. Not for salvage copies.
   // The same walk sums the live pairs, compared below with the content
-  // record (issue 15), and tells them to the pair visitor (IndexEnv::pairs).
+  // record (common/content_record.h), and tells them to the pair visitor (IndexEnv::pairs).
   common::ContentSum content(env);
   if (!env.salvage) {
     Status f = t->CheckLnFences(&content);
@@ -626,7 +642,7 @@ Result<std::unique_ptr<Index>> NvTree::Open(const IndexEnv& env, const Config& c
     }
   }
   // Every LN is marked reachable: the allocator's bound on what recovery
-  // would give back is checked before the first write (issue 15), so a
+  // would give back is checked before the first write, so a
   // refusal by the bound leaves the pool, its clean flag included, as it
   // was. Checked whatever slot 1 holds: open_index's own MarkInUse follows.
   Status b = env.alloc->CheckRecoveryBound();
@@ -795,7 +811,7 @@ Status NvTree::close() {
   std::lock_guard g(structure_mu_);
   // Drain retired LNs (no operation runs any more).
   for (int i = 0; i < 4 && epoch_.pending() > 0; ++i) epoch_.Reclaim();
-  // The content record first (issue 15): it does not depend on the
+  // The content record first (common/content_record.h): it does not depend on the
   // snapshot, so a close that finds no room for the snapshot still writes
   // it, before Pool::Close can set the clean flag.
   common::WriteContentRecord(*env_.pool, SumLivePairs());

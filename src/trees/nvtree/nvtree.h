@@ -170,6 +170,27 @@ class NvTree final : public Index {
   Status Write(Op op, Key k, Value v);
   // Under structure_mu_: retry the op; split/replace/merge if the LN is full.
   Status WriteFull(Op op, Key k, Value v);
+  // WriteFull's steps, under structure_mu_ and the LN's stripe lock.
+  // LiveAfter: the LN's valid elements with op applied (sorted); returns
+  // whether k was present. MakeNewLeaves: allocates and fills (flushed, not
+  // fenced) the LN(s) replacing the full one, per rb->kind; for a merge it
+  // takes the right sibling's stripe lock (released on error). The new LNs
+  // go to rb->fresh (freed by the caller on error), their PLN entries to
+  // rb->repl. ReplaceInPln: under the PLN's write lock (released here),
+  // puts rb->repl in place of the old entries, or rebuilds the PLN layer
+  // if they do not fit.
+  enum class Restructure { kSplit, kReplace, kMerge };
+  struct Rebuild {
+    Restructure kind = Restructure::kReplace;
+    uint64_t r_raw = 0;  // kMerge: the right sibling merged in
+    std::vector<PPtr> fresh;
+    std::vector<PlnEntry> repl;
+    uint64_t first_raw = 0;  // the first new LN, linked from the left sibling
+  };
+  bool LiveAfter(Ln* x, uint64_t n, Op op, Key k, Value v, std::vector<KV>* live) const;
+  Status MakeNewLeaves(const Where& w, std::vector<KV>* live, Rebuild* rb);
+  void ReplaceInPln(const Where& w, uint32_t pn, const Rebuild& rb);
+  void CountRestructure(Restructure kind);
   // What op needs appended, given the current value. Sets *st to the
   // result if nothing must be appended.
   static int Plan(Op op, Key k, Value v, const std::optional<Value>& cur, LnElement* e, bool* neg,
@@ -193,7 +214,7 @@ class NvTree final : public Index {
   Status CheckLn(uint64_t raw, Ln** out) const;
   // Open: every live key of every LN within the LN's fences (verify's
   // check), reads only. Adds every live pair (the newest element of each
-  // key, if POSITIVE: what a lookup returns) to *content (issue 15).
+  // key, if POSITIVE: what a lookup returns) to *content (common/content_record.h).
   Status CheckLnFences(common::ContentSum* content) const;
   // The live pairs of the LN list, as CheckLnFences adds them (close()).
   common::ContentSum SumLivePairs() const;

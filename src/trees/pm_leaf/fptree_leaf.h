@@ -30,19 +30,18 @@
 #include <string>
 
 #include "common/fingerprint.h"
-#include "trees/pm_leaf/small_sort.h"
-#include "trees/pm_leaf/split_log.h"
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
 #include "pmindex/status.h"
+#include "trees/pm_leaf/central_leaf.h"
+#include "trees/pm_leaf/small_sort.h"
+#include "trees/pm_leaf/split_log.h"
 #include "util/prefetch.h"
 
 namespace pmindex::fptree {
 
-inline uint64_t LoadRelaxed(const uint64_t* p) {
-  return std::atomic_ref<const uint64_t>(*p).load(std::memory_order_relaxed);
-}
+using common::LoadRelaxed;
 
 // Slots per node of `bytes`: 16 B of words + n fingerprint bytes padded to
 // 16 + 16 n bytes of entries must fit exactly.
@@ -53,8 +52,14 @@ constexpr int SlotsFor(size_t bytes) {
 }
 
 template <size_t kNodeBytes>
-class Leaf {
+class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
+  using Ops = common::CentralLeafOps<Leaf<kNodeBytes>>;
+
  public:
+  using Ops::Bitmap;
+  using Ops::Collect;
+  using Ops::Count;
+  using Ops::FilledBytes;
   static constexpr size_t kBytes = kNodeBytes;
   static constexpr int kSlots = SlotsFor(kNodeBytes);
   static constexpr int kFpBytes = ((kSlots + 15) / 16) * 16;
@@ -62,10 +67,7 @@ class Leaf {
   static constexpr uint64_t kLockBit = uint64_t{1} << 63;
   static constexpr uint64_t kAllSlots = (uint64_t{1} << kSlots) - 1;
 
-  struct Entry {
-    uint64_t key;
-    uint64_t value;
-  };
+  using Entry = common::LeafEntry;
 
   // [0]  bits: bitmap (bits 0..kSlots-1) | lock (bit 63)
   // [8]  next: PPtr of the next leaf
@@ -80,20 +82,6 @@ class Leaf {
   static constexpr size_t kEntryOff = 16 + kFpBytes;
 
   // ------------------------------------------------------------ reading
-  PPtr next() const { return PPtr(LoadRelaxed(&next_)); }
-  // The writers' lock (pm_leaf_tree.h): the lock bit, read with acquire so
-  // that a reader seeing it clear sees the last writer's stores.
-  bool IsLocked() const {
-    return (std::atomic_ref<const uint64_t>(bits).load(std::memory_order_acquire) & kLockBit) != 0;
-  }
-  // Starts loading what a search reads before it knows the slot: the
-  // header lines (bitmap, next and the per-slot array), and at 256 B the
-  // whole leaf.
-  void Prefetch() const {
-    constexpr size_t kBytesToLoad = kBytes <= 256 ? kBytes : kEntryOff;
-    PrefetchLines(this, kBytesToLoad);
-  }
-  uint64_t Bitmap() const { return LoadRelaxed(&bits) & kAllSlots; }
   uint8_t Fp(int s) const { return static_cast<uint8_t>(LoadRelaxed(&fpw[s / 8]) >> (8 * (s % 8))); }
 
   [[gnu::always_inline]] int Locate(uint64_t k) const {
@@ -110,26 +98,6 @@ class Leaf {
     }
     return -1;
   }
-  uint64_t ValueAt(int s) const { return LoadRelaxed(&e[s].value); }
-  [[gnu::always_inline]] bool Find(uint64_t k, uint64_t* v) const {
-    int s = Locate(k);
-    if (s < 0) return false;
-    *v = ValueAt(s);
-    return true;
-  }
-  int Count() const { return __builtin_popcountll(Bitmap()); }
-  bool Full() const { return Bitmap() == kAllSlots; }
-  int Collect(KV* out) const {
-    uint64_t m = Bitmap();
-    int n = 0;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
-      out[n++] = {LoadRelaxed(&e[s].key), LoadRelaxed(&e[s].value)};
-    }
-    return n;
-  }
-
   // ------------------------------------------------------------ writing
   // New empty leaf with sibling `next`, durable on return (flush + fence).
   // Only line 0 is written: it holds the used words (bitmap, next);
@@ -143,9 +111,6 @@ class Leaf {
     pm::fill(l, 0, 64);
     pm::store(&l->next_, next.raw());
     pm::persist(l, 64);  // durable before anything links it
-  }
-  [[gnu::always_inline]] void SetLockBit(bool on) {
-    pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
   }
 
   // Insert, UpdateSlot and RemoveSlot take `release`: when true, the
@@ -176,9 +141,6 @@ class Leaf {
     pm::naw(&bits, (bits | (uint64_t{1} << s)) & ~(release ? kLockBit : 0));
   }
 
-  [[gnu::always_inline]] void UpdateSlot(int s, uint64_t v, bool release = false) {
-    pm::naw(&e[s].value, v, release ? &bits : nullptr, bits & ~kLockBit);
-  }
   [[gnu::always_inline]] void RemoveSlot(int s, bool release = false) {
     pm::naw(&bits, bits & ~(uint64_t{1} << s) & ~(release ? kLockBit : 0));
   }
@@ -232,43 +194,17 @@ class Leaf {
   // Recovery of a logged split whose new leaf `nl` is linked after this
   // leaf: clears the bits of keys >= nl's smallest key.
   void ReplaySplit(const Leaf* nl) {
-    KV buf[kSlots];
-    int n = nl->Collect(buf);
-    if (n == 0) return;
-    uint64_t lo = buf[0].key;
-    for (int i = 1; i < n; ++i) lo = std::min(lo, buf[i].key);
-    uint64_t b = bits;
-    uint64_t m = b & kAllSlots;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
-      if (e[s].key >= lo) b &= ~(uint64_t{1} << s);
-    }
+    const uint64_t b = this->BitsWithoutMovedKeys(nl);
     if (b != bits) pm::naw(&bits, b);
   }
 
-  void Relink(PPtr next) { pm::naw(&next_, next.raw()); }
+  // Recovery: a stale lock bit is all a crash leaves to repair.
+  void RecoverLeaf() { this->ClearStaleLock(); }
 
-  // Recovery: clears a stale lock bit (not flushed: if it does not reach PM,
-  // the next recovery clears it again).
-  void RecoverLeaf() {
-    if (bits & kLockBit) pm::store(&bits, bits & ~kLockBit);
-  }
-
-  // Bytes Fill(n) writes: the header, the fingerprints and entries 0..n-1;
-  // the rest of the leaf is unused space (no bit set), so bulk_load
-  // flushes only these (pmcrash --mutate: flushing the rest was a
-  // flush-short survivor).
-  static constexpr size_t FilledBytes(int n) { return kEntryOff + n * sizeof(Entry); }
+  // Fill(n) writes FilledBytes(n) (central_leaf.h).
   static void Fill(Leaf* l, const KV* kv, int n, PPtr next) {
-    pm::fill(l, 0, FilledBytes(n));
-    uint64_t b = 0;
-    for (int i = 0; i < n; ++i) {
-      pm::store(&l->e[i].key, kv[i].key);
-      pm::store(&l->e[i].value, kv[i].value);
-      l->SetFp(i, common::Fingerprint(kv[i].key));
-      b |= uint64_t{1} << i;
-    }
+    const uint64_t b = Ops::FillEntries(l, kv, n);
+    for (int i = 0; i < n; ++i) l->SetFp(i, common::Fingerprint(kv[i].key));
     pm::store(&l->bits, b);
     pm::store(&l->next_, next.raw());
   }
@@ -277,7 +213,7 @@ class Leaf {
     if (bits & kLockBit) return "lock bit set";
     return CheckBeforeRecovery();
   }
-  // Check() as recovery sees the leaf before repairing it (issue 15): a
+  // Check() as recovery sees the leaf before repairing it (open validates first): a
   // crash leaves at most a stale lock bit (RecoverLeaf clears it); a
   // slot's fingerprint persists before the bitmap store that makes it
   // valid. Read-only.

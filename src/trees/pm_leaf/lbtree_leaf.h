@@ -64,7 +64,7 @@ struct Header {
   void clear_bit(int s) { w[0] &= ~(uint64_t{1} << s); }
   // Fingerprint of slot s: byte s + 2 of the two words. Written without
   // indexing w by a computed position, which would keep a header copy in
-  // memory instead of registers (stores on the insert path, issue 14).
+  // memory instead of registers (stores on the insert path).
   uint8_t fp(int s) const {
     const int byte = s + 2;
     const uint64_t word = byte < 8 ? w[0] : w[1];
@@ -321,21 +321,42 @@ class Leaf {
   template <typename Route>
   uint64_t SplitInsert(uint64_t k, uint64_t v, Leaf* nl, PPtr nl_ptr, Route&& route) {
     const bool a = alt();
-    struct Item {
-      uint64_t key;
-      int id;
-    };
-    Item items[kSlots];
+    SlotId items[kSlots];
+    SortedSlots(items);
+    const int keep = kSlots / 2;  // the largest kSlots/2 move (7 per block)
+    const uint64_t split_key = items[keep].key;
+    const bool to_new = k > split_key;
+    const uint64_t nl_word0 = FillNewLeaf(items, keep, nl, to_new, k, v, a);
+    route(split_key);
+    FlushNewLeaf(nl, to_new);
+    Header oh[kBlocks];
+    StageOldLeafHeaders(items, keep, a, nl_ptr, oh);
+    CommitSplit(oh[0], to_new, k, v);
+    // nl is linked durably: release it (the word's value is known; a load
+    // of the line would wait for its write-back).
+    pm::store(&nl->blk[0].hdr[0], nl_word0 & ~Header::kLockBit, std::memory_order_release);
+    return split_key;
+  }
+
+  // A slot of the leaf (block * kSlotsPerBlock + slot) and its key.
+  struct SlotId {
+    uint64_t key;
+    int id;
+  };
+  // Every slot of the (full) leaf, in key order.
+  void SortedSlots(SlotId* items) const {
     for (int id = 0; id < kSlots; ++id) {
       items[id] = {blk[id / kSlotsPerBlock].slot[id % kSlotsPerBlock].key, id};
     }
-    common::SmallSort(items, kSlots, [](const Item& x) { return x.key; });
-    const int keep = kSlots / 2;  // the largest kSlots/2 move (7 per block)
-    const uint64_t split_key = items[keep].key;
+    common::SmallSort(items, kSlots, [](const SlotId& x) { return x.key; });
+  }
 
-    // New leaf: moved entries in slots 7..13 of every block, so its line 0
-    // and line 1 stay free for the next inserts. The new leaf is unused
-    // space until linked; one flush for all of it below.
+  // Split step 1: the new leaf nl gets items[keep..] (and k if to_new), in
+  // slots 7..13 of every block, so its line 0 and line 1 stay free for the
+  // next inserts; its lock bit is set. nl is unused space until linked.
+  // Returns nl's block-0 word 0 as stored (lock bit set).
+  uint64_t FillNewLeaf(const SlotId* items, int keep, Leaf* nl, bool to_new, uint64_t k, uint64_t v,
+                       bool a) const {
     Header nh[kBlocks];
     for (int i = keep; i < kSlots; ++i) {
       const int j = i - keep;
@@ -346,7 +367,6 @@ class Leaf {
       nh[nb].set_bit(ns);
       nh[nb].set_fp(ns, common::Fingerprint(e.key));
     }
-    const bool to_new = k > split_key;
     if (to_new) {
       pm::store(&nl->blk[0].slot[6].key, k);
       pm::store(&nl->blk[0].slot[6].value, v);
@@ -364,22 +384,28 @@ class Leaf {
     }
     pm::store(&nl->blk[0].tail[0], blk[0].tail[a ? 1 : 0]);
     pm::store(&nl->blk[0].tail[1], uint64_t{0});
-    route(split_key);
-    // New leaf durable before the NAW links it: only the lines written,
-    // i.e. line 0 (header) and lines 2-3 (slots 7..13, tail) of every
-    // block, and line 1 of block 0 if the new key took slot 6. Line 1 of
-    // the other blocks is unused space; flushing it would count a line
-    // write that the theorem's analysis (and the hardware) does not pay.
+    return nh[0].w[0];
+  }
+
+  // Split step 2: the new leaf durable before the NAW links it: only the
+  // lines written, i.e. line 0 (header) and lines 2-3 (slots 7..13, tail)
+  // of every block, and line 1 of block 0 if the new key took slot 6. Line
+  // 1 of the other blocks is unused space; flushing it would count a line
+  // write that the theorem's analysis (and the hardware) does not pay.
+  static void FlushNewLeaf(Leaf* nl, bool to_new) {
     for (int b = 0; b < kBlocks; ++b) {
       pm::flush(&nl->blk[b].hdr[0], 64);
       if (b == 0 && to_new) pm::flush(&nl->blk[0].slot[3], 64);
       pm::flush(&nl->blk[b].slot[7], 128);
     }
+  }
 
-    // Old leaf: post-split headers. Block 0's goes into the NAW below;
-    // blocks 1.. get theirs in the inactive header, which the alt flip
-    // activates.
-    Header oh[kBlocks];
+  // Split step 3: the old leaf's post-split headers in oh (items[keep..]
+  // cleared). Block 0's goes into the NAW (CommitSplit); blocks 1.. get
+  // theirs in the inactive header, which the alt flip activates. The
+  // inactive headers and the unused sibling pointer (-> nl) are durable
+  // on return, before the NAW.
+  void StageOldLeafHeaders(const SlotId* items, int keep, bool a, PPtr nl_ptr, Header* oh) {
     for (int b = 0; b < kBlocks; ++b) oh[b] = LoadHeader(b, a);
     for (int i = keep; i < kSlots; ++i) {
       oh[items[i].id / kSlotsPerBlock].clear_bit(items[i].id % kSlotsPerBlock);
@@ -394,11 +420,15 @@ class Leaf {
     pm::store(&blk[0].tail[a ? 0 : 1], nl_ptr.raw());
     pm::flush(&blk[0].tail[0], 16);  // unused sibling -> nl, durable before the NAW
     pm::fence();
-    // The NAW: flips alt (sibling + headers of blocks 1..) and clears the
-    // moved bits of block 0. Its fingerprints (word 1) are unchanged. It
-    // releases l if k went to nl; else the insert's commit does.
-    const uint64_t w0 = oh[0].w[0] ^ Header::kAltBit;
-    const uint32_t free_line0 = ~oh[0].bitmap() & LineMask(0) & kFullBlock;
+  }
+
+  // Split step 4, the NAW: flips alt (sibling + headers of blocks 1..) and
+  // clears the moved bits of block 0 (oh0: its post-split header). Its
+  // fingerprints (word 1) are unchanged. It releases the leaf if k went to
+  // nl; else the insert of k here does.
+  void CommitSplit(const Header& oh0, bool to_new, uint64_t k, uint64_t v) {
+    const uint64_t w0 = oh0.w[0] ^ Header::kAltBit;
+    const uint32_t free_line0 = ~oh0.bitmap() & LineMask(0) & kFullBlock;
     if (to_new) {
       pm::naw(&blk[0].hdr[0], w0 & ~Header::kLockBit);
     } else if (free_line0 != 0) {
@@ -416,7 +446,7 @@ class Leaf {
       pm::store(&blk[0].hdr[0], w0);
       pm::store(&blk[0].slot[s].key, k);
       pm::store(&blk[0].slot[s].value, v);
-      Header d{{w0, oh[0].w[1]}};
+      Header d{{w0, oh0.w[1]}};
       d.set_bit(s);
       d.set_fp(s, common::Fingerprint(k));
       pm::store(&blk[0].hdr[1], d.w[1]);
@@ -427,10 +457,6 @@ class Leaf {
       pm::naw(&blk[0].hdr[0], w0);
       Insert(k, v, /*release=*/true);
     }
-    // nl is linked durably: release it (the word's value is known; a load
-    // of the line would wait for its write-back).
-    pm::store(&nl->blk[0].hdr[0], nh[0].w[0] & ~Header::kLockBit, std::memory_order_release);
-    return split_key;
   }
 
   // A split with nothing to route (unit tests of the leaf alone).
@@ -499,7 +525,7 @@ class Leaf {
     if (blk[0].hdr[0] & Header::kLockBit) return "lock bit set";
     return CheckBeforeRecovery();
   }
-  // Check() as recovery sees the leaf before repairing it (issue 15): a
+  // Check() as recovery sees the leaf before repairing it (open validates first): a
   // crash leaves at most a stale lock bit, which RecoverLeaf clears, so
   // everything else Check() requires already holds in every crash state
   // (the fingerprint of a valid slot persists with or before its bit,

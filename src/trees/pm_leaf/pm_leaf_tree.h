@@ -12,8 +12,8 @@
 // - DRAM: a routing OlcBTree whose entries map each PM leaf's low fence to
 //   the leaf's address, so the routing tree's own leaves are the last inner
 //   level of the tree and a PM leaf is reached with no DRAM object of its
-//   own (issue 14: the per-leaf DRAM descriptor of earlier versions cost a
-//   dependent cache miss per operation). Rebuilt on open from the leaf list.
+//   own (a per-leaf DRAM descriptor would cost a dependent cache miss per
+//   operation). Rebuilt on open from the leaf list.
 // - Locks. Writers exclude each other per PM leaf with the paper's
 //   persistent lock bit, kept in the leaf's first header word (the
 //   original LB+-Tree sets it inside an HTM transaction; there is no TSX
@@ -33,13 +33,14 @@
 //   into the routing tree before clearing the bit, so a reader routed by a
 //   stale routing view fails its validation. (lbtree routes the new leaf
 //   before the split's first flush, with the new leaf's own bit set until
-//   the split's NAW is durable, so that no writer changes it earlier.) Only the lock word is written
-//   by more than one thread, so no counter is shared on the hot path.
+//   the split's NAW is durable, so that no writer changes it earlier.) Only the lock word is
+//   written by more than one thread, so no counter is shared on the hot path.
 // - Leaves are never freed during normal operation (no merges; an empty
 //   leaf keeps its range), so optimistic readers need no epochs. Open
 //   unlinks empty leaves (other than the head) with the policy's
 //   crash-safe Relink after invalidating the hints.
-// - Recovery validates, then repairs (issue 15): every pointer through
+// - Recovery validates, then repairs (a damaged pool is refused unchanged,
+//   docs/pool-format.md "What open checks, in order"): every pointer through
 //   pm::Decode, the meta block (CheckMeta), the whole leaf list and the key
 //   order across leaves (as the repairs will leave it), and the allocator's
 //   acceptance of every block it will keep are checked with reads only;
@@ -64,7 +65,7 @@
 //                 on the point paths (Locate, Find, SetLockBit, Insert,
 //                 InsertIfAbsent, UpdateSlot, RemoveSlot) are
 //                 [[gnu::always_inline]]: a call frame's stores after a
-//                 persist fence stall the next operation (issue 14).
+//                 persist fence stall the next operation (docs/RESULTS.md).
 //   static constexpr size_t kMetaBytes;   0 = no tree-specific block
 //   void InitMeta(void* meta);            format + flush (create_index's
 //                                         Format fence makes it durable)
@@ -136,7 +137,7 @@ class PmLeafTree final : public Index {
   static constexpr int kSlots = LeafT::kSlots;
   // Routing tree: 1 KiB nodes (62 keys). Side by side with the original
   // LB+-Tree on 10M keys, 512-byte nodes measured the same and 256-byte
-  // nodes about 30% slower on lookups (docs/RESULTS.md, issue 14).
+  // nodes about 30% slower on lookups (docs/RESULTS.md).
   using Routing = OlcBTree<62, 62>;
 
   PmLeafTree(const IndexEnv& env, int rebuild_threads)
@@ -566,6 +567,9 @@ class PmLeafTree final : public Index {
     for (auto& x : th) x.join();
   }
 
+  // Open: validation (reads only; nothing is written until every check
+  // that can refuse the pool has passed), then the repairs, then the DRAM
+  // routing layer.
   Status Recover() {
     const std::string name(Policy::kName);
     PPtr head(pool_->root(kHeadSlot));
@@ -576,8 +580,7 @@ class PmLeafTree final : public Index {
     }
     auto hd = pm::Decode<HintBlock>(*pool_, hint.raw(), sizeof(HintBlock), 64, name + ": hint block (root slot 1)");
     if (!hd.ok()) return hd.status();
-    // ---- Validation: reads only. Nothing below writes to the pool until
-    // every check that can refuse the pool has passed.
+    // ---- Validation: reads only.
     void* meta = nullptr;
     std::vector<MetaDrop> drops;
     if constexpr (Policy::kMetaBytes > 0) {
@@ -588,10 +591,57 @@ class PmLeafTree final : public Index {
       PMINDEX_RETURN_IF_ERROR(policy_.CheckMeta(meta, pool_, &drops));
       std::sort(drops.begin(), drops.end(), [](const MetaDrop& a, const MetaDrop& b) { return a.leaf < b.leaf; });
     }
-    // Segments: [head, h0), [h0, h1), ..., [h_last, null).
     HintBlock* h = hd.value();
+    const uint64_t hc = std::atomic_ref<uint64_t>(h->count).load();
+    std::vector<LeafInfo> all;
+    bool hints_ok = false;
+    PMINDEX_RETURN_IF_ERROR(WalkLeafList(head, h, hc, drops, &all, &hints_ok));
+    PMINDEX_RETURN_IF_ERROR(CheckHintsOnList(h, hc, all));
+    PMINDEX_RETURN_IF_ERROR(CheckLeafOrder(all));
+    // The leaves the repair keeps: the head and every non-empty leaf.
+    std::vector<LeafInfo> kept;
+    kept.push_back(all[0]);
+    for (size_t i = 1; i < all.size(); ++i)
+      if (all[i].count != 0) kept.push_back(all[i]);
+    PMINDEX_RETURN_IF_ERROR(VisitKeptPairs(kept, drops));
+    PMINDEX_RETURN_IF_ERROR(CheckCleanCloseRecord(kept));
+    PMINDEX_RETURN_IF_ERROR(CheckLeafFloor(all.size()));
+    PMINDEX_RETURN_IF_ERROR(AdoptBlocks(kept, hint));
+
+    // ---- Repairs: everything above passed. The clean flag goes first.
+    // The allocator's bound on blocks recovery would give back
+    // (docs/crash-testing.md, "Recovery's bound on reclaiming") is checked
+    // before the first write so that a refusal changes nothing.
+    PMINDEX_RETURN_IF_ERROR(alloc_->CheckRecoveryBound());
+    PMINDEX_RETURN_IF_ERROR(pool_->MarkInUse());
+    if constexpr (Policy::kMetaBytes > 0) policy_.RepairMeta(meta, pool_);
+    const bool unlinked = RepairLeafList(all, kept);
+
+    // ---- The DRAM layer.
+    std::vector<KV> route(kept.size());
+    for (size_t i = 0; i < kept.size(); ++i) {
+      route[i] = {i == 0 ? 0 : kept[i].min,
+                  reinterpret_cast<uint64_t>(pool_->to_ptr<LeafT>(kept[i].ptr))};
+    }
+    head_ = pool_->to_ptr<LeafT>(kept[0].ptr);
+    routing_.bulk_load(route, 1.0);
+    leaves_.Set(kept.size());
+    if (unlinked || !hints_ok || hc == 0 || hc > HintBlock::kMaxHints) {
+      WriteHints();
+    } else {
+      hinted_leaves_ = kept.size();
+    }
+    return Status::OK();
+  }
+
+  // The leaf list from `head`, read only, into *all. The hint block's hc
+  // leaves split it into segments [head, h0), [h0, h1), ..., [h_last, null)
+  // walked in parallel; if the hints do not describe the list, it is walked
+  // alone (*hints_ok false). Corruption if the list itself is broken.
+  Status WalkLeafList(PPtr head, const HintBlock* h, uint64_t hc,
+                      const std::vector<MetaDrop>& drops, std::vector<LeafInfo>* all,
+                      bool* hints_ok) const {
     std::vector<PPtr> starts{head};
-    uint64_t hc = std::atomic_ref<uint64_t>(h->count).load();
     if (hc <= HintBlock::kMaxHints) {
       for (uint64_t i = 0; i < hc; ++i) {
         PPtr p(h->leaf[i]);
@@ -609,18 +659,20 @@ class PmLeafTree final : public Index {
       PPtr until = s + 1 < starts.size() ? starts[s + 1] : PPtr();
       ok[s] = WalkSegment(starts[s], until, drops, &seg[s], &seg_bad[s]);
     });
-    std::vector<LeafInfo> all;
-    bool all_ok = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
-    if (all_ok) {
-      for (auto& s : seg) all.insert(all.end(), s.begin(), s.end());
-    } else {
-      // Hints did not describe the list: walk it alone.
-      std::string bad;
-      if (!WalkSegment(head, PPtr(), drops, &all, &bad))
-        return Status::Corruption(name + ": " + (bad.empty() ? std::string("leaf list is broken") : bad));
+    *hints_ok = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+    if (*hints_ok) {
+      for (auto& s : seg) all->insert(all->end(), s.begin(), s.end());
+      return Status::OK();
     }
-    PMINDEX_RETURN_IF_ERROR(CheckHintsOnList(h, hc, all));
-    // Order across leaves.
+    std::string bad;
+    if (!WalkSegment(head, PPtr(), drops, all, &bad))
+      return Status::Corruption(std::string(Policy::kName) + ": " +
+                                (bad.empty() ? std::string("leaf list is broken") : bad));
+    return Status::OK();
+  }
+
+  // Every non-empty leaf's keys above the previous non-empty leaf's.
+  static Status CheckLeafOrder(const std::vector<LeafInfo>& all) {
     bool any = false;
     uint64_t prev_max = 0;
     for (size_t i = 0; i < all.size(); ++i) {
@@ -631,24 +683,22 @@ class PmLeafTree final : public Index {
       prev_max = all[i].max;
       any = true;
     }
-    // The leaves the repair keeps: the head and every non-empty leaf.
-    std::vector<LeafInfo> kept;
-    kept.push_back(all[0]);
-    for (size_t i = 1; i < all.size(); ++i)
-      if (all[i].count != 0) kept.push_back(all[i]);
-    PMINDEX_RETURN_IF_ERROR(VisitKeptPairs(kept, drops));
-    PMINDEX_RETURN_IF_ERROR(CheckCleanCloseRecord(kept));
-    PMINDEX_RETURN_IF_ERROR(CheckLeafFloor(all.size()));
-    // Every kept block must be one the allocator accepts (else
-    // FinishRecovery refuses the pool after the repairs below): marked in
-    // DRAM, then checked.
+    return Status::OK();
+  }
+
+  // Marks the kept leaves, the hint block and the meta block reachable in
+  // the allocator (DRAM only) and checks that each is a block the
+  // allocator accepts; else FinishRecovery would refuse the pool after the
+  // repairs.
+  Status AdoptBlocks(const std::vector<LeafInfo>& kept, PPtr hint) {
     for (auto& li : kept) alloc_->MarkReachable(li.ptr);
     alloc_->MarkReachable(hint);
     if constexpr (Policy::kMetaBytes > 0) alloc_->MarkReachable(PPtr(pool_->root(kMetaSlot)));
     auto not_block = [&](PPtr p, const char* what) {
       char hex[32];
       std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(p.raw()));
-      return Status::Corruption(name + ": " + what + " " + hex + " is not an allocated block");
+      return Status::Corruption(std::string(Policy::kName) + ": " + what + " " + hex +
+                                " is not an allocated block");
     };
     for (auto& li : kept)
       if (!alloc_->IsLive(li.ptr)) return not_block(li.ptr, "leaf");
@@ -656,13 +706,14 @@ class PmLeafTree final : public Index {
     if constexpr (Policy::kMetaBytes > 0) {
       if (!alloc_->IsLive(PPtr(pool_->root(kMetaSlot)))) return not_block(PPtr(pool_->root(kMetaSlot)), "meta block");
     }
+    return Status::OK();
+  }
 
-    // ---- Repairs: everything above passed. The clean flag goes first.
-    // The allocator's bound on blocks recovery would give back (issue 15),
-    // checked before the first write so that a refusal changes nothing.
-    PMINDEX_RETURN_IF_ERROR(alloc_->CheckRecoveryBound());
-    PMINDEX_RETURN_IF_ERROR(pool_->MarkInUse());
-    if constexpr (Policy::kMetaBytes > 0) policy_.RepairMeta(meta, pool_);
+  // The repairs of the leaf list, after MarkInUse: the clean-close record
+  // of a crashed pool, each leaf's own repair (stale lock bits, interrupted
+  // operations), and the unlinking of empty leaves other than the head.
+  // Returns whether it unlinked any (the hints are then stale).
+  bool RepairLeafList(const std::vector<LeafInfo>& all, const std::vector<LeafInfo>& kept) {
     // The floor for the next open after a crash is the list the repairs
     // leave (the kept leaves), recorded before the first unlink.
     if (!pool_->was_clean() && !salvage_) {
@@ -671,41 +722,25 @@ class PmLeafTree final : public Index {
       const uint64_t rec = pm::CleanCloseRecord(entries, kept.size());
       if (pool_->root(pm::kCleanCloseSlot) != rec) pool_->WriteRoot(pm::kCleanCloseSlot, rec);
     }
-    // Stale lock bits, interrupted leaf operations (after the split
-    // replays, which may leave a leaf for RecoverLeaf to finish).
+    // After the split replays, which may leave a leaf for RecoverLeaf to
+    // finish.
     ParallelFor(all.size(), [&](size_t i) { pool_->to_ptr<LeafT>(all[i].ptr)->RecoverLeaf(); });
-    // Unlink empty leaves other than the head.
     bool unlinked = false;
-    {
-      PPtr prev = all[0].ptr;
-      for (size_t i = 1; i < all.size(); ++i) {
-        if (all[i].count == 0) {
-          if (!unlinked) InvalidateHints();
-          unlinked = true;
-          PPtr nx = i + 1 < all.size() ? all[i + 1].ptr : PPtr();
-          pool_->to_ptr<LeafT>(prev)->Relink(nx);
-          continue;
-        }
-        prev = all[i].ptr;
+    PPtr prev = all[0].ptr;
+    for (size_t i = 1; i < all.size(); ++i) {
+      if (all[i].count == 0) {
+        if (!unlinked) InvalidateHints();
+        unlinked = true;
+        PPtr nx = i + 1 < all.size() ? all[i + 1].ptr : PPtr();
+        pool_->to_ptr<LeafT>(prev)->Relink(nx);
+        continue;
       }
+      prev = all[i].ptr;
     }
-    // DRAM layer.
-    std::vector<KV> route(kept.size());
-    for (size_t i = 0; i < kept.size(); ++i) {
-      route[i] = {i == 0 ? 0 : kept[i].min, reinterpret_cast<uint64_t>(pool_->to_ptr<LeafT>(kept[i].ptr))};
-    }
-    head_ = pool_->to_ptr<LeafT>(kept[0].ptr);
-    routing_.bulk_load(route, 1.0);
-    leaves_.Set(kept.size());
-    if (unlinked || !all_ok || hc == 0 || hc > HintBlock::kMaxHints) {
-      WriteHints();
-    } else {
-      hinted_leaves_ = kept.size();
-    }
-    return Status::OK();
+    return unlinked;
   }
 
-  // The pair visitor (IndexEnv::pairs, issue 11) learns the pairs of the
+  // The pair visitor (IndexEnv::pairs, index/pair_visitor.h) learns the pairs of the
   // kept leaves as the repairs leave them (the meta repair's drops applied;
   // RecoverLeaf changes no pair), before the bound check and the first
   // write; returns its first error. Not from WalkSegment's sums: a hinted
@@ -730,7 +765,7 @@ class PmLeafTree final : public Index {
   // as an empty leaf without a sibling; the leaves after it are cut off)
   // passes the walk and, when the cut-off leaves share allocator pages with
   // reachable blocks, the allocator's page-level bound. Two checks refuse
-  // it with reads only (issue 15):
+  // it with reads only, so that a refused open writes nothing:
   //
   // Hints: every leaf WriteHints records is routed, and a routed leaf is on
   // the PM list except a split's new leaf between its routing and its link
@@ -954,7 +989,7 @@ class PmLeafTree final : public Index {
     LeafT* nl = pool_->to_ptr<LeafT>(*np);
     // The split writes all of nl: fetch its lines for writing now, while it
     // sorts and copies, so that its stores (and the fence after them) do
-    // not wait for one miss per line (fill-1.0 inserts 5% faster, issue 14).
+    // not wait for one miss per line (fill-1.0 inserts 5% faster).
     PrefetchLinesForWrite(nl, LeafT::kBytes);
     void* meta = nullptr;
     if constexpr (Policy::kMetaBytes > 0) meta = pool_->to_ptr(PPtr(pool_->root(kMetaSlot)));
@@ -1002,7 +1037,7 @@ class PmLeafTree final : public Index {
   Routing routing_;
   LeafT* head_ = nullptr;  // the PM list's head (changed only by bulk_load and open)
   std::mutex hint_mu_;
-  // Striped (no line shared by every writer on the split path, issue 14).
+  // Striped (no line shared by every writer on the split path).
   olc_detail::StripedCounter leaves_;
   std::atomic<uint64_t> hinted_leaves_{0};
   // Since create/open: leaf splits and the lines flushed / fences they cost.

@@ -32,19 +32,18 @@
 #include <cstring>
 #include <string>
 
-#include "trees/pm_leaf/small_sort.h"
-#include "trees/pm_leaf/split_log.h"
-#include "pm/persist.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
 #include "pmindex/status.h"
+#include "trees/pm_leaf/central_leaf.h"
+#include "trees/pm_leaf/small_sort.h"
+#include "trees/pm_leaf/split_log.h"
 #include "util/prefetch.h"
 
 namespace pmindex::wbtree {
 
-inline uint64_t LoadRelaxed(const uint64_t* p) {
-  return std::atomic_ref<const uint64_t>(*p).load(std::memory_order_relaxed);
-}
+using common::LoadRelaxed;
 
 constexpr int SlotsFor(size_t bytes) {
   int n = static_cast<int>((bytes - 17) / 17);
@@ -53,8 +52,14 @@ constexpr int SlotsFor(size_t bytes) {
 }
 
 template <size_t kNodeBytes>
-class Leaf {
+class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
+  using Ops = common::CentralLeafOps<Leaf<kNodeBytes>>;
+
  public:
+  using Ops::Bitmap;
+  using Ops::Collect;
+  using Ops::Count;
+  using Ops::FilledBytes;
   static constexpr size_t kBytes = kNodeBytes;
   static constexpr int kSlots = SlotsFor(kNodeBytes);
   static constexpr int kOrdBytes = ((kSlots + 1 + 15) / 16) * 16;
@@ -63,10 +68,7 @@ class Leaf {
   static constexpr uint64_t kOrderValid = uint64_t{1} << 62;
   static constexpr uint64_t kAllSlots = (uint64_t{1} << kSlots) - 1;
 
-  struct Entry {
-    uint64_t key;
-    uint64_t value;
-  };
+  using Entry = common::LeafEntry;
 
   // [0]  bits   [8] next   [16] ord[kOrdBytes]   [16 + kOrdBytes] entries
   uint64_t bits;
@@ -76,20 +78,6 @@ class Leaf {
   static constexpr size_t kEntryOff = 16 + kOrdBytes;
 
   // ------------------------------------------------------------ reading
-  PPtr next() const { return PPtr(LoadRelaxed(&next_)); }
-  // The writers' lock (pm_leaf_tree.h): the lock bit, read with acquire so
-  // that a reader seeing it clear sees the last writer's stores.
-  bool IsLocked() const {
-    return (std::atomic_ref<const uint64_t>(bits).load(std::memory_order_acquire) & kLockBit) != 0;
-  }
-  // Starts loading what a search reads before it knows the slot: the
-  // header lines (bitmap, next and the per-slot array), and at 256 B the
-  // whole leaf.
-  void Prefetch() const {
-    constexpr size_t kBytesToLoad = kBytes <= 256 ? kBytes : kEntryOff;
-    PrefetchLines(this, kBytesToLoad);
-  }
-  uint64_t Bitmap() const { return LoadRelaxed(&bits) & kAllSlots; }
   void LoadOrder(uint8_t* ord) const {
     uint64_t w[kOrdBytes / 8];
     for (int i = 0; i < kOrdBytes / 8; ++i) w[i] = LoadRelaxed(&ordw[i]);
@@ -122,26 +110,6 @@ class Leaf {
     }
     return -1;
   }
-  uint64_t ValueAt(int s) const { return LoadRelaxed(&e[s].value); }
-  [[gnu::always_inline]] bool Find(uint64_t k, uint64_t* v) const {
-    int s = Locate(k);
-    if (s < 0) return false;
-    *v = ValueAt(s);
-    return true;
-  }
-  int Count() const { return __builtin_popcountll(Bitmap()); }
-  bool Full() const { return Bitmap() == kAllSlots; }
-  int Collect(KV* out) const {
-    uint64_t m = Bitmap();
-    int n = 0;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
-      out[n++] = {LoadRelaxed(&e[s].key), LoadRelaxed(&e[s].value)};
-    }
-    return n;
-  }
-
   // ------------------------------------------------------------ writing
   // New empty leaf with sibling `next`, durable on return (flush + fence).
   // Only line 0 is written: it holds the used words (bitmap, next, count);
@@ -156,9 +124,6 @@ class Leaf {
     pm::store(&l->bits, kOrderValid);  // empty array, valid
     pm::store(&l->next_, next.raw());
     pm::persist(l, 64);  // durable before anything links it
-  }
-  [[gnu::always_inline]] void SetLockBit(bool on) {
-    pm::store(&bits, on ? (bits | kLockBit) : (bits & ~kLockBit), std::memory_order_release);
   }
 
   // Insert, UpdateSlot and RemoveSlot take `release`: when true, the
@@ -179,9 +144,6 @@ class Leaf {
     RewriteOrder(release);
   }
 
-  [[gnu::always_inline]] void UpdateSlot(int s, uint64_t v, bool release = false) {
-    pm::naw(&e[s].value, v, release ? &bits : nullptr, bits & ~kLockBit);
-  }
   [[gnu::always_inline]] void RemoveSlot(int s, bool release = false) {
     Section1(bits & ~(uint64_t{1} << s) & ~kOrderValid);
     RewriteOrder(release);
@@ -226,46 +188,23 @@ class Leaf {
   }
 
   void ReplaySplit(const Leaf* nl) {
-    KV buf[kSlots];
-    int n = nl->Collect(buf);
-    if (n == 0) return;
-    uint64_t lo = buf[0].key;
-    for (int i = 1; i < n; ++i) lo = std::min(lo, buf[i].key);
-    uint64_t b = bits;
-    uint64_t m = b & kAllSlots;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
-      if (e[s].key >= lo) b &= ~(uint64_t{1} << s);
-    }
+    const uint64_t b = this->BitsWithoutMovedKeys(nl);
     if (b != bits) pm::naw(&bits, b & ~kOrderValid);
     // RecoverLeaf (the leaf walk) rebuilds the order if it is now invalid.
   }
 
-  void Relink(PPtr next) { pm::naw(&next_, next.raw()); }
-
   // Recovery: clears a stale lock bit (unflushed, as in lbtree) and
   // finishes an interrupted section 2 (rebuilds the indirection array).
   void RecoverLeaf() {
-    if (bits & kLockBit) pm::store(&bits, bits & ~kLockBit);
+    this->ClearStaleLock();
     if ((bits & kOrderValid) == 0) RewriteOrder();
   }
 
-  // Bytes Fill(n) writes: the header, the indirection array and entries 0..n-1;
-  // the rest of the leaf is unused space (no bit set), so bulk_load
-  // flushes only these (pmcrash --mutate: flushing the rest was a
-  // flush-short survivor).
-  static constexpr size_t FilledBytes(int n) { return kEntryOff + n * sizeof(Entry); }
+  // Fill(n) writes FilledBytes(n) (central_leaf.h).
   static void Fill(Leaf* l, const KV* kv, int n, PPtr next) {
-    pm::fill(l, 0, FilledBytes(n));
-    uint64_t b = 0;
+    const uint64_t b = Ops::FillEntries(l, kv, n);
     uint8_t ord[kOrdBytes] = {};
-    for (int i = 0; i < n; ++i) {
-      pm::store(&l->e[i].key, kv[i].key);
-      pm::store(&l->e[i].value, kv[i].value);
-      b |= uint64_t{1} << i;
-      ord[1 + i] = static_cast<uint8_t>(i);
-    }
+    for (int i = 0; i < n; ++i) ord[1 + i] = static_cast<uint8_t>(i);
     ord[0] = static_cast<uint8_t>(n);
     StoreOrder(l, ord);
     pm::store(&l->bits, b | kOrderValid);
@@ -277,7 +216,7 @@ class Leaf {
     if ((bits & kOrderValid) == 0) return "indirection array not valid";
     return CheckBeforeRecovery();
   }
-  // Check() as recovery sees the leaf before repairing it (issue 15): a
+  // Check() as recovery sees the leaf before repairing it (open validates first): a
   // crash may leave a stale lock bit and an indirection array marked not
   // valid (RecoverLeaf rebuilds it from the bitmap); an array marked valid
   // is one RecoverLeaf keeps, so it must already be right. Read-only.

@@ -14,16 +14,8 @@ namespace pmindex::circtree {
 namespace {
 
 using sorted_node::Ld;
-using sorted_node::Ld32;
-using sorted_node::Unchanged;
 
-inline Meta LdMeta(const Header* x) { return Meta::Unpack(Ld(x->meta)); }
 inline uint32_t LineOf(uint32_t i) { return i / CircTree::kRecsPerLine; }
-
-// A node's version, once no writer is inside (even), or kDead.
-[[gnu::always_inline]] inline uint64_t AwaitEven(const uint64_t& version) {
-  return sorted_node::AwaitEven<CircTree::kDead>(version);
-}
 
 }  // namespace
 
@@ -93,53 +85,6 @@ uint64_t CircTree::MoveRight(Header* x, Meta m, uint32_t p, Key k) const {
   // Only a key above every key of x can belong to the right neighbour.
   if (p < m.count) return 0;
   return sorted_node::RightOf(x, k, [this](uint64_t raw) { return H(raw); });
-}
-
-uint64_t CircTree::FindLeaf(Key k, uint64_t* version) const {
-  uint64_t raw = env_.pool->root(0);
-  for (;;) {
-    Header* x = H(raw);
-    const uint64_t v = AwaitEven(x->version);
-    if (v == kDead) {  // merged away: start again (no parent names it now)
-      raw = env_.pool->root(0);
-      continue;
-    }
-    Meta m = LdMeta(x);
-    m.count = std::min(m.count, lay_.cap);
-    m.start = m.start < lay_.cap ? m.start : 0;
-    const uint32_t level = Ld32(x->level);
-    const uint32_t p = LowerBound(x, m, k);
-    ModelSearched(x, p, m.count, m.start);
-    const uint64_t right = MoveRight(x, m, p, k);
-    const uint64_t child = (right == 0 && level > 0) ? ChildAt(x, m, p, k) : 0;
-    if (!Unchanged(x->version, v)) continue;  // a writer changed x: read it again
-    if (right != 0) {
-      raw = right;
-    } else if (level == 0) {
-      *version = v;
-      return raw;
-    } else {
-      raw = child;
-    }
-  }
-}
-
-std::optional<Value> CircTree::lookup(Key k) {
-  alloc::Allocator::EpochGuard eg(*env_.alloc);  // a node merged away stays readable
-  for (;;) {
-    uint64_t v = 0;
-    Header* x = H(FindLeaf(k, &v));
-    Meta m = LdMeta(x);
-    m.count = std::min(m.count, lay_.cap);
-    m.start = m.start < lay_.cap ? m.start : 0;
-    const uint32_t p = lay_.fingerprints ? FingerprintFind(x, m, k) : LowerBound(x, m, k);
-    const Rec& r = R(x)[Phys(m.start, p < m.count ? p : 0)];
-    const bool found = p < m.count && Ld(r.key) == k;
-    const uint64_t val = found ? Ld(r.val) : 0;
-    if (!Unchanged(x->version, v)) continue;
-    if (!found) return std::nullopt;
-    return val;
-  }
 }
 
 // ------------------------------------------------------------------ writers
@@ -414,22 +359,9 @@ Status CircTree::Write(Op op, Key k, Value v) {
   }
   // Splits: the leaf, each full ancestor, and a new root if they all are.
   // Every node is allocated first, so OutOfSpace changes nothing.
-  uint32_t need = 1;
-  int32_t d = static_cast<int32_t>(depth) - 1;
-  while (d >= 0 && Meta::Unpack(H(path[d])->meta).count == lay_.cap) {
-    ++need;
-    --d;
-  }
-  if (d < 0) ++need;
   uint64_t fresh[kMaxHeight + 2];
-  for (uint32_t i = 0; i < need; ++i) {
-    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
-    if (!a.ok()) {
-      for (uint32_t j = 0; j < i; ++j) env_.alloc->Free(PPtr(fresh[j]));
-      return a.status();
-    }
-    fresh[i] = a.value().raw();
-  }
+  uint32_t need = 0;
+  PMINDEX_RETURN_IF_ERROR(AllocSplitNodes(path, depth, fresh, &need));
   auto insert_into = [&](Header* t, Key key, uint64_t val) {
     BeginWrite(t);
     ShiftInsert(t, LowerBound(t, Meta::Unpack(t->meta), key), key, val);
@@ -439,7 +371,7 @@ Status CircTree::Write(Op op, Key k, Value v) {
   uint64_t right = fresh[used++];
   Key sep = Split(raw, right);
   insert_into(k >= sep ? H(right) : leaf, k, v);
-  for (d = static_cast<int32_t>(depth) - 1;; --d) {
+  for (int32_t d = static_cast<int32_t>(depth) - 1;; --d) {
     if (d < 0) {
       NewRoot(env_.pool->root(0), sep, right, fresh[used++]);
       break;
@@ -483,29 +415,11 @@ void CircTree::Rebalance(const uint64_t* path, uint32_t depth, uint64_t node) {
 
 bool CircTree::MergeWithNeighbour(uint64_t parent, uint64_t node) {
   Header* par = H(parent);
-  const Meta pmeta = Meta::Unpack(par->meta);
-  const Rec* pr = R(par);
-  auto child = [&](uint32_t i) { return pr[Phys(pmeta.start, i)].val; };
-  // Where the parent names node: -1 = its leftmost child. A node no parent
-  // names (a split or merge a crash cut short, reached by a sibling
-  // pointer) is left alone.
-  int64_t at = -2;
-  if (par->leftmost == node) {
-    at = -1;
-  } else {
-    for (uint32_t i = 0; i < pmeta.count && at == -2; ++i)
-      if (child(i) == node) at = i;
-  }
-  if (at == -2 || (at == -1 && pmeta.count == 0)) return false;
-  // The pair (left, right) under the parent: node and its right neighbour
-  // if node is the leftmost child, else node's left neighbour and node;
-  // sep_idx is the logical index of the separator that names right.
-  const uint32_t sep_idx = at == -1 ? 0 : static_cast<uint32_t>(at);
-  const uint64_t r_raw = child(sep_idx);
-  const uint64_t l_raw = sep_idx == 0 ? par->leftmost : child(sep_idx - 1);
+  uint64_t l_raw = 0, r_raw = 0;
+  uint32_t sep_idx = 0;
+  if (!MergePair(parent, node, &l_raw, &r_raw, &sep_idx)) return false;
   Header* l = H(l_raw);
   Header* r = H(r_raw);
-  if (l->sibling != r_raw) return false;  // an unnamed node between them
   const uint32_t total =
       Meta::Unpack(l->meta).count + Meta::Unpack(r->meta).count + (l->level > 0 ? 1 : 0);
   // Only when the merged node keeps room, so that deletes and inserts at

@@ -158,8 +158,6 @@ class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
     return OpenTree(env, lay, s);
   }
 
-  std::optional<Value> lookup(Key k) override;
-
  private:
   friend class sorted_node::Engine<CircTree, RingSlots>;
   CircTree(const IndexEnv& env, const Layout& lay, Search s) : Engine(env, lay, s) {}
@@ -179,7 +177,14 @@ class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
   uint32_t FingerprintFind(Header* x, Meta m, Key k) const;
   uint64_t ChildAt(Header* x, Meta m, uint32_t p, Key k) const;
   uint64_t MoveRight(Header* x, Meta m, uint32_t p, Key k) const;
-  uint64_t FindLeaf(Key k, uint64_t* version) const;
+  // The reader's view of x for the engine's lock-free descent and lookup
+  // (engine.h): the metadata word, loaded relaxed and clamped into the node.
+  Meta ReaderView(const Header* x) const {
+    const sorted_node::Ring r = RingSlots::Load(x, lay_.cap);
+    return Meta{r.start, r.count, r.left};
+  }
+  uint32_t ViewCount(Meta m) const { return m.count; }
+  uint32_t ViewSlot(Meta m, uint32_t p) const { return Phys(m.start, p); }
 
   // Writers (under mu_).
   Status Write(Op op, Key k, Value v);

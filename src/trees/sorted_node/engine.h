@@ -34,7 +34,16 @@
 //   static void StoreFilled(Header*, uint32_t count);  a new node's records
 //                   are in slots [0, count)
 // The tree class provides (the engine is its friend):
-//   uint64_t FindLeaf(Key, uint64_t* version) const;  lock-free descent
+//   View ReaderView(const Header*) const;  what a lock-free reader needs of
+//                   a node's slot fields (fastfair: the count; circtree:
+//                   the metadata word), loaded relaxed and clamped into
+//                   the node
+//   uint32_t ViewCount(View) const;  uint32_t ViewSlot(View, uint32_t p) const;
+//                   the number of records, the slot of logical record p
+//   uint32_t LowerBound(Header*, View, Key) const;  the tree's search
+//   uint32_t FingerprintFind(Header*, View, Key) const;
+//   uint64_t ChildAt(Header*, View, uint32_t p, Key) const;
+//   uint64_t MoveRight(Header*, View, uint32_t p, Key) const;  B-link step
 //   Status Write(Op, Key, Value);                      every writer
 //   void Repair(uint64_t raw);                         open's repair of one node
 //
@@ -48,6 +57,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,6 +96,7 @@ class Engine : public Index {
 
   std::string_view kind() const override { return Slots::kName; }
   bool persistent() const override { return true; }
+  std::optional<Value> lookup(Key k) override;
   Status insert(Key k, Value v) override { return tree().Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return tree().Write(Op::kUpdate, k, v); }
   Status upsert(Key k, Value v) override { return tree().Write(Op::kUpsert, k, v); }
@@ -116,6 +127,29 @@ class Engine : public Index {
   template <class... TreeArgs>
   static Result<std::unique_ptr<Index>> OpenTree(const IndexEnv& env, const Layout& lay, Search s,
                                                  TreeArgs&&... args);
+
+  // The leaf for k and its version (even), found without locks: each node
+  // is read between two loads of its version and read again if a writer
+  // changed it; a node merged away (kDead) sends the descent back to the
+  // root, since no parent names it any more.
+  uint64_t FindLeaf(Key k, uint64_t* version) const;
+
+  // Allocates the new nodes an insert into the full leaf under
+  // path[0, depth) (root first) needs: one for the leaf, one for each full
+  // ancestor from the leaf up, and one for a new root if they are all
+  // full. Sets fresh[0, *need); on OutOfSpace frees what it took, so the
+  // tree is unchanged.
+  Status AllocSplitNodes(const uint64_t* path, uint32_t depth, uint64_t* fresh, uint32_t* need);
+
+  // The neighbours a merge of `node` (a child of `parent`) would join: node
+  // and its right neighbour if node is parent's leftmost child, else node's
+  // left neighbour and node; *sep_idx is the logical index of parent's
+  // separator that names the right one. False, and no merge, if parent
+  // does not name node (a split or merge a crash cut short, reached by a
+  // sibling pointer), if node is parent's only child, or if a node no
+  // parent names lies between the two. Under mu_ (the parent is stable).
+  bool MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw, uint64_t* r_raw,
+                 uint32_t* sep_idx) const;
 
   Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
   Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
@@ -195,6 +229,53 @@ class Engine : public Index {
 // ------------------------------------------------------------------ readers
 
 template <class Tree, class Slots>
+uint64_t Engine<Tree, Slots>::FindLeaf(Key k, uint64_t* version) const {
+  uint64_t raw = env_.pool->root(0);
+  for (;;) {
+    Header* x = H(raw);
+    const uint64_t v = AwaitEven<kDead>(x->version);
+    if (v == kDead) {
+      raw = env_.pool->root(0);
+      continue;
+    }
+    const auto m = tree().ReaderView(x);
+    const uint32_t level = Ld32(x->level);
+    const uint32_t p = tree().LowerBound(x, m, k);
+    ModelSearched(x, p, tree().ViewCount(m), tree().ViewSlot(m, 0));
+    const uint64_t right = tree().MoveRight(x, m, p, k);
+    const uint64_t child = (right == 0 && level > 0) ? tree().ChildAt(x, m, p, k) : 0;
+    if (!Unchanged(x->version, v)) continue;  // a writer changed x: read it again
+    if (right != 0) {
+      raw = right;
+    } else if (level == 0) {
+      *version = v;
+      return raw;
+    } else {
+      raw = child;
+    }
+  }
+}
+
+template <class Tree, class Slots>
+std::optional<Value> Engine<Tree, Slots>::lookup(Key k) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);  // a node merged away stays readable
+  for (;;) {
+    uint64_t v = 0;
+    Header* x = H(FindLeaf(k, &v));
+    const auto m = tree().ReaderView(x);
+    const uint32_t n = tree().ViewCount(m);
+    const uint32_t p =
+        lay_.fingerprints ? tree().FingerprintFind(x, m, k) : tree().LowerBound(x, m, k);
+    const Rec& r = R(x)[tree().ViewSlot(m, p < n ? p : 0)];
+    const bool found = p < n && Ld(r.key) == k;
+    const uint64_t val = found ? Ld(r.val) : 0;
+    if (!Unchanged(x->version, v)) continue;
+    if (!found) return std::nullopt;
+    return val;
+  }
+}
+
+template <class Tree, class Slots>
 size_t Engine<Tree, Slots>::scan(Key from, size_t n, KV* out) {
   if (n == 0) return 0;
   alloc::Allocator::EpochGuard eg(*env_.alloc);  // a node merged away stays readable
@@ -234,6 +315,53 @@ size_t Engine<Tree, Slots>::scan(Key from, size_t n, KV* out) {
     raw = next;
   }
   return got;
+}
+
+// ------------------------------------------------------------------ splits
+
+template <class Tree, class Slots>
+Status Engine<Tree, Slots>::AllocSplitNodes(const uint64_t* path, uint32_t depth, uint64_t* fresh,
+                                            uint32_t* need) {
+  uint32_t n = 1;
+  int32_t d = static_cast<int32_t>(depth) - 1;
+  while (d >= 0 && Slots::Read(H(path[d])).count == lay_.cap) {
+    ++n;
+    --d;
+  }
+  if (d < 0) ++n;
+  for (uint32_t i = 0; i < n; ++i) {
+    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
+    if (!a.ok()) {
+      for (uint32_t j = 0; j < i; ++j) env_.alloc->Free(PPtr(fresh[j]));
+      return a.status();
+    }
+    fresh[i] = a.value().raw();
+  }
+  *need = n;
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ merges
+
+template <class Tree, class Slots>
+bool Engine<Tree, Slots>::MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw,
+                                    uint64_t* r_raw, uint32_t* sep_idx) const {
+  Header* par = H(parent);
+  const Ring ring = Slots::Read(par);
+  const Rec* pr = R(par);
+  auto child = [&](uint32_t i) { return pr[Phys(ring.start, i)].val; };
+  int64_t at = -2;  // where the parent names node: -1 = its leftmost child
+  if (par->leftmost == node) {
+    at = -1;
+  } else {
+    for (uint32_t i = 0; i < ring.count && at == -2; ++i)
+      if (child(i) == node) at = i;
+  }
+  if (at == -2 || (at == -1 && ring.count == 0)) return false;
+  *sep_idx = at == -1 ? 0 : static_cast<uint32_t>(at);
+  *r_raw = child(*sep_idx);
+  *l_raw = *sep_idx == 0 ? par->leftmost : child(*sep_idx - 1);
+  return H(*l_raw)->sibling == *r_raw;
 }
 
 // ------------------------------------------------------------------ auxiliary arrays

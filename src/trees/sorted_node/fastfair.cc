@@ -86,48 +86,6 @@ uint64_t FastFair::MoveRight(Header* x, uint32_t n, uint32_t p, Key k) const {
   return sorted_node::RightOf(x, k, [this](uint64_t raw) { return H(raw); });
 }
 
-uint64_t FastFair::FindLeaf(Key k, uint64_t* version) const {
-  uint64_t raw = env_.pool->root(0);
-  for (;;) {
-    Header* x = H(raw);
-    const uint64_t v = AwaitEven(x->version);
-    if (v == kDead) {  // merged away: start again (the parent no longer names it)
-      raw = env_.pool->root(0);
-      continue;
-    }
-    const uint32_t n = std::min(Ld32(x->count), lay_.cap);
-    const uint32_t level = Ld32(x->level);
-    const uint32_t p = LowerBound(x, n, k);
-    ModelSearched(x, p, n);
-    const uint64_t right = MoveRight(x, n, p, k);
-    const uint64_t child = (right == 0 && level > 0) ? ChildAt(x, n, p, k) : 0;
-    if (!Unchanged(x->version, v)) continue;  // a writer changed x: read it again
-    if (right != 0) {
-      raw = right;
-    } else if (level == 0) {
-      *version = v;
-      return raw;
-    } else {
-      raw = child;
-    }
-  }
-}
-
-std::optional<Value> FastFair::lookup(Key k) {
-  alloc::Allocator::EpochGuard eg(*env_.alloc);
-  for (;;) {
-    uint64_t v = 0;
-    Header* x = H(FindLeaf(k, &v));
-    const uint32_t n = std::min(Ld32(x->count), lay_.cap);
-    const uint32_t p = lay_.fingerprints ? FingerprintFind(x, n, k) : LowerBound(x, n, k);
-    const bool found = p < n && Ld(R(x)[p].key) == k;
-    const uint64_t val = found ? Ld(R(x)[p].val) : 0;
-    if (!Unchanged(x->version, v)) continue;
-    if (!found) return std::nullopt;
-    return val;
-  }
-}
-
 // ------------------------------------------------------------------ writers
 
 bool FastFair::TryLock(Header* x, uint64_t v) {
@@ -359,22 +317,11 @@ Status FastFair::SplitInsert(Op op, Key k, Value v) {
   }
   // Splits: the leaf, each full ancestor, and a new root if they all are.
   // Every node is allocated first, so OutOfSpace changes nothing.
-  uint32_t need = 1;
-  int32_t d = static_cast<int32_t>(depth) - 1;
-  while (d >= 0 && H(path[d])->count == lay_.cap) {
-    ++need;
-    --d;
-  }
-  if (d < 0) ++need;
   uint64_t fresh[kMaxHeight + 2];
-  for (uint32_t i = 0; i < need; ++i) {
-    Result<PPtr> a = env_.alloc->Alloc(lay_.bytes);
-    if (!a.ok()) {
-      for (uint32_t j = 0; j < i; ++j) env_.alloc->Free(PPtr(fresh[j]));
-      Unlock(leaf, false);
-      return a.status();
-    }
-    fresh[i] = a.value().raw();
+  uint32_t need = 0;
+  if (Status a = AllocSplitNodes(path, depth, fresh, &need); !a.ok()) {
+    Unlock(leaf, false);
+    return a;
   }
   uint32_t used = 0;
   uint64_t right = fresh[used++];
@@ -383,7 +330,7 @@ Status FastFair::SplitInsert(Op op, Key k, Value v) {
   ShiftInsert(t, LowerBound(t, t->count, k), k, v);
   Unlock(H(right), true);
   Unlock(leaf, true);
-  for (d = static_cast<int32_t>(depth) - 1;; --d) {
+  for (int32_t d = static_cast<int32_t>(depth) - 1;; --d) {
     if (d < 0) {
       NewRoot(env_.pool->root(0), sep, right, fresh[used++]);
       break;
@@ -424,26 +371,11 @@ void FastFair::Rebalance(Key k) {
 
 bool FastFair::MergeWithNeighbour(uint64_t parent, uint64_t node) {
   Header* par = H(parent);
-  const uint32_t pc = par->count;
-  const Rec* pr = R(par);
-  // Where the parent names node: -1 = its leftmost child. A node no parent
-  // names (a split or merge a crash cut short) is left alone.
-  int64_t at = -2;
-  if (par->leftmost == node) {
-    at = -1;
-  } else {
-    for (uint32_t i = 0; i < pc && at == -2; ++i)
-      if (pr[i].val == node) at = i;
-  }
-  if (at == -2 || (at == -1 && pc == 0)) return false;
-  // The pair (left, right) of neighbours under the parent, and the
-  // separator that names right.
-  const uint32_t sep_idx = at == -1 ? 0 : static_cast<uint32_t>(at);
-  const uint64_t r_raw = pr[sep_idx].val;
-  const uint64_t l_raw = sep_idx == 0 ? par->leftmost : pr[sep_idx - 1].val;
+  uint64_t l_raw = 0, r_raw = 0;
+  uint32_t sep_idx = 0;
+  if (!MergePair(parent, node, &l_raw, &r_raw, &sep_idx)) return false;
   Header* l = H(l_raw);
   Header* r = H(r_raw);
-  if (l->sibling != r_raw) return false;  // an unnamed node between them
   Lock(l);
   Lock(r);
   const uint32_t total = l->count + r->count + (l->level > 0 ? 1 : 0);

@@ -136,8 +136,6 @@ class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
     return OpenTree(env, lay, s, f);
   }
 
-  std::optional<Value> lookup(Key k) override;
-
  private:
   friend class sorted_node::Engine<FastFair, FlatSlots>;
   FastFair(const IndexEnv& env, const Layout& lay, Search s, const Faults& f)
@@ -155,8 +153,11 @@ class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
   // If k belongs to x's right neighbour (the B-link rule), its raw; else
   // 0. p = LowerBound(x, n, k).
   uint64_t MoveRight(Header* x, uint32_t n, uint32_t p, Key k) const;
-  // The leaf for k and its version (even), found without locks.
-  uint64_t FindLeaf(Key k, uint64_t* version) const;
+  // The reader's view of x for the engine's lock-free descent and lookup
+  // (engine.h): the count, loaded relaxed and clamped into the node.
+  uint32_t ReaderView(const Header* x) const { return FlatSlots::Load(x, lay_.cap).count; }
+  uint32_t ViewCount(uint32_t n) const { return n; }
+  uint32_t ViewSlot(uint32_t, uint32_t p) const { return p; }
 
   // Node locks (the version word). TryLock takes x's lock iff its version
   // is still v; Lock waits for it. Unlock releases it: a new version if

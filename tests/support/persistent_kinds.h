@@ -9,7 +9,7 @@
 
 #include "index/registry.h"
 
-namespace pmindex::testing_util {
+namespace pmindex::testing {
 
 // (kind, first test config or "").
 inline std::vector<std::pair<std::string, std::string>> PersistentKinds() {
@@ -28,4 +28,4 @@ inline std::string KindName(const std::pair<std::string, std::string>& p) {
   return n;
 }
 
-}  // namespace pmindex::testing_util
+}  // namespace pmindex::testing

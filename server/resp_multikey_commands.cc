@@ -1,6 +1,6 @@
 // RESP commands that change several keys at once, each in one store
-// transaction (RunAtomically, resp_transaction.h): RENAME, RENAMENX, COPY
-// and MSETNX, over strings and collections (collections.h). A key's
+// transaction (RunAtomically, resp_transaction.h): RENAME, RENAMENX, COPY,
+// MOVE and MSETNX, over strings and collections (collections.h). A key's
 // stored record is moved or copied whole, so its flags and expiry go with
 // it (as Redis keeps the TTL).
 #include "server/collections.h"
@@ -78,6 +78,41 @@ void Copy(CommandCall& c) {
   });
 }
 
+// MOVE key db: the key goes to another database of this server, with its
+// expiry, unless it is missing here or present there (0, as Redis). One
+// transaction: a copy into the target, then the delete here (a
+// collection's elements are copied, O(its size); Redis moves a pointer).
+void Move(CommandCall& c) {
+  if (c.shared.cluster() != nullptr)
+    return c.reply.Error("ERR MOVE is not allowed in cluster mode");
+  int64_t n = 0;
+  if (!ParseNumber(c.args[2], &n)) return c.reply.Error(kNotInteger);
+  const int count = c.items.keyspace() != nullptr ? c.items.keyspace()->count() : 1;
+  if (n < 0 || n >= count) return c.reply.Error("ERR DB index is out of range");
+  const int src_db = c.client.db, dst_db = static_cast<int>(n);
+  if (src_db == dst_db) return c.reply.Error("ERR source and destination objects are the same");
+  const std::string key(c.args[1]);
+  bool moved = false;
+  RunAtomically(c, [&](TxnScope& scope) -> Result<int64_t> {
+    moved = false;
+    Result<KeyKind> k = KindOfKey(scope, src_db, key);
+    if (!k.ok()) return k.status();
+    if (*k == KeyKind::kNone) return 0;
+    Result<KeyKind> d = KindOfKey(scope, dst_db, key);
+    if (!d.ok()) return d.status();
+    if (*d != KeyKind::kNone) return 0;
+    Result<bool> copied = CopyKey(scope, src_db, key, dst_db, key);
+    if (!copied.ok()) return copied.status();
+    if (!*copied) return 0;
+    PMINDEX_RETURN_IF_ERROR(DeleteKey(scope, src_db, key).status());
+    moved = true;
+    return 1;
+  });
+  // Clients blocked on the key in the target database are tried after the
+  // command (the dispatcher notes keys in the client's own database only).
+  if (moved && c.shared.blocking().any()) c.client.ready_keys.emplace_back(dst_db, key);
+}
+
 // MSETNX key value [key value ...]: all or nothing, and nothing if any
 // key exists.
 void MsetNx(CommandCall& c) {
@@ -142,6 +177,17 @@ void RegisterMultiKeyCommands(CommandTable& t) {
          .key_flags = "RO ACCESS",
          .categories = "keyspace",
          .handler = Copy});
+  t.Add({.name = "move",
+         .arity = 3,
+         .flags = kWrite | kFast,
+         .first_key = 1,
+         .last_key = 1,
+         .key_step = 1,
+         .group = "generic",
+         .summary = "Moves a key to another database.",
+         .key_flags = "RW ACCESS DELETE",
+         .categories = "keyspace",
+         .handler = Move});
   t.Add({.name = "msetnx",
          .arity = -3,
          .flags = kWrite | kDenyOom,

@@ -303,6 +303,32 @@ TEST(RespDb, RenameCopyMsetnx) {
             "*3\r\n$-1\r\n$1\r\n2\r\n$1\r\n2\r\n");
 }
 
+TEST(RespDb, MoveToAnotherDatabase) {
+  Server s;
+  Server::Conn c(s);
+  // Moved with its expiry; a missing key, or one present in the target,
+  // stays where it is (0).
+  EXPECT_EQ(c.Feed(Cmd({"SET", "k", "v", "EX", "100"}) + Cmd({"MOVE", "k", "3"}) +
+                   Cmd({"EXISTS", "k"}) + Cmd({"MOVE", "k", "3"}) + Cmd({"SELECT", "3"}) +
+                   Cmd({"GET", "k"}) + Cmd({"TTL", "k"}) + Cmd({"DBSIZE"})),
+            "+OK\r\n:1\r\n:0\r\n:0\r\n+OK\r\n$1\r\nv\r\n:100\r\n:1\r\n");
+  EXPECT_EQ(c.Feed(Cmd({"SET", "k2", "here"}) + Cmd({"SELECT", "0"}) + Cmd({"SET", "k2", "there"}) +
+                   Cmd({"MOVE", "k2", "3"}) + Cmd({"GET", "k2"}) + Cmd({"DBSIZE"})),
+            "+OK\r\n+OK\r\n+OK\r\n:0\r\n$5\r\nthere\r\n:1\r\n");
+  // Redis's errors.
+  EXPECT_EQ(c.Feed(Cmd({"MOVE", "k2", "0"}) + Cmd({"MOVE", "k2", "16"}) + Cmd({"MOVE", "k2", "x"}) +
+                   Cmd({"MOVE", "k2"})),
+            "-ERR source and destination objects are the same\r\n"
+            "-ERR DB index is out of range\r\n"
+            "-ERR value is not an integer or out of range\r\n"
+            "-ERR wrong number of arguments for 'move' command\r\n");
+  // A collection goes whole; inside MULTI it is part of EXEC's transaction.
+  EXPECT_EQ(c.Feed(Cmd({"RPUSH", "l", "a", "b"}) + Cmd({"MULTI"}) + Cmd({"MOVE", "l", "5"}) +
+                   Cmd({"EXEC"}) + Cmd({"EXISTS", "l"}) + Cmd({"SELECT", "5"}) +
+                   Cmd({"LRANGE", "l", "0", "-1"})),
+            ":2\r\n+OK\r\n+QUEUED\r\n*1\r\n:1\r\n:0\r\n+OK\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+}
+
 TEST(RespDb, WatchedKeysAreBounded) {
   Server s;
   Server::Conn c(s);

@@ -20,6 +20,10 @@
 #                     that one instruction (sed on 'asm volatile("clflush %0"').
 #                     Their mfences and per-line rdtsc (for their emulated
 #                     write latency, 0 here) stay.
+#                   PAGESIZE: their node size, 512 bytes as shipped;
+#                   PMINDEX_PEERS_FASTFAIR_PAGESIZE=N builds it with N (paper
+#                   002's 4 KiB nodes: 4096; give such a build its own
+#                   BUILD_DIR).
 #   fastfair-count  the same plus their own line counter: the line
 #                   "//++clflush_cnt;" in clflush() uncommented (prints
 #                   "lines_flushed N" per phase). Only for counting; not timed.
@@ -32,6 +36,10 @@ peers_setup fastfair "${1:-}" "${2:-}" single/src/btree.h
 mkdir -p "$build/src" "$build/src-count"
 cp "$checkout/single/src/btree.h" "$build/src/btree.h"
 sed_checked "$build/src/btree.h" 's/asm volatile("clflush %0"/asm volatile("clwb %0"/' 'asm volatile("clwb %0"'
+page=${PMINDEX_PEERS_FASTFAIR_PAGESIZE:-512}
+if [ "$page" != 512 ]; then
+  sed_checked "$build/src/btree.h" "s/^#define PAGESIZE 512\$/#define PAGESIZE $page/" "^#define PAGESIZE $page\$"
+fi
 cp "$build/src/btree.h" "$build/src-count/btree.h"
 sed_checked "$build/src-count/btree.h" 's|//++clflush_cnt;|++clflush_cnt;|' '^ *++clflush_cnt;'
 

@@ -201,6 +201,7 @@ NodeHeader* PacTree::LockOwner(Key k, uint64_t* held) {
   NodeHeader* x = Floor(k);
   for (;;) {
     alloc::MeterVisit(*env_.alloc, x);
+    pm::ModelRead(x, 2 * pm::kCacheLine);  // the header line and the fingerprints
     *held = Lock(x);
     const uint64_t nx = x->next;
     if (nx == 0 || x->high > k) return x;
@@ -216,6 +217,7 @@ std::optional<Value> PacTree::lookup(Key k) {
   const NodeHeader* x = Floor(k);
   for (;;) {
     alloc::MeterVisit(*env_.alloc, x);
+    pm::ModelRead(x, 2 * pm::kCacheLine);  // the header line and the fingerprints
     // Line 1 (fingerprints) fetched while line 0 (lock, high key, bitmap)
     // is: neither address depends on the other's content.
     PrefetchLine(x->fpw);
@@ -226,6 +228,7 @@ std::optional<Value> PacTree::lookup(Key k) {
       continue;
     }
     const int i = FindSlot(x, p_.slots, Ld(x->bitmap) & live_mask_, k);
+    if (i >= 0) pm::ModelRead(&Slots(x)[i], sizeof(KV));
     const Value val = i >= 0 ? Ld(Slots(x)[i].value) : 0;
     if (!Unchanged(x, v)) continue;
     if (i < 0) return std::nullopt;
@@ -240,6 +243,7 @@ size_t PacTree::scan(Key from, size_t n, KV* out) {
   KV buf[kMaxSlots];
   while (x != nullptr && got < n) {
     alloc::MeterVisit(*env_.alloc, x);
+    pm::ModelRead(x, NodeBytes(p_.slots));
     const uint64_t v = AwaitUnlocked(x);
     const uint64_t nx = LdAcquire(x->next);
     const bool bounded = nx != 0;

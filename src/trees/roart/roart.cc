@@ -205,9 +205,13 @@ uint64_t* Roart::ChildSlot(uint64_t* node, unsigned b) const {
 uint64_t* Roart::FindInArray(uint64_t* la, Key k) const {
   const unsigned fp = Fingerprint(k);
   uint64_t* s = Entries(la);
+  pm::ModelRead(la, 16);  // the header and the bitmap
   for (uint64_t used = la[1]; used != 0; used &= used - 1) {
     const unsigned i = static_cast<unsigned>(std::countr_zero(used));
-    if (SlotFingerprint(s[i]) == fp && LeafAt(s[i])->key == k) return &s[i];
+    pm::ModelRead(&s[i], 8);
+    if (SlotFingerprint(s[i]) != fp) continue;
+    pm::ModelRead(LeafAt(s[i]), sizeof(Leaf));
+    if (LeafAt(s[i])->key == k) return &s[i];
   }
   return nullptr;
 }
@@ -509,8 +513,10 @@ std::optional<Value> Roart::lookup(Key k) {
   std::shared_lock g(mu_);
   uint64_t* node = root_;
   for (;;) {
+    pm::ModelRead(node, 16);  // the header: type, depth and prefix
     const uint64_t* es = ChildSlot(node, KeyByte(k, MetaArg(node[0])));
     if (es == nullptr) return std::nullopt;
+    pm::ModelRead(es, 8);
     const uint64_t e = *es;
     if (EntryType(e) == kLeafArray) {
       const uint64_t* hit = FindInArray(At(EntryOffset(e)), k);

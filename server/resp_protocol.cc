@@ -84,7 +84,9 @@ void NoteWrittenKeys(const Command& command, size_t argc, Arg&& arg, int db,
 // without bound); EXEC, iff its queue holds a deny-oom command.
 bool DeniedOnOom(const Command& command, const RespClient& client) {
   const bool in_multi = client.tx != nullptr && client.tx->in_multi;
-  const std::string_view top = command.full_name.substr(0, command.full_name.find('|'));
+  // A view of the name, not std::string::substr's temporary.
+  const std::string_view full = command.full_name;
+  const std::string_view top = full.substr(0, full.find('|'));
   if (top == "exec") {
     if (!in_multi) return false;
     for (const RespTransaction::Queued& q : client.tx->queue)
@@ -99,9 +101,11 @@ bool DeniedOnOom(const Command& command, const RespClient& client) {
 // IDLETIME: as in Redis, every command with keys but those that only look
 // at a key's existence, type, time to live or representation.
 bool TouchesKeys(const Command& command) {
-  const std::string_view top = command.full_name.substr(0, command.full_name.find('|'));
-  for (std::string_view n :
-       {"object", "type", "exists", "ttl", "pttl", "expiretime", "pexpiretime", "memory", "watch"})
+  static constexpr std::string_view kLookOnly[] = {
+      "object", "type", "exists", "ttl", "pttl", "expiretime", "pexpiretime", "memory", "watch"};
+  const std::string_view full = command.full_name;
+  const std::string_view top = full.substr(0, full.find('|'));
+  for (std::string_view n : kLookOnly)
     if (top == n) return false;
   return true;
 }

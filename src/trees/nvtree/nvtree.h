@@ -66,7 +66,8 @@ struct Config {
   uint32_t leaf_bytes = 1024;     // default LN size (node=)
   uint32_t pln_unit = 256;        // bytes of a PLN (and the unit enlarged PLNs grow by)
   uint32_t in_fanout = 32;        // children of an IN (IN = fanout-1 keys + count)
-  Strategy strategy = Strategy::kOff;  // measured: docs/RESULTS.md, "NV-Tree's adaptivity: the default chosen by measurement"
+  Strategy strategy = Strategy::kOff;  // measured: docs/RESULTS.md, "NV-Tree's adaptivity: the
+                                       // default chosen by measurement"
   uint32_t min_leaf = 256;        // adaptive lower bound
   uint32_t max_leaf = Ln::kMaxBytes;
 };

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
 #include "common/content_record.h"
 #include "common/sorted_node.h"
 #include "index/index.h"
@@ -123,6 +124,10 @@ class Roart final : public Index {
     return reinterpret_cast<uint8_t*>(node + kHeaderWords + 48);
   }
   size_t LaBytes() const { return LeafArrayBytes(params_.leaf_array); }
+  // NUMA metering (alloc/numa_meter.h): every block an operation reads or
+  // writes on its path counts one visit, each time the operation reaches
+  // it. Off (the default), one predictable branch.
+  void Visit(const void* block) const { alloc::MeterVisit(*env_.alloc, block); }
 
   // The entry word of byte b in inner node `node`, or nullptr if none.
   uint64_t* ChildSlot(uint64_t* node, unsigned b) const;
@@ -205,11 +210,13 @@ uint64_t* Roart::ChildSlot(uint64_t* node, unsigned b) const {
 uint64_t* Roart::FindInArray(uint64_t* la, Key k) const {
   const unsigned fp = Fingerprint(k);
   uint64_t* s = Entries(la);
+  Visit(la);
   pm::ModelRead(la, 16);  // the header and the bitmap
   for (uint64_t used = la[1]; used != 0; used &= used - 1) {
     const unsigned i = static_cast<unsigned>(std::countr_zero(used));
     pm::ModelRead(&s[i], 8);
     if (SlotFingerprint(s[i]) != fp) continue;
+    Visit(LeafAt(s[i]));
     pm::ModelRead(LeafAt(s[i]), sizeof(Leaf));
     if (LeafAt(s[i])->key == k) return &s[i];
   }
@@ -227,6 +234,7 @@ Result<uint64_t> Roart::NewLeaf(Key k, Value v) {
   Result<PPtr> a = env_.alloc->Alloc(kLeafBytes);
   if (!a.ok()) return a.status();
   Leaf* l = reinterpret_cast<Leaf*>(At(a.value().offset()));
+  Visit(l);
   pm::store(&l->meta, Meta(kLeaf, 0));
   pm::store(&l->key, k);
   pm::store(&l->value, v);
@@ -239,6 +247,7 @@ Result<uint64_t> Roart::NewLeafArray(std::span<const uint64_t> slots) {
   Result<PPtr> a = env_.alloc->Alloc(LaBytes());
   if (!a.ok()) return a.status();
   uint64_t* la = At(a.value().offset());
+  Visit(la);
   pm::store(&la[0], Meta(kLeafArray, params_.leaf_array));
   const uint64_t n = slots.size();
   pm::store(&la[1], n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1);
@@ -254,6 +263,7 @@ Result<uint64_t> Roart::NewInner(unsigned type, unsigned depth, Key prefix,
   Result<PPtr> a = env_.alloc->Alloc(InnerBytes(type));
   if (!a.ok()) return a.status();
   uint64_t* n = At(a.value().offset());
+  Visit(n);
   pm::store(&n[0], Meta(type, depth));
   pm::store(&n[1], prefix & PrefixMask(depth));
   const unsigned cap = Capacity(type);
@@ -315,8 +325,11 @@ Status Roart::SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v) {
   const uint64_t* slots = Entries(la);
   // The first key byte below the parent at which the leaves and k differ.
   uint64_t diff = 0;
-  for (unsigned i = 0; i < params_.leaf_array; ++i)
-    if (slots[i] != 0) diff |= LeafAt(slots[i])->key ^ k;
+  for (unsigned i = 0; i < params_.leaf_array; ++i) {
+    if (slots[i] == 0) continue;
+    Visit(LeafAt(slots[i]));  // read once more below, in the same cache lines
+    diff |= LeafAt(slots[i])->key ^ k;
+  }
   PMINDEX_CHECK(diff != 0, "roart: splitting a leaf array that holds only key %llu",
                 static_cast<unsigned long long>(k));
   const unsigned depth = static_cast<unsigned>(std::countl_zero(diff)) / 8;
@@ -363,6 +376,7 @@ Status Roart::Write(Op op, Key k, Value v) {
   std::unique_lock g(mu_);
   uint64_t* node = root_;
   uint64_t* up = nullptr;
+  Visit(node);
   for (;;) {
     const unsigned b = KeyByte(k, MetaArg(node[0]));
     uint64_t* es = ChildSlot(node, b);
@@ -413,6 +427,7 @@ Status Roart::Write(Op op, Key k, Value v) {
       return Status::OK();
     }
     uint64_t* child = At(EntryOffset(e));
+    Visit(child);
     const unsigned cd = MetaArg(child[0]);
     const uint64_t mismatch = (k ^ child[1]) & PrefixMask(cd);
     if (mismatch != 0) {
@@ -456,6 +471,7 @@ Status Roart::remove(Key k) {
   std::unique_lock g(mu_);
   uint64_t* node = root_;
   uint64_t* up = nullptr;
+  Visit(node);
   for (;;) {
     const unsigned b = KeyByte(k, MetaArg(node[0]));
     uint64_t* es = ChildSlot(node, b);
@@ -463,6 +479,7 @@ Status Roart::remove(Key k) {
     const uint64_t e = *es;
     if (EntryType(e) != kLeafArray) {
       uint64_t* child = At(EntryOffset(e));
+      Visit(child);
       if (((k ^ child[1]) & PrefixMask(MetaArg(child[0]))) != 0) return Status::NotFound();
       up = es;
       node = child;
@@ -513,6 +530,7 @@ std::optional<Value> Roart::lookup(Key k) {
   std::shared_lock g(mu_);
   uint64_t* node = root_;
   for (;;) {
+    Visit(node);
     pm::ModelRead(node, 16);  // the header: type, depth and prefix
     const uint64_t* es = ChildSlot(node, KeyByte(k, MetaArg(node[0])));
     if (es == nullptr) return std::nullopt;
@@ -546,6 +564,7 @@ unsigned Roart::SortedEntries(uint64_t* node, uint64_t* out) const {
 }
 
 size_t Roart::ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) const {
+  Visit(node);
   const unsigned depth = MetaArg(node[0]);
   const uint64_t low_bits = ~PrefixMask(depth + 1);
   std::array<uint64_t, 256> entries;
@@ -559,6 +578,7 @@ size_t Roart::ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) 
       got = ScanNode(c, from, n, out, got);
       continue;
     }
+    Visit(c);
     // The array's leaves at or above `from`, sorted: in place in out when
     // they fit (the common case), else through a buffer.
     const auto by_key = [](const KV& a, const KV& b) { return a.key < b.key; };
@@ -567,6 +587,7 @@ size_t Roart::ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) 
       KV* first = out + got;
       for (uint64_t u = used; u != 0; u &= u - 1) {
         const Leaf* l = LeafAt(Entries(c)[std::countr_zero(u)]);
+        Visit(l);
         if (l->key >= from) out[got++] = KV{l->key, l->value};
       }
       std::sort(first, out + got, by_key);
@@ -576,6 +597,7 @@ size_t Roart::ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) 
     size_t m = 0;
     for (uint64_t u = used; u != 0; u &= u - 1) {
       const Leaf* l = LeafAt(Entries(c)[std::countr_zero(u)]);
+      Visit(l);
       if (l->key >= from) tmp[m++] = KV{l->key, l->value};
     }
     std::sort(tmp, tmp + m, by_key);

@@ -1,12 +1,20 @@
 // roart beyond one thread: NUMA node-visit metering (each block an
 // operation reaches counts one visit, local or remote by the node of the
-// block's page on simulated nodes).
+// block's page on simulated nodes), and optimistic lock coupling checked
+// against acknowledged writes: writers and readers on keys that share
+// prefixes and leaf arrays, every lookup and scan result checked against
+// what the writers had acknowledged before and after it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <latch>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "alloc/allocator.h"
 #include "alloc/numa_meter.h"
@@ -95,6 +103,194 @@ TEST(RoartNuma, EveryBlockOnThePathIsOneVisit) {
   EXPECT_EQ(Visits([&] { EXPECT_TRUE(t.lookup(4).has_value()); }),
             std::make_pair(uint64_t{0}, uint64_t{0}));
   ASSERT_TRUE(t.verify().ok());
+}
+
+// Key i of the shared key space: five values of byte 3 (an N4 or N16),
+// forty of byte 5 (an N48) and the rest in byte 7, so the writers' keys
+// interleave in the same inner nodes and leaf arrays.
+Key KeyOf(uint32_t i) { return (Key{i % 5} << 32) | (Key{i / 5 % 40} << 16) | Key{i / 200}; }
+constexpr uint32_t kKeys = 3000;
+constexpr int kWriters = 2;
+constexpr int kReaders = 2;
+
+// What the writers acknowledged, per key: bit 0 a write or remove is in
+// flight; bit 1 the key is present; bits 2.. the number of completed
+// writes of the key (its value is that number << 16 | the key's index).
+class Acks {
+ public:
+  static constexpr uint64_t kPending = 1;
+  static constexpr uint64_t kPresent = 2;
+  uint64_t Get(uint32_t i) const { return a_[i].load(std::memory_order_acquire); }
+  void Set(uint32_t i, uint64_t v) { a_[i].store(v, std::memory_order_release); }
+  static uint64_t Count(uint64_t a) { return a >> 2; }
+  static Value ValueOf(uint32_t i, uint64_t count) { return count << 16 | i; }
+
+ private:
+  std::vector<std::atomic<uint64_t>> a_ = std::vector<std::atomic<uint64_t>>(kKeys);
+};
+
+// A value read for key i while the acks went from a0 to a1: written by
+// a write of key i numbered at least a0's count (a value read is current
+// during the read) and at most one past a1's (a write in flight).
+::testing::AssertionResult ValueFits(uint32_t i, Value v, uint64_t a0, uint64_t a1) {
+  const uint64_t c = v >> 16;
+  if ((v & 0xffff) != i || c < Acks::Count(a0) || c > Acks::Count(a1) + 1 ||
+      (c == Acks::Count(a0) && (a0 & Acks::kPresent) == 0))
+    return ::testing::AssertionFailure() << "key " << i << " read value " << v << " (write " << c
+                                         << ") between acks " << a0 << " and " << a1;
+  return ::testing::AssertionSuccess();
+}
+
+// Two writers own the even and the odd keys and insert, upsert, update and
+// remove them, acknowledging each result; two readers look up and scan
+// meanwhile. A key whose ack did not move and had nothing in flight
+// across a read must read exactly as acknowledged; any value read must
+// be one its writer wrote no earlier than the ack before the read.
+TEST(RoartConcurrency, ReadsMatchAcknowledgedWrites) {
+  for (const char* opt : {"leaf_array=4", ""}) {
+    SCOPED_TRACE(opt);
+    std::unique_ptr<Pool> pool;
+    auto made = Make(opt, &pool);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    Index& t = *made.value();
+    Acks acks;
+    std::atomic<int> writing{kWriters};
+    std::atomic<uint64_t> checked{0};
+    std::vector<std::string> failures(kWriters + kReaders);
+    std::vector<std::thread> threads;
+    std::latch start(kWriters + kReaders);
+    for (int w = 0; w < kWriters; ++w) {
+      threads.emplace_back([&, w] {
+        start.arrive_and_wait();
+        std::mt19937_64 rng(100 + w);
+        for (int op = 0; op < 12000 && failures[w].empty(); ++op) {
+          const uint32_t i = static_cast<uint32_t>(rng() % (kKeys / kWriters)) * kWriters + w;
+          const uint64_t a = acks.Get(i);
+          const bool present = (a & Acks::kPresent) != 0;
+          const uint64_t next = Acks::Count(a) + 1;
+          acks.Set(i, a | Acks::kPending);
+          const Value v = Acks::ValueOf(i, next);
+          Status st;
+          bool now = present;
+          // Mostly inserts in the first half (nodes grow, arrays split),
+          // mostly removes in the second (nodes collapse).
+          const uint64_t pick = rng() % 10;
+          switch (pick < (op < 6000 ? 2u : 8u) ? 4 : pick % 4) {
+            case 0:
+            case 1:
+              st = t.insert(KeyOf(i), v);
+              if (st.ok() != !present)
+                failures[w] = "insert " + std::to_string(i) + ": " + st.ToString();
+              now = true;
+              break;
+            case 2:
+              st = t.upsert(KeyOf(i), v);
+              if (!st.ok()) failures[w] = "upsert: " + st.ToString();
+              now = true;
+              break;
+            case 3:
+              st = t.update(KeyOf(i), v);
+              if (st.ok() != present)
+                failures[w] = "update " + std::to_string(i) + ": " + st.ToString();
+              break;
+            default:
+              st = t.remove(KeyOf(i));
+              if (st.ok() != present)
+                failures[w] = "remove " + std::to_string(i) + ": " + st.ToString();
+              now = false;
+          }
+          // A failed insert, update or remove changed nothing: the count
+          // moves only when the stored value did.
+          const bool wrote = st.ok();
+          acks.Set(i, wrote ? (next << 2 | (now ? Acks::kPresent : 0)) : a);
+        }
+        writing.fetch_sub(1);
+      });
+    }
+    for (int r = 0; r < kReaders; ++r) {
+      threads.emplace_back([&, r] {
+        start.arrive_and_wait();
+        std::string& fail = failures[kWriters + r];
+        std::mt19937_64 rng(200 + r);
+        std::vector<uint64_t> before(kKeys);
+        std::vector<KV> out(40);
+        // At least 300 reads each, then as long as a writer writes.
+        for (int reads = 0; (reads < 300 || writing.load() > 0) && fail.empty(); ++reads) {
+          const uint32_t i = static_cast<uint32_t>(rng() % kKeys);
+          if (rng() % 4 != 0) {
+            const uint64_t a0 = acks.Get(i);
+            const std::optional<Value> got = t.lookup(KeyOf(i));
+            const uint64_t a1 = acks.Get(i);
+            if (got.has_value()) {
+              ::testing::AssertionResult ok = ValueFits(i, *got, a0, a1);
+              if (!ok) fail = ok.message();
+            } else if (a0 == a1 && (a0 & (Acks::kPending | Acks::kPresent)) == Acks::kPresent) {
+              fail = "lookup of acknowledged key " + std::to_string(i) + " found nothing";
+            }
+            checked.fetch_add(1, std::memory_order_relaxed);
+            continue;
+          }
+          // A scan of up to 40 pairs from key i: ascending, every pair a
+          // fitting value, and every stable key of the range it covers
+          // present in it iff acknowledged present.
+          for (uint32_t j = 0; j < kKeys; ++j) before[j] = acks.Get(j);
+          const size_t n = t.scan(KeyOf(i), out.size(), out.data());
+          const Key last = n == out.size() ? out[n - 1].key : UINT64_MAX;
+          size_t at = 0;
+          std::vector<std::pair<Key, uint32_t>> range;
+          for (uint32_t j = 0; j < kKeys; ++j)
+            if (KeyOf(j) >= KeyOf(i) && KeyOf(j) <= last) range.emplace_back(KeyOf(j), j);
+          std::sort(range.begin(), range.end());
+          for (const auto& [key, j] : range) {
+            const uint64_t a1 = acks.Get(j);
+            const bool returned = at < n && out[at].key == key;
+            if (returned) {
+              ::testing::AssertionResult ok = ValueFits(j, out[at].value, before[j], a1);
+              if (!ok) fail = "scan: " + std::string(ok.message());
+              ++at;
+            } else if (before[j] == a1 && (a1 & Acks::kPending) == 0 &&
+                       (a1 & Acks::kPresent) != 0) {
+              fail = "scan from key " + std::to_string(i) + " missed acknowledged key " +
+                     std::to_string(j);
+            }
+            if (!fail.empty()) break;
+          }
+          if (fail.empty() && at != n)
+            fail = "scan from key " + std::to_string(i) + " returned key " +
+                   std::to_string(out[at].key) + " out of order or not of the key space";
+          checked.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    for (const std::string& f : failures) EXPECT_EQ(f, "");
+    EXPECT_GT(checked.load(), 0u);
+    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    uint64_t present = 0;
+    for (uint32_t i = 0; i < kKeys; ++i) {
+      const uint64_t a = acks.Get(i);
+      if ((a & Acks::kPresent) == 0) {
+        EXPECT_FALSE(t.lookup(KeyOf(i)).has_value()) << i;
+      } else {
+        ++present;
+        EXPECT_EQ(t.lookup(KeyOf(i)), std::optional<Value>(Acks::ValueOf(i, Acks::Count(a)))) << i;
+      }
+    }
+    EXPECT_EQ(t.stats().entries, present);
+    // The changes the test means to race with readers happened.
+    const IndexStats s = t.stats();
+    double splits = 0, grows = 0, collapses = 0;
+    for (const auto& [name, v] : s.extra) {
+      if (name == "splits") splits = v;
+      if (name == "grows") grows = v;
+      if (name == "collapses") collapses = v;
+    }
+    EXPECT_GT(splits, 0);
+    if (std::string(opt) == "leaf_array=4") {
+      EXPECT_GT(grows, 0);
+      EXPECT_GT(collapses, 0);
+    }
+  }
 }
 
 }  // namespace

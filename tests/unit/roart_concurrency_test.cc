@@ -3,7 +3,9 @@
 // block's page on simulated nodes), and optimistic lock coupling checked
 // against acknowledged writes: writers and readers on keys that share
 // prefixes and leaf arrays, every lookup and scan result checked against
-// what the writers had acknowledged before and after it.
+// what the writers had acknowledged before and after it; and node
+// shrinking on removes (N256 to N48 to N16 to N4), which the shared
+// scenarios exercise but do not observe.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "index/index.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "unit/sorted_node_checks.h"
 
 namespace pmindex {
 namespace {
@@ -291,6 +294,56 @@ TEST(RoartConcurrency, ReadsMatchAcknowledgedWrites) {
       EXPECT_GT(collapses, 0);
     }
   }
+}
+
+double Extra(const IndexStats& s, const std::string& name) {
+  for (const auto& [n, v] : s.extra)
+    if (n == name) return v;
+  ADD_FAILURE() << "no stats counter " << name;
+  return -1;
+}
+
+// 256 keys that differ in their last byte only sit in one node (an N256
+// at depth 7, one one-leaf array per key with leaf_array=2). Removing
+// them one by one shrinks it one type at a time at ART's thresholds (37,
+// 12 and 3 children left), then collapses it at 1; each state verifies,
+// holds exactly the keys left, and the pool opens after a crash.
+TEST(RoartShrink, NodesShrinkOneTypeAtATime) {
+  std::unique_ptr<Pool> pool;
+  auto made = Make("leaf_array=2", &pool);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<Index>& t = made.value();
+  const auto key = [](unsigned b) { return (Key{5} << 40) | b; };
+  for (unsigned b = 0; b < 256; ++b) ASSERT_TRUE(t->insert(key(b), b).ok());
+  ASSERT_EQ(Extra(t->stats(), "n256"), 2);  // the root and the node
+  for (unsigned left = 255; left > 0; --left) {
+    SCOPED_TRACE(std::to_string(left) + " keys left");
+    ASSERT_TRUE(t->remove(key(left)).ok());
+    const IndexStats s = t->stats();
+    ASSERT_EQ(s.entries, left);
+    EXPECT_EQ(Extra(s, "n256"), left >= 38 ? 2 : 1);
+    EXPECT_EQ(Extra(s, "n48"), left >= 13 && left < 38 ? 1 : 0);
+    EXPECT_EQ(Extra(s, "n16"), left >= 4 && left < 13 ? 1 : 0);
+    EXPECT_EQ(Extra(s, "n4"), left >= 2 && left < 4 ? 1 : 0);
+    ASSERT_TRUE(t->verify().ok()) << t->verify().ToString();
+    for (unsigned b = 0; b < 256; ++b)
+      ASSERT_EQ(t->lookup(key(b)), b < left ? std::optional<Value>(b) : std::nullopt) << b;
+    if (left == 10) {
+      // What a crash leaves opens as it was.
+      const std::vector<std::byte> bytes = testing_util::PoolImage(*pool, &t, /*crash=*/true);
+      auto img = Pool::OpenImage(bytes);
+      ASSERT_TRUE(img.ok()) << img.status().ToString();
+      auto re = open_index(img.value().get());
+      ASSERT_TRUE(re.ok()) << re.status().ToString();
+      ASSERT_TRUE(re.value()->verify().ok());
+      EXPECT_EQ(Extra(re.value()->stats(), "n16"), 1);
+      EXPECT_EQ(re.value()->stats().entries, 10u);
+    }
+  }
+  const IndexStats s = t->stats();
+  EXPECT_EQ(Extra(s, "shrinks"), 3);
+  EXPECT_EQ(Extra(s, "collapses"), 1);
+  EXPECT_EQ(s.inner_nodes, 1u);  // the root, over key 0's array
 }
 
 }  // namespace

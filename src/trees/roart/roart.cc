@@ -237,6 +237,7 @@ class Roart final : public Index {
   olc_detail::StripedCounter splits_;
   olc_detail::StripedCounter grows_;
   olc_detail::StripedCounter collapses_;
+  olc_detail::StripedCounter shrinks_;
   bool ready_ = false;
   bool closed_ = false;
 };
@@ -656,19 +657,39 @@ std::optional<Status> Roart::TryRemove(Key k) {
       SetUsed(la, static_cast<unsigned>(hit - Entries(la)), false);
     } else {
       // The array's last leaf: the array goes with it, in one write.
-      // rest: the node's other children, counted up to 2 (read at vnode,
-      // which the locks below confirm).
-      uint64_t rest[2] = {0, 0};
+      // rest: the node's other children (read at vnode, which the locks
+      // below confirm).
+      std::array<uint64_t, 256> rest;
       unsigned others = 0;
+      const unsigned type = MetaType(Ld(node[0]));
       if (node != root) {
         const uint64_t* all = Entries(node);
-        const unsigned cap = Capacity(MetaType(Ld(node[0])));
-        for (unsigned i = 0; i < cap && others < 2; ++i) {
+        for (unsigned i = 0; i < Capacity(type); ++i) {
           const uint64_t x = Ld(all[i]);
           if (x != 0 && &all[i] != es) rest[others++] = x;
         }
       }
-      if (node == root || others >= 2) {
+      bool shrunk = false;
+      if (node != root && others >= 2 && others <= ShrinkAt(type)) {
+        // Few children left: the parent's entry takes a copy of the node
+        // one type smaller without this entry (ART's shrinking).
+        if (!held.Lock(parent, vparent) || !held.Lock(node, vnode) || !held.Lock(la, vla) ||
+            !root_ok(parent))
+          return std::nullopt;
+        const unsigned smaller = TypeFor(others);
+        Result<uint64_t> n = NewInner(smaller, MetaArg(node[0]), node[1], {rest.data(), others});
+        if (n.ok()) {   // out of space: the entry is cleared in place instead
+          pm::fence();  // the copy durable before the parent names it
+          pm::naw(up, Entry(n.value(), EntryByte(*up), smaller));  // the commit
+          env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(node)));
+          bytes_.Add(-static_cast<int64_t>(InnerBytes(type)));
+          shrinks_.Add(1);
+          shrunk = true;
+        }
+      }
+      if (shrunk) {
+        // node, array and leaf left the tree with the parent's entry
+      } else if (node == root || others >= 2) {
         if (!held.Lock(node, vnode) || !held.Lock(la, vla) || !root_ok(node)) return std::nullopt;
         ClearEntry(node, es, b);
       } else {
@@ -1167,6 +1188,7 @@ IndexStats Roart::stats() {
   s.extra.emplace_back("splits", static_cast<double>(splits_.Sum()));
   s.extra.emplace_back("grows", static_cast<double>(grows_.Sum()));
   s.extra.emplace_back("collapses", static_cast<double>(collapses_.Sum()));
+  s.extra.emplace_back("shrinks", static_cast<double>(shrinks_.Sum()));
   return s;
 }
 

@@ -482,6 +482,12 @@ Status Roart::SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v) {
 // order: the crash story does not change.
 std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
   Held held(*this);
+  // The descent's reads: blocks another writer retires meanwhile stay
+  // allocated. Left as soon as the attempt holds its locks (a locked node
+  // stays linked, and so do the leaves of a locked array), before its PM
+  // writes: a locked instruction (the epoch's exit) after a flush would
+  // wait for the write-back.
+  std::optional<alloc::Allocator::EpochGuard> guard(std::in_place, *env_.alloc);
   uint64_t* const root = Root();
   // bulk_load swaps the root while it holds the old root's lock: a root
   // locked after the swap is no longer the tree's.
@@ -506,6 +512,7 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
       for (unsigned i = 0; full && i < Capacity(type); ++i) full = Ld(Entries(node)[i]) != 0;
       if (full && !held.Lock(parent, vparent)) return std::nullopt;
       if (!held.Lock(node, vnode) || !root_ok(node)) return std::nullopt;
+      guard.reset();  // the locks now keep what this attempt writes and reads
       std::vector<uint64_t> made;
       Result<uint64_t> leaf = NewLeaf(k, v);
       if (!leaf.ok()) return leaf.status();
@@ -536,6 +543,7 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
       if (hit != nullptr) {
         if (op == Op::kInsert) return Status::AlreadyExists();
         if (!held.Lock(la, vla)) return std::nullopt;
+        guard.reset();
         pm::naw(&LeafAt(*hit)->value, v);  // one word: old or new value
         return Status::OK();
       }
@@ -543,6 +551,7 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
       const uint64_t free = ~used & full_mask_;
       if (free != 0) {
         if (!held.Lock(la, vla)) return std::nullopt;
+        guard.reset();
         const unsigned i = static_cast<unsigned>(std::countr_zero(free));
         Result<uint64_t> leaf = NewLeaf(k, v);
         if (!leaf.ok()) return leaf.status();
@@ -553,6 +562,7 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
         return Status::OK();
       }
       if (!held.Lock(node, vnode) || !held.Lock(la, vla) || !root_ok(node)) return std::nullopt;
+      guard.reset();
       PMINDEX_RETURN_IF_ERROR(SplitArray(node, es, k, v));
       size_.Add(1);
       return Status::OK();
@@ -566,6 +576,7 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
       // differing byte over the child and a new leaf array holding k.
       if (op == Op::kUpdate) return Status::NotFound();
       if (!held.Lock(node, vnode) || !root_ok(node)) return std::nullopt;
+      guard.reset();
       const unsigned depth = static_cast<unsigned>(std::countl_zero(mismatch)) / 8;
       std::vector<uint64_t> made;
       Result<uint64_t> leaf = NewLeaf(k, v);
@@ -601,7 +612,6 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
 }
 
 Status Roart::Write(Op op, Key k, Value v) {
-  alloc::Allocator::EpochGuard guard(*env_.alloc);  // what the descent reads stays allocated
   for (;;) {
     std::optional<Status> st = TryWrite(op, k, v);
     if (st.has_value()) return *st;
@@ -615,6 +625,7 @@ void Roart::ClearEntry(uint64_t* node, uint64_t* es, unsigned b) {
 
 std::optional<Status> Roart::TryRemove(Key k) {
   Held held(*this);
+  std::optional<alloc::Allocator::EpochGuard> guard(std::in_place, *env_.alloc);  // as TryWrite's
   uint64_t* const root = Root();
   const auto root_ok = [&](const uint64_t* locked) { return locked != root || Root() == root; };
   uint64_t* node = root;
@@ -653,6 +664,7 @@ std::optional<Status> Roart::TryRemove(Key k) {
     const uint64_t leaf = slot & kOffsetMask;
     if (std::popcount(used) > 1) {
       if (!held.Lock(la, vla)) return std::nullopt;
+      guard.reset();
       pm::naw(hit, uint64_t{0});  // the commit
       SetUsed(la, static_cast<unsigned>(hit - Entries(la)), false);
     } else {
@@ -676,6 +688,7 @@ std::optional<Status> Roart::TryRemove(Key k) {
         if (!held.Lock(parent, vparent) || !held.Lock(node, vnode) || !held.Lock(la, vla) ||
             !root_ok(parent))
           return std::nullopt;
+        guard.reset();
         const unsigned smaller = TypeFor(others);
         Result<uint64_t> n = NewInner(smaller, MetaArg(node[0]), node[1], {rest.data(), others});
         if (n.ok()) {   // out of space: the entry is cleared in place instead
@@ -691,6 +704,7 @@ std::optional<Status> Roart::TryRemove(Key k) {
         // node, array and leaf left the tree with the parent's entry
       } else if (node == root || others >= 2) {
         if (!held.Lock(node, vnode) || !held.Lock(la, vla) || !root_ok(node)) return std::nullopt;
+        guard.reset();
         ClearEntry(node, es, b);
       } else {
         // Two children: the grandparent's entry takes the other child
@@ -699,6 +713,7 @@ std::optional<Status> Roart::TryRemove(Key k) {
         if (!held.Lock(parent, vparent) || !held.Lock(node, vnode) || !held.Lock(la, vla) ||
             !root_ok(parent))
           return std::nullopt;
+        guard.reset();
         const uint64_t keep =
             others == 0 ? 0 : Entry(EntryOffset(rest[0]), EntryByte(*up), EntryType(rest[0]));
         pm::naw(up, keep);
@@ -717,7 +732,6 @@ std::optional<Status> Roart::TryRemove(Key k) {
 }
 
 Status Roart::remove(Key k) {
-  alloc::Allocator::EpochGuard guard(*env_.alloc);
   for (;;) {
     std::optional<Status> st = TryRemove(k);
     if (st.has_value()) return *st;

@@ -14,8 +14,9 @@
 // one entry or slot word, made after everything it links is durable:
 // an insert into a leaf array's free slot, a new child of an inner node,
 // a grown node or a split leaf array replacing its parent's entry, a
-// delete clearing a slot or an entry, or replacing a two-child node by its
-// other child in the grandparent. A crash thus leaves the old or the new
+// delete clearing a slot or an entry, replacing a node left with few
+// children by a smaller copy, or replacing a two-child node by its other
+// child in the grandparent. A crash thus leaves the old or the new
 // tree, plus unlinked blocks that recovery gives back. Layout, persist
 // points and what open repairs: docs/layout/roart.md.
 //

@@ -206,7 +206,20 @@ class Roart final : public Index {
   void Unmake(const std::vector<uint64_t>& offsets);
   // The used entries of an inner node in key-byte order into out[0..256);
   // returns their count.
-  unsigned SortedEntries(uint64_t* node, uint64_t* out) const;
+  // The entries of an inner node whose byte is at least `first`, in byte
+  // order (read with acquire loads; the caller validates the node's
+  // version before it uses one). N256 and N48 are walked in place, so a scan
+  // that stops early reads only the entries it uses; N4 and N16 are copied
+  // into `buf` and sorted. fn(e) returns false to stop.
+  template <typename Fn>
+  void ForEachEntryFrom(uint64_t* node, unsigned first, uint64_t* buf, Fn fn) const;
+  // Asks for the lines of the child an entry names that a scan reads
+  // first: a leaf array's header and slots, an inner node's header.
+  void PrefetchChild(uint64_t e) const {
+    const char* c = reinterpret_cast<const char*>(At(EntryOffset(e)));
+    const size_t bytes = EntryType(e) == kLeafArray ? LaBytes() : 128;
+    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i);
+  }
   // Appends to out[got..n) the pairs below `node` (read at version v) with
   // keys >= from; false if a node changed under the reads (the caller
   // restarts after the last pair appended, which *got keeps).
@@ -787,58 +800,81 @@ std::optional<Value> Roart::lookup(Key k) {
   return out;
 }
 
-unsigned Roart::SortedEntries(uint64_t* node, uint64_t* out) const {
-  unsigned n = 0;
+template <typename Fn>
+void Roart::ForEachEntryFrom(uint64_t* node, unsigned first, uint64_t* buf, Fn fn) const {
   const unsigned type = MetaType(Ld(node[0]));
   const uint64_t* es = Entries(node);
-  if (type == kN48) {
-    const uint8_t* idx = N48Index(node);
-    for (unsigned b = 0; b < 256; ++b) {
+  if (type == kN256 || type == kN48) {
+    const uint8_t* idx = type == kN48 ? N48Index(node) : nullptr;
+    // The entry of byte b, 0 if none.
+    const auto at = [&](unsigned b) -> uint64_t {
+      if (idx == nullptr) return LdAcq(es[b]);
       const unsigned s = sync::OlcLoad(idx[b]);
-      if (s == 0 || s > 48) continue;
-      const uint64_t e = LdAcq(es[s - 1]);
-      if (e != 0) out[n++] = e;
+      return s == 0 || s > 48 ? 0 : LdAcq(es[s - 1]);
+    };
+    // One entry of look-ahead: the next child's lines are asked for while
+    // fn works on this one (a scan's misses are one child after another).
+    unsigned b = first;
+    uint64_t e = 0;
+    while (b < 256 && (e = at(b++)) == 0) {
     }
-    return n;
+    while (e != 0) {
+      uint64_t next = 0;
+      while (b < 256 && (next = at(b++)) == 0) {
+      }
+      if (next != 0) PrefetchChild(next);
+      if (!fn(e)) return;
+      e = next;
+    }
+    return;
   }
+  unsigned n = 0;
   for (unsigned i = 0; i < Capacity(type); ++i) {
     const uint64_t e = LdAcq(es[i]);
-    if (e != 0) out[n++] = e;
+    if (e != 0 && EntryByte(e) >= first) buf[n++] = e;
   }
-  if (type != kN256)
-    std::sort(out, out + n, [](uint64_t a, uint64_t b) { return EntryByte(a) < EntryByte(b); });
-  return n;
+  std::sort(buf, buf + n, [](uint64_t a, uint64_t b) { return EntryByte(a) < EntryByte(b); });
+  for (unsigned i = 0; i < n; ++i) {
+    if (!fn(buf[i])) return;
+  }
 }
 
 bool Roart::ScanNode(uint64_t* node, uint64_t v, Key from, size_t n, KV* out, size_t* got) const {
   Visit(node);
   const unsigned depth = MetaArg(Ld(node[0]));
   const uint64_t prefix = Ld(node[1]);
-  const uint64_t low_bits = ~PrefixMask(depth + 1);
-  std::array<uint64_t, 256> entries;
-  const unsigned count = SortedEntries(node, entries.data());
-  if (!Unchanged(node, v)) return false;
+  // Where in this node keys >= from begin: entries below from's byte hold
+  // only smaller keys when from shares the node's prefix; a node whose
+  // prefix is below from's holds none (checked against v below).
+  const uint64_t from_prefix = from & PrefixMask(depth);
+  if (from_prefix > prefix) return Unchanged(node, v);
+  const unsigned first = from_prefix == prefix ? KeyByte(from, depth) : 0;
   const auto by_key = [](const KV& a, const KV& b) { return a.key < b.key; };
-  for (unsigned i = 0; i < count && *got < n; ++i) {
-    const uint64_t e = entries[i];
-    const Key lo = prefix | (uint64_t{EntryByte(e)} << (56 - 8 * depth));
-    if ((lo | low_bits) < from) continue;  // every key below is smaller
+  uint64_t buf[16];
+  bool ok = true;
+  ForEachEntryFrom(node, first, buf, [&](uint64_t e) {
     uint64_t* c = At(EntryOffset(e));
     const uint64_t vc = ReadVersion(c);
-    // Coupling, unlike lookups: the entries read at v are used child after
-    // child, and a node unlinked meanwhile may have a live child whose key
-    // range grew (a collapse moves a leaf array up), so each child is
-    // taken only while this node is unchanged.
-    if (!Unchanged(node, v)) return false;
+    // Coupling, unlike lookups: each entry is used only if this node is
+    // unchanged since v after it was read (a node unlinked meanwhile may
+    // have a live child whose key range grew: a collapse moves a leaf array
+    // up), and the child from then on only at the version read here.
+    if (!Unchanged(node, v)) return ok = false;
     if (EntryType(e) != kLeafArray) {
-      if (!ScanNode(c, vc, from, n, out, got)) return false;
-      continue;
+      if (!ScanNode(c, vc, from, n, out, got)) return ok = false;
+      return *got < n;
     }
     Visit(c);
     // The array's leaves at or above `from`, sorted, kept only if the
     // array did not change meanwhile: in place in out when they fit (the
     // common case), else through a buffer.
     const uint64_t used = Ld(c[1]) & full_mask_;
+    // Each leaf is its own block, so a scan's cost is a cache miss per
+    // pair: ask for all of the array's leaves before reading the first.
+    for (uint64_t u = used; u != 0; u &= u - 1) {
+      const uint64_t slot = LdAcq(Entries(c)[std::countr_zero(u)]);
+      if (slot != 0) __builtin_prefetch(LeafAt(slot));
+    }
     const auto collect = [&](KV* dst) {
       size_t m = 0;
       for (uint64_t u = used; u != 0; u &= u - 1) {
@@ -853,18 +889,19 @@ bool Roart::ScanNode(uint64_t* node, uint64_t v, Key from, size_t n, KV* out, si
     };
     if (static_cast<size_t>(std::popcount(used)) <= n - *got) {
       const size_t m = collect(out + *got);
-      if (!Unchanged(c, vc)) return false;
+      if (!Unchanged(c, vc)) return ok = false;
       std::sort(out + *got, out + *got + m, by_key);
       *got += m;
-      continue;
+      return *got < n;
     }
     KV tmp[64];  // KV's members have initializers: 1 KiB of stores, only here
     const size_t m = collect(tmp);
-    if (!Unchanged(c, vc)) return false;
+    if (!Unchanged(c, vc)) return ok = false;
     std::sort(tmp, tmp + m, by_key);
     for (size_t j = 0; j < m && *got < n; ++j) out[(*got)++] = tmp[j];
-  }
-  return true;
+    return *got < n;
+  });
+  return ok && Unchanged(node, v);
 }
 
 size_t Roart::scan(Key from, size_t n, KV* out) {

@@ -134,16 +134,6 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
   return idx;
 }
 
-Result<std::unique_ptr<Index>> open_index(Pool* pool) {
-  return open_index(pool, ReclaimBound::kByCleanFlag);
-}
-
-Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound) {
-  OpenIndexOptions opt;
-  opt.bound = bound;
-  return open_index(pool, opt);
-}
-
 namespace {
 
 // The registry entry of the kind a pool holds, after the refusals that

@@ -45,7 +45,6 @@ namespace alloc {
 class Allocator;
 }
 
-enum class ReclaimBound;
 struct OpenIndexOptions;
 class PairVisitor;
 
@@ -122,22 +121,11 @@ class Index : public detail::PointLookup {
 Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_view options,
                                             Pool* pool);
 
-// Opens the index stored in pool (kind and options from the pool header)
-// and recovers it. Busy if an index created or opened on this pool is
-// still alive. The pool's clean flag is cleared (Pool::MarkInUse) just
-// before recovery's first write: by the index kind itself once it has
-// validated what it read (IndexInfo::marks_in_use, every built-in
-// persistent tree), else after the allocator has validated the page table;
-// a refused open of a cleanly closed pool then leaves its files unchanged.
-// If recovery fails after that, the pool is never marked clean by this
-// Pool object's Close, so the next open recovers it again.
-Result<std::unique_ptr<Index>> open_index(Pool* pool);
-
 // How many allocated-but-unreachable units (alloc::RecoveryReport) recovery
 // may give back before open_index refuses the pool (docs/crash-testing.md,
 // "Recovery's bound on reclaiming").
 enum class ReclaimBound {
-  // What the clean flag says (open_index(pool)): IndexInfo's
+  // What the clean flag says (the default): IndexInfo's
   // unreachable_after_clean, plus unreachable_per_writer per assumed
   // writer thread after a crash.
   kByCleanFlag,
@@ -150,9 +138,9 @@ enum class ReclaimBound {
   // copy of a damaged pool (`pmpool salvage` opens an in-memory image).
   kNone,
 };
-Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound);
 
-// open_index with everything it can be told.
+// What open_index can be told; a default-constructed one opens a plain
+// index's pool bounded by its clean flag.
 struct OpenIndexOptions {
   ReclaimBound bound = ReclaimBound::kByCleanFlag;
   // Told every live pair while the kind's open validates them, before the
@@ -164,7 +152,16 @@ struct OpenIndexOptions {
   // nothing written), and a plain pool with one (WrongKind).
   PairVisitor* pairs = nullptr;
 };
-Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& opt);
+
+// Opens the index stored in pool (kind and options from the pool header)
+// and recovers it, as `opt` says (OpenIndexOptions above). Busy if an index created or opened on
+// this pool is still alive. The pool's clean flag is cleared (Pool::MarkInUse) just before
+// recovery's first write: by the index kind itself once it has validated what it read
+// (IndexInfo::marks_in_use, every built-in persistent tree), else after the allocator has validated
+// the page table; a refused open of a cleanly closed pool then leaves its files unchanged. If
+// recovery fails after that, the pool is never marked clean by this Pool object's Close, so the
+// next open recovers it again.
+Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& opt = {});
 
 // Reads at most n pairs with key >= *from into out, keeps them only while
 // their keys strictly ascend (a scan racing a writer must still never make

@@ -23,18 +23,18 @@ class NullIndex final : public Index {
 
 }  // namespace
 
-PMINDEX_REGISTER_INDEX(null_index, {
-    .name = "null",
-    .persistent = false,
-    .options_help = "(no options) does nothing; measures the harness",
-    .test_configs = {""},
-    .validate = nullptr,
-    .create = [](const IndexEnv&, const Options&) -> Result<std::unique_ptr<Index>> {
-      return std::unique_ptr<Index>(new NullIndex());
-    },
-    .open = nullptr,
-    .test_only = false,
-    .stores_data = false,
-});
+PMINDEX_REGISTER_INDEX(null_index,
+                       {
+                           .name = "null",
+                           .persistent = false,
+                           .options_help = "(no options) does nothing; measures the harness",
+                           .validate = nullptr,
+                           .create = [](const IndexEnv&,
+                                        const Options&) -> Result<std::unique_ptr<Index>> {
+                             return std::unique_ptr<Index>(new NullIndex());
+                           },
+                           .open = nullptr,
+                           .stores_data = false,
+                       });
 
 }  // namespace pmindex

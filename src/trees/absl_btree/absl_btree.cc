@@ -140,15 +140,13 @@ Result<std::unique_ptr<Index>> Create(const IndexEnv&, const Options&) {
 }  // namespace
 
 PMINDEX_REGISTER_INDEX(absl_btree, {
-    .name = "absl-btree",
-    .persistent = false,
-    .options_help = "",
-    .test_configs = {""},
-    .validate = nullptr,
-    .create = Create,
-    .open = nullptr,
-    .test_only = false,
-    .stores_data = true,
-});
+                                       .name = "absl-btree",
+                                       .persistent = false,
+                                       .options_help = "",
+                                       .validate = nullptr,
+                                       .create = Create,
+                                       .open = nullptr,
+                                       .stores_data = true,
+                                   });
 
 }  // namespace pmindex

@@ -669,6 +669,8 @@ Status PacTree::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     pactree,
     {
@@ -677,7 +679,6 @@ PMINDEX_REGISTER_INDEX(
         .options_help =
             "slots=4..64 (pairs per data node, default 64) updater=thread|inline (search-layer "
             "updates from per-NUMA logs by a background thread, default, or at once)",
-        .test_configs = {"", "slots=4"},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -690,8 +691,6 @@ PMINDEX_REGISTER_INDEX(
           return PacTree::Open(env, p.value());
         },
         .marks_in_use = true,
-        .test_numa_nodes = 2,
     });
 
-}  // namespace
 }  // namespace pmindex::pactree

@@ -914,13 +914,14 @@ Status Roart::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     roart,
     {
         .name = "roart",
         .persistent = true,
         .options_help = std::string(kOptionsHelp),
-        .test_configs = {"", "leaf_array=4"},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -943,5 +944,4 @@ PMINDEX_REGISTER_INDEX(
         .reads_see_only_durable = true,
     });
 
-}  // namespace
 }  // namespace pmindex::roart

@@ -344,6 +344,8 @@ Status Divided::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     skiplist_divided,
     {
@@ -351,7 +353,6 @@ PMINDEX_REGISTER_INDEX(
         .persistent = true,
         .options_help = std::string(kOptionsHelp) +
                         " (the bottom level in PM, levels 2.. in DRAM, rebuilt at open)",
-        .test_configs = {""},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -366,5 +367,4 @@ PMINDEX_REGISTER_INDEX(
         .marks_in_use = true,
     });
 
-}  // namespace
 }  // namespace pmindex::skiplist

@@ -107,13 +107,14 @@ class DramSkipList final : public Index {
   mutable std::shared_mutex mu_;
 };
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     skiplist_dram,
     {
         .name = "skiplist-dram",
         .persistent = false,
         .options_help = std::string(kOptionsHelp),
-        .test_configs = {""},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv&, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -121,9 +122,7 @@ PMINDEX_REGISTER_INDEX(
           return std::unique_ptr<Index>(std::make_unique<DramSkipList>(p.value()));
         },
         .open = nullptr,
-        .test_only = false,
         .stores_data = true,
     });
 
-}  // namespace
 }  // namespace pmindex::skiplist

@@ -424,13 +424,14 @@ Status PmSkipList::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     skiplist_pm,
     {
         .name = "skiplist-pm",
         .persistent = true,
         .options_help = std::string(kOptionsHelp) + " (every level in PM)",
-        .test_configs = {""},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -445,5 +446,4 @@ PMINDEX_REGISTER_INDEX(
         .marks_in_use = true,
     });
 
-}  // namespace
 }  // namespace pmindex::skiplist

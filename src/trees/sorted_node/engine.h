@@ -627,7 +627,6 @@ IndexInfo RegistryEntry(std::string options_help) {
   info.name = std::string(Tree::Slots::kName);
   info.persistent = true;
   info.options_help = std::move(options_help);
-  info.test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary", "node=512,fingerprints=on"};
   info.validate = [](const Options& o) -> Status { return parse(o).status(); };
   info.create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
     Result<Config> c = parse(o);

@@ -8,8 +8,6 @@ namespace {
 
 class NullIndex final : public Index {
  public:
-  std::string_view kind() const override { return "null"; }
-  bool persistent() const override { return false; }
   Status insert(Key, Value) override { return Status::OK(); }
   Status update(Key, Value) override { return Status::OK(); }
   Status upsert(Key, Value) override { return Status::OK(); }

@@ -44,9 +44,6 @@ class Map : public absl::btree_map<Key, Value> {
 
 class AbslBTree final : public Index {
  public:
-  std::string_view kind() const override { return "absl-btree"; }
-  bool persistent() const override { return false; }
-
   Status insert(Key k, Value v) override {
     std::unique_lock<std::shared_mutex> g(mu_);
     return map_.try_emplace(k, v).second ? Status::OK() : Status::AlreadyExists();

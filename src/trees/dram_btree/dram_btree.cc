@@ -14,9 +14,6 @@ namespace {
 template <int kNode>
 class DramBTree final : public Index {
  public:
-  std::string_view kind() const override { return "dram-btree"; }
-  bool persistent() const override { return false; }
-
   Status insert(Key k, Value v) override {
     return tree_.insert(k, v) ? Status::OK() : Status::AlreadyExists();
   }

@@ -163,8 +163,6 @@ class PmLeafTree final : public Index {
   }
 
   // ---------------------------------------------------------- Index
-  std::string_view kind() const override { return Policy::kName; }
-  bool persistent() const override { return true; }
 
   Status insert(Key k, Value v) override { return Write(k, v, Mode::kInsert); }
   Status upsert(Key k, Value v) override { return Write(k, v, Mode::kUpsert); }

@@ -21,8 +21,6 @@ class DramSkipList final : public Index {
  public:
   explicit DramSkipList(const Params& p) : list_(p.levels), heights_(p, kHeightSeed) {}
 
-  std::string_view kind() const override { return kKind; }
-  bool persistent() const override { return false; }
   Status insert(Key k, Value v) override { return Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return Write(Op::kUpdate, k, v); }
   Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }

@@ -58,8 +58,6 @@ class PmSkipList final : public Index {
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Params& p);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Params& p);
 
-  std::string_view kind() const override { return kKind; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override { return Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return Write(Op::kUpdate, k, v); }
   Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }

@@ -94,8 +94,6 @@ class Engine : public Index {
   // The version word of a node merged away (odd: never locked again).
   static constexpr uint64_t kDead = ~uint64_t{0};
 
-  std::string_view kind() const override { return Slots::kName; }
-  bool persistent() const override { return true; }
   std::optional<Value> lookup(Key k) override;
   Status insert(Key k, Value v) override { return tree().Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return tree().Write(Op::kUpdate, k, v); }

@@ -102,7 +102,9 @@ TEST(DbTest, KindsAreSortedAndIncludeBothSorts) {
   bool lbtree = false, dram = false;
   for (const KindInfo& k : kinds) {
     // The only kinds beyond the library's are this binary's fixtures.
-    if (k.name.rfind("probe-", 0) == 0) EXPECT_TRUE(IsFixture(k)) << k.name;
+    if (k.name.rfind("probe-", 0) == 0) {
+      EXPECT_TRUE(IsFixture(k)) << k.name;
+    }
     if (k.name == "lbtree") lbtree = k.persistent && !k.options_help.empty();
     if (k.name == "dram-btree") dram = !k.persistent;
   }

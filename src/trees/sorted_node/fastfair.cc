@@ -53,9 +53,7 @@ uint32_t FastFair::LowerBound(Header* x, uint32_t n, Key k) const {
     case Search::kLinear:
       break;
   }
-  for (uint32_t i = 0; i < n; ++i)
-    if (Ld(r[i].key) >= k) return i;
-  return n;
+  return sorted_node::LinearLowerBound(r, n, k);
 }
 
 uint32_t FastFair::FingerprintFind(Header* x, uint32_t n, Key k) const {

@@ -315,6 +315,7 @@ Status CircTree::Write(Op op, Key k, Value v) {
   uint64_t raw = env_.pool->root(0);
   for (;;) {
     Header* x = H(raw);
+    alloc::MeterVisit(*env_.alloc, x);
     const Meta m = Meta::Unpack(x->meta);
     const uint32_t xp = LowerBound(x, m, k);
     if (uint64_t right = MoveRight(x, m, xp, k)) {

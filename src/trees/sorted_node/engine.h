@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
 #include "common/content_record.h"
 #include "common/fingerprint.h"
 #include "common/sorted_node.h"
@@ -256,6 +257,7 @@ uint64_t Engine<Tree, Slots>::FindLeaf(Key k, uint64_t* version, View* view, uin
     // behind it: a 4 KiB node's search otherwise waits for the header,
     // then line by line until the hardware prefetcher catches on.
     PrefetchLines(x, std::min<uint32_t>(lay_.bytes, kPrefetchBytes));
+    alloc::MeterVisit(*env_.alloc, x);
     const uint64_t v = AwaitEven<kDead>(x->version);
     if (v == kDead) {
       raw = env_.pool->root(0);
@@ -311,9 +313,12 @@ size_t Engine<Tree, Slots>::scan(Key from, size_t n, KV* out) {
   bool inclusive = true;
   uint64_t v = 0;
   uint64_t raw = tree().FindLeaf(from, &v);
+  bool metered = true;  // FindLeaf metered the leaf it returned
   std::vector<KV> batch;
   while (raw != 0 && got < n) {
     Header* x = H(raw);
+    if (!metered) alloc::MeterVisit(*env_.alloc, x);
+    metered = false;
     uint64_t next = 0;
     for (;;) {
       v = AwaitEven<kDead>(x->version);
@@ -332,6 +337,7 @@ size_t Engine<Tree, Slots>::scan(Key from, size_t n, KV* out) {
     }
     if (v == kDead) {  // merged into its left neighbour: find the cursor's leaf again
       raw = tree().FindLeaf(cursor, &v);
+      metered = true;
       continue;
     }
     for (const KV& kv : batch) {

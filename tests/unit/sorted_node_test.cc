@@ -67,9 +67,11 @@ TEST(SortedNodeSearch, LinearAndSentinelScansFindTheLowerBound) {
     for (uint32_t i = 0; i < n; i += kRecsPerLine) sentinels.push_back(keys[i]);
     sentinels.push_back(0);
     for (Key k = 0; k <= 10 * n + 11; ++k) {
-      const uint32_t want = static_cast<uint32_t>(std::lower_bound(keys.begin(), keys.end(), k) - keys.begin());
+      const uint32_t want =
+          static_cast<uint32_t>(std::lower_bound(keys.begin(), keys.end(), k) - keys.begin());
       EXPECT_EQ(LinearLowerBound(recs.data(), n, k), want) << "k=" << k;
-      EXPECT_EQ(SentinelLowerBound(sentinels.data(), n, k, [&](uint32_t i) { return recs[i].key; }), want)
+      EXPECT_EQ(SentinelLowerBound(sentinels.data(), n, k, [&](uint32_t i) { return recs[i].key; }),
+                want)
           << "k=" << k;
       EXPECT_EQ((CountBelow<1, true>(keys.data(), n, k)),
                 static_cast<uint32_t>(std::upper_bound(keys.begin(), keys.end(), k) - keys.begin()))

@@ -928,7 +928,7 @@ Status Pool::LoadRoots(const std::string& what) {
 
 namespace {
 // Writes one copy of a root record: both words, flush, fence.
-void WriteRootCopy(pm::RootRecord* r, const pm::RootRecord& v, std::source_location site) {
+void WriteRootCopy(pm::RootRecord* r, const pm::RootRecord& v, pm::Site site) {
   pm::store(&r->value, v.value);
   pm::store(&r->check, v.check);
   pm::flush(r, sizeof *r, site);
@@ -947,8 +947,8 @@ void Pool::RepairRoots() {
     if ((im.root_repair & (1u << i)) == 0) continue;
     const pm::RootRecord rec =
         pm::MakeRootRecord(i, im.root_seq[i], roots_[i].load(std::memory_order_relaxed));
-    WriteRootCopy(&h->root_a[i], rec, std::source_location::current());
-    WriteRootCopy(&h->root_b[i], rec, std::source_location::current());
+    WriteRootCopy(&h->root_a[i], rec, pm::Site::current());
+    WriteRootCopy(&h->root_b[i], rec, pm::Site::current());
   }
   im.root_repair = 0;
 }
@@ -1018,7 +1018,7 @@ Pool::Info Pool::info() const {
   return info;
 }
 
-void Pool::WriteRoot(unsigned i, uint64_t v, std::source_location site) {
+void Pool::WriteRoot(unsigned i, uint64_t v, pm::Site site) {
   PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
   Impl& im = *impl_;
   PMINDEX_CHECK(im.ready, "WriteRoot on a closed pool");
@@ -1033,7 +1033,7 @@ void Pool::WriteRoot(unsigned i, uint64_t v, std::source_location site) {
   // leave a pair no crash explains, which Open refuses. Copy B's carry
   // this line's (src/pm is not mutated): copy B is the backup.
   WriteRootCopy(&h->root_a[i], rec, site);
-  WriteRootCopy(&h->root_b[i], rec, std::source_location::current());
+  WriteRootCopy(&h->root_b[i], rec, pm::Site::current());
   im.root_seq[i] = seq;
   im.root_repair &= ~(1u << i);
   roots_[i].store(v, std::memory_order_release);

@@ -5,7 +5,7 @@
 #   0a. Clang's thread-safety analysis: every source file of src/ and
 #      server/ compiled with clang++ -fsyntax-only -Wthread-safety, its
 #      diagnostics as errors (scripts/check-thread-safety.sh, build dir
-#      build/clang-tsa; nothing is built; about 70 CPU-seconds);
+#      build/clang-tsa; nothing is built; 80 CPU-seconds on 2026-11-28);
 #   1. release build: every unit, scenario and crash-simulator test, the
 #      pmcrash mutation runs of PMCRASH_MUTATE_CI_INDEXES included;
 #   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY):

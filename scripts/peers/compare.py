@@ -338,10 +338,16 @@ def main():
         shutil.rmtree(pool_dir, ignore_errors=True)
 
         peer_counts = {}
+        # A counting build (<binary>-count: the original's own flush and fence
+        # helpers count), the libpmem counting shim (fptree: the timed binary
+        # itself, which persists only through PMDK), or both (roart, pactree:
+        # their own write-backs plus libpmemobj's).
         count_bin, count_env = binary + "-count", env
         preload = os.path.join(build, "libpmemcount.so")
-        if os.access(preload, os.R_OK):  # fptree: the same binary with the libpmem counting shim
-            count_bin, count_env = binary, dict(env, LD_PRELOAD=preload)
+        if os.access(preload, os.R_OK):
+            count_env = dict(env, LD_PRELOAD=preload)
+            if not os.access(count_bin, os.X_OK):
+                count_bin = binary
         if not args.no_count and os.access(count_bin, os.X_OK):
             out = run(peer_cmd(args, files, count_bin, pm_file), env=count_env,
                       what=f"original {args.tree} (counting)")

@@ -1020,6 +1020,8 @@ Result<Config> ParseConfig(const Options& o) {
   return c;
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     nvtree,
     {
@@ -1030,9 +1032,6 @@ PMINDEX_REGISTER_INDEX(
             "paper used 512|1024|2048|4096) adaptive=off|conservative|aggressive|balanced "
             "(default off) pln=BYTES (multiple of 64, 64..4096; default 256) "
             "fanout=N (2..1024; default 32)",
-        .test_configs = {"node=512,adaptive=off", "node=4096,adaptive=off",
-                         "node=1024,adaptive=aggressive", "node=128,pln=64,fanout=3",
-                         "node=256,pln=64,fanout=2,adaptive=balanced"},
         .validate = [](const Options& o) -> Status { return ParseConfig(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Config> c = ParseConfig(o);
@@ -1048,7 +1047,5 @@ PMINDEX_REGISTER_INDEX(
         .unreachable_after_clean = 1,  // the snapshot block, freed by recovery
         .verify_after_crash = 4,       // one writer's replaced LNs (registry.h)
     });
-
-}  // namespace
 
 }  // namespace pmindex::nvtree

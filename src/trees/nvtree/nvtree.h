@@ -126,8 +126,6 @@ class NvTree final : public Index {
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Config& cfg);
   ~NvTree() override;
 
-  std::string_view kind() const override { return "nvtree"; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override;
   Status update(Key k, Value v) override;
   Status upsert(Key k, Value v) override;

@@ -92,8 +92,6 @@ class Roart final : public Index {
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Params& p);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Params& p);
 
-  std::string_view kind() const override { return kKind; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override { return Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return Write(Op::kUpdate, k, v); }
   Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }
@@ -1252,13 +1250,14 @@ Status Roart::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     roart,
     {
         .name = "roart",
         .persistent = true,
         .options_help = std::string(kOptionsHelp),
-        .test_configs = {"", "leaf_array=4"},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -1281,5 +1280,4 @@ PMINDEX_REGISTER_INDEX(
         .reads_see_only_durable = true,
     });
 
-}  // namespace
 }  // namespace pmindex::roart

@@ -532,14 +532,13 @@ void CircTree::Repair(uint64_t raw) {
 
 // ------------------------------------------------------------------ registration
 
-namespace {
 // (An IndexInfo list-initialized from the engine's entry.)
-PMINDEX_REGISTER_INDEX(
-    circtree,
-    {sorted_node::RegistryEntry<CircTree>(
-        "node=BYTES (a multiple of 64 from 256 to 65536; default 512) sentinel=on|off (default on, off with "
-        "fingerprints=on) search=linear|binary|sentinel (default sentinel if sentinel=on, else linear) "
-        "fingerprints=on|off (default off: one byte per slot, for leaf lookups; needs sentinel=off)")});
-}  // namespace
+PMINDEX_REGISTER_INDEX(circtree, {sorted_node::RegistryEntry<CircTree>(
+                                     "node=BYTES (a multiple of 64 from 256 to 65536; default 512) "
+                                     "sentinel=on|off (default on, off with "
+                                     "fingerprints=on) search=linear|binary|sentinel (default "
+                                     "sentinel if sentinel=on, else linear) "
+                                     "fingerprints=on|off (default off: one byte per slot, for "
+                                     "leaf lookups; needs sentinel=off)")});
 
 }  // namespace pmindex::circtree

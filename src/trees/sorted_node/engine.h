@@ -94,8 +94,6 @@ class Engine : public Index {
   // The version word of a node merged away (odd: never locked again).
   static constexpr uint64_t kDead = ~uint64_t{0};
 
-  std::string_view kind() const override { return Slots::kName; }
-  bool persistent() const override { return true; }
   std::optional<Value> lookup(Key k) override;
   Status insert(Key k, Value v) override { return tree().Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return tree().Write(Op::kUpdate, k, v); }
@@ -627,7 +625,6 @@ IndexInfo RegistryEntry(std::string options_help) {
   info.name = std::string(Tree::Slots::kName);
   info.persistent = true;
   info.options_help = std::move(options_help);
-  info.test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary", "node=512,fingerprints=on"};
   info.validate = [](const Options& o) -> Status { return parse(o).status(); };
   info.create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
     Result<Config> c = parse(o);

@@ -480,15 +480,14 @@ void FastFair::Repair(uint64_t raw) {
 
 // ------------------------------------------------------------------ registration
 
-namespace {
 // (An IndexInfo list-initialized from the engine's entry.)
-PMINDEX_REGISTER_INDEX(
-    fastfair,
-    {sorted_node::RegistryEntry<FastFair>(
-        "node=BYTES (a multiple of 64 from 256 to 65536; default 512; the paper used 512|1024|2048|4096) "
-        "sentinel=on|off (default on, off with fingerprints=on) search=linear|binary|sentinel (default sentinel "
-        "if sentinel=on, else linear) fingerprints=on|off (default off: one byte per slot, for leaf lookups; "
-        "needs sentinel=off)")});
-}  // namespace
+PMINDEX_REGISTER_INDEX(fastfair, {sorted_node::RegistryEntry<FastFair>(
+                                     "node=BYTES (a multiple of 64 from 256 to 65536; default 512; "
+                                     "the paper used 512|1024|2048|4096) "
+                                     "sentinel=on|off (default on, off with fingerprints=on) "
+                                     "search=linear|binary|sentinel (default sentinel "
+                                     "if sentinel=on, else linear) fingerprints=on|off (default "
+                                     "off: one byte per slot, for leaf lookups; "
+                                     "needs sentinel=off)")});
 
 }  // namespace pmindex::fastfair

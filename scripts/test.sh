@@ -2,6 +2,10 @@
 # The whole test suite, as CI runs it (README: "Run the tests").
 #   0. the format of the C++ lines changed since .clang-format-since
 #      (scripts/check-format.sh; --fix applies it);
+#   0a. Clang's thread-safety analysis: every source file of src/ and
+#      server/ compiled with clang++ -fsyntax-only -Wthread-safety, its
+#      diagnostics as errors (scripts/check-thread-safety.sh, build dir
+#      build/clang-tsa; nothing is built; 80 CPU-seconds on 2026-11-28);
 #   1. release build: every unit, scenario and crash-simulator test, the
 #      pmcrash mutation runs of PMCRASH_MUTATE_CI_INDEXES included;
 #   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY):
@@ -65,6 +69,9 @@ step() { echo "== $* ($(( $(date +%s) - start ))s)"; }
 
 step "format of the changed lines"
 scripts/check-format.sh
+
+step "Clang thread-safety analysis"
+scripts/check-thread-safety.sh build/clang-tsa
 
 step "release build"
 configure build/release Release

@@ -26,7 +26,7 @@ OpEpochs::Guard OpEpochs::Enter() {
 }
 
 void OpEpochs::Synchronize() {
-  std::lock_guard<std::mutex> lock(sync_mu_);
+  sync::MutexLock lock(sync_mu_);
   // Two flips: the first drains the guards of the current parity, the
   // second those of the other one (entered before the first flip, under
   // the epoch before). Guards entered after a flip see what the caller
@@ -620,16 +620,15 @@ StoreTransaction& DbTransaction::db(int i) {
 
 Status DbTransaction::StartTableChange() {
   if (table_changed_) return Status::OK();
-  std::lock_guard<std::mutex> lock(dbs_.meta_mu_);
-  const Databases::Table& t = dbs_.table_;
+  sync::MutexLock lock(dbs_.meta_mu_);
   for (size_t i = 0; i < ns_.size(); ++i) {
-    if (t.ns[i] != ns_[i])
+    if (dbs_.table_.ns[i] != ns_[i])
       return Status::Aborted("the databases changed since the transaction began");
   }
   table_changed_ = true;
-  next_ns_ = t.next_ns;
-  table_ns_ = t.ns;
-  garbage_ = t.garbage;
+  next_ns_ = dbs_.table_.next_ns;
+  table_ns_ = dbs_.table_.ns;
+  garbage_ = dbs_.table_.garbage;
   installs_at_copy_ = dbs_.installs_;
   return Status::OK();
 }
@@ -668,7 +667,7 @@ Status DbTransaction::Commit() {
   }
   // The table is written with the rest, and published before any other
   // table change can be made (meta_mu_), so the two cannot cross.
-  std::lock_guard<std::mutex> lock(dbs_.meta_mu_);
+  sync::MutexLock lock(dbs_.meta_mu_);
   Databases::Table next{next_ns_, table_ns_, garbage_};
   Status s = dbs_.installs_ != installs_at_copy_
                  ? Status::Aborted("the databases changed since the transaction began")
@@ -771,7 +770,7 @@ std::vector<uint32_t> Databases::Snapshot() const {
 }
 
 Status Databases::Flush(int i) {
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  sync::MutexLock lock(meta_mu_);
   Table next = table_;
   next.garbage.push_back(next.ns[static_cast<size_t>(i)]);
   next.ns[static_cast<size_t>(i)] = next.next_ns++;
@@ -779,7 +778,7 @@ Status Databases::Flush(int i) {
 }
 
 Status Databases::FlushAll() {
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  sync::MutexLock lock(meta_mu_);
   Table next = table_;
   for (uint32_t& ns : next.ns) {
     next.garbage.push_back(ns);
@@ -789,7 +788,7 @@ Status Databases::FlushAll() {
 }
 
 Status Databases::Swap(int i, int j) {
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  sync::MutexLock lock(meta_mu_);
   Table next = table_;
   std::swap(next.ns[static_cast<size_t>(i)], next.ns[static_cast<size_t>(j)]);
   return Install(std::move(next));
@@ -829,15 +828,15 @@ std::unique_ptr<DbTransaction> Databases::Begin() {
 }
 
 bool Databases::reclaim_pending() {
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  sync::MutexLock lock(meta_mu_);
   return !table_.garbage.empty();
 }
 
 size_t Databases::ReclaimStep(size_t budget) {
-  std::lock_guard<std::mutex> rlock(reclaim_mu_);
+  sync::MutexLock rlock(reclaim_mu_);
   uint32_t ns = 0;
   {
-    std::lock_guard<std::mutex> lock(meta_mu_);
+    sync::MutexLock lock(meta_mu_);
     if (table_.garbage.empty()) return 0;
     ns = table_.garbage.front();
   }
@@ -860,7 +859,7 @@ size_t Databases::ReclaimStep(size_t budget) {
     removed += *r == WriteOutcome::kDone;
   }
   if (batch.empty()) {
-    std::lock_guard<std::mutex> lock(meta_mu_);
+    sync::MutexLock lock(meta_mu_);
     Table next = table_;
     std::erase(next.garbage, ns);
     if (Install(std::move(next)).ok()) {
@@ -872,7 +871,7 @@ size_t Databases::ReclaimStep(size_t budget) {
 }
 
 size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string_view)>& expired) {
-  std::lock_guard<std::mutex> lock(expire_mu_);
+  sync::MutexLock lock(expire_mu_);
   const std::vector<uint32_t> live = Snapshot();
   size_t examined = 0, removed = 0;
   std::vector<std::pair<std::string, std::string>> batch;
@@ -991,7 +990,7 @@ size_t Databases::ExpireCollection(std::string_view stored_key,
 }
 
 Result<uint64_t> Databases::NewGeneration() {
-  std::lock_guard<std::mutex> lock(gen_mu_);
+  sync::MutexLock lock(gen_mu_);
   if (gen_next_ == gen_limit_) {
     uint64_t start = gen_limit_;
     if (start == 0) {
@@ -1023,7 +1022,7 @@ Result<uint64_t> Databases::NewGeneration() {
 }
 
 size_t Databases::ReclaimGarbageStep(size_t budget) {
-  std::lock_guard<std::mutex> lock(garbage_mu_);
+  sync::MutexLock lock(garbage_mu_);
   budget = std::max<size_t>(budget, 1);
   const std::vector<uint32_t> live = Snapshot();
   size_t removed = 0;

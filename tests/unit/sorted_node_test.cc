@@ -1,12 +1,12 @@
 // common/sorted_node.h: the node layout fastfair and circtree share (with
 // and without the Sentinel Array or fingerprints). The trees' own tests
 // (fastfair_test.cc, circtree_test.cc) run every search mode and option.
+#include "common/sorted_node.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
-
-#include "common/sorted_node.h"
 
 namespace pmindex::sorted_node {
 namespace {

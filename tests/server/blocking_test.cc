@@ -22,6 +22,7 @@
 #include "server/keyspace.h"
 #include "server/server.h"
 #include "tests/server/map_store.h"
+#include "tests/server/resp_encode.h"
 
 namespace pmindex::server::testing {
 namespace {
@@ -31,12 +32,6 @@ template <class... T>
 std::string Cat(const T&... parts) {
   std::string s;
   (s.append(std::string_view(parts)), ...);
-  return s;
-}
-
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = Cat("*", std::to_string(args.size()), "\r\n");
-  for (const std::string& a : args) s += Cat("$", std::to_string(a.size()), "\r\n", a, "\r\n");
   return s;
 }
 

@@ -2,6 +2,8 @@
 // parsing and checks, installing a newer map, and what a RESP client sees:
 // MOVED for a slot another node serves, CROSSSLOT, the CLUSTER replies,
 // and the commands a cluster refuses; over the map store with databases.
+#include "server/cluster.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,24 +12,16 @@
 #include <memory>
 #include <string>
 
-#include "server/cluster.h"
 #include "server/databases.h"
 #include "server/key_slot.h"
 #include "server/keyspace.h"
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 
 namespace pmindex::server::testing {
 namespace {
-
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 const std::string kA(40, 'a');
 const std::string kB(40, 'b');

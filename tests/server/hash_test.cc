@@ -22,6 +22,7 @@
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -40,14 +41,6 @@ std::string Num(std::string_view prefix, N n) {
   return s;
 }
 
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = Num("*", args.size()) + "\r\n";
-  for (const std::string& a : args) s += Num("$", a.size()) + "\r\n" + a + "\r\n";
-  return s;
-}
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  return Cmd(std::vector<std::string>(args.begin(), args.end()));
-}
 std::string Bulk(std::string_view s) {
   return Num("$", s.size()) + "\r\n" + std::string(s) + "\r\n";
 }

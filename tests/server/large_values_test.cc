@@ -22,6 +22,7 @@
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -31,14 +32,6 @@ namespace pmindex::server::testing {
 namespace {
 
 constexpr size_t kPiece = 256;  // the map store's value limit
-
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 std::string Bulk(std::string_view v) {
   return std::string("$") + std::to_string(v.size()) + std::string("\r\n") + std::string(v) +

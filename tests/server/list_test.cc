@@ -23,6 +23,7 @@
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -36,12 +37,6 @@ template <class... T>
 std::string Cat(const T&... parts) {
   std::string s;
   (s.append(std::string_view(parts)), ...);
-  return s;
-}
-
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = Cat("*", std::to_string(args.size()), "\r\n");
-  for (const std::string& a : args) s += Cat("$", std::to_string(a.size()), "\r\n", a, "\r\n");
   return s;
 }
 

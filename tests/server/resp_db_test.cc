@@ -17,6 +17,7 @@
 #include "server/resp_transaction.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -24,14 +25,6 @@
 
 namespace pmindex::server::testing {
 namespace {
-
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 // 16 databases over one store, and any number of connections to them.
 class Server {

@@ -12,22 +12,12 @@
 #include <vector>
 
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 
 namespace pmindex::server::testing {
 namespace {
 
 using Resp = Harness<RespProtocol>;
-
-// A request as clients send it: an array of bulk strings.
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  // (Appends, not "literal" + std::string: GCC 12 warns about the latter
-  // with -Wrestrict, wrongly.)
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 std::string BulkReply(std::string_view s) {
   std::string r = "$";

@@ -25,6 +25,7 @@
 #include "server/resp_reply.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -38,15 +39,6 @@ namespace {
 std::string Join(std::string_view prefix, uint64_t n) {
   std::string s(prefix);
   s.append(std::to_string(n));
-  return s;
-}
-
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = Join("*", args.size());
-  s.append("\r\n");
-  for (const std::string& a : args) {
-    s.append(Join("$", a.size())).append("\r\n").append(a).append("\r\n");
-  }
   return s;
 }
 

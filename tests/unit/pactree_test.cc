@@ -16,6 +16,8 @@
 #include "common/fingerprint.h"
 #include "index/index.h"
 #include "pm/pool.h"
+#include "support/oracle.h"
+#include "support/status.h"
 #include "unit/sorted_node_checks.h"
 
 namespace pmindex {
@@ -24,14 +26,7 @@ namespace {
 using testing_util::PoolImage;
 
 Result<std::unique_ptr<Index>> Make(const std::string& options, std::unique_ptr<Pool>* pool) {
-  PoolOptions po;
-  po.size = 16ull << 20;
-  po.kind = "pactree";
-  po.index_options = options;
-  auto p = Pool::CreateInMemory(po);
-  if (!p.ok()) return p.status();
-  *pool = std::move(p.value());
-  return create_index("pactree", options, pool->get());
+  return testing::CreateInPool("pactree", options, pool);
 }
 
 TEST(PacTreeOptions, BadOptionsAreRefused) {
@@ -49,65 +44,16 @@ TEST(PacTreeOptions, BadOptionsAreRefused) {
   }
 }
 
-// Random inserts, upserts, updates, removes, lookups and scans against a
-// std::map, keys 0 and UINT64_MAX included; verify() at the end.
-void RunOracle(Index& t, uint64_t seed, int ops) {
-  std::mt19937_64 rng(seed);
-  std::map<Key, Value> oracle;
-  for (int i = 0; i < ops; ++i) {
-    const Key k = i == 0 ? 0 : i == 1 ? UINT64_MAX : rng() % 3 == 0 ? rng() % 500 : rng();
-    const Value v = rng();
-    switch (rng() % 6) {
-      case 0:
-      case 1: {
-        const bool fresh = oracle.emplace(k, v).second;
-        ASSERT_EQ(t.insert(k, v).ok(), fresh) << "seed " << seed << " op " << i;
-        break;
-      }
-      case 2:
-        ASSERT_TRUE(t.upsert(k, v).ok());
-        oracle[k] = v;
-        break;
-      case 3: {
-        auto it = oracle.find(k);
-        ASSERT_EQ(t.update(k, v).ok(), it != oracle.end());
-        if (it != oracle.end()) it->second = v;
-        break;
-      }
-      case 4: {
-        const Key victim = oracle.empty() || rng() % 4 == 0        ? k
-                           : oracle.lower_bound(k) == oracle.end() ? oracle.begin()->first
-                                                                   : oracle.lower_bound(k)->first;
-        ASSERT_EQ(t.remove(victim).ok(), oracle.erase(victim) == 1);
-        break;
-      }
-      default: {
-        auto it = oracle.find(k);
-        ASSERT_EQ(t.lookup(k), it == oracle.end() ? std::nullopt : std::optional<Value>(it->second))
-            << "seed " << seed << " op " << i;
-        KV out[8];
-        const size_t n = t.scan(k, 8, out);
-        auto o = oracle.lower_bound(k);
-        for (size_t j = 0; j < n; ++j, ++o) {
-          ASSERT_NE(o, oracle.end());
-          ASSERT_EQ(out[j].key, o->first);
-          ASSERT_EQ(out[j].value, o->second);
-        }
-        ASSERT_TRUE(n == 8 || o == oracle.end());
-      }
-    }
-  }
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
-  EXPECT_EQ(t.stats().entries, oracle.size());
-}
-
 TEST(PacTreeOracle, NodeSizesAndUpdaters) {
   for (const char* opt : {"slots=4", "slots=4,updater=inline", "slots=5", "slots=64"}) {
     SCOPED_TRACE(opt);
     std::unique_ptr<Pool> pool;
     auto idx = Make(opt, &pool);
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-    RunOracle(*idx.value(), 7, 4000);
+    PMINDEX_ASSERT_OK(idx);
+    testing::OracleOptions o;
+    o.seed = 7;
+    o.ops = 4000;
+    ASSERT_NO_FATAL_FAILURE(testing::RunOracle(*idx.value(), o));
   }
 }
 
@@ -167,11 +113,9 @@ TEST(PacTreeOpen, RebuildsTheSearchLayer) {
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
     const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
-    auto img = Pool::OpenImage(bytes);
-    ASSERT_TRUE(img.ok()) << img.status().ToString();
-    auto re = open_index(img.value().get());
-    ASSERT_TRUE(re.ok()) << re.status().ToString();
-    Index& t = *re.value();
+    testing::Reopened re;
+    PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
+    Index& t = *re.idx;
     ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
     const IndexStats s = t.stats();
     EXPECT_EQ(s.entries, 1500u);

@@ -15,6 +15,8 @@
 
 #include "index/index.h"
 #include "pm/pool.h"
+#include "support/oracle.h"
+#include "support/status.h"
 #include "trees/roart/roart_layout.h"
 #include "unit/sorted_node_checks.h"
 
@@ -24,14 +26,7 @@ namespace {
 using testing_util::PoolImage;
 
 Result<std::unique_ptr<Index>> Make(const std::string& options, std::unique_ptr<Pool>* pool) {
-  PoolOptions po;
-  po.size = 32ull << 20;
-  po.kind = "roart";
-  po.index_options = options;
-  auto p = Pool::CreateInMemory(po);
-  if (!p.ok()) return p.status();
-  *pool = std::move(p.value());
-  return create_index("roart", options, pool->get());
+  return testing::CreateInPool("roart", options, pool, 32ull << 20);
 }
 
 double Extra(const IndexStats& s, const std::string& name) {
@@ -68,71 +63,27 @@ Key DrawKey(std::mt19937_64& rng, int shape) {
   }
 }
 
-void RunOracle(Index& t, uint64_t seed, int ops, int shape) {
-  std::mt19937_64 rng(seed);
-  std::map<Key, Value> oracle;
-  for (int i = 0; i < ops; ++i) {
-    const Key k = i == 0 ? 0 : i == 1 ? UINT64_MAX : DrawKey(rng, shape);
-    const Value v = rng();
-    const int op = i < ops / 2 ? static_cast<int>(rng() % 4) : static_cast<int>(rng() % 7);
-    switch (op) {
-      case 0:
-      case 1: {
-        const bool fresh = oracle.emplace(k, v).second;
-        ASSERT_EQ(t.insert(k, v).ok(), fresh) << k;
-        break;
-      }
-      case 2:
-        ASSERT_TRUE(t.upsert(k, v).ok());
-        oracle[k] = v;
-        break;
-      case 3: {
-        auto it = oracle.find(k);
-        ASSERT_EQ(t.update(k, v).ok(), it != oracle.end());
-        if (it != oracle.end()) it->second = v;
-        break;
-      }
-      case 4:
-      case 5: {
-        const Key victim = oracle.empty() || rng() % 4 == 0        ? k
-                           : oracle.lower_bound(k) == oracle.end() ? oracle.begin()->first
-                                                                   : oracle.lower_bound(k)->first;
-        ASSERT_EQ(t.remove(victim).ok(), oracle.erase(victim) == 1) << victim;
-        break;
-      }
-      default: {
-        auto it = oracle.find(k);
-        ASSERT_EQ(t.lookup(k),
-                  it == oracle.end() ? std::nullopt : std::optional<Value>(it->second));
-        KV out[70];
-        const size_t want = 1 + rng() % 70;
-        const size_t n = t.scan(k, want, out);
-        auto o = oracle.lower_bound(k);
-        for (size_t j = 0; j < n; ++j, ++o) {
-          ASSERT_NE(o, oracle.end());
-          ASSERT_EQ(out[j].key, o->first);
-          ASSERT_EQ(out[j].value, o->second);
-        }
-        ASSERT_TRUE(n == want || o == oracle.end());
-      }
-    }
-    if (i % 500 == 0) {
-      ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
-    }
-  }
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
-  EXPECT_EQ(t.stats().entries, oracle.size());
-  for (const auto& [k, v] : oracle) ASSERT_EQ(t.lookup(k).value_or(~v), v);
-}
-
 TEST(RoartOracle, KeyShapesAndLeafArrayLengths) {
   for (const char* opt : {"leaf_array=2", "leaf_array=5", "leaf_array=64"}) {
     for (int shape = 0; shape < 3; ++shape) {
       SCOPED_TRACE(std::string(opt) + " shape " + std::to_string(shape));
       std::unique_ptr<Pool> pool;
       auto idx = Make(opt, &pool);
-      ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-      RunOracle(*idx.value(), 42 + shape, 4000, shape);
+      PMINDEX_ASSERT_OK(idx);
+      // Grows for the first half (inserts, upserts, updates), then the
+      // full mix with removes weighted twice and scans of 1 to 70 records.
+      using enum testing::OracleOp;
+      testing::OracleOptions o;
+      o.seed = 42 + shape;
+      o.ops = 4000;
+      o.key = [shape](std::mt19937_64& rng) { return DrawKey(rng, shape); };
+      o.first_half_mix = {kInsert, kInsert, kUpsert, kUpdate};
+      o.mix = {kInsert, kInsert, kUpsert, kUpdate, kRemove, kRemove, kRead};
+      o.scan = 70;
+      o.random_scan_length = true;
+      o.verify_every = 500;
+      o.lookup_all_at_end = true;
+      ASSERT_NO_FATAL_FAILURE(testing::RunOracle(*idx.value(), o));
     }
   }
 }
@@ -194,11 +145,9 @@ TEST(RoartBulk, LoadThenWriteAndReopen) {
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
     const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
-    auto img = Pool::OpenImage(bytes);
-    ASSERT_TRUE(img.ok()) << img.status().ToString();
-    auto re = open_index(img.value().get());
-    ASSERT_TRUE(re.ok()) << re.status().ToString();
-    Index& t = *re.value();
+    testing::Reopened re;
+    PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
+    Index& t = *re.idx;
     ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
     EXPECT_EQ(t.stats().entries, 3500u);
     for (Key k = 0; k < 5000; ++k)

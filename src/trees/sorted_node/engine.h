@@ -46,6 +46,12 @@
 //   uint64_t MoveRight(Header*, View, uint32_t p, Key) const;  B-link step
 //   Status Write(Op, Key, Value);                      every writer
 //   void Repair(uint64_t raw);                         open's repair of one node
+//   bool Underfull(const Header*) const;               a merge candidate
+//   bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw,
+//                    uint64_t parent, uint32_t sep_idx);  merges l and r
+//                   (MergePair's answer for node) iff node is still
+//                   underfull and MergeKeepsRoom; true iff it merged
+//   void CollapseRoot();                               hands the root down
 //
 // Every PM store, flush and fence here goes through src/pm's helpers
 // (they are pmcrash --mutate's sites, now shared by both trees).
@@ -150,6 +156,20 @@ class Engine : public Index {
   // parent names lies between the two. Under mu_ (the parent is stable).
   bool MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw, uint64_t* r_raw,
                  uint32_t* sep_idx) const;
+  // After a delete left `node` underfull: bottom up from node's parent
+  // path[depth - 1] (path[0, depth) is the descent, root first), merges
+  // the level's node with its neighbour (MergePair) while the tree agrees
+  // (its MergeIfRoom: node still underfull, the two fit) and the parent,
+  // which lost a separator, is underfull and not the root; then lets the
+  // tree shrink the root (CollapseRoot). Under mu_.
+  void MergeUpward(const uint64_t* path, uint32_t depth, uint64_t node);
+  // Merging l and r keeps a quarter of a node free, so that deletes and
+  // inserts at one boundary do not merge and split in turn. Their slot
+  // fields must be stable (no writer running on either).
+  bool MergeKeepsRoom(const Header* l, const Header* r) const {
+    const uint32_t total = Slots::Read(l).count + Slots::Read(r).count + (l->level > 0 ? 1 : 0);
+    return total * 4 <= lay_.cap * 3;
+  }
 
   Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
   Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
@@ -362,6 +382,20 @@ bool Engine<Tree, Slots>::MergePair(uint64_t parent, uint64_t node, uint64_t* l_
   *r_raw = child(*sep_idx);
   *l_raw = *sep_idx == 0 ? par->leftmost : child(*sep_idx - 1);
   return H(*l_raw)->sibling == *r_raw;
+}
+
+template <class Tree, class Slots>
+void Engine<Tree, Slots>::MergeUpward(const uint64_t* path, uint32_t depth, uint64_t node) {
+  for (int32_t d = static_cast<int32_t>(depth) - 1; d >= 0; --d) {
+    const uint64_t parent = path[d];
+    uint64_t l_raw = 0, r_raw = 0;
+    uint32_t sep_idx = 0;
+    if (!MergePair(parent, node, &l_raw, &r_raw, &sep_idx)) break;
+    if (!tree().MergeIfRoom(node, l_raw, r_raw, parent, sep_idx)) break;
+    if (parent == env_.pool->root(0) || !tree().Underfull(H(parent))) break;
+    node = parent;
+  }
+  tree().CollapseRoot();
 }
 
 // ------------------------------------------------------------------ auxiliary arrays

@@ -179,9 +179,10 @@ class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
   // Under mu_ (taken here): merges the underfull nodes on k's path
   // with their neighbours, bottom up, then shrinks the root.
   void Rebalance(Key k);
-  // Merges `node` (a child of `parent`) with its neighbour under parent if
-  // node is underfull and the two fit; true iff merged.
-  bool MergeWithNeighbour(uint64_t parent, uint64_t node);
+  // The engine's merge step (MergeUpward): locks l and r, and merges them
+  // iff node is still underfull and the two fit; true iff merged.
+  bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
+                   uint32_t sep_idx);
   void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
   void CollapseRoot();
   bool Underfull(const Header* x) const { return x->count * 4 < lay_.cap; }

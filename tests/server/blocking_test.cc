@@ -23,6 +23,7 @@
 #include "server/server.h"
 #include "tests/server/map_store.h"
 #include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 
 namespace pmindex::server::testing {
 namespace {
@@ -93,7 +94,7 @@ class BlockingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto d = Databases::Open(store_, 16);
-    ASSERT_TRUE(d.ok());
+    PMINDEX_ASSERT_OK(d);
     dbs_ = std::move(d.value());
     keyspace_ = std::make_unique<Keyspace>(*dbs_, stats_);
     Server::Options o;
@@ -101,7 +102,7 @@ class BlockingTest : public ::testing::Test {
     o.resp_port = Server::kPortAuto;
     o.threads = 2;  // parked and pushing clients on different loops too
     server_ = std::make_unique<Server>(keyspace_->db(0), o);
-    ASSERT_TRUE(server_->Listen().ok());
+    PMINDEX_ASSERT_OK(server_->Listen());
     port_ = server_->port(Server::Wire::kResp);
     runner_ = std::thread([this] { server_->Run(); });
   }

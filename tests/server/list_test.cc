@@ -24,6 +24,7 @@
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
 #include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -66,7 +67,7 @@ class Db {
  public:
   explicit Db(Store* base = nullptr) : base_(base != nullptr ? *base : map_) {
     auto d = Databases::Open(base_, 16);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    PMINDEX_EXPECT_OK(d);
     dbs = std::move(d.value());
     keyspace = std::make_unique<Keyspace>(*dbs, stats, [] { return kStartMs; });
   }
@@ -359,14 +360,14 @@ TEST(RespList, RandomCommandsMatchADequeOverTheMapStore) {
 #ifdef PMINDEX_SERVER_TEST_KV
 TEST(RespList, RandomCommandsMatchADequeOverKvStore) {
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   {
     KvBackedStore store(*kv.value());
     Db db(&store);
     RunModel(db, 7, 1500);
   }
-  ASSERT_TRUE(kv.value()->Verify().ok());
-  ASSERT_TRUE(kv.value()->Close().ok());
+  PMINDEX_ASSERT_OK(kv.value()->Verify());
+  PMINDEX_ASSERT_OK(kv.value()->Close());
 }
 #endif
 
@@ -486,7 +487,7 @@ TEST(RespList, ConcurrentLmovesKeepEveryElementOnceOverKvStore) {
   // push them back): each LMOVE is atomic, so at the end every element is
   // in exactly one of the lists, once.
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   {
     KvBackedStore store(*kv.value());
     Db db(&store);
@@ -525,8 +526,8 @@ TEST(RespList, ConcurrentLmovesKeepEveryElementOnceOverKvStore) {
     ASSERT_EQ(all.size(), static_cast<size_t>(kElements));
     for (int i = 0; i < kElements; ++i) EXPECT_EQ(all.count(Cat("e", std::to_string(i))), 1u) << i;
   }
-  ASSERT_TRUE(kv.value()->Verify().ok());
-  ASSERT_TRUE(kv.value()->Close().ok());
+  PMINDEX_ASSERT_OK(kv.value()->Verify());
+  PMINDEX_ASSERT_OK(kv.value()->Close());
 }
 #endif
 

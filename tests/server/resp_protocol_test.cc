@@ -13,6 +13,7 @@
 
 #include "tests/server/protocol_harness.h"
 #include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 
 namespace pmindex::server::testing {
 namespace {
@@ -346,7 +347,7 @@ TEST(Resp, SharesItemsWithMemcached) {
   Resp h;
   std::string enc;
   item_codec::Encode("hello", 42, kStartMs + 5000, &enc);
-  ASSERT_TRUE(h.store.Put("k", enc).ok());
+  PMINDEX_ASSERT_OK(h.store.Put("k", enc));
   EXPECT_EQ(h.Feed(Cmd({"GET", "k"}) + Cmd({"TTL", "k"})), "$5\r\nhello\r\n:5\r\n");
 }
 

@@ -24,6 +24,7 @@
 
 #include "index/index.h"
 #include "pm/pool.h"
+#include "support/status.h"
 
 namespace pmindex::testing {
 
@@ -111,7 +112,7 @@ inline void RunOracle(Index& t, const OracleOptions& o) {
         break;
       }
       case OracleOp::kUpsert:
-        ASSERT_TRUE(t.upsert(k, v).ok());
+        PMINDEX_ASSERT_OK(t.upsert(k, v));
         oracle[k] = v;
         break;
       case OracleOp::kUpdate: {
@@ -147,11 +148,11 @@ inline void RunOracle(Index& t, const OracleOptions& o) {
     }
     if (o.verify_every > 0 && i % o.verify_every == 0) {
       const Status s = t.verify();
-      ASSERT_TRUE(s.ok()) << s.ToString();
+      PMINDEX_ASSERT_OK(s);
     }
   }
   const Status s = t.verify();
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  PMINDEX_ASSERT_OK(s);
   EXPECT_EQ(t.stats().entries, oracle.size());
   if (o.lookup_all_at_end) {
     for (const auto& [k, v] : oracle) ASSERT_EQ(t.lookup(k).value_or(~v), v) << k;

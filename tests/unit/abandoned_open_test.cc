@@ -20,6 +20,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "support/pools.h"
+#include "support/status.h"
 #include "support/stub_index.h"
 
 namespace pmindex {
@@ -137,19 +138,19 @@ TEST(AbandonedOpenProbe, IndexRefusedByFinishRecoveryNeverWritesAtClose) {
   po.max_size = 16ull << 20;
   po.kind = "probe-abandon";
   auto pool = Pool::CreateInMemory(po);
-  ASSERT_TRUE(pool.ok());
+  PMINDEX_ASSERT_OK(pool);
   {
     auto idx = create_index("probe-abandon", "", pool.value().get());
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    PMINDEX_ASSERT_OK(idx);
     idx.value().reset();  // a completed index writes at close
   }
   ASSERT_EQ(pool.value()->root(3), kClosedMark);
   auto img = Pool::OpenImage(pool.value()->bytes());
-  ASSERT_TRUE(img.ok());
+  PMINDEX_ASSERT_OK(img);
   img.value()->WriteRoot(3, 0);
   {
     auto ok = open_index(img.value().get());  // a good open: close writes
-    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+    PMINDEX_ASSERT_OK(ok);
   }
   EXPECT_EQ(img.value()->root(3), kClosedMark);
   img.value()->WriteRoot(3, 0);

@@ -31,6 +31,7 @@
 #include "pm/persist.h"
 #include "pm/pool.h"
 #include "support/seed.h"
+#include "support/status.h"
 
 namespace pmindex::alloc {
 namespace {
@@ -66,7 +67,7 @@ std::unique_ptr<Allocator> MustAttach(Pool* pool, bool fresh, AllocOptions opt =
 
 PPtr MustAlloc(Allocator& a, size_t n) {
   auto r = a.Alloc(n);
-  EXPECT_TRUE(r.ok()) << "Alloc(" << n << "): " << r.status().ToString();
+  PMINDEX_EXPECT_OK(r) << "Alloc(" << n << ")";
   return r.ok() ? r.value() : PPtr();
 }
 
@@ -422,7 +423,7 @@ TEST(AllocRecovery, UnmarkedBlocksAreFreedOnTheSamePool) {
   auto b = MustAttach(pool.get(), false);
   ASSERT_TRUE(b->in_recovery());
   for (PPtr p : rc.linked) b->MarkReachable(p);
-  ASSERT_TRUE(b->FinishRecovery().ok());
+  PMINDEX_ASSERT_OK(b->FinishRecovery());
   EXPECT_FALSE(b->in_recovery());
   EXPECT_EQ(b->stats().blocks_in_use, rc.linked.size());
   CheckRecovered(*b, *pool, rc);
@@ -435,11 +436,11 @@ TEST(AllocRecovery, WorksOnAnImageCopyWhileTheOriginalIsLive) {
   auto a = MustAttach(pool.get(), true);
   RecoveryCase rc = AllocateAndLink(*a, *pool, seed, 1500);
   auto image = Pool::OpenImage(pool->bytes());
-  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  PMINDEX_ASSERT_OK(image);
   auto copy = std::move(image).value();
   auto b = MustAttach(copy.get(), false);
   for (PPtr p : rc.linked) b->MarkReachable(p);
-  ASSERT_TRUE(b->FinishRecovery().ok());
+  PMINDEX_ASSERT_OK(b->FinishRecovery());
   CheckRecovered(*b, *copy, rc);
   // The original allocator is untouched by the copy's recovery.
   EXPECT_EQ(a->stats().blocks_in_use, rc.linked.size() + rc.unlinked.size());
@@ -457,7 +458,7 @@ TEST(AllocRecovery, NothingMarkedGivesEveryPageBack) {
   EXPECT_GT(b->stats().pages_owned, 0u);
   pm::Counters c0 = pm::ThreadCounters();
   const uint64_t owned = b->stats().pages_owned;
-  ASSERT_TRUE(b->FinishRecovery().ok());
+  PMINDEX_ASSERT_OK(b->FinishRecovery());
   EXPECT_EQ(b->stats().pages_owned, 0u);
   EXPECT_EQ((pm::ThreadCounters() - c0).naws, 2 * owned) << "two NAWs per page given back";
   for (size_t i = 0; i < pool->page_table_entries(); ++i) ASSERT_EQ(pool->page_table()[i], 0u);
@@ -513,7 +514,7 @@ TEST(AllocRecovery, BadMarksAreCorruptionNotACrash) {
   auto ok = MustAttach(pool.get(), false);
   ok->MarkReachable(good);
   ok->MarkReachable(good);
-  EXPECT_TRUE(ok->FinishRecovery().ok());
+  PMINDEX_EXPECT_OK(ok->FinishRecovery());
   EXPECT_EQ(ok->stats().blocks_in_use, 1u);
 }
 
@@ -526,7 +527,7 @@ TEST(AllocRecovery, OrphanTailsAreFreedAndBrokenSpansAreCorruption) {
   {
     auto a = MustAttach(pool.get(), false);
     EXPECT_EQ(a->stats().pages_owned, 2u);
-    ASSERT_TRUE(a->FinishRecovery().ok());
+    PMINDEX_ASSERT_OK(a->FinishRecovery());
     EXPECT_EQ(a->stats().pages_owned, 0u);
     EXPECT_EQ(table[3], 0u);
     EXPECT_EQ(table[4], 0u);
@@ -566,7 +567,7 @@ TEST(AllocRecovery, NodeOfAPageSurvivesRecovery) {
   }
   auto b = MustAttach(pool.get(), false, opt);
   b->MarkReachable(p);
-  ASSERT_TRUE(b->FinishRecovery().ok());
+  PMINDEX_ASSERT_OK(b->FinishRecovery());
   EXPECT_EQ(b->NodeOf(p), 3);
 }
 
@@ -581,7 +582,7 @@ TEST(AllocRecovery, SurvivesCloseAndReopenOfAFilePool) {
   std::vector<PPtr> keep, drop;
   {
     auto pool = Pool::Create(path, po);
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    PMINDEX_ASSERT_OK(pool);
     auto a = MustAttach(pool.value().get(), true);
     // Enough to need a second segment.
     for (int i = 0; i < 120; ++i) {
@@ -590,19 +591,19 @@ TEST(AllocRecovery, SurvivesCloseAndReopenOfAFilePool) {
     }
     EXPECT_GT(pool.value()->pages_mapped() * kPage, po.size);
     a.reset();
-    ASSERT_TRUE(pool.value()->Close().ok());
+    PMINDEX_ASSERT_OK(pool.value()->Close());
   }
   {
     auto pool = Pool::Open(path);
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    PMINDEX_ASSERT_OK(pool);
     auto b = MustAttach(pool.value().get(), false);
     for (PPtr p : keep) b->MarkReachable(p);
-    ASSERT_TRUE(b->FinishRecovery().ok());
+    PMINDEX_ASSERT_OK(b->FinishRecovery());
     EXPECT_EQ(b->stats().blocks_in_use, keep.size());
     for (PPtr p : drop) EXPECT_FALSE(b->IsLive(p));
     for (PPtr p : keep) EXPECT_TRUE(b->IsLive(p));
     b.reset();
-    ASSERT_TRUE(pool.value()->Close().ok());
+    PMINDEX_ASSERT_OK(pool.value()->Close());
   }
   std::string cmd = std::string("rm -rf ") + tmpl;
   EXPECT_EQ(std::system(cmd.c_str()), 0);
@@ -645,7 +646,7 @@ TEST_F(AllocDeathTest, AllocBeforeFinishRecoveryStopsTheProcess) {
   { MustAttach(pool.get(), true); }
   auto a = MustAttach(pool.get(), false);
   EXPECT_DEATH(a->Alloc(64).ok(), "before FinishRecovery");
-  ASSERT_TRUE(a->FinishRecovery().ok());
+  PMINDEX_ASSERT_OK(a->FinishRecovery());
   EXPECT_TRUE(a->FinishRecovery().is_invalid_argument());
   EXPECT_DEATH(a->MarkReachable(PPtr::Make(pool->id(), pool->heap_begin())), "outside recovery");
 }
@@ -755,7 +756,7 @@ TEST(AllocNuma, AllocOnAGivenNodeWhateverTheMode) {
     for (int node = 0; node < 4; ++node) {
       for (size_t n : {size_t{64}, size_t{256}, size_t{4096}, size_t{2 * kPage}}) {
         auto r = a->Alloc(n, node);
-        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        PMINDEX_ASSERT_OK(r);
         EXPECT_EQ(a->NodeOf(r.value()), node) << n;
         EXPECT_EQ(a->NodeOfAddress(pool->to_ptr(r.value())), node);
         // Any byte of the block, not only its start.
@@ -804,16 +805,16 @@ TEST(AllocNuma, PlacingAThreadOnANode) {
   std::vector<std::thread> ts;
   for (int t = 0; t < 6; ++t) {
     ts.emplace_back([&, t] {
-      EXPECT_TRUE(topo->place_this_thread((t * 2) % 3).ok());
+      PMINDEX_EXPECT_OK(topo->place_this_thread((t * 2) % 3));
       seen[t] = topo->node_of_this_thread();
     });
   }
   for (auto& t : ts) t.join();
   for (int t = 0; t < 6; ++t) EXPECT_EQ(seen[t], (t * 2) % 3) << t;
   // A thread can move, and a node outside the topology is refused.
-  EXPECT_TRUE(topo->place_this_thread(1).ok());
+  PMINDEX_EXPECT_OK(topo->place_this_thread(1));
   EXPECT_EQ(topo->node_of_this_thread(), 1);
-  EXPECT_TRUE(topo->place_this_thread(2).ok());
+  PMINDEX_EXPECT_OK(topo->place_this_thread(2));
   EXPECT_EQ(topo->node_of_this_thread(), 2);
   EXPECT_EQ(topo->place_this_thread(3).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(topo->place_this_thread(-1).code(), Status::Code::kInvalidArgument);
@@ -845,7 +846,7 @@ TEST(AllocNuma, MeterCountsLocalAndRemoteVisits) {
   MeterVisit(*a, on0);  // metering off: nothing counted
   EXPECT_EQ((pm::ThreadCounters() - before).numa_local_visits, 0u);
   SetNumaMetering(true);
-  ASSERT_TRUE(opt.topology->place_this_thread(0).ok());
+  PMINDEX_ASSERT_OK(opt.topology->place_this_thread(0));
   before = pm::ThreadCounters();
   for (int i = 0; i < 3; ++i) MeterVisit(*a, on0);
   for (int i = 0; i < 2; ++i) MeterVisit(*a, on1);
@@ -856,7 +857,7 @@ TEST(AllocNuma, MeterCountsLocalAndRemoteVisits) {
   EXPECT_EQ(d.numa_remote_visits, 2u);
   // Another thread, on node 1, sees the same blocks the other way round.
   std::thread([&] {
-    ASSERT_TRUE(opt.topology->place_this_thread(1).ok());
+    PMINDEX_ASSERT_OK(opt.topology->place_this_thread(1));
     pm::Counters b = pm::ThreadCounters();
     MeterVisit(*a, on0);
     MeterVisit(*a, on1);
@@ -888,7 +889,7 @@ TEST(AllocNuma, RealTopologyBindsPagesToANode) {
     munmap(m, len);
     GTEST_SKIP() << s.ToString();
   }
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  PMINDEX_ASSERT_OK(s);
   int policy = -1;
   unsigned long mask = 0;
   ASSERT_EQ(syscall(SYS_get_mempolicy, &policy, &mask, 8 * sizeof(mask), m, MPOL_F_ADDR), 0)
@@ -1019,7 +1020,7 @@ TEST(AllocIsolation, TwoAllocatorsOnTwoPoolsDoNotMixCaches) {
   // A new allocator on the first pool starts from its page table.
   auto again = MustAttach(p1.get(), false);
   for (PPtr p : v1) again->MarkReachable(p);
-  ASSERT_TRUE(again->FinishRecovery().ok());
+  PMINDEX_ASSERT_OK(again->FinishRecovery());
   EXPECT_EQ(again->stats().blocks_in_use, v1.size());
 }
 

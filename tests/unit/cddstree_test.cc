@@ -17,6 +17,7 @@
 #include "pm/pool.h"
 #include "support/pools.h"
 #include "support/seed.h"
+#include "support/status.h"
 
 namespace pmindex::cddstree {
 namespace {
@@ -54,17 +55,17 @@ TEST(CddstreeTree, RandomOpsAgainstOracle) {
           oracle.erase(k);
           break;
         case 3:
-          ASSERT_TRUE(t.idx->upsert(k, v).ok());
+          PMINDEX_ASSERT_OK(t.idx->upsert(k, v));
           oracle[k] = v;
           break;
       }
       auto got = t.idx->lookup(k);
       ASSERT_EQ(got.has_value(), oracle.count(k) != 0) << i;
       if (i % 4000 == 0) {
-        ASSERT_TRUE(t.idx->verify().ok()) << t.idx->verify().ToString();
+        PMINDEX_ASSERT_OK(t.idx->verify());
       }
     }
-    ASSERT_TRUE(t.idx->verify().ok()) << t.idx->verify().ToString();
+    PMINDEX_ASSERT_OK(t.idx->verify());
     EXPECT_EQ(t.idx->stats().entries, oracle.size());
     std::vector<KV> all(oracle.size() + 1);
     ASSERT_EQ(t.idx->scan(0, all.size(), all.data()), oracle.size());
@@ -75,15 +76,15 @@ TEST(CddstreeTree, RandomOpsAgainstOracle) {
     }
     auto img = Pool::OpenImage(t.pool->bytes());
     auto idx = open_index(img.value().get());
-    ASSERT_TRUE(idx.ok());
-    ASSERT_TRUE(idx.value()->verify().ok());
+    PMINDEX_ASSERT_OK(idx);
+    PMINDEX_ASSERT_OK(idx.value()->verify());
     for (auto& [k, v] : oracle) ASSERT_EQ(idx.value()->lookup(k), v);
   }
 }
 
 TEST(CddstreeTree, UncommittedVersionsAreUndone) {
   auto t = Make("node=512");
-  for (Key k = 0; k < 5; ++k) ASSERT_TRUE(t.idx->insert(k * 10, k).ok());
+  for (Key k = 0; k < 5; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 10, k));
   auto img = Pool::OpenImage(t.pool->bytes());
   Pool* p = img.value().get();
   auto* meta = p->to_ptr<Meta>(PPtr(p->root(0)));
@@ -98,17 +99,17 @@ TEST(CddstreeTree, UncommittedVersionsAreUndone) {
   leaf->n = 6;
   leaf->e[3] = Entry{25, 99, nv, Entry::kInf};
   auto idx = open_index(p);
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  ASSERT_TRUE(idx.value()->verify().ok()) << idx.value()->verify().ToString();
+  PMINDEX_ASSERT_OK(idx);
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   EXPECT_EQ(idx.value()->lookup(20), 2u);
   EXPECT_FALSE(idx.value()->lookup(25));
   EXPECT_EQ(idx.value()->stats().entries, 5u);
   // Version nv is written again by the next operation: the neutralized
   // entry must not come back.
-  ASSERT_TRUE(idx.value()->insert(7, 7).ok());
+  PMINDEX_ASSERT_OK(idx.value()->insert(7, 7));
   EXPECT_FALSE(idx.value()->lookup(25));
   EXPECT_EQ(idx.value()->stats().entries, 6u);
-  ASSERT_TRUE(idx.value()->verify().ok());
+  PMINDEX_ASSERT_OK(idx.value()->verify());
 }
 
 // A shift overwriting slot 4 (marker 5) of {0,10,20,30,40} while inserting
@@ -117,7 +118,7 @@ TEST(CddstreeTree, UncommittedVersionsAreUndone) {
 void TornShiftCase(int words) {
   SCOPED_TRACE("persisted words=" + std::to_string(words));
   auto t = Make("node=512");
-  for (Key k = 0; k < 5; ++k) ASSERT_TRUE(t.idx->insert(k * 10, k).ok());
+  for (Key k = 0; k < 5; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 10, k));
   auto img = Pool::OpenImage(t.pool->bytes());
   Pool* p = img.value().get();
   auto* meta = p->to_ptr<Meta>(PPtr(p->root(0)));
@@ -129,14 +130,14 @@ void TornShiftCase(int words) {
   leaf->torn = 5;
   std::memcpy(&leaf->e[4], &leaf->e[3], static_cast<size_t>(words) * 8);
   auto idx = open_index(p);
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  ASSERT_TRUE(idx.value()->verify().ok()) << idx.value()->verify().ToString();
+  PMINDEX_ASSERT_OK(idx);
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   for (Key k = 0; k < 5; ++k) EXPECT_EQ(idx.value()->lookup(k * 10), k);
   EXPECT_EQ(idx.value()->stats().entries, 5u);
   // The stale marker names a dead slot; the next shift in the node
   // replaces it and clears it.
-  ASSERT_TRUE(idx.value()->insert(25, 25).ok());
-  ASSERT_TRUE(idx.value()->verify().ok()) << idx.value()->verify().ToString();
+  PMINDEX_ASSERT_OK(idx.value()->insert(25, 25));
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   EXPECT_EQ(leaf->torn, 0u);
   EXPECT_EQ(idx.value()->lookup(25), 25u);
   EXPECT_EQ(idx.value()->lookup(30), 3u);
@@ -149,7 +150,7 @@ TEST(CddstreeTree, TornShiftCopyIsNeutralized) {
 
 TEST(CddstreeTree, MarkerBeyondNIsCorruption) {
   auto t = Make("node=512");
-  for (Key k = 0; k < 3; ++k) ASSERT_TRUE(t.idx->insert(k, k).ok());
+  for (Key k = 0; k < 3; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k, k));
   auto img = Pool::OpenImage(t.pool->bytes());
   auto* meta = img.value()->to_ptr<Meta>(PPtr(img.value()->root(0)));
   Node* leaf = img.value()->to_ptr<Node>(PPtr(meta->root));
@@ -161,9 +162,9 @@ TEST(CddstreeTree, MarkerBeyondNIsCorruption) {
 
 TEST(CddstreeTree, FlushPerShiftedEntry) {
   auto t = Make("node=1024");
-  for (Key k = 0; k < 20; ++k) ASSERT_TRUE(t.idx->insert(100 + k, k).ok());
+  for (Key k = 0; k < 20; ++k) PMINDEX_ASSERT_OK(t.idx->insert(100 + k, k));
   auto c0 = pm::ThreadCounters();
-  ASSERT_TRUE(t.idx->insert(1, 1).ok());  // shifts 20 entries
+  PMINDEX_ASSERT_OK(t.idx->insert(1, 1));  // shifts 20 entries
   auto c1 = pm::ThreadCounters();
   EXPECT_GE(c1.lines_flushed - c0.lines_flushed, 21u);
   // Marker and slot each fenced for slots 19..0 (slot 0 takes the new
@@ -175,10 +176,10 @@ TEST(CddstreeTree, BulkLoadAndCorruptPool) {
   auto t = Make("node=256");
   std::vector<KV> kv;
   for (Key k = 0; k < 3000; ++k) kv.push_back({k * 3, k});
-  ASSERT_TRUE(t.idx->bulk_load(kv, 0.8).ok());
-  ASSERT_TRUE(t.idx->verify().ok()) << t.idx->verify().ToString();
-  for (Key k = 0; k < 3000; ++k) ASSERT_TRUE(t.idx->insert(k * 3 + 1, k).ok());
-  ASSERT_TRUE(t.idx->verify().ok()) << t.idx->verify().ToString();
+  PMINDEX_ASSERT_OK(t.idx->bulk_load(kv, 0.8));
+  PMINDEX_ASSERT_OK(t.idx->verify());
+  for (Key k = 0; k < 3000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 3 + 1, k));
+  PMINDEX_ASSERT_OK(t.idx->verify());
   EXPECT_EQ(t.idx->stats().entries, 6000u);
   auto img = Pool::OpenImage(t.pool->bytes());
   auto* meta = img.value()->to_ptr<Meta>(PPtr(img.value()->root(0)));

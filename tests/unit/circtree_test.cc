@@ -19,6 +19,7 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 #include "unit/sorted_node_checks.h"
 
@@ -56,7 +57,7 @@ TEST(CircTreeOptions, BadCombinationsAreRefused) {
   }
   for (const char* good : {"node=256", "node=4096,sentinel=off,search=binary", "fingerprints=on"}) {
     auto db = Db::CreateInMemory("circtree", good);
-    EXPECT_TRUE(db.ok()) << good << ": " << db.status().ToString();
+    PMINDEX_EXPECT_OK(db) << good;
   }
 }
 
@@ -66,7 +67,7 @@ TEST_P(CircTreeOracle, MatchesAMapThroughSplitsAndDeletes) {
   const uint64_t seed = TestSeed();
   PMINDEX_SEED_TRACE(seed);
   auto db = Db::CreateInMemory("circtree", GetParam());
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
   std::mt19937_64 rng(seed);
   std::map<Key, Value> oracle;
@@ -83,37 +84,37 @@ TEST_P(CircTreeOracle, MatchesAMapThroughSplitsAndDeletes) {
     if (oracle.count(k)) {
       ASSERT_TRUE(s.is_already_exists());
     } else {
-      ASSERT_TRUE(s.ok()) << s.ToString();
+      PMINDEX_ASSERT_OK(s);
       oracle[k] = v;
       keys.push_back(k);
     }
     if (i % 5000 == 4999) {
-      ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+      PMINDEX_ASSERT_OK(d.Verify());
     }
   }
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   // Remove three quarters in random order: leaves empty out.
   std::shuffle(keys.begin(), keys.end(), rng);
   for (size_t i = 0; i < keys.size() * 3 / 4; ++i) {
-    ASSERT_TRUE(d.Remove(keys[i]).ok());
+    PMINDEX_ASSERT_OK(d.Remove(keys[i]));
     oracle.erase(keys[i]);
     if (i % 4 == 0) {  // interleaved inserts: both shift directions after deletes
       Key k = rng();
       if (!oracle.count(k)) {
-        ASSERT_TRUE(d.Insert(k, k ^ 1).ok());
+        PMINDEX_ASSERT_OK(d.Insert(k, k ^ 1));
         oracle[k] = k ^ 1;
       }
     }
   }
   for (size_t i = 0; i < keys.size() / 8; ++i) {
     ASSERT_TRUE(d.Remove(keys[i]).is_not_found());
-    ASSERT_TRUE(d.Upsert(keys[i], i).ok());
+    PMINDEX_ASSERT_OK(d.Upsert(keys[i], i));
     oracle[keys[i]] = i;
   }
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   for (const auto& [k, v] : oracle) {
     Result<Value> got = d.Get(k);
-    ASSERT_TRUE(got.ok()) << k;
+    PMINDEX_ASSERT_OK(got) << k;
     EXPECT_EQ(got.value(), v) << k;
   }
   for (size_t i = keys.size() / 8; i < keys.size() * 3 / 4; ++i)
@@ -136,23 +137,23 @@ TEST(CircTreeBulk, BulkLoadThenBothEnds) {
   for (const char* cfg : {"node=256", "node=512,fingerprints=on", "node=1024,sentinel=off"}) {
     SCOPED_TRACE(cfg);
     auto db = Db::CreateInMemory("circtree", cfg);
-    ASSERT_TRUE(db.ok());
+    PMINDEX_ASSERT_OK(db);
     Db& d = *db.value();
     std::vector<KV> kv;
     for (Key k = 1; k <= 5000; ++k) kv.push_back({k * 8, k});
-    ASSERT_TRUE(d.BulkLoad(kv, 0.5).ok());
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    PMINDEX_ASSERT_OK(d.BulkLoad(kv, 0.5));
+    PMINDEX_ASSERT_OK(d.Verify());
     std::map<Key, Value> oracle;
     for (const KV& e : kv) oracle[e.key] = e.value;
     for (Key k = 1; k <= 5000; k += 3) {
-      ASSERT_TRUE(d.Insert(k * 8 - 1, 1).ok());
+      PMINDEX_ASSERT_OK(d.Insert(k * 8 - 1, 1));
       oracle[k * 8 - 1] = 1;
-      ASSERT_TRUE(d.Insert(k * 8 + 1, 2).ok());
+      PMINDEX_ASSERT_OK(d.Insert(k * 8 + 1, 2));
       oracle[k * 8 + 1] = 2;
-      ASSERT_TRUE(d.Remove(k * 8).ok());
+      PMINDEX_ASSERT_OK(d.Remove(k * 8));
       oracle.erase(k * 8);
     }
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    PMINDEX_ASSERT_OK(d.Verify());
     ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
   }
 }
@@ -183,12 +184,12 @@ TEST(CircTreeMerge, RandomDeletesShrinkAndSurviveAReopen) {
     IndexStats full, thin;
     {
       auto db = Db::Create(path, "circtree", opt);
-      ASSERT_TRUE(db.ok()) << db.status().ToString();
+      PMINDEX_ASSERT_OK(db);
       Db& d = *db.value();
       for (int i = 0; i < 20000; ++i) {
         const Key k = rng() % 1000000;
         if (oracle.count(k)) continue;
-        ASSERT_TRUE(d.Insert(k, k * 3).ok());
+        PMINDEX_ASSERT_OK(d.Insert(k, k * 3));
         oracle[k] = k * 3;
       }
       full = d.Stats();
@@ -196,37 +197,37 @@ TEST(CircTreeMerge, RandomDeletesShrinkAndSurviveAReopen) {
       for (const auto& kv : oracle) keys.push_back(kv.first);
       std::shuffle(keys.begin(), keys.end(), rng);
       for (size_t i = 0; i < keys.size() * 19 / 20; ++i) {
-        ASSERT_TRUE(d.Remove(keys[i]).ok()) << keys[i];
+        PMINDEX_ASSERT_OK(d.Remove(keys[i])) << keys[i];
         oracle.erase(keys[i]);
         if (i % 16 == 0) {
           const Key k = rng() % 1000000;
           if (!oracle.count(k)) {
-            ASSERT_TRUE(d.Insert(k, k ^ 5).ok());
+            PMINDEX_ASSERT_OK(d.Insert(k, k ^ 5));
             oracle[k] = k ^ 5;
           }
         }
         if (i % 4000 == 0) {
-          ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+          PMINDEX_ASSERT_OK(d.Verify());
         }
       }
-      ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+      PMINDEX_ASSERT_OK(d.Verify());
       thin = d.Stats();
       EXPECT_EQ(thin.entries, oracle.size());
       EXPECT_LT(thin.leaves, full.leaves / 4);
       EXPECT_LE(thin.height, full.height);
       ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
-      ASSERT_TRUE(d.Close().ok());
+      PMINDEX_ASSERT_OK(d.Close());
     }
     auto db = Db::Open(path, "circtree");
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     Db& d = *db.value();
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    PMINDEX_ASSERT_OK(d.Verify());
     EXPECT_EQ(d.Stats().leaves, thin.leaves);
     ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
     for (const auto& [k, v] : oracle) ASSERT_EQ(d.Get(k).value(), v) << k;
     // The rest goes too: one leaf is left.
-    for (const auto& kv : oracle) ASSERT_TRUE(d.Remove(kv.first).ok());
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    for (const auto& kv : oracle) PMINDEX_ASSERT_OK(d.Remove(kv.first));
+    PMINDEX_ASSERT_OK(d.Verify());
     EXPECT_EQ(d.Stats().height, 1u);
     EXPECT_EQ(d.Stats().leaves, 1u);
   }
@@ -242,10 +243,10 @@ TEST(CircTreeMerge, ReadersDuringMergesSeeEveryKeptKey) {
   for (const char* opt : {"node=256", "node=256,fingerprints=on"}) {
     SCOPED_TRACE(opt);
     auto db = Db::CreateInMemory("circtree", opt);
-    ASSERT_TRUE(db.ok());
+    PMINDEX_ASSERT_OK(db);
     Db& d = *db.value();
     constexpr Key kKept = 300;
-    for (Key k = 0; k < kKept; ++k) ASSERT_TRUE(d.Insert(k * 10, k + 7).ok());
+    for (Key k = 0; k < kKept; ++k) PMINDEX_ASSERT_OK(d.Insert(k * 10, k + 7));
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> bad{0}, reads{0};
     auto reader = [&](uint64_t seed) {
@@ -270,12 +271,12 @@ TEST(CircTreeMerge, ReadersDuringMergesSeeEveryKeptKey) {
     for (int wave = 0; wave < 12; ++wave) {
       for (Key k = 0; k < kKept * 10; ++k)
         if (k % 10 != 0) {
-          ASSERT_TRUE(d.Insert(k, k).ok());
+          PMINDEX_ASSERT_OK(d.Insert(k, k));
         }
       for (Key i = 0; i < kKept * 10; ++i) {
         const Key k = wave % 2 ? kKept * 10 - 1 - i : i;  // from either end
         if (k % 10 != 0) {
-          ASSERT_TRUE(d.Remove(k).ok()) << k;
+          PMINDEX_ASSERT_OK(d.Remove(k)) << k;
         }
       }
     }
@@ -284,7 +285,7 @@ TEST(CircTreeMerge, ReadersDuringMergesSeeEveryKeptKey) {
     r2.join();
     EXPECT_EQ(bad.load(), 0u);
     EXPECT_GT(reads.load(), 0u);
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    PMINDEX_ASSERT_OK(d.Verify());
     EXPECT_EQ(d.Stats().entries, kKept);
   }
 }
@@ -299,15 +300,15 @@ TEST(CircTreeMerge, ReadersDuringMergesSeeEveryKeptKey) {
 // the shorter side, one fence per line it leaves.
 TEST(CircTreeCost, InsertsShiftTheShorterSide) {
   auto db = Db::CreateInMemory("circtree", "node=4096,sentinel=off");
-  ASSERT_TRUE(db.ok());
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
-  for (Key k = 1; k <= 60; ++k) ASSERT_TRUE(d.Insert(k * 10, k).ok());
+  for (Key k = 1; k <= 60; ++k) PMINDEX_ASSERT_OK(d.Insert(k * 10, k));
   uint64_t lines = pm::ThreadLinesFlushed(), fences = pm::ThreadFences();
-  ASSERT_TRUE(d.Insert(5, 5).ok());  // prepend: slot 251 (the ring wraps)
+  PMINDEX_ASSERT_OK(d.Insert(5, 5));  // prepend: slot 251 (the ring wraps)
   EXPECT_EQ(pm::ThreadFences() - fences, 2u);
   EXPECT_EQ(pm::ThreadLinesFlushed() - lines, 2u);
   lines = pm::ThreadLinesFlushed(), fences = pm::ThreadFences();
-  ASSERT_TRUE(d.Insert(595, 7).ok());  // logical 60 of 61: one record moves right
+  PMINDEX_ASSERT_OK(d.Insert(595, 7));  // logical 60 of 61: one record moves right
   EXPECT_EQ(pm::ThreadFences() - fences, 3u);
   EXPECT_EQ(pm::ThreadLinesFlushed() - lines, 3u);
   // Now 62 records at slots 251, 0..60. Key 305 goes to logical 31 (31
@@ -317,12 +318,12 @@ TEST(CircTreeCost, InsertsShiftTheShorterSide) {
   // again since slot 60 changed after the copy: 8), the new record's line
   // 7: 11.
   lines = pm::ThreadLinesFlushed(), fences = pm::ThreadFences();
-  ASSERT_TRUE(d.Insert(305, 9).ok());
+  PMINDEX_ASSERT_OK(d.Insert(305, 9));
   EXPECT_EQ(pm::ThreadFences() - fences, 11u);
   EXPECT_EQ(pm::ThreadLinesFlushed() - lines, 11u);
   // A linear (fastfair-style) array would have moved every record for
   // key 5 (16 fences); here the left side's records moved not at all.
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   EXPECT_EQ(d.Get(5).value(), 5u);
   EXPECT_EQ(d.Get(595).value(), 7u);
   EXPECT_EQ(d.Get(305).value(), 9u);

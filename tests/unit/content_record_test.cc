@@ -17,6 +17,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "support/pools.h"
+#include "support/status.h"
 
 namespace pmindex {
 namespace {
@@ -44,7 +45,7 @@ std::vector<size_t> Find(const std::vector<std::byte>& b, uint64_t w) {
 void ExpectRefusedUnchanged(const std::vector<std::byte>& bytes, const std::string& what) {
   SCOPED_TRACE(what);
   auto pool = Pool::OpenImage(bytes);
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_ASSERT_OK(pool);
   {
     auto idx = open_index(pool.value().get());
     ASSERT_FALSE(idx.ok()) << "opened with " << idx.value()->stats().entries << " entries";
@@ -59,12 +60,12 @@ void ExpectRefusedUnchanged(const std::vector<std::byte>& bytes, const std::stri
 std::unique_ptr<Pool> ExpectIntact(const std::vector<std::byte>& bytes, int keys, const std::string& what) {
   SCOPED_TRACE(what);
   auto pool = Pool::OpenImage(bytes);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool);
   if (!pool.ok()) return nullptr;
   auto idx = open_index(pool.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
+  PMINDEX_EXPECT_OK(idx);
   if (!idx.ok()) return nullptr;
-  EXPECT_TRUE(idx.value()->verify().ok());
+  PMINDEX_EXPECT_OK(idx.value()->verify());
   EXPECT_EQ(idx.value()->stats().entries, static_cast<uint64_t>(keys));
   for (int i = 0; i < keys; ++i) EXPECT_EQ(idx.value()->lookup(KeyOf(i)), ValueOf(i)) << i;
   return std::move(pool).value();
@@ -74,7 +75,7 @@ std::unique_ptr<Pool> ExpectIntact(const std::vector<std::byte>& bytes, int keys
 // (or only destroyed, without close()).
 std::vector<std::byte> CloseToBytes(Pool* pool, std::unique_ptr<Index> idx, bool call_close) {
   if (call_close) {
-    EXPECT_TRUE(idx->close().ok());
+    PMINDEX_EXPECT_OK(idx->close());
   }
   idx.reset();
   auto b = pool->bytes();
@@ -119,21 +120,21 @@ TEST(ContentRecord, PoolsClosedAgainOpenIntact) {
       auto pool = ExpectIntact(bytes, kKeys, "reopened " + std::to_string(round));
       ASSERT_NE(pool, nullptr);
       auto idx = open_index(pool.get());
-      ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+      PMINDEX_ASSERT_OK(idx);
       bytes = CloseToBytes(pool.get(), std::move(idx).value(), /*call_close=*/true);
     }
     // Reopened, changed (one pair more, one value updated, one removed and
     // put back), closed.
     {
       auto pool = Pool::OpenImage(bytes);
-      ASSERT_TRUE(pool.ok());
+      PMINDEX_ASSERT_OK(pool);
       auto idx = open_index(pool.value().get());
-      ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-      ASSERT_TRUE(idx.value()->insert(KeyOf(kKeys), ValueOf(kKeys)).ok());
-      ASSERT_TRUE(idx.value()->update(KeyOf(7), ValueOf(99999)).ok());
-      ASSERT_TRUE(idx.value()->update(KeyOf(7), ValueOf(7)).ok());
-      ASSERT_TRUE(idx.value()->remove(KeyOf(8)).ok());
-      ASSERT_TRUE(idx.value()->insert(KeyOf(8), ValueOf(8)).ok());
+      PMINDEX_ASSERT_OK(idx);
+      PMINDEX_ASSERT_OK(idx.value()->insert(KeyOf(kKeys), ValueOf(kKeys)));
+      PMINDEX_ASSERT_OK(idx.value()->update(KeyOf(7), ValueOf(99999)));
+      PMINDEX_ASSERT_OK(idx.value()->update(KeyOf(7), ValueOf(7)));
+      PMINDEX_ASSERT_OK(idx.value()->remove(KeyOf(8)));
+      PMINDEX_ASSERT_OK(idx.value()->insert(KeyOf(8), ValueOf(8)));
       bytes = CloseToBytes(pool.value().get(), std::move(idx).value(), /*call_close=*/true);
     }
     ExpectIntact(bytes, kKeys + 1, "changed and closed");
@@ -141,10 +142,10 @@ TEST(ContentRecord, PoolsClosedAgainOpenIntact) {
     // still marks the pool clean, so the record must be current.
     {
       auto pool = Pool::OpenImage(bytes);
-      ASSERT_TRUE(pool.ok());
+      PMINDEX_ASSERT_OK(pool);
       auto idx = open_index(pool.value().get());
-      ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-      ASSERT_TRUE(idx.value()->remove(KeyOf(kKeys)).ok());
+      PMINDEX_ASSERT_OK(idx);
+      PMINDEX_ASSERT_OK(idx.value()->remove(KeyOf(kKeys)));
       bytes = CloseToBytes(pool.value().get(), std::move(idx).value(), /*call_close=*/false);
     }
     ExpectIntact(bytes, kKeys, "changed and destroyed without close()");

@@ -32,6 +32,7 @@
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
 #include "support/pools.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 
 namespace pmindex {
@@ -55,9 +56,9 @@ Image Build(const std::string& kind, int keys, bool clean) {
   Image img;
   img.leaves = idx->stats().leaves;
   const auto* base = p->bytes().data();
-  EXPECT_TRUE(idx->for_each_block([&](PPtr b) {
-                   img.blocks.push_back(static_cast<uint64_t>(p->to_ptr<std::byte>(b) - base));
-                 }).ok());
+  PMINDEX_EXPECT_OK(idx->for_each_block([&](PPtr b) {
+    img.blocks.push_back(static_cast<uint64_t>(p->to_ptr<std::byte>(b) - base));
+  }));
   if (clean) {
     img.bytes = testing::ClosedBytes(f);
   } else {
@@ -72,7 +73,7 @@ Image Build(const std::string& kind, int keys, bool clean) {
 std::string ExpectRefusedUnchanged(const std::vector<std::byte>& bytes, const std::string& what) {
   SCOPED_TRACE(what);
   auto pool = Pool::OpenImage(bytes);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool);
   if (!pool.ok()) return "";
   std::string msg;
   {
@@ -92,10 +93,10 @@ std::string ExpectRefusedUnchanged(const std::vector<std::byte>& bytes, const st
 void ExpectIntact(const std::vector<std::byte>& bytes, int keys, const std::string& what) {
   SCOPED_TRACE(what);
   auto pool = Pool::OpenImage(bytes);
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_ASSERT_OK(pool);
   auto idx = open_index(pool.value().get());
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  EXPECT_TRUE(idx.value()->verify().ok());
+  PMINDEX_ASSERT_OK(idx);
+  PMINDEX_EXPECT_OK(idx.value()->verify());
   EXPECT_EQ(idx.value()->stats().entries, static_cast<uint64_t>(keys));
 }
 
@@ -200,9 +201,9 @@ TEST(DamageChecks, SalvageOfZeroedCddsNodesCutsThemOff) {
       std::vector<std::byte> d = img.bytes;
       std::memset(d.data() + dmg.offset, 0, dmg.bytes);
       auto pool = Pool::OpenImage(d);
-      ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+      PMINDEX_ASSERT_OK(pool);
       auto idx = open_index(pool.value().get(), ReclaimBound::kNone);
-      ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+      PMINDEX_ASSERT_OK(idx);
       Index& t = *idx.value();
       const IndexStats st = t.stats();
       EXPECT_GT(st.entries, 0u);
@@ -224,7 +225,7 @@ TEST(DamageChecks, SalvageOfZeroedCddsNodesCutsThemOff) {
       }
       EXPECT_EQ(found, st.entries);
       uint64_t blocks = 0;
-      EXPECT_TRUE(t.for_each_block([&](PPtr) { ++blocks; }).ok());
+      PMINDEX_EXPECT_OK(t.for_each_block([&](PPtr) { ++blocks; }));
       EXPECT_GT(blocks, 1u);
       IgnoreError(t.verify(), "may report the cut; only that it returns matters");
     }
@@ -232,7 +233,7 @@ TEST(DamageChecks, SalvageOfZeroedCddsNodesCutsThemOff) {
     std::vector<std::byte> d = img.bytes;
     std::memset(d.data() + root, 0, 1024);
     auto pool = Pool::OpenImage(d);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     auto idx = open_index(pool.value().get(), ReclaimBound::kNone);
     ASSERT_FALSE(idx.ok());
     EXPECT_NE(idx.status().message().find("root node"), std::string_view::npos)
@@ -259,11 +260,11 @@ TEST(DamageChecks, ZeroedHeapOfCrashedPoolIsRefused) {
     // Closed cleanly with kKeys, then opened, kKeys / 8 more, crashed.
     Image img = Build(kind, kKeys, /*clean=*/true);
     auto pool = Pool::OpenImage(img.bytes);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     auto idx = open_index(pool.value().get());
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    PMINDEX_ASSERT_OK(idx);
     for (int i = kKeys; i < kKeys + kKeys / 8; ++i) {
-      ASSERT_TRUE(idx.value()->insert(ImageKey(i), i).ok());
+      PMINDEX_ASSERT_OK(idx.value()->insert(ImageKey(i), i));
     }
     auto b = pool.value()->bytes();
     const std::vector<std::byte> crashed(b.begin(), b.end());
@@ -300,27 +301,27 @@ TEST(DamageChecks, ZeroedHeapOfCrashedKvStoreIsRefused) {
     po.kind = kind;
     po.incompat_flags = pm::kIncompatKvStore;
     auto pool = Pool::CreateInMemory(po);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     std::vector<std::byte> closed;
     {
       auto st = kv::Store::Create(pool.value().get(), kind, "");
-      ASSERT_TRUE(st.ok()) << st.status().ToString();
-      for (int i = 0; i < 3000; ++i) ASSERT_TRUE(Put(*st.value(), i).ok());
-      ASSERT_TRUE(st.value()->Close().ok());
+      PMINDEX_ASSERT_OK(st);
+      for (int i = 0; i < 3000; ++i) PMINDEX_ASSERT_OK(Put(*st.value(), i));
+      PMINDEX_ASSERT_OK(st.value()->Close());
     }
     auto b = pool.value()->bytes();
     closed.assign(b.begin(), b.end());
     const uint64_t one = 1;
     std::memcpy(closed.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
     auto again = Pool::OpenImage(closed);
-    ASSERT_TRUE(again.ok());
+    PMINDEX_ASSERT_OK(again);
     auto st = kv::Store::Open(again.value().get());
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
-    for (int i = 3000; i < 3300; ++i) ASSERT_TRUE(Put(*st.value(), i).ok());
+    PMINDEX_ASSERT_OK(st);
+    for (int i = 3000; i < 3300; ++i) PMINDEX_ASSERT_OK(Put(*st.value(), i));
     auto cb = again.value()->bytes();
     const std::vector<std::byte> zeroed = ZeroHeap({cb.begin(), cb.end()});
     auto dmg = Pool::OpenImage(zeroed);
-    ASSERT_TRUE(dmg.ok());
+    PMINDEX_ASSERT_OK(dmg);
     auto refused = kv::Store::Open(dmg.value().get());
     ASSERT_FALSE(refused.ok()) << "a store whose heap reads as zeros opened";
     EXPECT_TRUE(refused.status().is_corruption()) << refused.status().ToString();
@@ -345,12 +346,12 @@ TEST(DamageChecks, StorePoolWithoutItsFlagIsRefused) {
     po.kind = "lbtree";
     po.incompat_flags = pm::kIncompatKvStore;
     auto pool = Pool::CreateInMemory(po);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     auto st = kv::Store::Create(pool.value().get(), "lbtree", "");
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
-    for (int i = 0; i < 500; ++i) ASSERT_TRUE(Put(*st.value(), i).ok());
+    PMINDEX_ASSERT_OK(st);
+    for (int i = 0; i < 500; ++i) PMINDEX_ASSERT_OK(Put(*st.value(), i));
     if (!crashed) {
-      ASSERT_TRUE(st.value()->Close().ok());
+      PMINDEX_ASSERT_OK(st.value()->Close());
       st.value().reset();
     }
     auto b = pool.value()->bytes();
@@ -398,24 +399,24 @@ TEST(DamageChecks, VerifyBoundAcceptsACrashedNvtree) {
     // are what leave replaced LNs behind a split.
     po.index_options = "adaptive=balanced";
     auto mem = Pool::CreateInMemory(po);
-    ASSERT_TRUE(mem.ok());
+    PMINDEX_ASSERT_OK(mem);
     auto t = create_index("nvtree", po.index_options, mem.value().get());
-    ASSERT_TRUE(t.ok());
+    PMINDEX_ASSERT_OK(t);
     uint64_t x = 12345;
     for (int i = 0; i < keys; ++i) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
-      ASSERT_TRUE(t.value()->upsert(x, i).ok());
+      PMINDEX_ASSERT_OK(t.value()->upsert(x, i));
     }
     auto mb = mem.value()->bytes();
     Image img;
     img.bytes.assign(mb.begin(), mb.end());
     auto pool = Pool::OpenImage(img.bytes);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     auto idx = open_index(pool.value().get(), ReclaimBound::kAsIfClean);
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    PMINDEX_ASSERT_OK(idx);
     // More than what a clean close leaves (the snapshot block): the case.
     EXPECT_GT(idx.value()->allocator()->recovery_report().units(), 1u);
-    EXPECT_TRUE(idx.value()->verify().ok());
+    PMINDEX_EXPECT_OK(idx.value()->verify());
     EXPECT_EQ(idx.value()->stats().entries, static_cast<uint64_t>(keys));
   }
 }

@@ -18,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "pm/pool.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 
 namespace pmindex {
@@ -49,7 +50,7 @@ std::vector<std::string> DataKinds() {
 
 std::unique_ptr<Db> MustCreateInMemory(const std::string& kind, std::string_view options = {}) {
   auto db = Db::CreateInMemory(kind, options);
-  EXPECT_TRUE(db.ok()) << kind << ": " << db.status().ToString();
+  PMINDEX_EXPECT_OK(db) << kind;
   return db.ok() ? std::move(db).value() : nullptr;
 }
 
@@ -86,7 +87,7 @@ std::map<Key, Value> SpreadKeys(size_t n, uint64_t seed) {
 }
 
 void Fill(Db& db, const std::map<Key, Value>& m) {
-  for (auto& [k, v] : m) ASSERT_TRUE(db.Insert(k, v).ok()) << db.kind() << " key " << k;
+  for (auto& [k, v] : m) PMINDEX_ASSERT_OK(db.Insert(k, v)) << db.kind() << " key " << k;
 }
 
 TEST(DbTest, KindsAreSortedAndIncludeBothSorts) {
@@ -112,37 +113,37 @@ TEST(DbTest, CreateCloseOpenRoundTripEveryPersistentKind) {
     const std::string path = dir.path(kind + ".pool");
     {
       auto db = Db::Create(path, kind, "", DbOptions{.size = 16ull << 20, .max_size = 1ull << 30});
-      ASSERT_TRUE(db.ok()) << db.status().ToString();
+      PMINDEX_ASSERT_OK(db);
       Db& d = *db.value();
       EXPECT_EQ(d.kind(), kind);
       EXPECT_TRUE(d.persistent());
       EXPECT_EQ(d.path(), path);
       EXPECT_NE(d.durability(), "volatile");
       Fill(d, m);
-      ASSERT_TRUE(d.Update(0, 70).ok());
-      ASSERT_TRUE(d.Close().ok());
+      PMINDEX_ASSERT_OK(d.Update(0, 70));
+      PMINDEX_ASSERT_OK(d.Close());
     }
     m[0] = 70;
     auto info = Pool::Inspect(path);
-    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    PMINDEX_ASSERT_OK(info);
     EXPECT_TRUE(info.value().clean);
     EXPECT_EQ(info.value().kind, kind);
 
     auto db = Db::Open(path);
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     Db& d = *db.value();
     EXPECT_EQ(d.kind(), kind);
     EXPECT_EQ(d.options(), std::string(info.value().index_options));
     EXPECT_EQ(d.Count(), m.size());
-    EXPECT_TRUE(d.Verify().ok());
+    PMINDEX_EXPECT_OK(d.Verify());
     EXPECT_EQ(Walk(d), AsVector(m));
     for (auto& [k, v] : m) {
       auto got = d.Get(k);
-      ASSERT_TRUE(got.ok()) << k;
+      PMINDEX_ASSERT_OK(got) << k;
       ASSERT_EQ(got.value(), v);
     }
-    EXPECT_TRUE(d.Sync().ok());
-    ASSERT_TRUE(d.Close().ok());
+    PMINDEX_EXPECT_OK(d.Sync());
+    PMINDEX_ASSERT_OK(d.Close());
   }
 }
 
@@ -151,11 +152,11 @@ TEST(DbTest, OptionsAreStoredAndReadBack) {
   const std::string path = dir.path("p");
   {
     auto db = Db::Create(path, "lbtree", "node=512");
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     EXPECT_EQ(db.value()->options(), "node=512");
   }
   auto db = Db::Open(path, "lbtree");
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   EXPECT_EQ(db.value()->options(), "node=512");
 }
 
@@ -166,17 +167,17 @@ TEST(DbTest, DbOptionsPoolIdIsStoredAndTheIndexWorksWithIt) {
   o.pool_id = 4242;
   {
     auto db = Db::Create(path, "fptree", "", o);
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     Fill(*db.value(), SpreadKeys(2000, 5));
-    ASSERT_TRUE(db.value()->Close().ok());
+    PMINDEX_ASSERT_OK(db.value()->Close());
   }
   auto info = Pool::Inspect(path);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  PMINDEX_ASSERT_OK(info);
   EXPECT_EQ(info.value().pool_id, 4242);
   auto db = Db::Open(path);
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   EXPECT_EQ(db.value()->Count(), 2000u);
-  EXPECT_TRUE(db.value()->Verify().ok());
+  PMINDEX_EXPECT_OK(db.value()->Verify());
 }
 
 TEST(DbTest, PoolGrowsIntoSegmentsAndReopens) {
@@ -186,12 +187,12 @@ TEST(DbTest, PoolGrowsIntoSegmentsAndReopens) {
   const uint64_t n = 200000;
   {
     auto db = Db::Create(path, "lbtree", "", o);
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    for (uint64_t k = 0; k < n; ++k) ASSERT_TRUE(db.value()->Insert(k * 3, k).ok()) << k;
+    PMINDEX_ASSERT_OK(db);
+    for (uint64_t k = 0; k < n; ++k) PMINDEX_ASSERT_OK(db.value()->Insert(k * 3, k)) << k;
   }  // the destructor closes
   EXPECT_TRUE(std::filesystem::exists(path + ".1"));
   auto db = Db::Open(path);
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   EXPECT_EQ(db.value()->Count(), n);
   EXPECT_EQ(db.value()->Get((n - 1) * 3).value(), n - 1);
 }
@@ -209,8 +210,8 @@ TEST(DbTest, CreateOnAnExistingPathIsAlreadyExistsAndChangesNothing) {
   const std::string pool = dir.path("pool");
   {
     auto db = Db::Create(pool, "lbtree");
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    ASSERT_TRUE(db.value()->Insert(1, 2).ok());
+    PMINDEX_ASSERT_OK(db);
+    PMINDEX_ASSERT_OK(db.value()->Insert(1, 2));
   }
   const std::string other = dir.path("other");
   {
@@ -224,7 +225,7 @@ TEST(DbTest, CreateOnAnExistingPathIsAlreadyExistsAndChangesNothing) {
     EXPECT_TRUE(Snapshot::Of(path) == before) << path;
   }
   auto db = Db::Open(pool);
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   EXPECT_EQ(db.value()->Get(1).value(), 2u);
 }
 
@@ -256,14 +257,14 @@ TEST(DbTest, CreateWithABadArgumentWritesNoFile) {
 TEST(DbTest, OpenWithTheWrongExpectedKindIsWrongKindAndChangesNothing) {
   TempDir dir;
   const std::string path = dir.path("p");
-  ASSERT_TRUE(Db::Create(path, "wbtree").ok());  // closed by the destructor
+  PMINDEX_ASSERT_OK(Db::Create(path, "wbtree"));  // closed by the destructor
   Snapshot before = Snapshot::Of(path);
   auto db = Db::Open(path, "lbtree");
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.status().code(), Code::kWrongKind) << db.status().ToString();
   EXPECT_TRUE(Snapshot::Of(path) == before);
   auto ok = Db::Open(path, "wbtree");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  PMINDEX_ASSERT_OK(ok);
   EXPECT_EQ(ok.value()->kind(), "wbtree");
 }
 
@@ -277,15 +278,15 @@ TEST(DbTest, VolatileKindsOnlyInMemory) {
   EXPECT_FALSE(std::filesystem::exists(dir.path("v")));
 
   auto db = Db::CreateInMemory("dram-btree");
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
   EXPECT_FALSE(d.persistent());
   EXPECT_EQ(d.durability(), "volatile");
   EXPECT_EQ(d.path(), "");
-  ASSERT_TRUE(d.Insert(3, 4).ok());
+  PMINDEX_ASSERT_OK(d.Insert(3, 4));
   EXPECT_EQ(d.Get(3).value(), 4u);
-  EXPECT_TRUE(d.Sync().ok());
-  EXPECT_TRUE(d.Close().ok());
+  PMINDEX_EXPECT_OK(d.Sync());
+  PMINDEX_EXPECT_OK(d.Close());
 
   auto bad = Db::CreateInMemory("dram-btree", "no_such_option=1");
   ASSERT_FALSE(bad.ok());
@@ -297,13 +298,13 @@ TEST(DbTest, VolatileKindsOnlyInMemory) {
 
 TEST(DbTest, PersistentKindInMemory) {
   auto db = Db::CreateInMemory("lbtree", "node=512", DbOptions{.size = 8ull << 20});
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
   EXPECT_TRUE(d.persistent());
   EXPECT_EQ(d.durability(), "volatile");
   EXPECT_EQ(d.path(), "");
   EXPECT_EQ(d.options(), "node=512");
-  ASSERT_TRUE(d.Insert(kMax, 1).ok());
+  PMINDEX_ASSERT_OK(d.Insert(kMax, 1));
   EXPECT_EQ(d.Get(kMax).value(), 1u);
 
   auto bad = Db::CreateInMemory("lbtree", "node=7");
@@ -345,7 +346,7 @@ TEST(DbTest, DataCallsMatchAMapOracleEveryKind) {
           break;
         }
         case 2:
-          ASSERT_TRUE(db->Upsert(k, v).ok()) << k;
+          PMINDEX_ASSERT_OK(db->Upsert(k, v)) << k;
           m[k] = v;
           break;
         case 3: {
@@ -369,7 +370,7 @@ TEST(DbTest, DataCallsMatchAMapOracleEveryKind) {
     }
     EXPECT_EQ(db->Count(), m.size());
     EXPECT_EQ(Walk(*db), AsVector(m));
-    EXPECT_TRUE(db->Verify().ok());
+    PMINDEX_EXPECT_OK(db->Verify());
   }
 }
 
@@ -468,7 +469,7 @@ TEST(DbTest, IteratorSeekAndNextMatchTheOracle) {
     EXPECT_EQ(it->key(), kMax);
     it->Next();
     EXPECT_FALSE(it->Valid());
-    ASSERT_TRUE(db->Remove(kMax).ok());
+    PMINDEX_ASSERT_OK(db->Remove(kMax));
     it->Seek(kMax);
     EXPECT_FALSE(it->Valid());
     it->SeekToFirst();  // repositions after the end
@@ -487,8 +488,8 @@ TEST(DbTest, IteratorWithAConcurrentWriter) {
     SCOPED_TRACE(kind);
     auto db = MustCreateInMemory(kind);
     ASSERT_NE(db, nullptr);
-    for (Key i = 0; i < kStable; ++i) ASSERT_TRUE(db->Insert(4 * i, 4 * i).ok());
-    ASSERT_TRUE(db->Insert(kMax, kMax).ok());
+    for (Key i = 0; i < kStable; ++i) PMINDEX_ASSERT_OK(db->Insert(4 * i, 4 * i));
+    PMINDEX_ASSERT_OK(db->Insert(kMax, kMax));
 
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> writes{0};
@@ -537,7 +538,7 @@ TEST(DbTest, IteratorWithAConcurrentWriter) {
     stop = true;
     writer.join();
     EXPECT_EQ(write_errors.load(), 0u) << "failed Upsert/Update/Remove calls of the writer";
-    EXPECT_TRUE(db->Verify().ok());
+    PMINDEX_EXPECT_OK(db->Verify());
   }
 }
 
@@ -545,21 +546,21 @@ TEST(DbTest, CloseTwiceIsOkAndAccessorsStayValid) {
   TempDir dir;
   const std::string path = dir.path("c");
   auto db = Db::Create(path, "nvtree");
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
-  ASSERT_TRUE(db.value()->Insert(8, 9).ok());
-  EXPECT_TRUE(db.value()->Close().ok());
-  EXPECT_TRUE(db.value()->Close().ok());
+  PMINDEX_ASSERT_OK(db);
+  PMINDEX_ASSERT_OK(db.value()->Insert(8, 9));
+  PMINDEX_EXPECT_OK(db.value()->Close());
+  PMINDEX_EXPECT_OK(db.value()->Close());
   EXPECT_EQ(db.value()->kind(), "nvtree");
   EXPECT_EQ(db.value()->path(), path);
   db.value().reset();  // the destructor after Close
   auto again = Db::Open(path);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  PMINDEX_ASSERT_OK(again);
   EXPECT_EQ(again.value()->Get(8).value(), 9u);
 
   auto mem = MustCreateInMemory("dram-btree");
   ASSERT_NE(mem, nullptr);
-  EXPECT_TRUE(mem->Close().ok());
-  EXPECT_TRUE(mem->Close().ok());
+  PMINDEX_EXPECT_OK(mem->Close());
+  PMINDEX_EXPECT_OK(mem->Close());
 }
 
 // After Close every data call answers InvalidArgument ("the Db is closed")
@@ -602,7 +603,7 @@ void ExpectClosedAnswers(Db& db, const std::string& what) {
   it->Seek(1);
   EXPECT_FALSE(it->Valid());
   EXPECT_TRUE(closed(it->status()));
-  EXPECT_TRUE(db.Close().ok());  // still idempotent
+  PMINDEX_EXPECT_OK(db.Close());  // still idempotent
 }
 
 TEST(DbTest, EveryDataCallAfterCloseFailsCleanly) {
@@ -610,24 +611,24 @@ TEST(DbTest, EveryDataCallAfterCloseFailsCleanly) {
   const std::string path = dir.path("closed");
   {
     auto db = Db::Create(path, "lbtree");
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     Fill(*db.value(), {{1, 10}, {2, 20}});
-    ASSERT_TRUE(db.value()->Close().ok());
+    PMINDEX_ASSERT_OK(db.value()->Close());
     ExpectClosedAnswers(*db.value(), "file pool");
   }
   // Nothing the calls after Close did reached the pool.
   auto again = Db::Open(path);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  PMINDEX_ASSERT_OK(again);
   EXPECT_EQ(again.value()->Count(), 2u);
   EXPECT_EQ(again.value()->Get(1).value(), 10u);
   EXPECT_FALSE(again.value()->Exists(100));
-  ASSERT_TRUE(again.value()->Close().ok());
+  PMINDEX_ASSERT_OK(again.value()->Close());
 
   for (const char* kind : {"fptree", "dram-btree"}) {
     auto mem = MustCreateInMemory(kind);
     ASSERT_NE(mem, nullptr);
     Fill(*mem, {{1, 10}});
-    ASSERT_TRUE(mem->Close().ok());
+    PMINDEX_ASSERT_OK(mem->Close());
     ExpectClosedAnswers(*mem, std::string("in memory, ") + kind);
   }
 }
@@ -640,10 +641,10 @@ TEST(DbTest, AnIteratorMadeBeforeCloseEndsAfterIt) {
   auto it = db->NewIterator();
   it->SeekToFirst();
   ASSERT_TRUE(it->Valid());
-  EXPECT_TRUE(it->status().ok());
+  PMINDEX_EXPECT_OK(it->status());
   it->Next();
   ASSERT_TRUE(it->Valid());
-  ASSERT_TRUE(db->Close().ok());
+  PMINDEX_ASSERT_OK(db->Close());
   it->Next();  // the index is gone: it ends instead of reading it
   EXPECT_FALSE(it->Valid());
   EXPECT_EQ(it->status().code(), Code::kInvalidArgument) << it->status().ToString();
@@ -657,25 +658,25 @@ TEST(DbTest, AnIteratorAtTheEndHasAnOkStatus) {
   ASSERT_NE(db, nullptr);
   Fill(*db, {{1, 10}, {2, 20}});
   auto it = db->NewIterator();
-  EXPECT_TRUE(it->status().ok());
+  PMINDEX_EXPECT_OK(it->status());
   it->Seek(2);
   ASSERT_TRUE(it->Valid());
   it->Next();
   EXPECT_FALSE(it->Valid());
-  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
-  ASSERT_TRUE(db->Close().ok());
+  PMINDEX_EXPECT_OK(it->status());
+  PMINDEX_ASSERT_OK(db->Close());
 }
 
 TEST(DbTest, TheOpenPoolIsBusyForASecondOpen) {
   TempDir dir;
   const std::string path = dir.path("b");
   auto db = Db::Create(path, "lbtree");
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   auto second = Db::Open(path);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), Code::kBusy) << second.status().ToString();
-  ASSERT_TRUE(db.value()->Close().ok());
-  EXPECT_TRUE(Db::Open(path).ok());
+  PMINDEX_ASSERT_OK(db.value()->Close());
+  PMINDEX_EXPECT_OK(Db::Open(path));
 }
 
 TEST(DbTest, VerifyStatsAndBulkLoad) {
@@ -686,8 +687,8 @@ TEST(DbTest, VerifyStatsAndBulkLoad) {
     std::vector<KV> sorted;
     for (Key k = 0; k < 5000; ++k) sorted.push_back({k * 2 + 1, k});
     sorted.push_back({kMax, 1});
-    ASSERT_TRUE(db->BulkLoad(sorted, 0.8).ok());
-    EXPECT_TRUE(db->Verify().ok());
+    PMINDEX_ASSERT_OK(db->BulkLoad(sorted, 0.8));
+    PMINDEX_EXPECT_OK(db->Verify());
     IndexStats st = db->Stats();
     EXPECT_EQ(st.entries, sorted.size());
     EXPECT_EQ(db->Count(), sorted.size());

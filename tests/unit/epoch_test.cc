@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "pm/pool.h"
 #include "support/seed.h"
+#include "support/status.h"
 
 namespace pmindex::alloc {
 namespace {
@@ -222,14 +223,14 @@ std::unique_ptr<Pool> SmallPool() {
   po.size = 16ull << 20;
   po.max_size = 64ull << 20;
   auto p = Pool::CreateInMemory(po);
-  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  PMINDEX_EXPECT_OK(p);
   return std::move(p).value();
 }
 
 TEST(AllocEpoch, RetiredBlockOutlivesAnEarlierGuard) {
   auto pool = SmallPool();
   auto r = Allocator::Attach(pool.get(), true);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   auto& a = *r.value();
   PPtr p = a.Alloc(256).value();
   // A reader inside an EpochGuard that began before the Retire.
@@ -259,7 +260,7 @@ TEST(AllocEpoch, ConcurrentReadersNeverSeeAReusedBlock) {
   AllocOptions opt;
   opt.thread_cache_blocks = 4;  // reuse freed blocks quickly
   auto r = Allocator::Attach(pool.get(), true, opt);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   auto& a = *r.value();
   auto stamp = [&](PPtr p) {
     auto* w = pool->to_ptr<uint64_t>(p);

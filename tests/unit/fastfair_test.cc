@@ -2,6 +2,8 @@
 // search mode against a std::map oracle at several node sizes
 // (splits, root growth, deletes and merges, scans across leaves),
 // option checks, and the flushes and fences of one shift.
+#include "trees/sorted_node/fastfair.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,7 +14,7 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
-#include "trees/sorted_node/fastfair.h"
+#include "support/status.h"
 #include "unit/sorted_node_checks.h"
 
 namespace pmindex::fastfair {
@@ -38,7 +40,7 @@ TEST_P(FastFairOracle, MatchesAMapThroughSplitsAndDeletes) {
   const uint64_t seed = TestSeed();
   PMINDEX_SEED_TRACE(seed);
   auto db = Db::CreateInMemory("fastfair", GetParam());
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
   std::mt19937_64 rng(seed);
   std::map<Key, Value> oracle;
@@ -51,31 +53,31 @@ TEST_P(FastFairOracle, MatchesAMapThroughSplitsAndDeletes) {
     if (oracle.count(k)) {
       ASSERT_TRUE(s.is_already_exists());
     } else {
-      ASSERT_TRUE(s.ok()) << s.ToString();
+      PMINDEX_ASSERT_OK(s);
       oracle[k] = v;
       keys.push_back(k);
     }
   }
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   // Remove three quarters in random order: leaves empty out.
   std::shuffle(keys.begin(), keys.end(), rng);
   for (size_t i = 0; i < keys.size() * 3 / 4; ++i) {
-    ASSERT_TRUE(d.Remove(keys[i]).ok());
+    PMINDEX_ASSERT_OK(d.Remove(keys[i]));
     oracle.erase(keys[i]);
   }
   for (size_t i = 0; i < keys.size() / 8; ++i) {
     ASSERT_TRUE(d.Remove(keys[i]).is_not_found());
-    ASSERT_TRUE(d.Upsert(keys[i], i).ok());
+    PMINDEX_ASSERT_OK(d.Upsert(keys[i], i));
     oracle[keys[i]] = i;
   }
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   for (Key k : keys) {
     auto it = oracle.find(k);
     Result<Value> v = d.Get(k);
     if (it == oracle.end()) {
       EXPECT_TRUE(v.status().is_not_found()) << k;
     } else {
-      ASSERT_TRUE(v.ok()) << k;
+      PMINDEX_ASSERT_OK(v) << k;
       EXPECT_EQ(v.value(), it->second) << k;
     }
   }
@@ -104,17 +106,17 @@ TEST(FastFairMerge, DeletesMergeNodesAndShrinkTheTree) {
 // 4 KiB leaf filled to 60 records (15 lines) by ascending inserts.
 TEST(FastFairCost, InsertAtTheFrontShiftsLineByLine) {
   auto db = Db::CreateInMemory("fastfair", "node=4096,sentinel=off");
-  ASSERT_TRUE(db.ok());
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
-  for (Key k = 1; k <= 60; ++k) ASSERT_TRUE(d.Insert(k * 10, k).ok());
+  for (Key k = 1; k <= 60; ++k) PMINDEX_ASSERT_OK(d.Insert(k * 10, k));
   const uint64_t lines = pm::ThreadLinesFlushed(), fences = pm::ThreadFences();
-  ASSERT_TRUE(d.Insert(5, 5).ok());  // slot 0: every record moves
+  PMINDEX_ASSERT_OK(d.Insert(5, 5));  // slot 0: every record moves
   // Slot 60 (line 15): copy + count = 2 fences; the shift leaves lines
   // 14..1 (the line of slot 60 was made durable already, so 14 more), and
   // the new record's line 0: 2 + 14 + 1 = 17 fences and as many lines.
   EXPECT_EQ(pm::ThreadFences() - fences, 17u);
   EXPECT_EQ(pm::ThreadLinesFlushed() - lines, 17u);
-  ASSERT_TRUE(d.Verify().ok());
+  PMINDEX_ASSERT_OK(d.Verify());
   EXPECT_EQ(d.Get(5).value(), 5u);
   EXPECT_EQ(d.Get(600).value(), 60u);
 }

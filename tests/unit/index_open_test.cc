@@ -24,6 +24,7 @@
 #include "pm/persist.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "support/status.h"
 #include "support/stub_index.h"
 #include "support/temp_files.h"
 
@@ -83,12 +84,12 @@ PoolOptions ProbePool() {
 // A pool file holding a probe index, closed cleanly.
 void MakeProbePool(const std::string& path) {
   auto p = Pool::Create(path, ProbePool());
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  PMINDEX_ASSERT_OK(p);
   auto idx = create_index("probe-open", "", p.value().get());
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  ASSERT_TRUE(idx.value()->close().ok());
+  PMINDEX_ASSERT_OK(idx);
+  PMINDEX_ASSERT_OK(idx.value()->close());
   idx.value().reset();
-  ASSERT_TRUE(p.value()->Close().ok());
+  PMINDEX_ASSERT_OK(p.value()->Close());
   ASSERT_TRUE(Pool::Inspect(path)->clean);
 }
 
@@ -118,11 +119,11 @@ TEST(OpenIndex, SecondIndexOnOnePoolIsBusy) {
   PoolOptions o = ProbePool();
   o.kind = "lbtree";
   auto pool = Pool::CreateInMemory(o);
-  ASSERT_TRUE(pool.ok());
+  PMINDEX_ASSERT_OK(pool);
   Pool* p = pool.value().get();
   auto first = create_index("lbtree", "", p);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
-  ASSERT_TRUE(first.value()->insert(1, 10).ok());
+  PMINDEX_ASSERT_OK(first);
+  PMINDEX_ASSERT_OK(first.value()->insert(1, 10));
   EXPECT_TRUE(p->index_attached());
 
   auto second = open_index(p);
@@ -134,15 +135,15 @@ TEST(OpenIndex, SecondIndexOnOnePoolIsBusy) {
   EXPECT_EQ(again.status().code(), Code::kBusy) << again.status().ToString();
   // The first index is untouched and usable.
   EXPECT_EQ(first.value()->lookup(1).value_or(0), 10u);
-  ASSERT_TRUE(first.value()->insert(2, 20).ok());
-  ASSERT_TRUE(first.value()->verify().ok());
+  PMINDEX_ASSERT_OK(first.value()->insert(2, 20));
+  PMINDEX_ASSERT_OK(first.value()->verify());
 
   // Once it is gone, the pool can be opened again.
-  ASSERT_TRUE(first.value()->close().ok());
+  PMINDEX_ASSERT_OK(first.value()->close());
   first.value().reset();
   EXPECT_FALSE(p->index_attached());
   auto reopened = open_index(p);
-  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  PMINDEX_ASSERT_OK(reopened);
   EXPECT_EQ(reopened.value()->lookup(2).value_or(0), 20u);
   EXPECT_EQ(open_index(p).status().code(), Code::kBusy);
 }
@@ -160,12 +161,12 @@ TEST(OpenIndex, RefusedBeforeAnyWriteChangesNothing) {
   Snapshot before = Snapshot::Of(path);
   for (bool explicit_close : {true, false}) {
     auto p = Pool::Open(path);
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    PMINDEX_ASSERT_OK(p);
     auto idx = open_index(p.value().get());
     ASSERT_FALSE(idx.ok());
     EXPECT_EQ(idx.status().code(), Code::kCorruption) << idx.status().ToString();
     if (explicit_close) {
-      ASSERT_TRUE(p.value()->Close().ok());
+      PMINDEX_ASSERT_OK(p.value()->Close());
     }
   }
   EXPECT_TRUE(Snapshot::Of(path) == before) << "a refused open_index changed the pool";
@@ -183,25 +184,25 @@ TEST(OpenIndex, FailedRecoveryNeverMarksThePoolClean) {
   for (bool explicit_close : {true, false}) {
     SCOPED_TRACE(explicit_close ? "Close()" : "destructor");
     auto p = Pool::Open(path);
-    ASSERT_TRUE(p.ok());
+    PMINDEX_ASSERT_OK(p);
     EXPECT_FALSE(p.value()->was_clean());
     auto idx = open_index(p.value().get());
     ASSERT_FALSE(idx.ok());
     EXPECT_EQ(idx.status().code(), Code::kCorruption);
     EXPECT_FALSE(p.value()->index_attached());
     if (explicit_close) {
-      ASSERT_TRUE(p.value()->Close().ok());
+      PMINDEX_ASSERT_OK(p.value()->Close());
     }
     p.value().reset();
     auto info = Pool::Inspect(path);
-    ASSERT_TRUE(info.ok());
+    PMINDEX_ASSERT_OK(info);
     EXPECT_FALSE(info->clean) << "a pool whose recovery failed was marked clean";
   }
   // A clean pool whose recovery fails after writing stays unclean too.
   SetWord(path, kCleanFlag, 1);
   {
     auto p = Pool::Open(path);
-    ASSERT_TRUE(p.ok());
+    PMINDEX_ASSERT_OK(p);
     EXPECT_TRUE(p.value()->was_clean());
     EXPECT_FALSE(open_index(p.value().get()).ok());
   }
@@ -211,12 +212,12 @@ TEST(OpenIndex, FailedRecoveryNeverMarksThePoolClean) {
   SetRoot(path, 1, 0);
   {
     auto p = Pool::Open(path);
-    ASSERT_TRUE(p.ok());
+    PMINDEX_ASSERT_OK(p);
     auto idx = open_index(p.value().get());
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-    ASSERT_TRUE(idx.value()->close().ok());
+    PMINDEX_ASSERT_OK(idx);
+    PMINDEX_ASSERT_OK(idx.value()->close());
     idx.value().reset();
-    ASSERT_TRUE(p.value()->Close().ok());
+    PMINDEX_ASSERT_OK(p.value()->Close());
   }
   EXPECT_TRUE(Pool::Inspect(path)->clean);
 }
@@ -228,10 +229,10 @@ TEST(OpenIndex, PoolClosedUnderALiveIndexStaysUnclean) {
   std::string path = dir.path("p.pool");
   MakeProbePool(path);
   auto p = Pool::Open(path);
-  ASSERT_TRUE(p.ok());
+  PMINDEX_ASSERT_OK(p);
   auto idx = open_index(p.value().get());
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  ASSERT_TRUE(p.value()->Close().ok());
+  PMINDEX_ASSERT_OK(idx);
+  PMINDEX_ASSERT_OK(p.value()->Close());
   EXPECT_FALSE(Pool::Inspect(path)->clean);
   // The lease outlives the pool object safely.
   p.value().reset();

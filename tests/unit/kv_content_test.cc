@@ -23,6 +23,7 @@
 #include "pmindex/kv.h"
 #include "scenarios/scenario_util.h"
 #include "support/persistent_kinds.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 
 namespace pmindex {
@@ -53,10 +54,10 @@ Mem NewStore(const std::string& kind, const std::string& options) {
   po.incompat_flags = pm::kIncompatKvStore;
   Mem m;
   auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool);
   m.pool = std::move(pool).value();
   auto s = kv::Store::Create(m.pool.get(), kind, options, SmallNodes());
-  EXPECT_TRUE(s.ok()) << kind << ": " << s.status().ToString();
+  PMINDEX_EXPECT_OK(s) << kind;
   m.store = std::move(s).value();
   return m;
 }
@@ -68,7 +69,7 @@ Model Fill(kv::Store& s) {
   Model m;
   auto put = [&](const std::string& k, const std::string& v) {
     std::string_view vv = v;
-    ASSERT_TRUE(s.Write(k, &vv, kv::Store::Cond::kNone, 0).ok());
+    PMINDEX_ASSERT_OK(s.Write(k, &vv, kv::Store::Cond::kNone, 0));
     m[k] = v;
   };
   for (int i = 0; i < 40; ++i) {
@@ -86,14 +87,14 @@ Model Fill(kv::Store& s) {
   while (big.size() < kv::Version::kMaxInline + 1000) big += std::to_string(big.size()) + ",";
   put("big", big);
   put("empty", "");
-  EXPECT_TRUE(
-      s.Write("own1001/key-with-a-long-tail-1001", nullptr, kv::Store::Cond::kNone, 0).ok());
+  PMINDEX_EXPECT_OK(
+      s.Write("own1001/key-with-a-long-tail-1001", nullptr, kv::Store::Cond::kNone, 0));
   m.erase("own1001/key-with-a-long-tail-1001");
   return m;
 }
 
 Bytes CleanBytes(Mem& m) {
-  EXPECT_TRUE(m.store->Close().ok());
+  PMINDEX_EXPECT_OK(m.store->Close());
   m.store.reset();
   Bytes b(m.pool->bytes().begin(), m.pool->bytes().end());
   const uint64_t one = 1;
@@ -107,7 +108,7 @@ Model Contents(kv::Store& s) {
     m.emplace(std::string(k), std::string(v));
     return true;
   };
-  EXPECT_TRUE(s.ScanAt(s.visible_ts(), "", std::nullopt, add).ok());
+  PMINDEX_EXPECT_OK(s.ScanAt(s.visible_ts(), "", std::nullopt, add));
   return m;
 }
 
@@ -116,14 +117,14 @@ Mem ExpectIntact(const Bytes& bytes, const Model& model, const std::string& what
   SCOPED_TRACE(what);
   Mem m;
   auto pool = Pool::OpenImage(bytes);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool);
   if (!pool.ok()) return m;
   m.pool = std::move(pool).value();
   auto s = kv::Store::Open(m.pool.get(), SmallNodes());
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  PMINDEX_EXPECT_OK(s);
   if (!s.ok()) return m;
   m.store = std::move(s).value();
-  EXPECT_TRUE(m.store->Verify().ok()) << m.store->Verify().ToString();
+  PMINDEX_EXPECT_OK(m.store->Verify());
   EXPECT_EQ(Contents(*m.store), model);
   EXPECT_EQ(m.store->Stats().keys, model.size());
   return m;
@@ -132,7 +133,7 @@ Mem ExpectIntact(const Bytes& bytes, const Model& model, const std::string& what
 void ExpectRefusedUnchanged(const Bytes& bytes, const std::string& what) {
   SCOPED_TRACE(what);
   auto pool = Pool::OpenImage(bytes);
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_ASSERT_OK(pool);
   {
     auto s = kv::Store::Open(pool.value().get(), SmallNodes());
     ASSERT_FALSE(s.ok()) << "opened";
@@ -249,13 +250,13 @@ TEST(KvContent, DamageWhileOpenAndUnwrittenFailsVerify) {
   const Status v = open.store->Verify();
   EXPECT_TRUE(v.is_corruption()) << v.ToString();
   *b ^= std::byte{0x01};
-  EXPECT_TRUE(open.store->Verify().ok());
+  PMINDEX_EXPECT_OK(open.store->Verify());
   // Once written, the store's contents are no longer the record's: Verify
   // checks the structure only, and the close writes a new record.
   std::string_view nv = "new";
-  ASSERT_TRUE(open.store->Write("another", &nv, kv::Store::Cond::kNone, 0).ok());
+  PMINDEX_ASSERT_OK(open.store->Write("another", &nv, kv::Store::Cond::kNone, 0));
   model["another"] = "new";
-  EXPECT_TRUE(open.store->Verify().ok());
+  PMINDEX_EXPECT_OK(open.store->Verify());
   const Bytes again = CleanBytes(open);
   ExpectIntact(again, model, "closed after a write");
 }
@@ -274,8 +275,8 @@ TEST(KvContent, ReopenedCrashedAndOlderPoolsOpen) {
       const std::string gone = "own" + std::to_string(1010 + round) + "/key-with-a-long-tail-" +
                                std::to_string(1010 + round);
       std::string_view vv = v;
-      ASSERT_TRUE(o.store->Write(k, &vv, kv::Store::Cond::kNone, 0).ok());
-      ASSERT_TRUE(o.store->Write(gone, nullptr, kv::Store::Cond::kNone, 0).ok());
+      PMINDEX_ASSERT_OK(o.store->Write(k, &vv, kv::Store::Cond::kNone, 0));
+      PMINDEX_ASSERT_OK(o.store->Write(gone, nullptr, kv::Store::Cond::kNone, 0));
       model[k] = v;
       model.erase(gone);
     }
@@ -287,7 +288,7 @@ TEST(KvContent, ReopenedCrashedAndOlderPoolsOpen) {
     Mem o = ExpectIntact(bytes, model, "before the crash");
     ASSERT_NE(o.store, nullptr);
     std::string_view vv = "written before the crash";
-    ASSERT_TRUE(o.store->Write("crash", &vv, kv::Store::Cond::kNone, 0).ok());
+    PMINDEX_ASSERT_OK(o.store->Write("crash", &vv, kv::Store::Cond::kNone, 0));
     model["crash"] = "written before the crash";
     const Bytes crashed(o.pool->bytes().begin(), o.pool->bytes().end());
     Mem c = ExpectIntact(crashed, model, "crashed");
@@ -324,19 +325,19 @@ TEST(KvContent, FlippedByteInAFileIsRefusedAndTheFileUnchanged) {
     o.size = 4ull << 20;
     o.max_size = 64ull << 20;
     auto kv = KvStore::Create(path, "lbtree", "", o);
-    ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+    PMINDEX_ASSERT_OK(kv);
     for (int i = 0; i < 100; ++i) {
       const std::string n = std::to_string(i);
-      ASSERT_TRUE(kv.value()->Put("key " + n, "the value of key " + n).ok());
+      PMINDEX_ASSERT_OK(kv.value()->Put("key " + n, "the value of key " + n));
     }
-    ASSERT_TRUE(kv.value()->Close().ok());
+    PMINDEX_ASSERT_OK(kv.value()->Close());
   }
   {
     // Undamaged: opens, and closes clean again.
     auto kv = KvStore::Open(path);
-    ASSERT_TRUE(kv.ok()) << kv.status().ToString();
-    ASSERT_TRUE(kv.value()->Verify().ok());
-    ASSERT_TRUE(kv.value()->Close().ok());
+    PMINDEX_ASSERT_OK(kv);
+    PMINDEX_ASSERT_OK(kv.value()->Verify());
+    PMINDEX_ASSERT_OK(kv.value()->Close());
   }
   testing::Snapshot before = testing::Snapshot::Of(path);
   const size_t at = before.bytes.find("the value of key 42");

@@ -34,6 +34,7 @@
 #include "pmindex/db.h"
 #include "scenarios/scenario_util.h"
 #include "support/persistent_kinds.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 
 namespace pmindex {
@@ -133,7 +134,7 @@ Pairs ModelRange(const Model& m, const std::string& from, const std::optional<st
 // An empty store over lbtree in memory.
 std::unique_ptr<KvStore> InMemory() {
   auto kv = KvStore::CreateInMemory("lbtree");
-  EXPECT_TRUE(kv.ok()) << kv.status().ToString();
+  PMINDEX_EXPECT_OK(kv);
   return std::move(kv).value();
 }
 
@@ -184,12 +185,12 @@ MemStore NewMemStore(const std::string& kind, const std::string& options, uint64
   po.index_options = options;
   po.incompat_flags = pm::kIncompatKvStore;
   auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool);
   kv::StoreOptions so;
   so.clock_chunk = clock_chunk;
   so.fanout = fanout;
   auto s = kv::Store::Create(pool.value().get(), kind, options, so);
-  EXPECT_TRUE(s.ok()) << kind << ": " << s.status().ToString();
+  PMINDEX_EXPECT_OK(s) << kind;
   return {std::move(pool).value(), std::move(s).value()};
 }
 
@@ -201,22 +202,23 @@ std::vector<std::byte> CrashBytes(const Pool& pool) { return {pool.bytes().begin
 MemStore OpenBytes(const std::vector<std::byte>& bytes, uint64_t clock_chunk = 1 << 20,
                    uint32_t fanout = kv::StoreOptions{}.fanout) {
   auto pool = Pool::OpenImage(bytes);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool);
   kv::StoreOptions so;
   so.clock_chunk = clock_chunk;
   so.fanout = fanout;
   auto s = kv::Store::Open(pool.value().get(), so);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  PMINDEX_EXPECT_OK(s);
   if (!s.ok()) return {std::move(pool).value(), nullptr};
   return {std::move(pool).value(), std::move(s).value()};
 }
 
 Model Contents(kv::Store& s) {
   Model m;
-  EXPECT_TRUE(s.ScanAt(s.visible_ts(), "", std::nullopt, [&](std::string_view k, std::string_view v) {
-                 m.emplace(std::string(k), std::string(v));
-                 return true;
-               }).ok());
+  PMINDEX_EXPECT_OK(
+      s.ScanAt(s.visible_ts(), "", std::nullopt, [&](std::string_view k, std::string_view v) {
+        m.emplace(std::string(k), std::string(v));
+        return true;
+      }));
   return m;
 }
 
@@ -225,7 +227,8 @@ Model Contents(kv::Store& s) {
 void ExpectNoLeak(kv::Store& s) {
   s.allocator()->Reclaim();
   std::set<uint64_t> reach;
-  ASSERT_TRUE(s.ForEachBlock([&](PPtr p) { EXPECT_TRUE(reach.insert(p.raw()).second) << "block reached twice"; }).ok());
+  PMINDEX_ASSERT_OK(s.ForEachBlock(
+      [&](PPtr p) { EXPECT_TRUE(reach.insert(p.raw()).second) << "block reached twice"; }));
   std::set<uint64_t> live;
   s.allocator()->ForEachLiveBlock([&](PPtr p, size_t) { live.insert(p.raw()); });
   for (uint64_t p : reach) EXPECT_TRUE(live.count(p)) << "reachable block " << p << " is free";
@@ -244,7 +247,7 @@ void RandomOps(kv::Store& s, Model& m, Rng& rng, const std::vector<std::string>&
     } else {
       const std::string v = ValueOf(rng, ++*tag);
       const std::string_view sv = v;
-      ASSERT_TRUE(s.Write(k, &sv, kv::Store::Cond::kNone, 0).ok());
+      PMINDEX_ASSERT_OK(s.Write(k, &sv, kv::Store::Cond::kNone, 0));
       m[k] = v;
     }
   }
@@ -270,7 +273,7 @@ TEST(Kv, RandomOpsAgainstAMap) {
       case 0:
       case 1:
       case 2: {
-        ASSERT_TRUE(s.Put(k, v).ok());
+        PMINDEX_ASSERT_OK(s.Put(k, v));
         m[k] = v;
         break;
       }
@@ -302,9 +305,9 @@ TEST(Kv, RandomOpsAgainstAMap) {
         ASSERT_EQ(cur.value().value, m[k]);
         // A stale version is refused, the current one accepted.
         ASSERT_TRUE(s.PutIfVersion(k, v, cur.value().version - 1).IsAborted());
-        ASSERT_TRUE(s.PutIfVersion(k, v, cur.value().version).ok());
+        PMINDEX_ASSERT_OK(s.PutIfVersion(k, v, cur.value().version));
         auto after = s.GetVersioned(k);
-        ASSERT_TRUE(after.ok());
+        PMINDEX_ASSERT_OK(after);
         ASSERT_GT(after.value().version, cur.value().version);
         m[k] = v;
         break;
@@ -341,11 +344,11 @@ TEST(Kv, RandomOpsAgainstAMap) {
       }
     }
     if (i % 1000 == 999) {
-      ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+      PMINDEX_ASSERT_OK(s.Verify());
       ASSERT_EQ(s.Count(), m.size());
     }
   }
-  ASSERT_TRUE(s.Verify().ok());
+  PMINDEX_ASSERT_OK(s.Verify());
   ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
   const KvStats st = s.Stats();
   EXPECT_EQ(st.keys, m.size());
@@ -370,7 +373,7 @@ TEST(Kv, ThousandsOfKeysUnderOnePrefix) {
     if (i % 10 == 0) keys.push_back("user1234same16by" + std::to_string(i));  // ties on 16 bytes
   }
   for (const std::string& k : keys) {
-    ASSERT_TRUE(s.Put(k, k.substr(8)).ok());
+    PMINDEX_ASSERT_OK(s.Put(k, k.substr(8)));
     m[k] = k.substr(8);
   }
   EXPECT_EQ(s.Stats().index.entries, 1u);  // one prefix, one tree
@@ -389,7 +392,7 @@ TEST(Kv, ThousandsOfKeysUnderOnePrefix) {
   s.Range("user1234same", std::string_view("user1234same16by5"), SIZE_MAX, &r);
   EXPECT_EQ(r, ModelRange(m, "user1234same", std::string("user1234same16by5"), SIZE_MAX));
   ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
-  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+  PMINDEX_ASSERT_OK(s.Verify());
 }
 
 TEST(Kv, ValuesOfEverySizeAndOneMiB) {
@@ -401,24 +404,26 @@ TEST(Kv, ValuesOfEverySizeAndOneMiB) {
     std::string v(n, '\0');
     for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(i * 31 + n);
     const std::string k = "size:" + std::to_string(n);
-    ASSERT_TRUE(s.Put(k, v).ok()) << n;
+    PMINDEX_ASSERT_OK(s.Put(k, v)) << n;
     auto got = s.Get(k);
-    ASSERT_TRUE(got.ok()) << n;
+    PMINDEX_ASSERT_OK(got) << n;
     ASSERT_EQ(got.value(), v) << n;
   }
   // A 1 MiB value overwritten many times: its pages come back.
   const std::string big(KvStore::kMaxValueBytes, 'x');
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s.Put("size:" + std::to_string(KvStore::kMaxValueBytes), big).ok());
+  for (int i = 0; i < 8; ++i)
+    PMINDEX_ASSERT_OK(s.Put("size:" + std::to_string(KvStore::kMaxValueBytes), big));
   const uint64_t bytes = s.Stats().pm_bytes;
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s.Put("size:" + std::to_string(KvStore::kMaxValueBytes), big).ok());
+  for (int i = 0; i < 8; ++i)
+    PMINDEX_ASSERT_OK(s.Put("size:" + std::to_string(KvStore::kMaxValueBytes), big));
   EXPECT_LE(s.Stats().pm_bytes, bytes + 2 * KvStore::kMaxValueBytes);
-  ASSERT_TRUE(s.Verify().ok());
+  PMINDEX_ASSERT_OK(s.Verify());
 }
 
 TEST(Kv, BadSizesWriteNothing) {
   auto kv = InMemory();
   KvStore& s = *kv;
-  ASSERT_TRUE(s.Put("k", "v").ok());
+  PMINDEX_ASSERT_OK(s.Put("k", "v"));
   const std::string long_key(KvStore::kMaxKeyBytes + 1, 'k');
   const std::string long_value(KvStore::kMaxValueBytes + 1, 'v');
   const uint64_t commits = s.Stats().commits;
@@ -433,22 +438,22 @@ TEST(Kv, BadSizesWriteNothing) {
   EXPECT_TRUE(tx->Put("", "v").is_invalid_argument());
   EXPECT_TRUE(tx->Put("k", long_value).is_invalid_argument());
   EXPECT_TRUE(tx->Remove(long_key).is_invalid_argument());
-  EXPECT_TRUE(tx->Commit().ok());  // nothing buffered
+  PMINDEX_EXPECT_OK(tx->Commit());  // nothing buffered
   EXPECT_EQ(s.Stats().commits, commits);
   EXPECT_EQ(All(s), Pairs({{"k", "v"}}));
   // The limits themselves are fine.
-  EXPECT_TRUE(s.Put(std::string(KvStore::kMaxKeyBytes, 'k'), "").ok());
+  PMINDEX_EXPECT_OK(s.Put(std::string(KvStore::kMaxKeyBytes, 'k'), ""));
 }
 
 TEST(Kv, ClosedStore) {
   auto kv = InMemory();
   KvStore& s = *kv;
-  ASSERT_TRUE(s.Put("k", "v").ok());
+  PMINDEX_ASSERT_OK(s.Put("k", "v"));
   auto early = s.Begin();
-  ASSERT_TRUE(early->Put("x", "y").ok());
+  PMINDEX_ASSERT_OK(early->Put("x", "y"));
   early.reset();  // every transaction must be gone before Close
-  ASSERT_TRUE(s.Close().ok());
-  ASSERT_TRUE(s.Close().ok());  // idempotent
+  PMINDEX_ASSERT_OK(s.Close());
+  PMINDEX_ASSERT_OK(s.Close());  // idempotent
   auto closed = [](const Status& st) { return st.is_invalid_argument() && st.message() == "the store is closed"; };
   EXPECT_TRUE(closed(s.Get("k").status()));
   EXPECT_TRUE(closed(s.GetVersioned("k").status()));
@@ -487,21 +492,21 @@ TEST(Kv, ReopenAfterCleanClose) {
     small.size = 8ull << 20;
     small.max_size = 64ull << 20;
     auto kv = round == 0 ? KvStore::Create(path, "lbtree", "node=256", small) : KvStore::Open(path);
-    ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+    PMINDEX_ASSERT_OK(kv);
     KvStore& s = *kv.value();
     EXPECT_EQ(s.index_kind(), "lbtree");
     EXPECT_EQ(s.index_options(), "node=256");
     ASSERT_EQ(All(s), Pairs(m.begin(), m.end())) << "round " << round;
-    ASSERT_TRUE(s.Verify().ok());
+    PMINDEX_ASSERT_OK(s.Verify());
     for (const auto& [k, v] : m) {
       auto g = s.GetVersioned(k);
-      ASSERT_TRUE(g.ok());
+      PMINDEX_ASSERT_OK(g);
       max_version = std::max(max_version, g.value().version);
     }
     // Versions keep growing across restarts.
-    ASSERT_TRUE(s.Put("clock", "tick").ok());
+    PMINDEX_ASSERT_OK(s.Put("clock", "tick"));
     auto tick = s.GetVersioned("clock");
-    ASSERT_TRUE(tick.ok());
+    PMINDEX_ASSERT_OK(tick);
     EXPECT_GT(tick.value().version, max_version);
     max_version = tick.value().version;
     m["clock"] = "tick";
@@ -509,16 +514,16 @@ TEST(Kv, ReopenAfterCleanClose) {
       const std::string& k = keys[rng.uniform(keys.size())];
       if (rng.uniform(3) == 0) {
         if (m.erase(k)) {
-          ASSERT_TRUE(s.Remove(k).ok());
+          PMINDEX_ASSERT_OK(s.Remove(k));
         }
       } else {
         const std::string v = ValueOf(rng, i);
-        ASSERT_TRUE(s.Put(k, v).ok());
+        PMINDEX_ASSERT_OK(s.Put(k, v));
         m[k] = v;
       }
     }
-    ASSERT_TRUE(s.Sync().ok());
-    ASSERT_TRUE(s.Close().ok());
+    PMINDEX_ASSERT_OK(s.Sync());
+    PMINDEX_ASSERT_OK(s.Close());
   }
 }
 
@@ -535,7 +540,7 @@ TEST(Kv, CrashImagesRecover) {
   for (int crash = 0; crash < 3; ++crash) {
     MemStore again = OpenBytes(CrashBytes(*ms.pool), 7);
     ASSERT_NE(again.store, nullptr);
-    ASSERT_TRUE(again.store->Verify().ok()) << again.store->Verify().ToString();
+    PMINDEX_ASSERT_OK(again.store->Verify());
     ASSERT_EQ(Contents(*again.store), m);
     ExpectNoLeak(*again.store);
     EXPECT_GT(again.store->visible_ts() + 1, last);  // the clock restarts above every timestamp
@@ -583,7 +588,8 @@ TreeShape ShapeOf(kv::Store& s) {
     const size_t n = ScanBatch(*s.index(), &next, &more, 64, batch);
     for (size_t i = 0; i < n; ++i) {
       ++t.prefixes;
-      EXPECT_TRUE(kv::WalkValue(*s.pool(), batch[i].key, batch[i].value, kv::WalkRules{}, sink, nullptr).ok());
+      PMINDEX_EXPECT_OK(
+          kv::WalkValue(*s.pool(), batch[i].key, batch[i].value, kv::WalkRules{}, sink, nullptr));
     }
   }
   return t;
@@ -639,7 +645,7 @@ TEST(KvTree, SharedPrefixesAgainstAMap) {
     Model m;
     uint64_t tag = 0;
     RandomOps(*ms.store, m, rng, keys, scenario::Ops(3000, 600), &tag);
-    ASSERT_TRUE(ms.store->Verify().ok()) << ms.store->Verify().ToString();
+    PMINDEX_ASSERT_OK(ms.store->Verify());
     ASSERT_EQ(Contents(*ms.store), m);
     const TreeShape t = ShapeOf(*ms.store);
     EXPECT_GE(t.max_level, 2);  // directories over directories
@@ -649,11 +655,11 @@ TEST(KvTree, SharedPrefixesAgainstAMap) {
       const std::string from = keys[rng.uniform(keys.size())] + (i % 2 ? "" : "\x01");
       const std::string to = keys[rng.uniform(keys.size())];
       Model got;
-      ASSERT_TRUE(ms.store->ScanAt(ms.store->visible_ts(), from, std::string_view(to),
-                                   [&](std::string_view k, std::string_view v) {
-                                     got.emplace(std::string(k), std::string(v));
-                                     return true;
-                                   }).ok());
+      PMINDEX_ASSERT_OK(ms.store->ScanAt(ms.store->visible_ts(), from, std::string_view(to),
+                                         [&](std::string_view k, std::string_view v) {
+                                           got.emplace(std::string(k), std::string(v));
+                                           return true;
+                                         }));
       Model want;
       for (auto it = m.lower_bound(from); it != m.end() && it->first < to; ++it) want.insert(*it);
       ASSERT_EQ(got, want) << "from " << Show(from) << " to " << Show(to);
@@ -662,7 +668,7 @@ TEST(KvTree, SharedPrefixesAgainstAMap) {
     // they reach; a reopen with another fanout goes on from there.
     MemStore again = OpenBytes(CrashBytes(*ms.pool), 5, fanout == 3 ? 64 : 3);
     ASSERT_NE(again.store, nullptr);
-    ASSERT_TRUE(again.store->Verify().ok()) << again.store->Verify().ToString();
+    PMINDEX_ASSERT_OK(again.store->Verify());
     ASSERT_EQ(Contents(*again.store), m);
     ExpectNoLeak(*again.store);
     RandomOps(*again.store, m, rng, keys, scenario::Ops(1000, 300), &tag);
@@ -672,7 +678,7 @@ TEST(KvTree, SharedPrefixesAgainstAMap) {
       Status st = again.store->Write(k, nullptr, kv::Store::Cond::kPresent, 0);
       ASSERT_EQ(st.ok(), m.erase(k) == 1) << st.ToString();
       if (m.size() == 5) {
-        ASSERT_TRUE(again.store->Verify().ok()) << again.store->Verify().ToString();
+        PMINDEX_ASSERT_OK(again.store->Verify());
       }
     }
     EXPECT_TRUE(m.empty());
@@ -696,7 +702,7 @@ TEST(KvTree, DamagedNodesAreRefusedOrHarmless) {
   Model m;
   uint64_t tag = 0;
   RandomOps(*ms.store, m, rng, keys, 400, &tag);
-  ASSERT_TRUE(ms.store->Verify().ok());
+  PMINDEX_ASSERT_OK(ms.store->Verify());
   // The tree nodes and the records, where the walk meets them.
   struct Node {
     uint64_t raw;
@@ -704,13 +710,13 @@ TEST(KvTree, DamagedNodesAreRefusedOrHarmless) {
   };
   std::vector<Node> nodes;
   std::vector<uint64_t> records;
-  ASSERT_TRUE(ms.store->ForEachBlock([&](PPtr p) {
+  PMINDEX_ASSERT_OK(ms.store->ForEachBlock([&](PPtr p) {
     const auto* h = ms.pool->to_ptr<const kv::Directory>(p);
     if (ms.store->allocator()->BlockSize(p) < 16) return;
     if (h->tag == kv::kBucketTag) nodes.push_back({p.raw(), kv::Bucket::Bytes(h->count)});
     if (h->tag == kv::kDirectoryTag) nodes.push_back({p.raw(), kv::Directory::Bytes(h->count)});
     if (h->tag == kv::kRecordTag) records.push_back(p.raw());
-  }).ok());
+  }));
   ASSERT_GT(nodes.size(), 10u);
   const std::vector<std::byte> base = CrashBytes(*ms.pool);
   const uint64_t base_off = ms.pool->to_pptr(ms.pool->bytes().data()).raw();
@@ -725,7 +731,7 @@ TEST(KvTree, DamagedNodesAreRefusedOrHarmless) {
     --count;
     std::memcpy(img.data() + (n.raw - base_off) + 4, &count, 4);
     auto pool = Pool::OpenImage(img);
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    PMINDEX_ASSERT_OK(pool);
     auto st = kv::Store::Open(pool.value().get(), kv::StoreOptions{.clock_chunk = 5, .fanout = 3});
     ASSERT_FALSE(st.ok()) << "node " << n.raw << " with " << count << " entries";
     EXPECT_TRUE(st.status().is_corruption()) << st.status().ToString();
@@ -752,7 +758,7 @@ TEST(KvTree, DamagedNodesAreRefusedOrHarmless) {
     std::memcpy(img.data() + (n.raw - base_off) + word * 8, &v, 8);
     SCOPED_TRACE("node " + std::to_string(n.raw) + " word " + std::to_string(word));
     auto pool = Pool::OpenImage(img);
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    PMINDEX_ASSERT_OK(pool);
     auto st = kv::Store::Open(pool.value().get(), kv::StoreOptions{.clock_chunk = 5, .fanout = 3});
     if (!st.ok()) {
       EXPECT_TRUE(st.status().is_corruption()) << st.status().ToString();
@@ -783,9 +789,9 @@ TEST(KvTree, AscendingLoadFillsNodes) {
       char k[32];
       std::snprintf(k, sizeof k, "acct:%010zu", ascending ? i : n - 1 - i);
       const std::string_view v(k);
-      ASSERT_TRUE(ms.store->Write(k, &v, kv::Store::Cond::kNone, 0).ok());
+      PMINDEX_ASSERT_OK(ms.store->Write(k, &v, kv::Store::Cond::kNone, 0));
     }
-    ASSERT_TRUE(ms.store->Verify().ok()) << ms.store->Verify().ToString();
+    PMINDEX_ASSERT_OK(ms.store->Verify());
     const TreeShape t = ShapeOf(*ms.store);
     EXPECT_EQ(t.prefixes, 1u);
     EXPECT_LE(t.max_entries, 4u);
@@ -810,7 +816,7 @@ TEST(KvTree, NewKeyFlushesOnePath) {
   auto put = [&](uint64_t i) {
     const std::string k = "session:" + std::to_string(i);
     const std::string_view v = k;
-    ASSERT_TRUE(ms.store->Write(k, &v, kv::Store::Cond::kNone, 0).ok());
+    PMINDEX_ASSERT_OK(ms.store->Write(k, &v, kv::Store::Cond::kNone, 0));
   };
   const size_t n = 20000;
   for (size_t i = 0; i < n; ++i) put(1000000000000 + rng.uniform(1000000000000));
@@ -826,7 +832,7 @@ TEST(KvTree, NewKeyFlushesOnePath) {
   const double path = (kv::Bucket::Bytes(f) + t.max_level * kv::Directory::Bytes(f)) / 64.0;
   EXPECT_LT(per_put, 2 * path + 16) << "n " << n << ", levels " << t.max_level;
   EXPECT_LT(per_put, n * 16 / 64 / 10.0);
-  ASSERT_TRUE(ms.store->Verify().ok()) << ms.store->Verify().ToString();
+  PMINDEX_ASSERT_OK(ms.store->Verify());
 }
 
 // ------------------------------------------------------------ transactions
@@ -834,14 +840,14 @@ TEST(KvTree, NewKeyFlushesOnePath) {
 TEST(KvTransaction, SnapshotReadsAndOwnWrites) {
   auto kv = InMemory();
   KvStore& s = *kv;
-  ASSERT_TRUE(s.Put("a", "1").ok());
-  ASSERT_TRUE(s.Put("b", "2").ok());
-  ASSERT_TRUE(s.Put("c", "3").ok());
+  PMINDEX_ASSERT_OK(s.Put("a", "1"));
+  PMINDEX_ASSERT_OK(s.Put("b", "2"));
+  PMINDEX_ASSERT_OK(s.Put("c", "3"));
   auto tx = s.Begin();
   // Changes after the snapshot are invisible to it.
-  ASSERT_TRUE(s.Put("a", "10").ok());
-  ASSERT_TRUE(s.Remove("b").ok());
-  ASSERT_TRUE(s.Put("d", "4").ok());
+  PMINDEX_ASSERT_OK(s.Put("a", "10"));
+  PMINDEX_ASSERT_OK(s.Remove("b"));
+  PMINDEX_ASSERT_OK(s.Put("d", "4"));
   EXPECT_EQ(tx->Get("a").value(), "1");
   EXPECT_EQ(tx->Get("b").value(), "2");
   EXPECT_TRUE(tx->Get("d").status().is_not_found());
@@ -849,11 +855,11 @@ TEST(KvTransaction, SnapshotReadsAndOwnWrites) {
   tx->Range("", std::nullopt, 10, &r);
   EXPECT_EQ(r, Pairs({{"a", "1"}, {"b", "2"}, {"c", "3"}}));
   // Own writes are visible to it, and to nobody else before Commit.
-  ASSERT_TRUE(tx->Put("e", "5").ok());
-  ASSERT_TRUE(tx->Remove("c").ok());
+  PMINDEX_ASSERT_OK(tx->Put("e", "5"));
+  PMINDEX_ASSERT_OK(tx->Remove("c"));
   EXPECT_TRUE(tx->Remove("c").is_not_found());
   EXPECT_TRUE(tx->Remove("zz").is_not_found());
-  ASSERT_TRUE(tx->Put("c", "33").ok());
+  PMINDEX_ASSERT_OK(tx->Put("c", "33"));
   EXPECT_EQ(tx->Get("e").value(), "5");
   EXPECT_EQ(tx->Get("c").value(), "33");
   r.clear();
@@ -866,7 +872,7 @@ TEST(KvTransaction, SnapshotReadsAndOwnWrites) {
   EXPECT_EQ(s.Get("c").value(), "3");
   const uint64_t snap = tx->snapshot();
   // Disjoint writes: no conflict.
-  ASSERT_TRUE(tx->Commit().ok());
+  PMINDEX_ASSERT_OK(tx->Commit());
   EXPECT_EQ(All(s), Pairs({{"a", "10"}, {"c", "33"}, {"d", "4"}, {"e", "5"}}));
   EXPECT_GT(s.GetVersioned("e").value().version, snap);
   EXPECT_TRUE(tx->Get("a").status().is_invalid_argument());
@@ -876,14 +882,14 @@ TEST(KvTransaction, SnapshotReadsAndOwnWrites) {
 TEST(KvTransaction, FirstCommitterWins) {
   auto kv = InMemory();
   KvStore& s = *kv;
-  ASSERT_TRUE(s.Put("x", "0").ok());
+  PMINDEX_ASSERT_OK(s.Put("x", "0"));
   auto t1 = s.Begin();
   auto t2 = s.Begin();
-  ASSERT_TRUE(t1->Put("x", "1").ok());
-  ASSERT_TRUE(t1->Put("y", "1").ok());
-  ASSERT_TRUE(t2->Put("x", "2").ok());
-  ASSERT_TRUE(t2->Put("z", "2").ok());
-  ASSERT_TRUE(t1->Commit().ok());
+  PMINDEX_ASSERT_OK(t1->Put("x", "1"));
+  PMINDEX_ASSERT_OK(t1->Put("y", "1"));
+  PMINDEX_ASSERT_OK(t2->Put("x", "2"));
+  PMINDEX_ASSERT_OK(t2->Put("z", "2"));
+  PMINDEX_ASSERT_OK(t1->Commit());
   Status st = t2->Commit();
   EXPECT_TRUE(st.IsAborted()) << st.ToString();
   EXPECT_TRUE(st.is_aborted());
@@ -892,71 +898,72 @@ TEST(KvTransaction, FirstCommitterWins) {
   EXPECT_EQ(s.Stats().aborts, 1u);
   // A single Put counts as a committer too, and so does a remove.
   auto t3 = s.Begin();
-  ASSERT_TRUE(t3->Put("y", "3").ok());
-  ASSERT_TRUE(s.Remove("y").ok());
+  PMINDEX_ASSERT_OK(t3->Put("y", "3"));
+  PMINDEX_ASSERT_OK(s.Remove("y"));
   EXPECT_TRUE(t3->Commit().IsAborted());
   // A key created after the snapshot conflicts with a write of it.
   auto t4 = s.Begin();
-  ASSERT_TRUE(t4->Put("new", "4").ok());
-  ASSERT_TRUE(s.Put("new", "single").ok());
+  PMINDEX_ASSERT_OK(t4->Put("new", "4"));
+  PMINDEX_ASSERT_OK(s.Put("new", "single"));
   EXPECT_TRUE(t4->Commit().IsAborted());
   EXPECT_EQ(s.Get("new").value(), "single");
-  ASSERT_TRUE(s.Verify().ok());
+  PMINDEX_ASSERT_OK(s.Verify());
 }
 
 TEST(KvTransaction, ValidatedReadsAbortOnLaterCommits) {
   auto kv = InMemory();
   KvStore& s = *kv;
-  ASSERT_TRUE(s.Put("w", "0").ok());
+  PMINDEX_ASSERT_OK(s.Put("w", "0"));
   // A key only read and validated conflicts like a written one: a change,
   // a remove, a creation after the snapshot.
   for (int round = 0; round < 3; ++round) {
     auto tx = s.Begin();
     const std::string key = round == 2 ? "created" : "w";
-    ASSERT_TRUE(tx->Validate(key).ok());
-    ASSERT_TRUE(tx->Put("out", std::to_string(round)).ok());
+    PMINDEX_ASSERT_OK(tx->Validate(key));
+    PMINDEX_ASSERT_OK(tx->Put("out", std::to_string(round)));
     const Status other = round == 0   ? s.Put("w", "1")
                          : round == 1 ? s.Remove("w")
                                       : s.Put("created", "x");
-    ASSERT_TRUE(other.ok());
+    PMINDEX_ASSERT_OK(other);
     EXPECT_TRUE(tx->Commit().IsAborted()) << round;
     EXPECT_TRUE(s.Get("out").status().is_not_found());
   }
   // Unchanged validated keys (present or absent) let the commit through;
   // without writes the commit only checks.
   auto ok = s.Begin();
-  ASSERT_TRUE(ok->Validate("created").ok());
-  ASSERT_TRUE(ok->Validate("never").ok());
-  ASSERT_TRUE(ok->Put("out", "y").ok());
-  ASSERT_TRUE(ok->Commit().ok());
+  PMINDEX_ASSERT_OK(ok->Validate("created"));
+  PMINDEX_ASSERT_OK(ok->Validate("never"));
+  PMINDEX_ASSERT_OK(ok->Put("out", "y"));
+  PMINDEX_ASSERT_OK(ok->Commit());
   EXPECT_EQ(s.Get("out").value(), "y");
   auto check = s.Begin();
-  ASSERT_TRUE(check->Validate("out").ok());
-  ASSERT_TRUE(s.Put("out", "z").ok());
+  PMINDEX_ASSERT_OK(check->Validate("out"));
+  PMINDEX_ASSERT_OK(s.Put("out", "z"));
   EXPECT_TRUE(check->Commit().IsAborted());
   EXPECT_TRUE(check->Validate("out").is_invalid_argument());
-  ASSERT_TRUE(s.Verify().ok());
+  PMINDEX_ASSERT_OK(s.Verify());
 }
 
 TEST(KvTransaction, AbortLeavesNothing) {
   auto kv = InMemory();
   KvStore& s = *kv;
-  ASSERT_TRUE(s.Put("keep", "1").ok());
+  PMINDEX_ASSERT_OK(s.Put("keep", "1"));
   const uint64_t bytes = s.Stats().pm_bytes;
   {
     auto tx = s.Begin();
-    for (char c = 'a'; c <= 'z'; ++c) ASSERT_TRUE(tx->Put(std::string("t") + c, std::string(100, 'v')).ok());
-    ASSERT_TRUE(tx->Remove("keep").ok());
+    for (char c = 'a'; c <= 'z'; ++c)
+      PMINDEX_ASSERT_OK(tx->Put(std::string("t") + c, std::string(100, 'v')));
+    PMINDEX_ASSERT_OK(tx->Remove("keep"));
     tx->Abort();
     EXPECT_TRUE(tx->Put("a", "b").is_invalid_argument());
   }
   {
     auto tx = s.Begin();
-    ASSERT_TRUE(tx->Put("dropped", "x").ok());
+    PMINDEX_ASSERT_OK(tx->Put("dropped", "x"));
   }  // the destructor aborts
   EXPECT_EQ(All(s), Pairs({{"keep", "1"}}));
   EXPECT_EQ(s.Stats().pm_bytes, bytes);
-  ASSERT_TRUE(s.Verify().ok());
+  PMINDEX_ASSERT_OK(s.Verify());
 }
 
 // Old versions go once no snapshot can read them: memory does not grow
@@ -964,12 +971,14 @@ TEST(KvTransaction, AbortLeavesNothing) {
 TEST(KvTransaction, VersionsReclaimed) {
   auto kv = InMemory();
   KvStore& s = *kv;
-  for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Put("key" + std::to_string(k), "v0").ok());
+  for (int k = 0; k < 20; ++k) PMINDEX_ASSERT_OK(s.Put("key" + std::to_string(k), "v0"));
   for (int i = 0; i < 20; ++i)
-    for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Put("key" + std::to_string(k), std::string(200, 'a' + i % 26)).ok());
+    for (int k = 0; k < 20; ++k)
+      PMINDEX_ASSERT_OK(s.Put("key" + std::to_string(k), std::string(200, 'a' + i % 26)));
   const KvStats before = s.Stats();
   for (int i = 0; i < 300; ++i)
-    for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Put("key" + std::to_string(k), std::string(200, 'a' + i % 26)).ok());
+    for (int k = 0; k < 20; ++k)
+      PMINDEX_ASSERT_OK(s.Put("key" + std::to_string(k), std::string(200, 'a' + i % 26)));
   const KvStats after = s.Stats();
   EXPECT_LE(after.versions, 2u * 20);
   EXPECT_LE(after.pm_bytes, before.pm_bytes + 64 * 1024);
@@ -977,17 +986,17 @@ TEST(KvTransaction, VersionsReclaimed) {
   // A snapshot pins the versions it can read.
   auto tx = s.Begin();
   const std::string seen = tx->Get("key3").value();
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(s.Put("key3", "later" + std::to_string(i)).ok());
+  for (int i = 0; i < 10; ++i) PMINDEX_ASSERT_OK(s.Put("key3", "later" + std::to_string(i)));
   EXPECT_EQ(tx->Get("key3").value(), seen);
   EXPECT_GE(s.Stats().versions, 20u + 10);
   tx->Abort();
-  ASSERT_TRUE(s.Put("key3", "last").ok());
+  PMINDEX_ASSERT_OK(s.Put("key3", "last"));
   EXPECT_LE(s.Stats().versions, 2u * 20);
   // Removed keys go entirely once no snapshot needs them.
-  for (int k = 0; k < 20; ++k) ASSERT_TRUE(s.Remove("key" + std::to_string(k)).ok());
+  for (int k = 0; k < 20; ++k) PMINDEX_ASSERT_OK(s.Remove("key" + std::to_string(k)));
   EXPECT_EQ(s.Stats().versions, 0u);
   EXPECT_EQ(s.Stats().index.entries, 0u);
-  ASSERT_TRUE(s.Verify().ok());
+  PMINDEX_ASSERT_OK(s.Verify());
 }
 
 // A crash inside a commit: before the commit word nothing of it survives,
@@ -1003,7 +1012,7 @@ TEST(KvTransaction, CrashInsideCommit) {
       for (int i = 0; i < 40; ++i) {
         const std::string k = "key" + std::to_string(i), v = std::string(i, 'v');
         const std::string_view sv = v;
-        ASSERT_TRUE(ms.store->Write(k, &sv, kv::Store::Cond::kNone, 0).ok());
+        PMINDEX_ASSERT_OK(ms.store->Write(k, &sv, kv::Store::Cond::kNone, 0));
         m[k] = v;
       }
       kv::Store::Writes w;
@@ -1017,7 +1026,7 @@ TEST(KvTransaction, CrashInsideCommit) {
       EXPECT_EQ(st.ok(), after_commit == 1) << st.ToString();
       MemStore again = OpenBytes(CrashBytes(*ms.pool));
       ASSERT_NE(again.store, nullptr);
-      ASSERT_TRUE(again.store->Verify().ok()) << again.store->Verify().ToString();
+      PMINDEX_ASSERT_OK(again.store->Verify());
       EXPECT_EQ(Contents(*again.store), after_commit ? after : m);
       ExpectNoLeak(*again.store);
     }
@@ -1037,7 +1046,7 @@ TEST_P(KvOverKind, OpsCrashImagesAndCommitCrashes) {
   Model m;
   uint64_t tag = 0;
   RandomOps(*ms.store, m, rng, keys, scenario::Ops(800, 200), &tag);
-  ASSERT_TRUE(ms.store->Verify().ok()) << ms.store->Verify().ToString();
+  PMINDEX_ASSERT_OK(ms.store->Verify());
   // A crash at a quiescent point, then one inside a commit before its
   // commit word (two keys linked) and one after it.
   for (int step = 0; step < 3; ++step) {
@@ -1061,7 +1070,7 @@ TEST_P(KvOverKind, OpsCrashImagesAndCommitCrashes) {
     }
     MemStore again = OpenBytes(CrashBytes(*ms.pool), 5);
     ASSERT_NE(again.store, nullptr);
-    ASSERT_TRUE(again.store->Verify().ok()) << again.store->Verify().ToString();
+    PMINDEX_ASSERT_OK(again.store->Verify());
     ASSERT_EQ(Contents(*again.store), m);
     ExpectNoLeak(*again.store);
     RandomOps(*again.store, m, rng, keys, scenario::Ops(200, 50), &tag);
@@ -1069,7 +1078,7 @@ TEST_P(KvOverKind, OpsCrashImagesAndCommitCrashes) {
   }
   // A clean close and reopen.
   auto bytes = [&] {
-    EXPECT_TRUE(ms.store->Close().ok());
+    PMINDEX_EXPECT_OK(ms.store->Close());
     ms.store.reset();
     std::vector<std::byte> b = CrashBytes(*ms.pool);
     const uint64_t one = 1;
@@ -1095,13 +1104,13 @@ TEST(Kv, WrongKindBothWays) {
   small.max_size = 64ull << 20;
   {
     auto db = Db::Create(plain, "lbtree", "", small);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE(db.value()->Insert(1, 2).ok());
+    PMINDEX_ASSERT_OK(db);
+    PMINDEX_ASSERT_OK(db.value()->Insert(1, 2));
   }
   {
     auto kv = KvStore::Create(store, "lbtree", "", small);
-    ASSERT_TRUE(kv.ok());
-    ASSERT_TRUE(kv.value()->Put("k", "v").ok());
+    PMINDEX_ASSERT_OK(kv);
+    PMINDEX_ASSERT_OK(kv.value()->Put("k", "v"));
   }
   const auto plain_before = testing::Snapshot::Of(plain), store_before = testing::Snapshot::Of(store);
   auto kv = KvStore::Open(plain);
@@ -1112,15 +1121,15 @@ TEST(Kv, WrongKindBothWays) {
   EXPECT_TRUE(testing::Snapshot::Of(plain) == plain_before);
   EXPECT_TRUE(testing::Snapshot::Of(store) == store_before);
   // And each opens as what it is.
-  EXPECT_TRUE(KvStore::Open(store).ok());
-  EXPECT_TRUE(Db::Open(plain).ok());
+  PMINDEX_EXPECT_OK(KvStore::Open(store));
+  PMINDEX_EXPECT_OK(Db::Open(plain));
   // A volatile kind cannot hold a store.
   EXPECT_TRUE(KvStore::CreateInMemory("dram-btree").status().is_invalid_argument());
   EXPECT_TRUE(KvStore::CreateInMemory("no-such-kind").status().is_invalid_argument());
   EXPECT_TRUE(KvStore::Create(dir.path("x.pool"), "dram-btree", "", small).status().is_invalid_argument());
   EXPECT_FALSE(std::filesystem::exists(dir.path("x.pool")));
   auto info = Pool::Inspect(store);
-  ASSERT_TRUE(info.ok());
+  PMINDEX_ASSERT_OK(info);
   EXPECT_EQ(info.value().incompat_flags, pm::kIncompatKvStore);
 }
 
@@ -1131,7 +1140,7 @@ TEST(Kv, OutOfSpaceLeavesTheStoreUsable) {
   o.size = 4ull << 20;
   o.max_size = 4ull << 20;
   auto kv = KvStore::CreateInMemory("lbtree", "", o);
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   KvStore& s = *kv.value();
   Model m;
   Status st;
@@ -1144,24 +1153,25 @@ TEST(Kv, OutOfSpaceLeavesTheStoreUsable) {
     m[k] = v;
   }
   ASSERT_TRUE(st.is_out_of_space()) << st.ToString();
-  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+  PMINDEX_ASSERT_OK(s.Verify());
   ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
   // A transaction that does not fit changes nothing either.
   auto tx = s.Begin();
-  for (int j = 0; j < 200; ++j) ASSERT_TRUE(tx->Put("tx" + std::to_string(j), std::string(5000, 't')).ok());
+  for (int j = 0; j < 200; ++j)
+    PMINDEX_ASSERT_OK(tx->Put("tx" + std::to_string(j), std::string(5000, 't')));
   EXPECT_TRUE(tx->Commit().is_out_of_space());
-  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+  PMINDEX_ASSERT_OK(s.Verify());
   ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
   // Removing makes room again.
   int removed = 0;
   for (auto it = m.begin(); it != m.end() && removed < 200; ++removed) {
-    ASSERT_TRUE(s.Remove(it->first).ok());
+    PMINDEX_ASSERT_OK(s.Remove(it->first));
     it = m.erase(it);
   }
-  ASSERT_TRUE(s.Put("after", "room").ok());
+  PMINDEX_ASSERT_OK(s.Put("after", "room"));
   m["after"] = "room";
   ASSERT_EQ(All(s), Pairs(m.begin(), m.end()));
-  ASSERT_TRUE(s.Verify().ok());
+  PMINDEX_ASSERT_OK(s.Verify());
 }
 
 // ------------------------------------------------------------ concurrency
@@ -1176,7 +1186,7 @@ TEST(KvConcurrency, TransfersConserveTheTotal) {
   constexpr int kAccounts = 8;  // few: concurrent transfers conflict
   constexpr int kInitial = 1000;
   auto acct = [](int i) { return "acct:" + std::to_string(i); };
-  for (int i = 0; i < kAccounts; ++i) ASSERT_TRUE(s.Put(acct(i), std::to_string(kInitial)).ok());
+  for (int i = 0; i < kAccounts; ++i) PMINDEX_ASSERT_OK(s.Put(acct(i), std::to_string(kInitial)));
   const int transfers = static_cast<int>(scenario::Ops(1500, 200));
   std::atomic<int> committed{0}, aborted{0}, bad_sums{0}, failures{0}, sums{0};
   std::atomic<bool> stop{false};
@@ -1252,7 +1262,7 @@ TEST(KvConcurrency, TransfersConserveTheTotal) {
   long sum = 0;
   for (int i = 0; i < kAccounts; ++i) sum += std::stol(s.Get(acct(i)).value());
   EXPECT_EQ(sum, long{kAccounts} * kInitial);
-  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+  PMINDEX_ASSERT_OK(s.Verify());
 }
 
 // Single Puts of one hot key from several threads, with Gets and
@@ -1260,7 +1270,7 @@ TEST(KvConcurrency, TransfersConserveTheTotal) {
 TEST(KvConcurrency, HotKeyLinearizable) {
   auto kv = InMemory();
   KvStore& s = *kv;
-  ASSERT_TRUE(s.Put("hot", "0").ok());
+  PMINDEX_ASSERT_OK(s.Put("hot", "0"));
   std::atomic<int> failures{0};
   const int n = static_cast<int>(scenario::Ops(2000, 200));
   std::vector<std::thread> th;
@@ -1278,7 +1288,7 @@ TEST(KvConcurrency, HotKeyLinearizable) {
   }
   for (auto& x : th) x.join();
   EXPECT_EQ(failures.load(), 0);
-  ASSERT_TRUE(s.Verify().ok());
+  PMINDEX_ASSERT_OK(s.Verify());
   EXPECT_LE(s.Stats().versions, s.Stats().keys + 4);
 }
 
@@ -1295,7 +1305,7 @@ TEST(KvConcurrency, SharedPrefixTreeReshapedUnderReaders) {
   for (int i = 0; i < kStable; ++i) {
     const std::string k = stable(i);
     const std::string_view v = k;
-    ASSERT_TRUE(s.Write(k, &v, kv::Store::Cond::kNone, 0).ok());
+    PMINDEX_ASSERT_OK(s.Write(k, &v, kv::Store::Cond::kNone, 0));
   }
   const int n = static_cast<int>(scenario::Ops(3000, 400));
   std::atomic<int> failures{0}, writers{2};
@@ -1334,7 +1344,7 @@ TEST(KvConcurrency, SharedPrefixTreeReshapedUnderReaders) {
   });
   for (auto& x : th) x.join();
   EXPECT_EQ(failures.load(), 0);
-  ASSERT_TRUE(s.Verify().ok()) << s.Verify().ToString();
+  PMINDEX_ASSERT_OK(s.Verify());
   ExpectNoLeak(s);
 }
 

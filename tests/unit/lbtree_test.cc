@@ -20,6 +20,7 @@
 #include "pm/pool.h"
 #include "support/pools.h"
 #include "support/seed.h"
+#include "support/status.h"
 #include "trees/pm_leaf/lbtree_leaf.h"
 #include "unit/pm_image_tracer.h"
 
@@ -329,17 +330,17 @@ TEST(LbtreeTree, StaleLockBitsClearedAndEmptyLeavesUnlinked) {
   for (std::string opts : {"node=256", "node=512", "node=1024,rebuild_threads=2"}) {
     SCOPED_TRACE(opts);
     auto t = Make(opts);
-    for (uint64_t k = 0; k < 3000; ++k) ASSERT_TRUE(t.idx->insert(k * 3, k).ok());
+    for (uint64_t k = 0; k < 3000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 3, k));
     // Empty a range in the middle: whole leaves become empty.
-    for (uint64_t k = 1000; k < 2000; ++k) ASSERT_TRUE(t.idx->remove(k * 3).ok());
-    ASSERT_TRUE(t.idx->verify().ok());
+    for (uint64_t k = 1000; k < 2000; ++k) PMINDEX_ASSERT_OK(t.idx->remove(k * 3));
+    PMINDEX_ASSERT_OK(t.idx->verify());
     uint64_t leaves_before = t.idx->stats().leaves;
     // A crash in the middle of a write leaves lock bits set: set them in
     // every leaf of the image.
     std::vector<PPtr> blocks;
-    ASSERT_TRUE(t.idx->for_each_block([&](PPtr p) { blocks.push_back(p); }).ok());
+    PMINDEX_ASSERT_OK(t.idx->for_each_block([&](PPtr p) { blocks.push_back(p); }));
     auto img = Pool::OpenImage(t.pool->bytes());
-    ASSERT_TRUE(img.ok());
+    PMINDEX_ASSERT_OK(img);
     uint64_t head = img.value()->root(0);
     for (PPtr p(head); !p.is_null();) {
       uint64_t* w = img.value()->to_ptr<uint64_t>(p);
@@ -347,9 +348,9 @@ TEST(LbtreeTree, StaleLockBitsClearedAndEmptyLeavesUnlinked) {
       p = PPtr(w[LoadRelaxed(w) & Header::kAltBit ? 31 : 30]);
     }
     auto idx = open_index(img.value().get());
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    PMINDEX_ASSERT_OK(idx);
     Status v = idx.value()->verify();
-    ASSERT_TRUE(v.ok()) << v.ToString();
+    PMINDEX_ASSERT_OK(v);
     EXPECT_LT(idx.value()->stats().leaves, leaves_before);
     for (uint64_t k = 0; k < 3000; ++k) {
       auto got = idx.value()->lookup(k * 3);
@@ -361,8 +362,8 @@ TEST(LbtreeTree, StaleLockBitsClearedAndEmptyLeavesUnlinked) {
       }
     }
     // Writable after recovery, including the unlinked range.
-    for (uint64_t k = 1000; k < 2000; ++k) ASSERT_TRUE(idx.value()->insert(k * 3, 1).ok());
-    ASSERT_TRUE(idx.value()->verify().ok());
+    for (uint64_t k = 1000; k < 2000; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 3, 1));
+    PMINDEX_ASSERT_OK(idx.value()->verify());
   }
 }
 
@@ -371,12 +372,12 @@ TEST(LbtreeTree, ParallelRebuildMatchesSequential) {
   auto t = Make("node=256,rebuild_threads=2");
   std::vector<KV> kv;
   for (uint64_t k = 0; k < 20000; ++k) kv.push_back({k * 7, k});
-  ASSERT_TRUE(t.idx->bulk_load(kv, 0.7).ok());
-  for (uint64_t k = 0; k < 5000; ++k) ASSERT_TRUE(t.idx->insert(k * 7 + 1, k).ok());
-  ASSERT_TRUE(t.idx->close().ok());
+  PMINDEX_ASSERT_OK(t.idx->bulk_load(kv, 0.7));
+  for (uint64_t k = 0; k < 5000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 7 + 1, k));
+  PMINDEX_ASSERT_OK(t.idx->close());
   auto r = Reopen(t.pool.get());
   ASSERT_TRUE(r.idx);
-  ASSERT_TRUE(r.idx->verify().ok());
+  PMINDEX_ASSERT_OK(r.idx->verify());
   EXPECT_EQ(r.idx->stats().entries, 25000u);
   KV out[3];
   ASSERT_EQ(r.idx->scan(7 * 100, 3, out), 3u);
@@ -387,10 +388,10 @@ TEST(LbtreeTree, ParallelRebuildMatchesSequential) {
   uint64_t* hint = r.pool->to_ptr<uint64_t>(PPtr(r.pool->root(1)));
   ASSERT_GT(hint[0], 1u);
   std::swap(hint[1], hint[2]);
-  ASSERT_TRUE(r.idx->close().ok());
+  PMINDEX_ASSERT_OK(r.idx->close());
   auto r2 = Reopen(r.pool.get());
   ASSERT_TRUE(r2.idx);
-  ASSERT_TRUE(r2.idx->verify().ok());
+  PMINDEX_ASSERT_OK(r2.idx->verify());
   EXPECT_EQ(r2.idx->stats().entries, 25000u);
 }
 
@@ -414,12 +415,12 @@ TEST(PmLeafTreeStats, SplitsCountedWithTheirLineWrites) {
       po.kind = kind;
       po.index_options = opts;
       auto pool = Pool::CreateInMemory(po);
-      ASSERT_TRUE(pool.ok());
+      PMINDEX_ASSERT_OK(pool);
       auto idx = create_index(kind, opts, pool.value().get());
-      ASSERT_TRUE(idx.ok());
+      PMINDEX_ASSERT_OK(idx);
       const pm::Counters before = pm::ThreadCounters();
       std::mt19937_64 rng(7);
-      for (int i = 0; i < 5000; ++i) ASSERT_TRUE(idx.value()->insert(rng(), i).ok());
+      for (int i = 0; i < 5000; ++i) PMINDEX_ASSERT_OK(idx.value()->insert(rng(), i));
       const pm::Counters spent = pm::ThreadCounters() - before;
       IndexStats s = idx.value()->stats();
       ASSERT_GT(s.leaves, 10u);
@@ -438,7 +439,7 @@ TEST(LbtreeTree, BadOptionsRejected) {
   po.kind = "lbtree";
   po.index_options = "node=300";
   auto pool = Pool::CreateInMemory(po);
-  ASSERT_TRUE(pool.ok());
+  PMINDEX_ASSERT_OK(pool);
   auto idx = create_index("lbtree", "node=300", pool.value().get());
   EXPECT_TRUE(idx.status().is_invalid_argument()) << idx.status().ToString();
 }

@@ -15,6 +15,7 @@
 #include "pm/pool.h"
 #include "support/pools.h"
 #include "support/seed.h"
+#include "support/status.h"
 
 namespace pmindex::lcbtree {
 namespace {
@@ -55,15 +56,15 @@ TEST(LcbtreeTree, RandomOpsAgainstOracle) {
           oracle.erase(k);
           break;
         case 3:
-          ASSERT_TRUE(t.idx->upsert(k, v).ok());
+          PMINDEX_ASSERT_OK(t.idx->upsert(k, v));
           oracle[k] = v;
           break;
       }
       if (i % 4000 == 0) {
-        ASSERT_TRUE(t.idx->verify().ok()) << t.idx->verify().ToString();
+        PMINDEX_ASSERT_OK(t.idx->verify());
       }
     }
-    ASSERT_TRUE(t.idx->verify().ok()) << t.idx->verify().ToString();
+    PMINDEX_ASSERT_OK(t.idx->verify());
     EXPECT_EQ(t.idx->stats().entries, oracle.size());
     std::vector<KV> all(oracle.size() + 1);
     ASSERT_EQ(t.idx->scan(0, all.size(), all.data()), oracle.size());
@@ -73,7 +74,7 @@ TEST(LcbtreeTree, RandomOpsAgainstOracle) {
       ASSERT_EQ(all[i++].value, v);
     }
     auto r = Reopen(t.pool.get());
-    ASSERT_TRUE(r.idx->verify().ok());
+    PMINDEX_ASSERT_OK(r.idx->verify());
     for (auto& [k, v] : oracle) ASSERT_EQ(r.idx->lookup(k), v);
   }
 }
@@ -82,9 +83,9 @@ TEST(LcbtreeTree, RandomOpsAgainstOracle) {
 // place: recovery restores the originals.
 TEST(LcbtreeTree, ValidUndoLogIsRolledBack) {
   auto t = Make("node=128");
-  for (Key k = 0; k < 200; ++k) ASSERT_TRUE(t.idx->insert(k * 2, k).ok());
+  for (Key k = 0; k < 200; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 2, k));
   auto img = Pool::OpenImage(t.pool->bytes());
-  ASSERT_TRUE(img.ok());
+  PMINDEX_ASSERT_OK(img);
   Pool* p = img.value().get();
   auto* meta = p->to_ptr<Meta>(PPtr(p->root(0)));
   auto* log = p->to_ptr<LogHeader>(PPtr(meta->log));
@@ -98,16 +99,16 @@ TEST(LcbtreeTree, ValidUndoLogIsRolledBack) {
   root->n = 0;
   std::memset(root->w, 0xFF, 64);
   auto idx = open_index(p);
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  ASSERT_TRUE(idx.value()->verify().ok()) << idx.value()->verify().ToString();
+  PMINDEX_ASSERT_OK(idx);
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   for (Key k = 0; k < 200; ++k) ASSERT_EQ(idx.value()->lookup(k * 2), k);
 }
 
 TEST(LcbtreeTree, InsertFlushesLogAndShiftedEntries) {
   auto t = Make("node=512");
-  for (Key k = 0; k < 20; ++k) ASSERT_TRUE(t.idx->insert(1000 + k, k).ok());
+  for (Key k = 0; k < 20; ++k) PMINDEX_ASSERT_OK(t.idx->insert(1000 + k, k));
   auto c0 = pm::ThreadCounters();
-  ASSERT_TRUE(t.idx->insert(1, 1).ok());  // front of the leaf: shifts 20 entries
+  PMINDEX_ASSERT_OK(t.idx->insert(1, 1));  // front of the leaf: shifts 20 entries
   auto c1 = pm::ThreadCounters();
   // Log: 64 B record header + 512 B node = 9 lines, plus the log header;
   // then shifted keys and values (>= 2 lines each) and the node header.
@@ -119,10 +120,10 @@ TEST(LcbtreeTree, BulkLoadAndCorruptPool) {
   auto t = Make("node=256");
   std::vector<KV> kv;
   for (Key k = 0; k < 3000; ++k) kv.push_back({k * 3, k});
-  ASSERT_TRUE(t.idx->bulk_load(kv, 0.8).ok());
-  ASSERT_TRUE(t.idx->verify().ok()) << t.idx->verify().ToString();
-  for (Key k = 0; k < 3000; ++k) ASSERT_TRUE(t.idx->insert(k * 3 + 1, k).ok());
-  ASSERT_TRUE(t.idx->verify().ok());
+  PMINDEX_ASSERT_OK(t.idx->bulk_load(kv, 0.8));
+  PMINDEX_ASSERT_OK(t.idx->verify());
+  for (Key k = 0; k < 3000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 3 + 1, k));
+  PMINDEX_ASSERT_OK(t.idx->verify());
   EXPECT_EQ(t.idx->stats().entries, 6000u);
   auto img = Pool::OpenImage(t.pool->bytes());
   auto* meta = img.value()->to_ptr<Meta>(PPtr(img.value()->root(0)));

@@ -23,6 +23,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
+#include "support/status.h"
 #include "trees/two_layer/two_layer.h"
 #include "unit/sorted_node_checks.h"
 
@@ -63,15 +64,15 @@ Made Make(const std::string& options, Key keys, Key stride = 4) {
   po.index_options = options;
   Made m;
   auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool);
   m.pool = std::move(pool.value());
   auto idx = create_index("nobtree", options, m.pool.get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
+  PMINDEX_EXPECT_OK(idx);
   m.idx = std::move(idx.value());
   std::vector<KV> load;
   for (Key k = 0; k < keys; ++k) load.push_back(KV{k * stride, k});
   if (keys > 0) {
-    EXPECT_TRUE(m.idx->bulk_load(load, 0.8).ok());
+    PMINDEX_EXPECT_OK(m.idx->bulk_load(load, 0.8));
   }
   return m;
 }
@@ -96,7 +97,7 @@ TEST(NobTreePlacement, NodesSpreadAndEachNodeReadsItsOwnReplica) {
   SimulatedNodes sim(4);
   const Key n = 3000;
   Made m = Make("height=3,migrate=off", n);
-  ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+  PMINDEX_ASSERT_OK(m.idx->verify());
   EXPECT_EQ(Extra(m.idx->stats(), "top_replicas"), 4);
   const auto [remote, local] = Visits(*m.idx, n);
   // 3 of 4 bottom nodes are elsewhere; the top layer is local.
@@ -105,11 +106,11 @@ TEST(NobTreePlacement, NodesSpreadAndEachNodeReadsItsOwnReplica) {
   // From another node: the same reads, the replica of that node.
   std::pair<uint64_t, uint64_t> other;
   std::thread([&] {
-    ASSERT_TRUE(alloc::Topology::Default()->place_this_thread(2).ok());
+    PMINDEX_ASSERT_OK(alloc::Topology::Default()->place_this_thread(2));
     other = Visits(*m.idx, n);
   }).join();
   EXPECT_GT(other.second, n);  // that node's replica: local
-  ASSERT_TRUE(m.idx->close().ok());
+  PMINDEX_ASSERT_OK(m.idx->close());
 }
 
 // With sample=1 and hot=2 a node below the roots read twice from node 0
@@ -128,12 +129,12 @@ TEST(NobTreeMigration, InlineMovesReadLeavesToTheReadersNode) {
   const auto third = Visits(*m.idx, n);
   // Leaves are half the visits of a height-2 lookup below the top layer.
   EXPECT_LT(third.first, first.first * 7 / 10) << first.first << " -> " << third.first;
-  ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+  PMINDEX_ASSERT_OK(m.idx->verify());
   EXPECT_EQ(m.idx->stats().entries, n);
   // Writes after the moves land in the copies.
-  for (Key k = 0; k < n; ++k) ASSERT_TRUE(m.idx->insert(k * 4 + 1, k).ok()) << k;
-  for (Key k = 0; k < n; k += 3) ASSERT_TRUE(m.idx->remove(k * 4).ok()) << k;
-  ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+  for (Key k = 0; k < n; ++k) PMINDEX_ASSERT_OK(m.idx->insert(k * 4 + 1, k)) << k;
+  for (Key k = 0; k < n; k += 3) PMINDEX_ASSERT_OK(m.idx->remove(k * 4)) << k;
+  PMINDEX_ASSERT_OK(m.idx->verify());
   for (Key k = 0; k < n; ++k) {
     ASSERT_EQ(m.idx->lookup(k * 4 + 1).value_or(~0ull), k);
     ASSERT_EQ(m.idx->lookup(k * 4).has_value(), k % 3 != 0) << k;
@@ -141,7 +142,7 @@ TEST(NobTreeMigration, InlineMovesReadLeavesToTheReadersNode) {
   std::vector<KV> all(3 * n);
   ASSERT_EQ(m.idx->scan(0, all.size(), all.data()), n + n - (n + 2) / 3);
   for (size_t i = 1; i < n; ++i) ASSERT_LT(all[i - 1].key, all[i].key);
-  ASSERT_TRUE(m.idx->close().ok());
+  PMINDEX_ASSERT_OK(m.idx->close());
 }
 
 // MigrateNodeOf moves the leaf, the level-1 node and some subindex roots
@@ -168,29 +169,29 @@ TEST(NobTreeMigration, MovedNodesSurviveSplitsReopenAndCrash) {
   EXPECT_FALSE(t->MigrateNodeOf(0, 3, 1));  // no such level
   // A subindex root moves: the top layers name the copy.
   EXPECT_TRUE(t->MigrateNodeOf((n - 1) * 4, 2, 3));
-  ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+  PMINDEX_ASSERT_OK(m.idx->verify());
   // Fill the moved leaves and their moved parents until they split.
   for (Key k = 0; k < n; ++k)
-    for (Key j = 1; j < 4; ++j) ASSERT_TRUE(m.idx->insert(k * 4 + j, k).ok()) << k;
-  ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
-  for (Key k = 0; k < n; k += 7) ASSERT_TRUE(m.idx->remove(k * 4 + 3).ok()) << k;
+    for (Key j = 1; j < 4; ++j) PMINDEX_ASSERT_OK(m.idx->insert(k * 4 + j, k)) << k;
+  PMINDEX_ASSERT_OK(m.idx->verify());
+  for (Key k = 0; k < n; k += 7) PMINDEX_ASSERT_OK(m.idx->remove(k * 4 + 3)) << k;
   const uint64_t entries = m.idx->stats().entries;
   EXPECT_EQ(entries, 4 * n - (n + 6) / 7);
-  ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+  PMINDEX_ASSERT_OK(m.idx->verify());
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
     const std::vector<std::byte> bytes = testing_util::PoolImage(*m.pool, &m.idx, crash);
     auto img = Pool::OpenImage(bytes);
-    ASSERT_TRUE(img.ok()) << img.status().ToString();
+    PMINDEX_ASSERT_OK(img);
     auto re = open_index(img.value().get());
-    ASSERT_TRUE(re.ok()) << re.status().ToString();
-    ASSERT_TRUE(re.value()->verify().ok()) << re.value()->verify().ToString();
+    PMINDEX_ASSERT_OK(re);
+    PMINDEX_ASSERT_OK(re.value()->verify());
     EXPECT_EQ(re.value()->stats().entries, entries);
     for (Key k = 0; k < n; ++k) {
       ASSERT_EQ(re.value()->lookup(k * 4).value_or(~0ull), k);
       ASSERT_EQ(re.value()->lookup(k * 4 + 3).has_value(), k % 7 != 0);
     }
-    ASSERT_TRUE(re.value()->close().ok());
+    PMINDEX_ASSERT_OK(re.value()->close());
   }
 }
 
@@ -210,7 +211,7 @@ TEST(NobTreeMigration, BackgroundCoordinatorMovesLeavesWhileThreadsRun) {
   std::vector<std::thread> ts;
   for (int i = 0; i < 2; ++i) {
     ts.emplace_back([&, i] {
-      ASSERT_TRUE(alloc::Topology::Default()->place_this_thread(1 + 2 * i).ok());
+      PMINDEX_ASSERT_OK(alloc::Topology::Default()->place_this_thread(1 + 2 * i));
       const Key lo = i * (n / 2), hi = lo + n / 2;
       auto pass = [&] {
         const pm::Counters c0 = pm::ThreadCounters();
@@ -220,7 +221,7 @@ TEST(NobTreeMigration, BackgroundCoordinatorMovesLeavesWhileThreadsRun) {
         return std::make_pair(d.numa_remote_visits, d.numa_local_visits);
       };
       before[i] = pass();
-      for (Key k = lo; k < hi; ++k) ASSERT_TRUE(m.idx->insert(k * 4 + 2, k).ok());
+      for (Key k = lo; k < hi; ++k) PMINDEX_ASSERT_OK(m.idx->insert(k * 4 + 2, k));
       for (int r = 0; r < 3; ++r) pass();
       t->DrainMigrations();
       after[i] = pass();
@@ -241,9 +242,9 @@ TEST(NobTreeMigration, BackgroundCoordinatorMovesLeavesWhileThreadsRun) {
   EXPECT_GT(t->migrations(), 20u);
   for (int i = 0; i < 2; ++i)
     EXPECT_LT(after[i].first, before[i].first) << "thread " << i << ": " << before[i].first << " -> " << after[i].first;
-  ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+  PMINDEX_ASSERT_OK(m.idx->verify());
   EXPECT_EQ(m.idx->stats().entries, 2 * n);
-  ASSERT_TRUE(m.idx->close().ok());
+  PMINDEX_ASSERT_OK(m.idx->close());
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "pm/pool.h"
 #include "support/pools.h"
 #include "support/seed.h"
+#include "support/status.h"
 #include "trees/nvtree/adaptive.h"
 #include "trees/nvtree/leaf.h"
 
@@ -203,7 +204,7 @@ TEST(NvtreeTree, RandomOpsTinyNodesAgainstOracle) {
           break;
         }
         case 4: {
-          ASSERT_TRUE(t.idx->upsert(k, v).ok());
+          PMINDEX_ASSERT_OK(t.idx->upsert(k, v));
           oracle[k] = v;
           break;
         }
@@ -215,11 +216,11 @@ TEST(NvtreeTree, RandomOpsTinyNodesAgainstOracle) {
       }
       if (i % 2000 == 0) {
         Status vs = t.idx->verify();
-        ASSERT_TRUE(vs.ok()) << vs.ToString();
+        PMINDEX_ASSERT_OK(vs);
       }
     }
     Status vs = t.idx->verify();
-    ASSERT_TRUE(vs.ok()) << vs.ToString();
+    PMINDEX_ASSERT_OK(vs);
     ExpectSame(t.idx.get(), oracle);
     if (opts.find("node=128") != std::string::npos) {
       EXPECT_GT(TreeOf(t)->splits(), 0u);
@@ -231,69 +232,69 @@ TEST(NvtreeTree, RandomOpsTinyNodesAgainstOracle) {
     auto r = Reopen(t.pool.get());
     ASSERT_NE(r.idx, nullptr);
     EXPECT_FALSE(static_cast<NvTree*>(r.idx.get())->recovered_clean());
-    ASSERT_TRUE(r.idx->verify().ok());
+    PMINDEX_ASSERT_OK(r.idx->verify());
     ExpectSame(r.idx.get(), oracle);
     // And it keeps working.
-    ASSERT_TRUE(r.idx->upsert(7, 7).ok());
+    PMINDEX_ASSERT_OK(r.idx->upsert(7, 7));
     EXPECT_EQ(r.idx->lookup(7), 7u);
   }
 }
 
 TEST(NvtreeTree, CleanShutdownIsInstantRecovery) {
   auto t = Make("node=256,pln=64,fanout=2");
-  for (Key k = 0; k < 3000; ++k) ASSERT_TRUE(t.idx->insert(k * 7 % 3001, k).ok());
-  ASSERT_TRUE(t.idx->close().ok());
+  for (Key k = 0; k < 3000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 7 % 3001, k));
+  PMINDEX_ASSERT_OK(t.idx->close());
   auto r = Reopen(t.pool.get());
   ASSERT_NE(r.idx, nullptr);
   EXPECT_TRUE(static_cast<NvTree*>(r.idx.get())->recovered_clean());
-  ASSERT_TRUE(r.idx->verify().ok());
+  PMINDEX_ASSERT_OK(r.idx->verify());
   for (Key k = 0; k < 3000; ++k) ASSERT_EQ(r.idx->lookup(k * 7 % 3001), k);
   // The clean bit was cleared at open: a crash now must rebuild from LNs.
   auto r2 = Reopen(r.pool.get());
   ASSERT_NE(r2.idx, nullptr);
   EXPECT_FALSE(static_cast<NvTree*>(r2.idx.get())->recovered_clean());
-  ASSERT_TRUE(r2.idx->verify().ok());
+  PMINDEX_ASSERT_OK(r2.idx->verify());
   EXPECT_EQ(r2.idx->stats().entries, 3000u);
 }
 
 TEST(NvtreeTree, SnapshotThatDisagreesFallsBackToLns) {
   auto t = Make("node=128,pln=64,fanout=2");
-  for (Key k = 0; k < 500; ++k) ASSERT_TRUE(t.idx->insert(k, k).ok());
-  ASSERT_TRUE(t.idx->close().ok());
+  for (Key k = 0; k < 500; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k, k));
+  PMINDEX_ASSERT_OK(t.idx->close());
   auto img = Pool::OpenImage(t.pool->bytes());
-  ASSERT_TRUE(img.ok());
+  PMINDEX_ASSERT_OK(img);
   uint64_t snap = img.value()->root(1);
   ASSERT_EQ(snap & 1, 1u);
   // Damage one LN pointer of the snapshot.
   uint64_t* rec = img.value()->to_ptr<uint64_t>(PPtr(snap & ~uint64_t{1}));
   rec[4 + 2 * 3 + 1] ^= 64;
   auto idx = open_index(img.value().get());
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  PMINDEX_ASSERT_OK(idx);
   EXPECT_FALSE(static_cast<NvTree*>(idx.value().get())->recovered_clean());
-  ASSERT_TRUE(idx.value()->verify().ok());
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   EXPECT_EQ(idx.value()->stats().entries, 500u);
 }
 
 TEST(NvtreeTree, UnpublishedAppendIsInvisibleAfterCrash) {
   auto t = Make("node=512");
-  ASSERT_TRUE(t.idx->insert(1, 10).ok());
+  PMINDEX_ASSERT_OK(t.idx->insert(1, 10));
   auto img = Pool::OpenImage(t.pool->bytes());
-  ASSERT_TRUE(img.ok());
+  PMINDEX_ASSERT_OK(img);
   // A crash after the element of a second insert was flushed, before
   // nElement moved.
   Ln* head = img.value()->to_ptr<Ln>(PPtr(img.value()->root(0)));
   head->elems[1] = {2, 20};
   auto idx = open_index(img.value().get());
-  ASSERT_TRUE(idx.ok());
+  PMINDEX_ASSERT_OK(idx);
   EXPECT_EQ(idx.value()->lookup(1), 10u);
   EXPECT_FALSE(idx.value()->lookup(2));
-  ASSERT_TRUE(idx.value()->insert(2, 21).ok());
+  PMINDEX_ASSERT_OK(idx.value()->insert(2, 21));
   EXPECT_EQ(idx.value()->lookup(2), 21u);
 }
 
 TEST(NvtreeTree, CorruptListIsCorruptionNotCrash) {
   auto t = Make("node=128,pln=64,fanout=2");
-  for (Key k = 0; k < 200; ++k) ASSERT_TRUE(t.idx->insert(k, k).ok());
+  for (Key k = 0; k < 200; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k, k));
   {
     auto img = Pool::OpenImage(t.pool->bytes());
     Ln* head = img.value()->to_ptr<Ln>(PPtr(img.value()->root(0)));
@@ -325,30 +326,30 @@ TEST(NvtreeTree, BulkLoadThenOps) {
   auto t = Make("node=256,pln=64,fanout=3");
   std::vector<KV> kv;
   for (Key k = 0; k < 5000; ++k) kv.push_back({k * 2, k});
-  ASSERT_TRUE(t.idx->bulk_load(kv, 0.7).ok());
-  ASSERT_TRUE(t.idx->verify().ok());
+  PMINDEX_ASSERT_OK(t.idx->bulk_load(kv, 0.7));
+  PMINDEX_ASSERT_OK(t.idx->verify());
   EXPECT_FALSE(t.idx->bulk_load(kv, 0.7).ok());  // not empty
   for (Key k = 0; k < 5000; ++k) ASSERT_EQ(t.idx->lookup(k * 2), k);
-  for (Key k = 0; k < 5000; ++k) ASSERT_TRUE(t.idx->insert(k * 2 + 1, k).ok());
-  ASSERT_TRUE(t.idx->verify().ok());
+  for (Key k = 0; k < 5000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 2 + 1, k));
+  PMINDEX_ASSERT_OK(t.idx->verify());
   EXPECT_EQ(t.idx->stats().entries, 10000u);
 }
 
 TEST(NvtreeTree, VariableLeafSizesUnderSkewedUpdates) {
   auto t = Make("node=512,pln=64,fanout=4,adaptive=aggressive");
-  for (Key k = 0; k < 4000; ++k) ASSERT_TRUE(t.idx->insert(k, k).ok());
+  for (Key k = 0; k < 4000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k, k));
   for (int r = 0; r < 40; ++r)
-    for (Key k = 0; k < 200; ++k) ASSERT_TRUE(t.idx->update(k, r).ok());
-  ASSERT_TRUE(t.idx->verify().ok());
+    for (Key k = 0; k < 200; ++k) PMINDEX_ASSERT_OK(t.idx->update(k, r));
+  PMINDEX_ASSERT_OK(t.idx->verify());
   // Some LN grew beyond the configured 512 B.
   bool bigger = false;
-  ASSERT_TRUE(t.idx->for_each_block([&](PPtr p) {
+  PMINDEX_ASSERT_OK(t.idx->for_each_block([&](PPtr p) {
     if (p.raw() == (t.pool->root(1) & ~uint64_t{1})) return;
     bigger |= t.pool->to_ptr<Ln>(p)->size_bytes() > 512;
-  }).ok());
+  }));
   EXPECT_TRUE(bigger);
   auto r = Reopen(t.pool.get());
-  ASSERT_TRUE(r.idx->verify().ok());
+  PMINDEX_ASSERT_OK(r.idx->verify());
   for (Key k = 0; k < 200; ++k) ASSERT_EQ(r.idx->lookup(k), 39u);
 }
 
@@ -357,7 +358,7 @@ TEST(NvtreeTree, ConcurrentReadersAndWriters) {
   std::atomic<bool> stop{false};
   // Keys < 1000 are inserted once and never removed: readers must always
   // find them once inserted.
-  for (Key k = 0; k < 1000; ++k) ASSERT_TRUE(t.idx->insert(k * 2, k).ok());
+  for (Key k = 0; k < 1000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 2, k));
   std::thread reader([&] {
     while (!stop.load()) {
       for (Key k = 0; k < 1000; k += 7) {
@@ -371,15 +372,15 @@ TEST(NvtreeTree, ConcurrentReadersAndWriters) {
   });
   std::thread writer([&] {
     for (int r = 0; r < 3; ++r) {
-      for (Key k = 0; k < 1000; ++k) ASSERT_TRUE(t.idx->insert(k * 2 + 1, k).ok());
-      for (Key k = 0; k < 1000; ++k) ASSERT_TRUE(t.idx->remove(k * 2 + 1).ok());
+      for (Key k = 0; k < 1000; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 2 + 1, k));
+      for (Key k = 0; k < 1000; ++k) PMINDEX_ASSERT_OK(t.idx->remove(k * 2 + 1));
     }
   });
-  for (Key k = 2000; k < 4000; ++k) ASSERT_TRUE(t.idx->upsert(k * 2, k).ok());
+  for (Key k = 2000; k < 4000; ++k) PMINDEX_ASSERT_OK(t.idx->upsert(k * 2, k));
   writer.join();
   stop = true;
   reader.join();
-  ASSERT_TRUE(t.idx->verify().ok());
+  PMINDEX_ASSERT_OK(t.idx->verify());
   EXPECT_EQ(t.idx->stats().entries, 3000u);
 }
 
@@ -389,7 +390,7 @@ TEST(NvtreeOptions, BadOptionsRejected) {
   for (std::string bad : {"node=100", "node=8192", "adaptive=maybe", "pln=70", "colour=red"}) {
     po.index_options = bad;
     auto pool = Pool::CreateInMemory(po);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     auto idx = create_index("nvtree", bad, pool.value().get());
     EXPECT_FALSE(idx.ok()) << bad;
     EXPECT_TRUE(idx.status().is_invalid_argument()) << bad;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/seed.h"
+#include "support/status.h"
 
 namespace pmindex {
 namespace {
@@ -39,7 +40,7 @@ using Map = std::map<uint64_t, uint64_t>;
 // Compares the whole tree with the oracle: verify(), size(), full scan.
 template <class Tree>
 void ExpectSame(const Tree& t, const Map& m) {
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  PMINDEX_ASSERT_OK(t.verify());
   ASSERT_EQ(t.size(), m.size());
   std::vector<KV> all(m.size() + 1);
   size_t n = t.scan(0, all.size(), all.data());
@@ -85,7 +86,7 @@ void CheckPointQueries(const Tree& t, const Map& m, uint64_t k) {
 
 TYPED_TEST(OlcBTreeTest, EmptyTree) {
   typename TypeParam::Tree t;
-  EXPECT_TRUE(t.verify().ok());
+  PMINDEX_EXPECT_OK(t.verify());
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(t.height(), 1u);
   EXPECT_FALSE(t.lookup(0).has_value());
@@ -116,13 +117,13 @@ TYPED_TEST(OlcBTreeTest, ExtremeKeys) {
   EXPECT_EQ(out[1].key, UINT64_MAX);
   EXPECT_TRUE(t.remove(0));
   EXPECT_FALSE(t.floor(1).has_value());
-  EXPECT_TRUE(t.verify().ok());
+  PMINDEX_EXPECT_OK(t.verify());
 }
 
 TYPED_TEST(OlcBTreeTest, TinyNodesSplitAndGrow) {
   typename TypeParam::Tree t;
   for (uint64_t k = 0; k < 1000; ++k) ASSERT_TRUE(t.insert(k * 7 % 1000, k));
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  PMINDEX_ASSERT_OK(t.verify());
   EXPECT_GT(t.height(), 1u);
   EXPECT_GT(t.leaves(), 1000u / TypeParam::Tree::kLeafKeys);
   EXPECT_GT(t.dram_bytes(), t.leaves() * sizeof(uint64_t) * 2 * TypeParam::Tree::kLeafKeys);
@@ -357,7 +358,7 @@ TYPED_TEST(OlcBTreeTest, ConcurrentOverlappingRanges) {
   }
   for (auto& th : ts) th.join();
   EXPECT_EQ(failures.load(), 0);
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  PMINDEX_ASSERT_OK(t.verify());
   size_t present = 0;
   for (uint64_t k = 0; k < range; ++k) {
     int64_t sum = 0;
@@ -413,7 +414,7 @@ TYPED_TEST(OlcBTreeTest, ReadersDuringWriters) {
   }
   for (auto& th : ts) th.join();
   EXPECT_EQ(failures.load(), 0);
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  PMINDEX_ASSERT_OK(t.verify());
 }
 
 TEST(VersionLockTest, ProtocolBits) {

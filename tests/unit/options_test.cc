@@ -6,13 +6,14 @@
 
 #include "index/index.h"
 #include "index/registry.h"
+#include "support/status.h"
 
 namespace pmindex {
 namespace {
 
 Options MustParse(std::string_view text) {
   auto r = Options::Parse(text);
-  EXPECT_TRUE(r.ok()) << text << ": " << r.status().ToString();
+  PMINDEX_EXPECT_OK(r) << text;
   return r.ok() ? r.value() : Options();
 }
 
@@ -63,7 +64,7 @@ TEST(OptionsTest, Uint) {
             "option big: \"99999999999999999999\" is too large");
   EXPECT_EQ(o.get_uint("node", 1, 16, 128).status().message(),
             "option node: 256 is outside [16, 128]");
-  EXPECT_TRUE(o.get_uint("node", 1, 256, 256).ok());
+  PMINDEX_EXPECT_OK(o.get_uint("node", 1, 256, 256));
   EXPECT_TRUE(o.get_uint("bad", 1).status().is_invalid_argument());
 }
 
@@ -108,8 +109,8 @@ TEST(OptionsTest, CheckKnown) {
   EXPECT_EQ(o.CheckKnown({"node", "fill"}).message(),
             "unknown option \"nod\" (accepted: node, fill)");
   EXPECT_EQ(o.CheckKnown({}).message(), "unknown option \"nod\" (accepted: none)");
-  EXPECT_TRUE(MustParse("node=5,fill=1").CheckKnown({"node", "fill"}).ok());
-  EXPECT_TRUE(MustParse("").CheckKnown({}).ok());
+  PMINDEX_EXPECT_OK(MustParse("node=5,fill=1").CheckKnown({"node", "fill"}));
+  PMINDEX_EXPECT_OK(MustParse("").CheckKnown({}));
 }
 
 TEST(OptionsTest, SetReplacesOrAppends) {
@@ -173,35 +174,35 @@ TEST(CreateIndexTest, BadOptions) {
 TEST(CreateIndexTest, VolatileKinds) {
   for (const char* opts : {"", "node=4", "node=16", "node=128"}) {
     auto r = create_index("dram-btree", opts, nullptr);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     Index& idx = *r.value();
     EXPECT_EQ(idx.kind(), "dram-btree");
     EXPECT_FALSE(idx.persistent());
     EXPECT_EQ(idx.allocator(), nullptr);
-    EXPECT_TRUE(idx.insert(5, 50).ok());
+    PMINDEX_EXPECT_OK(idx.insert(5, 50));
     EXPECT_TRUE(idx.insert(5, 51).is_already_exists());
     EXPECT_TRUE(idx.update(6, 1).is_not_found());
     EXPECT_EQ(*idx.lookup(5), 50u);
     EXPECT_TRUE(idx.for_each_block([](PPtr) {}).is_not_supported());
     EXPECT_TRUE(idx.bulk_load({}, 0.7).is_invalid_argument());  // not empty
-    EXPECT_TRUE(idx.remove(5).ok());
+    PMINDEX_EXPECT_OK(idx.remove(5));
     EXPECT_TRUE(idx.remove(5).is_not_found());
     EXPECT_TRUE(idx.bulk_load({}, 1.5).is_invalid_argument());
     std::vector<KV> unsorted = {{2, 0}, {1, 0}};
     EXPECT_TRUE(idx.bulk_load(unsorted, 1).is_invalid_argument());
-    EXPECT_TRUE(idx.verify().ok());
-    EXPECT_TRUE(idx.close().ok());
+    PMINDEX_EXPECT_OK(idx.verify());
+    PMINDEX_EXPECT_OK(idx.close());
   }
   auto n = create_index("null", "", nullptr);
-  ASSERT_TRUE(n.ok());
-  EXPECT_TRUE(n.value()->insert(1, 1).ok());
+  PMINDEX_ASSERT_OK(n);
+  PMINDEX_EXPECT_OK(n.value()->insert(1, 1));
   EXPECT_FALSE(n.value()->lookup(1).has_value());
   EXPECT_EQ(n.value()->stats().entries, 0u);
 }
 
 TEST(CreateIndexTest, VolatileKindRefusesPoolAndPoolFile) {
   auto pool = Pool::CreateInMemory(PoolOptions{});
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_ASSERT_OK(pool);
   auto r = create_index("dram-btree", "", pool.value().get());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "index kind \"dram-btree\" is volatile and takes no pool");
@@ -217,12 +218,12 @@ TEST(CreateIndexTest, VolatileKindRefusesPoolAndPoolFile) {
 
 TEST(CreateIndexTest, DramBTreeStats) {
   auto r = create_index("dram-btree", "node=16", nullptr);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   Index& idx = *r.value();
   EXPECT_EQ(idx.stats().height, 0u);
   std::vector<KV> kv;
   for (uint64_t k = 0; k < 1000; ++k) kv.push_back({k * 2, k});
-  ASSERT_TRUE(idx.bulk_load(kv, 1.0).ok());
+  PMINDEX_ASSERT_OK(idx.bulk_load(kv, 1.0));
   IndexStats s = idx.stats();
   EXPECT_EQ(s.entries, 1000u);
   EXPECT_EQ(s.leaves, (1000u + 15) / 16);

@@ -40,7 +40,7 @@ TEST(PacTreeOptions, BadOptionsAreRefused) {
        {"", "slots=4", "slots=64", "slots=17,updater=inline", "updater=thread"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(good, &pool);
-    EXPECT_TRUE(idx.ok()) << good << ": " << idx.status().ToString();
+    PMINDEX_EXPECT_OK(idx) << good;
   }
 }
 
@@ -63,7 +63,7 @@ TEST(PacTreeOracle, NodeSizesAndUpdaters) {
 TEST(PacTreeConcurrency, ReadersFollowSplitsBeforeTheSearchLayerKnowsThem) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("slots=4", &pool);
-  ASSERT_TRUE(idx.ok());
+  PMINDEX_ASSERT_OK(idx);
   Index& t = *idx.value();
   constexpr int kWriters = 4, kPer = 3000;
   std::atomic<int> done{0};
@@ -90,7 +90,7 @@ TEST(PacTreeConcurrency, ReadersFollowSplitsBeforeTheSearchLayerKnowsThem) {
   }
   for (auto& th : ws) th.join();
   EXPECT_FALSE(bad.load());
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  PMINDEX_ASSERT_OK(t.verify());
   EXPECT_EQ(t.stats().entries, uint64_t{kWriters * kPer});
   KV out[16];
   ASSERT_EQ(t.scan(100, 16, out), 16u);
@@ -102,28 +102,28 @@ TEST(PacTreeConcurrency, ReadersFollowSplitsBeforeTheSearchLayerKnowsThem) {
 TEST(PacTreeOpen, RebuildsTheSearchLayer) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("slots=8", &pool);
-  ASSERT_TRUE(idx.ok());
+  PMINDEX_ASSERT_OK(idx);
   std::vector<KV> load;
   for (Key k = 0; k < 2000; ++k) load.push_back(KV{k * 3, k});
-  ASSERT_TRUE(idx.value()->bulk_load(load, 0.75).ok());
+  PMINDEX_ASSERT_OK(idx.value()->bulk_load(load, 0.75));
   EXPECT_TRUE(idx.value()->bulk_load(load, 1.0).is_invalid_argument());  // not empty any more
-  for (Key k = 0; k < 2000; k += 2) ASSERT_TRUE(idx.value()->remove(k * 3).ok());
-  for (Key k = 0; k < 500; ++k) ASSERT_TRUE(idx.value()->insert(k * 3 + 1, k).ok());
-  ASSERT_TRUE(idx.value()->verify().ok()) << idx.value()->verify().ToString();
+  for (Key k = 0; k < 2000; k += 2) PMINDEX_ASSERT_OK(idx.value()->remove(k * 3));
+  for (Key k = 0; k < 500; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 3 + 1, k));
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
     const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
     testing::Reopened re;
     PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
     Index& t = *re.idx;
-    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    PMINDEX_ASSERT_OK(t.verify());
     const IndexStats s = t.stats();
     EXPECT_EQ(s.entries, 1500u);
     EXPECT_GE(s.leaves, 2000u / 6);  // bulk-loaded 6 per node
     for (Key k = 0; k < 2000; ++k)
       ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
     for (Key k = 0; k < 500; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
-    ASSERT_TRUE(t.close().ok());
+    PMINDEX_ASSERT_OK(t.close());
   }
 }
 
@@ -146,9 +146,9 @@ struct NodeWords {
 // sibling anchored at 30 holding {30, 40, 50}. Returns a crash image.
 std::vector<std::byte> SplitImage(std::unique_ptr<Pool>* pool) {
   auto idx = Make("slots=4", pool);
-  EXPECT_TRUE(idx.ok());
-  for (Key k = 10; k <= 50; k += 10) EXPECT_TRUE(idx.value()->insert(k, k + 1).ok());
-  EXPECT_TRUE(idx.value()->verify().ok());
+  PMINDEX_EXPECT_OK(idx);
+  for (Key k = 10; k <= 50; k += 10) PMINDEX_EXPECT_OK(idx.value()->insert(k, k + 1));
+  PMINDEX_EXPECT_OK(idx.value()->verify());
   return PoolImage(**pool, &idx.value(), true);
 }
 
@@ -159,7 +159,7 @@ TEST(PacTreeOpen, RepairsASplitCutShortBeforeItsBitmapStore) {
   std::unique_ptr<Pool> pool;
   std::vector<std::byte> bytes = SplitImage(&pool);
   auto img = Pool::OpenImage(bytes);
-  ASSERT_TRUE(img.ok());
+  PMINDEX_ASSERT_OK(img);
   Pool& p = *img.value();
   NodeWords head{p.to_ptr<uint64_t>(PPtr(p.root(0)))};
   NodeWords right{p.to_ptr<uint64_t>(PPtr(head.next()))};
@@ -169,10 +169,10 @@ TEST(PacTreeOpen, RepairsASplitCutShortBeforeItsBitmapStore) {
   head.value(2) = 999;  // the left copy differs: open must take the right one
   head.bitmap() = 0b1111;
   auto re = open_index(&p);
-  ASSERT_TRUE(re.ok()) << re.status().ToString();
+  PMINDEX_ASSERT_OK(re);
   EXPECT_EQ(head.bitmap(), 0b0011u);
   Index& t = *re.value();
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  PMINDEX_ASSERT_OK(t.verify());
   EXPECT_EQ(t.stats().entries, 5u);
   EXPECT_EQ(t.lookup(30), std::optional<Value>(31));
   KV out[8];
@@ -207,7 +207,7 @@ TEST(PacTreeOpen, DamagedNodesAreRefused) {
     std::unique_ptr<Pool> pool;
     std::vector<std::byte> bytes = SplitImage(&pool);
     auto img = Pool::OpenImage(bytes);
-    ASSERT_TRUE(img.ok());
+    PMINDEX_ASSERT_OK(img);
     Pool& p = *img.value();
     NodeWords head{p.to_ptr<uint64_t>(PPtr(p.root(0)))};
     NodeWords right{p.to_ptr<uint64_t>(PPtr(head.next()))};

@@ -23,6 +23,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "support/persistent_kinds.h"
+#include "support/status.h"
 
 namespace pmindex {
 namespace {
@@ -69,19 +70,19 @@ Filled Fill(const std::string& kind, const std::string& options, uint64_t flags)
   po.incompat_flags = flags;
   Filled f;
   auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok());
+  PMINDEX_EXPECT_OK(pool);
   f.pool = std::move(pool).value();
   auto idx = create_index(kind, options, f.pool.get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
+  PMINDEX_EXPECT_OK(idx);
   f.idx = std::move(idx).value();
   for (uint64_t i = 0; i < 3000; ++i) {
     const Key k = i == 0 ? 0 : i == 1 ? UINT64_MAX : i * 0x9E3779B97F4A7C15ull;
-    EXPECT_TRUE(f.idx->insert(k, i * 7 + 1).ok());
+    PMINDEX_EXPECT_OK(f.idx->insert(k, i * 7 + 1));
     f.model[k] = i * 7 + 1;
   }
   for (uint64_t i = 0; i < 3000; i += 3) {
     const Key k = i == 0 ? 0 : i * 0x9E3779B97F4A7C15ull;
-    EXPECT_TRUE(f.idx->remove(k).ok());
+    PMINDEX_EXPECT_OK(f.idx->remove(k));
     f.model.erase(k);
   }
   return f;
@@ -89,7 +90,7 @@ Filled Fill(const std::string& kind, const std::string& options, uint64_t flags)
 
 std::vector<std::byte> Bytes(Filled& f, bool clean) {
   if (clean) {
-    EXPECT_TRUE(f.idx->close().ok());
+    PMINDEX_EXPECT_OK(f.idx->close());
     f.idx.reset();
   }
   std::vector<std::byte> b(f.pool->bytes().begin(), f.pool->bytes().end());
@@ -116,12 +117,12 @@ TEST_P(PairVisitorOverKind, EveryLivePairBeforeTheFirstWrite) {
     std::map<Key, Value> model;
     const std::vector<std::byte> bytes = StoreBytes(kind, options, clean, &model);
     auto pool = Pool::OpenImage(bytes);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     Recorder rec;
     OpenIndexOptions oo;
     oo.pairs = &rec;
     auto idx = open_index(pool.value().get(), oo);
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    PMINDEX_ASSERT_OK(idx);
     EXPECT_EQ(rec.pairs_, model);
     EXPECT_GE(rec.visits_, model.size());
     if (clean) {
@@ -139,7 +140,7 @@ TEST_P(PairVisitorOverKind, ItsErrorRefusesTheOpenUnchanged) {
     SCOPED_TRACE(clean ? "cleanly closed" : "crashed");
     const std::vector<std::byte> bytes = StoreBytes(kind, options, clean, nullptr);
     auto pool = Pool::OpenImage(bytes);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     {
       Recorder rec(Status::Corruption("a value the visitor refused"));
       OpenIndexOptions oo;
@@ -162,7 +163,7 @@ TEST(PairVisitor, StorePoolsNeedOneAndPlainPoolsRefuseOne) {
     Filled f = Fill("lbtree", "", flags);
     const std::vector<std::byte> bytes = Bytes(f, true);
     auto pool = Pool::OpenImage(bytes);
-    ASSERT_TRUE(pool.ok());
+    PMINDEX_ASSERT_OK(pool);
     Recorder rec;
     OpenIndexOptions oo;
     oo.pairs = flags == 0 ? &rec : nullptr;

@@ -6,6 +6,8 @@
 // fails if the corresponding piece of the protocol is removed: the
 // reader's validation of the routing leaf, or the version bump of the
 // writers' lock step.
+#include "trees/pm_leaf/pm_leaf_tree.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -14,8 +16,8 @@
 #include <vector>
 
 #include "alloc/allocator.h"
-#include "trees/pm_leaf/pm_leaf_tree.h"
 #include "pm/pool.h"
+#include "support/status.h"
 #include "trees/pm_leaf/lbtree_leaf.h"
 
 namespace pmindex::common {
@@ -73,13 +75,13 @@ class PmLeafTreeProtocol : public ::testing::Test {
     po.size = 8ull << 20;
     po.kind = "lbtree";
     auto p = Pool::CreateInMemory(po);
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    PMINDEX_ASSERT_OK(p);
     pool_ = std::move(p).value();
     auto a = alloc::Allocator::Attach(pool_.get(), /*fresh=*/true);
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    PMINDEX_ASSERT_OK(a);
     alloc_ = std::move(a).value();
     auto t = Tree::Create(IndexEnv{pool_.get(), alloc_.get()}, 1);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    PMINDEX_ASSERT_OK(t);
     tree_ = std::move(t).value();
   }
   void TearDown() override { HookLeaf::hook = nullptr; }
@@ -92,7 +94,7 @@ class PmLeafTreeProtocol : public ::testing::Test {
 // Keys 10..140 fill the head leaf (14 slots); inserting 150 splits it and
 // moves 80..140 to a new leaf.
 void FillHead(Index* t) {
-  for (uint64_t k = 10; k <= 140; k += 10) ASSERT_TRUE(t->insert(k, k + 1).ok());
+  for (uint64_t k = 10; k <= 140; k += 10) PMINDEX_ASSERT_OK(t->insert(k, k + 1));
 }
 
 TEST_F(PmLeafTreeProtocol, LookupRetriesWhenItsLeafSplitsUnderIt) {
@@ -101,7 +103,7 @@ TEST_F(PmLeafTreeProtocol, LookupRetriesWhenItsLeafSplitsUnderIt) {
   HookLeaf::when = HookLeaf::When::kBefore;
   HookLeaf::hook = [&] {
     fired = true;
-    ASSERT_TRUE(tree_->insert(150, 151).ok());
+    PMINDEX_ASSERT_OK(tree_->insert(150, 151));
   };
   // The reader was routed to the head leaf; the split moves 130 out of it
   // before the reader looks. Without validation it would say "absent".
@@ -109,7 +111,7 @@ TEST_F(PmLeafTreeProtocol, LookupRetriesWhenItsLeafSplitsUnderIt) {
   EXPECT_TRUE(fired);
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(*v, 131u);
-  EXPECT_TRUE(tree_->verify().ok()) << tree_->verify().ToString();
+  PMINDEX_EXPECT_OK(tree_->verify());
 }
 
 TEST_F(PmLeafTreeProtocol, LookupRetriesWhenItsSlotIsReused) {
@@ -117,13 +119,13 @@ TEST_F(PmLeafTreeProtocol, LookupRetriesWhenItsSlotIsReused) {
   // is removed and 5 inserted, which takes the free slot 0 (Algorithm 2
   // prefers the header's line). Reading on would return 5's value for 10.
   FillHead(tree_.get());
-  ASSERT_TRUE(tree_->remove(140).ok());  // room for the insert, no split
+  PMINDEX_ASSERT_OK(tree_->remove(140));  // room for the insert, no split
   HookLeaf::when = HookLeaf::When::kMid;
   bool fired = false;
   HookLeaf::hook = [&] {
     fired = true;
-    ASSERT_TRUE(tree_->remove(10).ok());
-    ASSERT_TRUE(tree_->insert(5, 999).ok());
+    PMINDEX_ASSERT_OK(tree_->remove(10));
+    PMINDEX_ASSERT_OK(tree_->insert(5, 999));
   };
   auto v = tree_->lookup(10);
   EXPECT_TRUE(fired);
@@ -137,7 +139,7 @@ TEST_F(PmLeafTreeProtocol, ScanRetriesWhenALeafSplitsUnderIt) {
   bool fired = false;
   HookLeaf::hook = [&] {
     fired = true;
-    ASSERT_TRUE(tree_->insert(150, 151).ok());
+    PMINDEX_ASSERT_OK(tree_->insert(150, 151));
   };
   // The scan read the routing map before the split (one leaf, no upper
   // fence); without validation it would stop after the old leaf's half.
@@ -154,11 +156,11 @@ TEST_F(PmLeafTreeProtocol, ScanRetriesWhenALeafSplitsUnderIt) {
 TEST_F(PmLeafTreeProtocol, WritersLeaveTheLockBitClearAndRoutingConsistent) {
   // Every operation kind, then verify(): no leaf keeps its lock bit and the
   // routing map matches the PM list (splits included).
-  for (uint64_t k = 1; k <= 2000; ++k) ASSERT_TRUE(tree_->insert(k * 7919 % 100003, k).ok());
-  for (uint64_t k = 1; k <= 2000; k += 3) ASSERT_TRUE(tree_->remove(k * 7919 % 100003).ok());
-  for (uint64_t k = 2; k <= 2000; k += 3) ASSERT_TRUE(tree_->update(k * 7919 % 100003, 1).ok());
-  for (uint64_t k = 3; k <= 2000; k += 3) ASSERT_TRUE(tree_->upsert(k * 7919 % 100003, 2).ok());
-  ASSERT_TRUE(tree_->verify().ok()) << tree_->verify().ToString();
+  for (uint64_t k = 1; k <= 2000; ++k) PMINDEX_ASSERT_OK(tree_->insert(k * 7919 % 100003, k));
+  for (uint64_t k = 1; k <= 2000; k += 3) PMINDEX_ASSERT_OK(tree_->remove(k * 7919 % 100003));
+  for (uint64_t k = 2; k <= 2000; k += 3) PMINDEX_ASSERT_OK(tree_->update(k * 7919 % 100003, 1));
+  for (uint64_t k = 3; k <= 2000; k += 3) PMINDEX_ASSERT_OK(tree_->upsert(k * 7919 % 100003, 2));
+  PMINDEX_ASSERT_OK(tree_->verify());
   EXPECT_GT(tree_->stats().leaves, 100u);
 }
 

@@ -13,6 +13,7 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
+#include "support/status.h"
 #include "trees/pm_leaf/lbtree_leaf.h"
 
 namespace pmindex::pm {
@@ -235,12 +236,12 @@ TEST_F(PmModelTest, LbtreeSplitCombinesTheNewLeaf) {
 // counts of FastFairCost.InsertAtTheFrontShiftsLineByLine).
 TEST_F(PmModelTest, FastFairShiftWritesOneBlockPerLine) {
   auto db = Db::CreateInMemory("fastfair", "node=4096,sentinel=off");
-  ASSERT_TRUE(db.ok());
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
-  for (Key k = 1; k <= 60; ++k) ASSERT_TRUE(d.Insert(k * 10, k).ok());
+  for (Key k = 1; k <= 60; ++k) PMINDEX_ASSERT_OK(d.Insert(k * 10, k));
   SetPmModel(PmModel::kXpline, CountOnly(1 << 20));
   const Counters before = ThreadCounters();
-  ASSERT_TRUE(d.Insert(5, 5).ok());
+  PMINDEX_ASSERT_OK(d.Insert(5, 5));
   const Counters c = Since(before);
   EXPECT_EQ(c.lines_flushed, 17u);
   EXPECT_EQ(c.fences, 17u);
@@ -260,9 +261,9 @@ TEST_F(PmModelTest, FastFairSearchModesReadWhatTheySearch) {
   for (const auto& [opt, want] : cases) {
     SCOPED_TRACE(opt);
     auto db = Db::CreateInMemory("fastfair", opt);
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     Db& d = *db.value();
-    for (Key k = 1; k <= 60; ++k) ASSERT_TRUE(d.Insert(k * 10, k).ok());
+    for (Key k = 1; k <= 60; ++k) PMINDEX_ASSERT_OK(d.Insert(k * 10, k));
     SetPmModel(PmModel::kXpline, CountOnly(1 << 20));
     const Counters before = ThreadCounters();
     ASSERT_EQ(d.Get(590).value(), 59u);
@@ -275,9 +276,9 @@ TEST_F(PmModelTest, FastFairSearchModesReadWhatTheySearch) {
 // a fresh cache, then none.
 TEST_F(PmModelTest, LbtreeLookupReadsItsLeaf) {
   auto db = Db::CreateInMemory("lbtree", "node=256");
-  ASSERT_TRUE(db.ok());
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
-  for (Key k = 1; k <= 5; ++k) ASSERT_TRUE(d.Insert(k, k).ok());
+  for (Key k = 1; k <= 5; ++k) PMINDEX_ASSERT_OK(d.Insert(k, k));
   SetPmModel(PmModel::kXpline, CountOnly(1 << 20));
   Counters before = ThreadCounters();
   ASSERT_EQ(d.Get(3).value(), 3u);

@@ -24,6 +24,7 @@
 #include "pm/pool.h"
 #include "pmindex/db.h"
 #include "pmindex/kv.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 #include "unit/fault_file_system.h"
 
@@ -183,7 +184,7 @@ void ExpectSites(const std::set<std::string>& seen, const std::set<std::string>&
 // Writes recognizable bytes into a pool: a root slot, the first heap byte
 // of every segment.
 void Mark(Pool& p, uint64_t v) {
-  ASSERT_TRUE(p.MarkInUse().ok());
+  PMINDEX_ASSERT_OK(p.MarkInUse());
   p.WriteRoot(2, v);
   for (uint64_t off = p.heap_begin(); off < p.size(); off += kMiB) {
     std::memcpy(p.base() + off, &v, sizeof v);
@@ -207,7 +208,7 @@ TEST(PoolFaults, CreateFailsCleanlyAtEveryCall) {
   {
     SweepDir dir;
     auto r = Pool::Create(dir.path("p.pool"), SmallOptions(&f));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     trace = f.calls();  // a run repeats these calls in this order up to its failure
   }
   ASSERT_GT(trace.size(), 10u);
@@ -223,7 +224,7 @@ TEST(PoolFaults, CreateFailsCleanlyAtEveryCall) {
       ExpectDocumented(r.status(), f, i, err, &sites);
       f.Clear();
       if (r.ok()) {
-        EXPECT_TRUE(r.value()->Close().ok());
+        PMINDEX_EXPECT_OK(r.value()->Close());
       } else {
         // Nothing left behind: no pool, no temporary file.
         EXPECT_TRUE(fs::is_empty(dir.path(""))) << Describe(f, i, err) << ": left "
@@ -235,10 +236,10 @@ TEST(PoolFaults, CreateFailsCleanlyAtEveryCall) {
     // is in the way), or holds the one made.
     if (!fs::exists(path)) {
       auto again = Pool::Create(path, SmallOptions(&f));
-      EXPECT_TRUE(again.ok()) << again.status().ToString();
+      PMINDEX_EXPECT_OK(again);
     } else {
       auto again = Pool::Open(path);
-      ASSERT_TRUE(again.ok()) << again.status().ToString();
+      PMINDEX_ASSERT_OK(again);
       EXPECT_TRUE(again.value()->was_clean());
     }
   }
@@ -259,7 +260,7 @@ TEST(PoolFaults, CreateWithoutRenameNoReplaceLinksAndNeverReplaces) {
   f.FailEvery(FsOp::kRename, EINVAL);  // a file system without RENAME_NOREPLACE
   {
     auto r = Pool::Create(path, SmallOptions(&f));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     Mark(*r.value(), 5);
   }
   EXPECT_EQ(DirEntries(dir.path("")), std::vector<std::string>{"p.pool"});
@@ -288,7 +289,7 @@ TEST(PoolFaults, ShortTransfersAreContinuedAndNoProgressIsAnError) {
   const std::string path = dir.path("p.pool");
   {
     auto r = Pool::Create(path, SmallOptions(&f));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     Mark(*r.value(), 9);
   }
   size_t writes = 0, reads = 0;
@@ -300,11 +301,11 @@ TEST(PoolFaults, ShortTransfersAreContinuedAndNoProgressIsAnError) {
   EXPECT_EQ(reads, 41u);
   {
     auto r = Pool::Open(path, WithFs(&f));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     ExpectMarked(*r.value(), 9);
   }
   auto info = Pool::Inspect(path, &f);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  PMINDEX_ASSERT_OK(info);
   // A write that moves nothing would loop for ever: IOError, no file left.
   f.ShortTransfers(0);
   auto r = Pool::Create(dir.path("q.pool"), SmallOptions(&f));
@@ -369,7 +370,7 @@ TEST(PoolFaults, OpenAndInspectFailCleanlyAtEveryCall) {
     };
     f.Clear();
     f.Reset();
-    ASSERT_TRUE(run(fresh()).ok());
+    PMINDEX_ASSERT_OK(run(fresh()));
     const std::vector<FaultFileSystem::Call> trace = f.calls();
     held = Status::NotFound("");
     ASSERT_GT(trace.size(), 8u);
@@ -381,7 +382,7 @@ TEST(PoolFaults, OpenAndInspectFailCleanlyAtEveryCall) {
       f.FailNth(i, err);
       Status s = run(path);
       if (inspect && trace[i - 1].op == FsOp::kMap) {
-        EXPECT_TRUE(s.ok()) << s.ToString();  // the MAP_SYNC probe: "not DAX"
+        PMINDEX_EXPECT_OK(s);  // the MAP_SYNC probe: "not DAX"
       } else {
         ExpectDocumented(s, f, i, err, &sites);
       }
@@ -392,7 +393,7 @@ TEST(PoolFaults, OpenAndInspectFailCleanlyAtEveryCall) {
       EXPECT_TRUE(Contents(path) == p0) << Describe(f, i, err);
       EXPECT_TRUE(Contents(path + ".1") == p1) << Describe(f, i, err);
       auto r = Pool::Open(path, WithFs(&f));
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      PMINDEX_ASSERT_OK(r);
       EXPECT_TRUE(r.value()->was_clean());
       ExpectMarked(*r.value(), 77);
     }
@@ -419,10 +420,10 @@ TEST(PoolFaults, GrowFailsCleanlyAtEveryCallAndThePoolStaysUsable) {
   std::vector<FaultFileSystem::Call> trace;
   {
     auto r = Pool::Create(dir.path("count.pool"), SmallOptions(&f));
-    ASSERT_TRUE(r.ok());
-    ASSERT_TRUE(r.value()->MarkInUse().ok());
+    PMINDEX_ASSERT_OK(r);
+    PMINDEX_ASSERT_OK(r.value()->MarkInUse());
     f.Reset();
-    ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
+    PMINDEX_ASSERT_OK(r.value()->Grow(r.value()->pages_mapped() + 1));
     trace = f.calls();
   }
   ASSERT_GT(trace.size(), 5u);
@@ -431,7 +432,7 @@ TEST(PoolFaults, GrowFailsCleanlyAtEveryCallAndThePoolStaysUsable) {
     const std::string path = dir.path("g" + std::to_string(i) + ".pool");
     f.Clear();
     auto r = Pool::Create(path, SmallOptions(&f));
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
     Pool& p = *r.value();
     Mark(p, 3);
     const size_t pages = p.pages_mapped();
@@ -449,11 +450,11 @@ TEST(PoolFaults, GrowFailsCleanlyAtEveryCallAndThePoolStaysUsable) {
     }
     f.Clear();
     Mark(p, 4);
-    ASSERT_TRUE(p.Grow(pages + 1).ok());
+    PMINDEX_ASSERT_OK(p.Grow(pages + 1));
     Mark(p, 5);
-    ASSERT_TRUE(p.Close().ok());
+    PMINDEX_ASSERT_OK(p.Close());
     auto q = Pool::Open(path);
-    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    PMINDEX_ASSERT_OK(q);
     EXPECT_TRUE(q.value()->was_clean());
     EXPECT_EQ(q.value()->info().segments, 2u);
     ExpectMarked(*q.value(), 5);
@@ -474,7 +475,7 @@ TEST(PoolFaults, GrowThatCannotRestoreItsReservationGrowsNoMore) {
   const std::string path = dir.path("p.pool");
   {
     auto r = Pool::Create(path, SmallOptions(&f));
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
     Pool& p = *r.value();
     Mark(p, 6);
     const size_t pages = p.pages_mapped();
@@ -486,22 +487,22 @@ TEST(PoolFaults, GrowThatCannotRestoreItsReservationGrowsNoMore) {
     EXPECT_EQ(s.code(), Code::kIOError) << s.ToString();
     EXPECT_NE(s.message().find("close and reopen"), std::string_view::npos) << s.ToString();
     EXPECT_EQ(p.pages_mapped(), pages);
-    ASSERT_TRUE(p.Close().ok());
+    PMINDEX_ASSERT_OK(p.Close());
   }
   auto r = Pool::Open(path, WithFs(&f));
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   ExpectMarked(*r.value(), 6);
-  ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
+  PMINDEX_ASSERT_OK(r.value()->Grow(r.value()->pages_mapped() + 1));
 
   auto m = Pool::CreateInMemory(SmallOptions(&f));
-  ASSERT_TRUE(m.ok());
+  PMINDEX_ASSERT_OK(m);
   const size_t pages = m.value()->pages_mapped();
   f.FailNth(f.calls().size() + 1, ENOMEM);  // the next call: the segment's mmap
   Status s = m.value()->Grow(pages + 1);
   EXPECT_EQ(s.code(), Code::kOutOfSpace) << s.ToString();
   EXPECT_EQ(m.value()->pages_mapped(), pages);
   f.Clear();
-  EXPECT_TRUE(m.value()->Grow(pages + 1).ok());
+  PMINDEX_EXPECT_OK(m.value()->Grow(pages + 1));
 }
 
 TEST(PoolFaults, SyncAndCloseFailWithoutLosingData) {
@@ -509,9 +510,9 @@ TEST(PoolFaults, SyncAndCloseFailWithoutLosingData) {
   FaultFileSystem f;
   auto fresh = [&](const std::string& path) {
     auto r = Pool::Create(path, SmallOptions(&f));
-    EXPECT_TRUE(r.ok());
+    PMINDEX_EXPECT_OK(r);
     Pool& p = *r.value();
-    EXPECT_TRUE(p.Grow(p.pages_mapped() + 1).ok());
+    PMINDEX_EXPECT_OK(p.Grow(p.pages_mapped() + 1));
     Mark(p, 8);
     return std::move(r).value();
   };
@@ -520,7 +521,7 @@ TEST(PoolFaults, SyncAndCloseFailWithoutLosingData) {
   {
     auto p = fresh(dir.path("s.pool"));
     f.Reset();
-    ASSERT_TRUE(p->Sync().ok());
+    PMINDEX_ASSERT_OK(p->Sync());
     const size_t n = f.calls().size();
     ASSERT_EQ(n, 2u);
     for (size_t i = 1; i <= n; ++i) {
@@ -533,14 +534,14 @@ TEST(PoolFaults, SyncAndCloseFailWithoutLosingData) {
     }
     f.Clear();
     Mark(*p, 9);
-    EXPECT_TRUE(p->Sync().ok());
+    PMINDEX_EXPECT_OK(p->Sync());
   }
   // Close: sync, set the clean flag, sync again, close the descriptor.
   size_t n = 0;
   {
     auto p = fresh(dir.path("c.pool"));
     f.Reset();
-    ASSERT_TRUE(p->Close().ok());
+    PMINDEX_ASSERT_OK(p->Close());
     n = f.calls().size();
     ASSERT_EQ(n, 5u);  // msync x2, msync x2, close
   }
@@ -555,7 +556,7 @@ TEST(PoolFaults, SyncAndCloseFailWithoutLosingData) {
     EXPECT_EQ(f.open_fds(), 0u);
     p.reset();
     auto q = Pool::Open(path);
-    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    PMINDEX_ASSERT_OK(q);
     ExpectMarked(*q.value(), 8);
     // The clean flag is set only after the data's sync succeeded.
     if (i <= 2) {
@@ -578,7 +579,7 @@ TEST(PoolFaults, SyncAndCloseFailWithoutLosingData) {
     f.Clear();
     p.reset();
     auto q = Pool::Open(path);
-    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    PMINDEX_ASSERT_OK(q);
     ExpectMarked(*q.value(), 8);
     EXPECT_TRUE(q.value()->was_clean());
   }
@@ -591,12 +592,12 @@ TEST(PoolFaults, FailedMarkInUseLeavesThePoolCleanAndIsRetried) {
   const std::string path = dir.path("p.pool");
   {
     auto r = Pool::Create(path, SmallOptions(&f));
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
   }
   const Snapshot before = Snapshot::Of(path);
   {
     auto r = Pool::Open(path, WithFs(&f));
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
     Pool& p = *r.value();
     f.Reset();
     f.FailEvery(FsOp::kMsync, EIO);
@@ -612,14 +613,14 @@ TEST(PoolFaults, FailedMarkInUseLeavesThePoolCleanAndIsRetried) {
   }
   EXPECT_EQ(Snapshot::Of(path).bytes, before.bytes);
   auto r = Pool::Open(path, WithFs(&f));
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   EXPECT_TRUE(r.value()->was_clean());
   // The retry syncs the header again.
   f.FailEvery(FsOp::kMsync, EIO);
   EXPECT_FALSE(r.value()->MarkInUse().ok());
   f.Clear();
   f.Reset();
-  ASSERT_TRUE(r.value()->MarkInUse().ok());
+  PMINDEX_ASSERT_OK(r.value()->MarkInUse());
   ASSERT_EQ(f.calls().size(), 1u);
   EXPECT_EQ(f.calls()[0].op, FsOp::kMsync);
   EXPECT_FALSE(r.value()->info().clean);
@@ -639,15 +640,15 @@ DbOptions SmallDb() {
 // faults off).
 void ExpectKeys(const std::string& path, uint64_t n, const std::string& where) {
   auto db = Db::Open(path, "lbtree");
-  ASSERT_TRUE(db.ok()) << where << ": " << db.status().ToString();
+  PMINDEX_ASSERT_OK(db) << where;
   EXPECT_EQ(db.value()->Count(), n) << where;
   for (uint64_t k = 0; k < n; ++k) {
     auto v = db.value()->Get(k);
-    ASSERT_TRUE(v.ok()) << where << ": key " << k << ": " << v.status().ToString();
+    PMINDEX_ASSERT_OK(v) << where << ": key " << k;
     ASSERT_EQ(v.value(), k * 3 + 1) << where;
   }
-  EXPECT_TRUE(db.value()->Verify().ok()) << where;
-  EXPECT_TRUE(db.value()->Close().ok()) << where;
+  PMINDEX_EXPECT_OK(db.value()->Verify()) << where;
+  PMINDEX_EXPECT_OK(db.value()->Close()) << where;
 }
 
 // Create, 500 inserts, Sync, Close, Open, 500 more, Close, with call i
@@ -670,7 +671,7 @@ TEST(DbFaults, EveryCallOfCreateSyncCloseAndOpenLosesNothing) {
       if (hit) {
         ExpectDocumented(s, f, fail, err, &sites);
       } else {
-        EXPECT_TRUE(s.ok()) << "failed with no fault injected: " << s.ToString();
+        PMINDEX_EXPECT_OK(s) << "failed with no fault injected";
       }
       return s.ok();
     };
@@ -733,9 +734,9 @@ TEST(DbFaults, OpenOfACrashedPoolFailsCleanlyAtEveryCall) {
   const std::string path = dir.path("db.pool");
   {
     auto db = Db::Create(path, "lbtree", "", SmallDb());
-    ASSERT_TRUE(db.ok());
-    for (uint64_t k = 0; k < 300; ++k) ASSERT_TRUE(db.value()->Insert(k, k * 3 + 1).ok());
-    ASSERT_TRUE(db.value()->Close().ok());
+    PMINDEX_ASSERT_OK(db);
+    for (uint64_t k = 0; k < 300; ++k) PMINDEX_ASSERT_OK(db.value()->Insert(k, k * 3 + 1));
+    PMINDEX_ASSERT_OK(db.value()->Close());
   }
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -758,7 +759,7 @@ TEST(DbFaults, OpenOfACrashedPoolFailsCleanlyAtEveryCall) {
     fs::copy_file(path, dir.path("count.pool"));
     f.Reset();
     auto db = Db::Open(dir.path("count.pool"), "lbtree");
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     trace = f.calls();
   }
   std::set<std::string> sites;
@@ -793,10 +794,10 @@ TEST(DbFaults, GrowthFailureLosesNothingAndTheDbKeepsWorking) {
   uint64_t fit = 0;
   {
     auto db = Db::Create(dir.path("calibrate.pool"), "lbtree", "", SmallDb());
-    ASSERT_TRUE(db.ok());
+    PMINDEX_ASSERT_OK(db);
     f.Reset();
     while (f.calls().empty()) {
-      ASSERT_TRUE(db.value()->Insert(fit, fit * 3 + 1).ok());
+      PMINDEX_ASSERT_OK(db.value()->Insert(fit, fit * 3 + 1));
       ASSERT_LT(++fit, 10'000'000u);
     }
   }
@@ -805,9 +806,9 @@ TEST(DbFaults, GrowthFailureLosesNothingAndTheDbKeepsWorking) {
   const std::string base = dir.path("base.pool");
   {
     auto db = Db::Create(base, "lbtree", "", SmallDb());
-    ASSERT_TRUE(db.ok());
-    for (uint64_t k = 0; k < base_keys; ++k) ASSERT_TRUE(db.value()->Insert(k, k * 3 + 1).ok());
-    ASSERT_TRUE(db.value()->Close().ok());
+    PMINDEX_ASSERT_OK(db);
+    for (uint64_t k = 0; k < base_keys; ++k) PMINDEX_ASSERT_OK(db.value()->Insert(k, k * 3 + 1));
+    PMINDEX_ASSERT_OK(db.value()->Close());
     ASSERT_FALSE(fs::exists(base + ".1"));
   }
   // Inserts keys from base_keys on; returns the first that failed (or
@@ -824,7 +825,7 @@ TEST(DbFaults, GrowthFailureLosesNothingAndTheDbKeepsWorking) {
     const std::string work = dir.path("count.pool");
     fs::copy_file(base, work);
     auto db = Db::Open(work, "lbtree");
-    ASSERT_TRUE(db.ok());
+    PMINDEX_ASSERT_OK(db);
     f.Reset();
     Status s;
     ASSERT_EQ(insert(*db.value(), &s), total) << s.ToString();
@@ -839,7 +840,7 @@ TEST(DbFaults, GrowthFailureLosesNothingAndTheDbKeepsWorking) {
       fs::copy_file(base, work);
       {
         auto db = Db::Open(work, "lbtree");
-        ASSERT_TRUE(db.ok());
+        PMINDEX_ASSERT_OK(db);
         f.Reset();
         f.FailNth(i, err);
         Status s;
@@ -856,11 +857,11 @@ TEST(DbFaults, GrowthFailureLosesNothingAndTheDbKeepsWorking) {
           f.Clear();
           // The Db keeps working and grows now.
           for (uint64_t k = stopped; k < total; ++k) {
-            ASSERT_TRUE(db.value()->Insert(k, k * 3 + 1).ok()) << where << ": key " << k;
+            PMINDEX_ASSERT_OK(db.value()->Insert(k, k * 3 + 1)) << where << ": key " << k;
           }
         }
         f.Clear();
-        ASSERT_TRUE(db.value()->Close().ok()) << where;
+        PMINDEX_ASSERT_OK(db.value()->Close()) << where;
       }
       EXPECT_EQ(f.open_fds(), 0u);
       ExpectKeys(work, total, Describe(f, i, err));
@@ -903,7 +904,7 @@ TEST(KvFaults, EveryCallOfCreateGrowthCloseAndOpenLosesNothing) {
       if (hit) {
         ExpectDocumented(s, f, fail, err, &sites);
       } else {
-        EXPECT_TRUE(s.ok()) << "failed with no fault injected: " << s.ToString();
+        PMINDEX_EXPECT_OK(s) << "failed with no fault injected";
       }
       return s.ok();
     };
@@ -946,13 +947,13 @@ TEST(KvFaults, EveryCallOfCreateGrowthCloseAndOpenLosesNothing) {
       continue;
     }
     auto kv = KvStore::Open(path);
-    ASSERT_TRUE(kv.ok()) << where << ": " << kv.status().ToString();
+    PMINDEX_ASSERT_OK(kv) << where;
     for (int k = 0; k < acked; ++k) {
       auto v = kv.value()->Get("key" + std::to_string(k));
-      ASSERT_TRUE(v.ok()) << where << ": key" << k << ": " << v.status().ToString();
+      PMINDEX_ASSERT_OK(v) << where << ": key" << k;
       EXPECT_TRUE(v.value() == value(k)) << where;
     }
-    EXPECT_TRUE(kv.value()->Close().ok());
+    PMINDEX_EXPECT_OK(kv.value()->Close());
   }
   EXPECT_TRUE(sites.contains("cannot create segment file ")) << "growth was never failed";
   EXPECT_TRUE(sites.contains("cannot msync ")) << "close was never failed";

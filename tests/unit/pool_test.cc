@@ -27,6 +27,7 @@
 #include "pm/persist.h"
 #include "pm/pool_format.h"
 #include "support/seed.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 
 namespace pmindex {
@@ -56,8 +57,8 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 // Creates a pool file and closes it.
 void MakePool(const std::string& path, const PoolOptions& o = SmallOptions()) {
   auto p = Pool::Create(path, o);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
-  ASSERT_TRUE(p.value()->Close().ok());
+  PMINDEX_ASSERT_OK(p);
+  PMINDEX_ASSERT_OK(p.value()->Close());
 }
 
 // Rewrites the header of a closed pool file through `edit`, optionally
@@ -94,7 +95,7 @@ void ExpectRefused(const std::string& path, Code code, const OpenOptions& oo = {
 
 TEST(PoolInMemory, CreateLayoutAndRoots) {
   auto r = Pool::CreateInMemory(SmallOptions());
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  PMINDEX_ASSERT_OK(r);
   Pool& p = *r.value();
   EXPECT_EQ(p.durability(), Durability::kVolatile);
   EXPECT_TRUE(p.path().empty());
@@ -120,7 +121,7 @@ TEST(PoolInMemory, AddressTranslation) {
   PoolOptions o = SmallOptions();
   o.pool_id = 7;
   auto r = Pool::CreateInMemory(o);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   Pool& p = *r.value();
   EXPECT_EQ(p.id(), 7);
   char* addr = p.base() + p.heap_begin() + 128;
@@ -138,7 +139,7 @@ TEST(PoolInMemory, PoisonFillsHeapButNotHeader) {
   PoolOptions o = SmallOptions();
   o.poison = 0xAB;
   auto r = Pool::CreateInMemory(o);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   Pool& p = *r.value();
   for (size_t i = 0; i < p.page_table_entries(); ++i) ASSERT_EQ(p.page_table()[i], 0u);
   EXPECT_EQ(p.root(3), 0u);
@@ -147,7 +148,7 @@ TEST(PoolInMemory, PoisonFillsHeapButNotHeader) {
   for (size_t i = 0; i < p.pages_mapped() * PoolOptions::kPageSize; i += 4093) {
     ASSERT_EQ(heap[i], 0xAB) << i;
   }
-  ASSERT_TRUE(p.Grow(p.pages_mapped() + 1).ok());
+  PMINDEX_ASSERT_OK(p.Grow(p.pages_mapped() + 1));
   const unsigned char* last =
       reinterpret_cast<unsigned char*>(p.base() + p.size() - PoolOptions::kPageSize);
   EXPECT_EQ(last[0], 0xAB);
@@ -157,14 +158,14 @@ TEST(PoolInMemory, GrowsBySegmentsUpToMaxSize) {
   PoolOptions o = SmallOptions();
   o.segment_size = 3 * kMiB;  // 4 + 3 + 3 + 3 + 3 (cut to 16)
   auto r = Pool::CreateInMemory(o);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   Pool& p = *r.value();
   char* base = p.base();
   std::memset(p.base() + p.heap_begin(), 0x5A, 1000);
   size_t pages = p.pages_mapped();
-  ASSERT_TRUE(p.Grow(pages).ok());
+  PMINDEX_ASSERT_OK(p.Grow(pages));
   EXPECT_EQ(p.pages_mapped(), pages);
-  ASSERT_TRUE(p.Grow(pages + 1).ok());
+  PMINDEX_ASSERT_OK(p.Grow(pages + 1));
   EXPECT_EQ(p.size(), 7 * kMiB);
   EXPECT_EQ(p.info().segments, 2u);
   EXPECT_EQ(p.base(), base);
@@ -175,7 +176,7 @@ TEST(PoolInMemory, GrowsBySegmentsUpToMaxSize) {
   Status too_much = p.Grow(max_pages + 1);
   EXPECT_EQ(too_much.code(), Code::kOutOfSpace) << too_much.ToString();
   EXPECT_EQ(p.size(), 7 * kMiB);  // nothing changed
-  ASSERT_TRUE(p.Grow(max_pages).ok());
+  PMINDEX_ASSERT_OK(p.Grow(max_pages));
   EXPECT_EQ(p.size(), 16 * kMiB);
   EXPECT_EQ(p.info().segments, 5u);
   EXPECT_EQ(p.pages_mapped(), max_pages);
@@ -188,7 +189,7 @@ TEST(PoolInMemory, ConcurrentGrowIsSerialized) {
   o.segment_size = 1 * kMiB;
   o.max_size = 64 * kMiB;
   auto r = Pool::CreateInMemory(o);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   Pool& p = *r.value();
   size_t target = (64 * kMiB - p.heap_begin()) / PoolOptions::kPageSize;
   std::vector<std::thread> ts;
@@ -208,15 +209,15 @@ TEST(PoolInMemory, ConcurrentGrowIsSerialized) {
 
 TEST(PoolInMemory, OpenImageAtNewAddress) {
   auto r = Pool::CreateInMemory(SmallOptions());
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   Pool& p = *r.value();
-  ASSERT_TRUE(p.Grow(p.pages_mapped() + 1).ok());
+  PMINDEX_ASSERT_OK(p.Grow(p.pages_mapped() + 1));
   p.WriteRoot(0, 0x1234);
   std::memcpy(p.base() + p.size() - 100, "tail", 4);
   std::vector<std::byte> image(p.bytes().begin(), p.bytes().end());
 
   auto q = Pool::OpenImage(image, {.expected_kind = "test"});
-  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  PMINDEX_ASSERT_OK(q);
   Pool& c = *q.value();
   EXPECT_NE(c.base(), p.base());
   EXPECT_EQ(c.size(), p.size());
@@ -229,12 +230,12 @@ TEST(PoolInMemory, OpenImageAtNewAddress) {
   c.WriteRoot(0, 1);
   EXPECT_EQ(p.root(0), 0x1234u);
   // The copy grows like any pool.
-  ASSERT_TRUE(c.Grow(c.pages_mapped() + 1).ok());
+  PMINDEX_ASSERT_OK(c.Grow(c.pages_mapped() + 1));
 }
 
 TEST(PoolInMemory, OpenImageRefusesBadImages) {
   auto r = Pool::CreateInMemory(SmallOptions());
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   std::span<std::byte> b = r.value()->bytes();
   std::vector<std::byte> image(b.begin(), b.end());
 
@@ -259,7 +260,7 @@ TEST(PoolInMemory, RandomImagesNeverCrash) {
   PMINDEX_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   auto r = Pool::CreateInMemory(SmallOptions());
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   std::span<std::byte> b = r.value()->bytes();
   std::vector<std::byte> image(b.begin(), b.end());
   for (int i = 0; i < 300; ++i) {
@@ -289,7 +290,7 @@ TEST(PoolInMemory, RejectsBadOptions) {
   o = SmallOptions(std::string(32, 'k'));
   EXPECT_EQ(Pool::CreateInMemory(o).status().code(), Code::kInvalidArgument);
   o = SmallOptions(std::string(31, 'k'));
-  EXPECT_TRUE(Pool::CreateInMemory(o).ok());
+  PMINDEX_EXPECT_OK(Pool::CreateInMemory(o));
   o = SmallOptions();
   o.index_options = std::string(1025, 'x');
   EXPECT_EQ(Pool::CreateInMemory(o).status().code(), Code::kInvalidArgument);
@@ -306,20 +307,20 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
   std::string path = dir.path("p.pool");
   {
     auto r = Pool::Create(path, SmallOptions());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     Pool& p = *r.value();
     EXPECT_EQ(p.path(), path);
     EXPECT_TRUE(p.was_clean());
     EXPECT_NE(p.durability(), Durability::kVolatile);
     EXPECT_EQ(p.kind(), "test");
     EXPECT_EQ(p.index_options(), "a=1,b=2");
-    ASSERT_TRUE(p.MarkInUse().ok());
+    PMINDEX_ASSERT_OK(p.MarkInUse());
     p.WriteRoot(2, 42);
     pm::naw(&p.page_table()[1], 7);
     std::memcpy(p.base() + p.heap_begin(), "hello", 5);
-    ASSERT_TRUE(p.Sync().ok());
-    ASSERT_TRUE(p.Close().ok());
-    ASSERT_TRUE(p.Close().ok());  // idempotent
+    PMINDEX_ASSERT_OK(p.Sync());
+    PMINDEX_ASSERT_OK(p.Close());
+    PMINDEX_ASSERT_OK(p.Close());  // idempotent
   }
   // No temporary file left behind.
   int files = 0;
@@ -330,7 +331,7 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
   EXPECT_EQ(files, 1);
 
   auto info = Pool::Inspect(path);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  PMINDEX_ASSERT_OK(info);
   EXPECT_EQ(info->format_version, pm::kPoolFormatVersion);
   EXPECT_EQ(info->incompat_flags, 0u);
   EXPECT_EQ(info->uuid.size(), 36u);
@@ -344,7 +345,7 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
   EXPECT_EQ(info->pool_id, 1);
 
   auto r = Pool::Open(path, {.expected_kind = "test"});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  PMINDEX_ASSERT_OK(r);
   Pool& p = *r.value();
   EXPECT_TRUE(p.was_clean());
   EXPECT_EQ(p.root(2), 42u);
@@ -352,10 +353,10 @@ TEST(PoolFile, CreateCloseReopenKeepsContents) {
   EXPECT_EQ(std::memcmp(p.base() + p.heap_begin(), "hello", 5), 0);
   EXPECT_EQ(p.info().uuid, info->uuid);
   EXPECT_TRUE(p.info().clean);  // Open writes nothing
-  ASSERT_TRUE(p.MarkInUse().ok());
+  PMINDEX_ASSERT_OK(p.MarkInUse());
   EXPECT_FALSE(p.info().clean);  // in use now
   auto while_open = Pool::Inspect(path);
-  ASSERT_TRUE(while_open.ok());
+  PMINDEX_ASSERT_OK(while_open);
   EXPECT_FALSE(while_open->clean);
 }
 
@@ -392,23 +393,23 @@ TEST(PoolFile, CreateAndPrefaultedOpenMapPagesAheadOnTmpfs) {
   long created = 0, lazy = 0, prefaulted = 0;
   {
     auto r = Pool::Create(path, po);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     created = FaultsWritingHeap(*r.value());
-    ASSERT_TRUE(r.value()->Close().ok());
+    PMINDEX_ASSERT_OK(r.value()->Close());
   }
   {
     auto r = Pool::Open(path);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     lazy = FaultsWritingHeap(*r.value());
-    ASSERT_TRUE(r.value()->Close().ok());
+    PMINDEX_ASSERT_OK(r.value()->Close());
   }
   {
     OpenOptions oo;
     oo.prefault = true;
     auto r = Pool::Open(path, oo);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     prefaulted = FaultsWritingHeap(*r.value());
-    ASSERT_TRUE(r.value()->Close().ok());
+    PMINDEX_ASSERT_OK(r.value()->Close());
   }
   // A lazy mapping faults once per page (about 3800 here); sanitizer
   // builds add faults on their shadow memory to all three counts.
@@ -511,7 +512,7 @@ TEST(PoolFile, BadChecksum) {
     EXPECT_NE(Pool::Open(path).status().message().find("checksum"), std::string_view::npos);
     EditHeader(path, [off](pm::PoolHeader& h) { reinterpret_cast<char*>(&h)[off] ^= 0x10; },
                false);
-    ASSERT_TRUE(Pool::Inspect(path).ok());
+    PMINDEX_ASSERT_OK(Pool::Inspect(path));
   }
 }
 
@@ -543,7 +544,7 @@ TEST(PoolFile, UnknownCompatibleFeatureIsIgnored) {
   std::string path = dir.path("p.pool");
   MakePool(path);
   EditHeader(path, [](pm::PoolHeader& h) { h.compat_flags |= 1ull << 9; }, true);
-  EXPECT_TRUE(Pool::Open(path).ok());
+  PMINDEX_EXPECT_OK(Pool::Open(path));
 }
 
 TEST(PoolFile, BadMutableWords) {
@@ -570,7 +571,7 @@ TEST(PoolFile, WrongKind) {
   ExpectRefused(path, Code::kWrongKind, {.expected_kind = "nvtree"});
   auto s = Pool::Open(path, {.expected_kind = "nvtree"}).status();
   EXPECT_NE(s.message().find("lbtree"), std::string_view::npos) << s.ToString();
-  EXPECT_TRUE(Pool::Open(path, {.expected_kind = "lbtree"}).ok());
+  PMINDEX_EXPECT_OK(Pool::Open(path, {.expected_kind = "lbtree"}));
 }
 
 TEST(PoolFile, OpenTwiceInSameProcessIsBusy) {
@@ -578,12 +579,12 @@ TEST(PoolFile, OpenTwiceInSameProcessIsBusy) {
   std::string path = dir.path("p.pool");
   MakePool(path);
   auto first = Pool::Open(path);
-  ASSERT_TRUE(first.ok());
+  PMINDEX_ASSERT_OK(first);
   ExpectRefused(path, Code::kBusy);
   EXPECT_NE(Pool::Open(path).status().message().find("already open in this process"),
             std::string_view::npos);
-  ASSERT_TRUE(first.value()->Close().ok());
-  EXPECT_TRUE(Pool::Open(path).ok());
+  PMINDEX_ASSERT_OK(first.value()->Close());
+  PMINDEX_EXPECT_OK(Pool::Open(path));
 }
 
 TEST(PoolFile, OpenFromChildWhileOpenIsBusy) {
@@ -591,7 +592,7 @@ TEST(PoolFile, OpenFromChildWhileOpenIsBusy) {
   std::string path = dir.path("p.pool");
   MakePool(path);
   auto first = Pool::Open(path);
-  ASSERT_TRUE(first.ok());
+  PMINDEX_ASSERT_OK(first);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -614,7 +615,7 @@ TEST(PoolFile, CleanFlag) {
   MakePool(path);
   {
     auto r = Pool::Open(path);
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
     EXPECT_TRUE(r.value()->was_clean());
   }  // destructor closes cleanly
   EXPECT_TRUE(Pool::Inspect(path)->clean);
@@ -633,16 +634,16 @@ TEST(PoolFile, CleanFlag) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_FALSE(Pool::Inspect(path)->clean);
   auto r = Pool::Open(path);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   EXPECT_FALSE(r.value()->was_clean());
   EXPECT_EQ(r.value()->root(0), 99u);
-  ASSERT_TRUE(r.value()->Close().ok());
+  PMINDEX_ASSERT_OK(r.value()->Close());
   // Opened and closed without MarkInUse: a crashed pool stays unclean
   // (nobody recovered it) and the file is not touched.
   Snapshot before = Snapshot::Of(path);
   {
     auto q = Pool::Open(path);
-    ASSERT_TRUE(q.ok());
+    PMINDEX_ASSERT_OK(q);
     EXPECT_FALSE(q.value()->was_clean());
   }
   EXPECT_TRUE(Snapshot::Of(path) == before);
@@ -650,10 +651,10 @@ TEST(PoolFile, CleanFlag) {
   // Marked in use and closed: clean again.
   {
     auto q = Pool::Open(path);
-    ASSERT_TRUE(q.ok());
-    ASSERT_TRUE(q.value()->MarkInUse().ok());
-    ASSERT_TRUE(q.value()->MarkInUse().ok());  // idempotent
-    ASSERT_TRUE(q.value()->Close().ok());
+    PMINDEX_ASSERT_OK(q);
+    PMINDEX_ASSERT_OK(q.value()->MarkInUse());
+    PMINDEX_ASSERT_OK(q.value()->MarkInUse());  // idempotent
+    PMINDEX_ASSERT_OK(q.value()->Close());
   }
   EXPECT_TRUE(Pool::Open(path).value()->was_clean());
 }
@@ -668,22 +669,22 @@ TEST(PoolFile, OpenAndCloseWriteNothing) {
   o.segment_size = 4 * kMiB;
   {
     auto r = Pool::Create(path, o);
-    ASSERT_TRUE(r.ok());
-    ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
-    ASSERT_TRUE(r.value()->Close().ok());
+    PMINDEX_ASSERT_OK(r);
+    PMINDEX_ASSERT_OK(r.value()->Grow(r.value()->pages_mapped() + 1));
+    PMINDEX_ASSERT_OK(r.value()->Close());
   }
   ASSERT_TRUE(Pool::Inspect(path)->clean);
   Snapshot first = Snapshot::Of(path), second = Snapshot::Of(path + ".1");
   {
     auto r = Pool::Open(path);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     EXPECT_TRUE(r.value()->was_clean());
     EXPECT_EQ(r.value()->info().segments, 2u);
-    ASSERT_TRUE(r.value()->Close().ok());
+    PMINDEX_ASSERT_OK(r.value()->Close());
   }
   {
     auto r = Pool::Open(path);
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
   }  // the destructor closes
   EXPECT_TRUE(Snapshot::Of(path) == first) << "Open/Close changed " << path;
   EXPECT_TRUE(Snapshot::Of(path + ".1") == second) << "Open/Close changed " << path << ".1";
@@ -709,8 +710,8 @@ TEST(PoolFile, NonRegularFilesAreRefusedWithoutBlocking) {
   std::string grown = dir.path("grown.pool");
   {
     auto r = Pool::Create(grown, SmallOptions());
-    ASSERT_TRUE(r.ok());
-    ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
+    PMINDEX_ASSERT_OK(r);
+    PMINDEX_ASSERT_OK(r.value()->Grow(r.value()->pages_mapped() + 1));
   }
   fs::remove(grown + ".1");
   ASSERT_EQ(mkfifo((grown + ".1").c_str(), 0600), 0);
@@ -785,9 +786,9 @@ TEST(PoolFile, SparseSegmentsAreAllocatedAtOpen) {
   uint64_t heap = 0;
   {
     auto r = Pool::Create(path, o);
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
     heap = r.value()->heap_begin();
-    ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
+    PMINDEX_ASSERT_OK(r.value()->Grow(r.value()->pages_mapped() + 1));
   }
   if (!PunchHole(path, heap, 4 * kMiB - heap) || !PunchHole(path + ".1", 0, 4 * kMiB)) {
     GTEST_SKIP() << "the file system cannot punch holes";
@@ -797,7 +798,7 @@ TEST(PoolFile, SparseSegmentsAreAllocatedAtOpen) {
   Snapshot first = Snapshot::Of(path), second = Snapshot::Of(path + ".1");
   {
     auto r = Pool::Open(path);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     EXPECT_GE(AllocatedBytes(path), 4 * kMiB);
     EXPECT_GE(AllocatedBytes(path + ".1"), 4 * kMiB);
   }
@@ -866,14 +867,14 @@ TEST(PoolFile, GrowsBySegmentFilesAndReopens) {
   size_t max_pages = 0;
   {
     auto r = Pool::Create(path, o);
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
     Pool& p = *r.value();
     max_pages = (16 * kMiB - p.heap_begin()) / PoolOptions::kPageSize;
-    ASSERT_TRUE(p.Grow(p.pages_mapped() + 1).ok());
+    PMINDEX_ASSERT_OK(p.Grow(p.pages_mapped() + 1));
     EXPECT_EQ(p.size(), 9 * kMiB);
     EXPECT_TRUE(fs::exists(path + ".1"));
     EXPECT_EQ(fs::file_size(path + ".1"), 5 * kMiB);
-    ASSERT_TRUE(p.Grow(max_pages).ok());
+    PMINDEX_ASSERT_OK(p.Grow(max_pages));
     EXPECT_EQ(p.size(), 16 * kMiB);
     EXPECT_EQ(fs::file_size(path + ".3"), 2 * kMiB);
     EXPECT_EQ(p.Grow(max_pages + 1).code(), Code::kOutOfSpace);
@@ -882,15 +883,15 @@ TEST(PoolFile, GrowsBySegmentFilesAndReopens) {
     for (uint64_t off : {4 * kMiB - 8, 9 * kMiB - 8, 14 * kMiB - 8, 16 * kMiB - 8}) {
       std::memcpy(p.base() + off, &off, 8);
     }
-    ASSERT_TRUE(p.Close().ok());
+    PMINDEX_ASSERT_OK(p.Close());
   }
   auto info = Pool::Inspect(path);
-  ASSERT_TRUE(info.ok());
+  PMINDEX_ASSERT_OK(info);
   EXPECT_EQ(info->segments, 4u);
   EXPECT_EQ(info->size, 16 * kMiB);
   {
     auto r = Pool::Open(path);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    PMINDEX_ASSERT_OK(r);
     Pool& p = *r.value();
     EXPECT_EQ(p.size(), 16 * kMiB);
     EXPECT_EQ(p.pages_mapped(), max_pages);
@@ -910,7 +911,7 @@ TEST(PoolFile, GrowsBySegmentFilesAndReopens) {
   ExpectRefused(path, Code::kCorruption);
   EXPECT_TRUE(Snapshot::Of(path + ".1") == seg);
   fs::resize_file(path + ".3", 2 * kMiB);
-  EXPECT_TRUE(Pool::Open(path).ok());
+  PMINDEX_EXPECT_OK(Pool::Open(path));
 }
 
 TEST(PoolFile, LeftoverSegmentFileIsReused) {
@@ -919,8 +920,8 @@ TEST(PoolFile, LeftoverSegmentFileIsReused) {
   MakePool(path);
   WriteFile(path + ".1", "junk from a grow that crashed before its count was persisted");
   auto r = Pool::Open(path);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_TRUE(r.value()->Grow(r.value()->pages_mapped() + 1).ok());
+  PMINDEX_ASSERT_OK(r);
+  PMINDEX_ASSERT_OK(r.value()->Grow(r.value()->pages_mapped() + 1));
   EXPECT_EQ(fs::file_size(path + ".1"), 4 * kMiB);
   EXPECT_EQ(r.value()->base()[4 * kMiB], 0);
 }
@@ -955,7 +956,7 @@ TEST(PoolFile, DiskFullDuringGrowIsOutOfSpaceAndPoolStaysUsable) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   auto r = Pool::Open(path);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  PMINDEX_ASSERT_OK(r);
   EXPECT_TRUE(r.value()->was_clean());
   EXPECT_EQ(r.value()->root(1), 5u);
   EXPECT_EQ(r.value()->base()[r.value()->heap_begin() + 100], 3);
@@ -985,16 +986,16 @@ TEST(PoolFile, DiskFullDuringCreateIsOutOfSpaceAndLeavesNoFile) {
 TEST(PoolFile, Durability) {
   TempDir dir;
   auto r = Pool::Create(dir.path("p"), SmallOptions());
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   Durability d = r.value()->durability();
   EXPECT_TRUE(d == Durability::kPowerFailure || d == Durability::kProcessCrash);
   // /dev/shm is tmpfs: never DAX.
   if (fs::is_directory("/dev/shm")) {
     std::string shm = "/dev/shm/pmindex-pool-test-" + std::to_string(getpid());
     auto s = Pool::Create(shm, SmallOptions());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    PMINDEX_ASSERT_OK(s);
     EXPECT_EQ(s.value()->durability(), Durability::kProcessCrash);
-    EXPECT_TRUE(s.value()->Close().ok());
+    PMINDEX_EXPECT_OK(s.value()->Close());
     fs::remove(shm);
   }
 }

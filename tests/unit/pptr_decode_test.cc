@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "index/index.h"
 #include "pm/pool.h"
+#include "support/status.h"
 
 namespace pmindex {
 namespace {
@@ -24,7 +25,7 @@ std::unique_ptr<Pool> SmallPool(const std::string& kind = "lbtree", const std::s
   po.index_options = opts;
   po.pool_id = 7;
   auto p = Pool::CreateInMemory(po);
-  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  PMINDEX_EXPECT_OK(p);
   return std::move(p).value();
 }
 
@@ -32,14 +33,14 @@ TEST(PPtrDecode, GoodPointer) {
   auto pool = SmallPool();
   const uint64_t off = pool->heap_begin() + 512;
   auto r = pm::Decode<uint64_t>(*pool, PPtr::Make(7, off).raw(), 256, 256, "test block");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  PMINDEX_ASSERT_OK(r);
   EXPECT_EQ(reinterpret_cast<char*>(r.value()), pool->base() + off);
   // The last object that fits exactly.
   auto last = pm::Decode(*pool, PPtr::Make(7, pool->size() - 256).raw(), 256, 256, "last");
-  EXPECT_TRUE(last.ok()) << last.status().ToString();
+  PMINDEX_EXPECT_OK(last);
   // DecodeOrNull takes null.
   auto n = pm::DecodeOrNull<uint64_t>(*pool, 0, 64, 64, "optional");
-  ASSERT_TRUE(n.ok());
+  PMINDEX_ASSERT_OK(n);
   EXPECT_EQ(n.value(), nullptr);
 }
 
@@ -94,13 +95,13 @@ struct Image {
 Image CrashImage(const std::string& kind, int keys, bool close_first = false) {
   auto src = SmallPool(kind);
   auto idx = create_index(kind, "", src.get());
-  EXPECT_TRUE(idx.ok()) << kind << ": " << idx.status().ToString();
-  for (int i = 0; i < keys; ++i) EXPECT_TRUE(idx.value()->insert(uint64_t(i) * 7 + 1, i).ok());
+  PMINDEX_EXPECT_OK(idx) << kind;
+  for (int i = 0; i < keys; ++i) PMINDEX_EXPECT_OK(idx.value()->insert(uint64_t(i) * 7 + 1, i));
   if (close_first) {
-    EXPECT_TRUE(idx.value()->close().ok());
+    PMINDEX_EXPECT_OK(idx.value()->close());
   }
   auto img = Pool::OpenImage(src->bytes());
-  EXPECT_TRUE(img.ok()) << img.status().ToString();
+  PMINDEX_EXPECT_OK(img);
   return {std::move(img).value()};
 }
 
@@ -140,8 +141,8 @@ TEST(PPtrDecode, MisalignedNvtreeSnapshotFallsBackToRebuild) {
   ASSERT_EQ(s & 1, 1u);
   im.pool->WriteRoot(1, s + 8);
   auto idx = open_index(im.pool.get());
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  EXPECT_TRUE(idx.value()->verify().ok());
+  PMINDEX_ASSERT_OK(idx);
+  PMINDEX_EXPECT_OK(idx.value()->verify());
   EXPECT_EQ(idx.value()->stats().entries, 3000u);
 }
 

@@ -15,6 +15,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "support/pools.h"
+#include "support/status.h"
 
 namespace pmindex {
 namespace {
@@ -31,14 +32,14 @@ Built Build(const std::string& kind, bool remove_some) {
   testing::FilledPool f = testing::FillInMemory(kind, kKeys, KeyOf, [](int i) { return uint64_t(i) + 1000; });
   // Empties leaves early in the list: recovery unlinks them.
   if (remove_some) {
-    for (int i = 100; i < 400; ++i) EXPECT_TRUE(f.idx->remove(KeyOf(i)).ok());
+    for (int i = 100; i < 400; ++i) PMINDEX_EXPECT_OK(f.idx->remove(KeyOf(i)));
   }
   return {std::move(f.pool), std::move(f.idx)};
 }
 
 std::unique_ptr<Pool> ImageOf(const Pool& p) {
   auto img = Pool::OpenImage(p.bytes());
-  EXPECT_TRUE(img.ok()) << img.status().ToString();
+  PMINDEX_EXPECT_OK(img);
   return std::move(img).value();
 }
 
@@ -95,8 +96,8 @@ void ExpectRefusedUnchanged(Pool* img, const std::string& kind) {
 void ExpectRepairedOpen(Pool* img, const std::string& kind, size_t entries) {
   const auto before = Bytes(*img);
   auto idx = open_index(img);
-  ASSERT_TRUE(idx.ok()) << kind << ": " << idx.status().ToString();
-  EXPECT_TRUE(idx.value()->verify().ok());
+  PMINDEX_ASSERT_OK(idx) << kind;
+  PMINDEX_EXPECT_OK(idx.value()->verify());
   EXPECT_EQ(idx.value()->stats().entries, entries);
   EXPECT_NE(before, Bytes(*img)) << kind << ": the undamaged image needed no repair";
 }
@@ -141,7 +142,7 @@ INSTANTIATE_TEST_SUITE_P(Trees, LeafTreeRecovery, ::testing::Values("lbtree", "f
 // disagrees with the list and the rebuild meets the bad pointer at the end.
 TEST(NvtreeRecovery, LateBrokenLinkRefusedWithoutWrites) {
   Built b = Build("nvtree", false);
-  ASSERT_TRUE(b.idx->close().ok());
+  PMINDEX_ASSERT_OK(b.idx->close());
   {
     auto img = ImageOf(*b.src);
     ExpectRepairedOpen(img.get(), "nvtree", kKeys);
@@ -168,20 +169,20 @@ TEST(NvtreeRecovery, CutListRefusedByTheBoundWithoutWrites) {
   po.max_size = 64ull << 20;
   po.kind = "nvtree";
   auto pool = Pool::CreateInMemory(po);
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_ASSERT_OK(pool);
   {
     auto idx = create_index("nvtree", "", pool.value().get());
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    PMINDEX_ASSERT_OK(idx);
     // Enough LNs (1 KiB each) for several 256 KiB allocator pages.
-    for (int i = 0; i < 60000; ++i) ASSERT_TRUE(idx.value()->insert(KeyOf(i), i + 1000).ok());
-    ASSERT_TRUE(idx.value()->close().ok());
+    for (int i = 0; i < 60000; ++i) PMINDEX_ASSERT_OK(idx.value()->insert(KeyOf(i), i + 1000));
+    PMINDEX_ASSERT_OK(idx.value()->close());
   }
   // The image of the pool as Pool::Close would leave it: clean flag set.
   std::vector<std::byte> closed = Bytes(*pool.value());
   const uint64_t one = 1;
   std::memcpy(closed.data() + offsetof(pm::PoolHeader, clean), &one, 8);
   auto opened = Pool::OpenImage(closed);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  PMINDEX_ASSERT_OK(opened);
   std::unique_ptr<Pool> img = std::move(opened).value();
   ASSERT_EQ(img->root(1) & 1, 1u);
   ASSERT_TRUE(img->was_clean());

@@ -20,6 +20,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "support/pools.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 
 namespace pmindex {
@@ -119,14 +120,14 @@ struct RootPool {
     po.size = 4ull << 20;
     po.max_size = 64ull << 20;
     auto p = Pool::Create(path, po);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    EXPECT_TRUE(p.value()->MarkInUse().ok());
+    PMINDEX_EXPECT_OK(p);
+    PMINDEX_EXPECT_OK(p.value()->MarkInUse());
     for (unsigned i = 0; i < Pool::kRootSlots; ++i) {
       // Several writes, so the counters are not all 1.
       for (unsigned k = 0; k <= i; ++k) p.value()->WriteRoot(i, values[i] + k);
       values[i] += i;
     }
-    EXPECT_TRUE(p.value()->Close().ok());
+    PMINDEX_EXPECT_OK(p.value()->Close());
   }
   void Patch(size_t off, const void* bytes, size_t n) {
     std::string f = ReadAll(path);
@@ -146,10 +147,10 @@ void ExpectRootsIntactAndRepaired(RootPool& rp, const std::string& what) {
   SCOPED_TRACE(what);
   {
     auto p = Pool::Open(rp.path);
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    PMINDEX_ASSERT_OK(p);
     for (unsigned i = 0; i < Pool::kRootSlots; ++i) EXPECT_EQ(p.value()->root(i), rp.values[i]) << i;
-    ASSERT_TRUE(p.value()->MarkInUse().ok());  // the first write repairs
-    ASSERT_TRUE(p.value()->Close().ok());
+    PMINDEX_ASSERT_OK(p.value()->MarkInUse());  // the first write repairs
+    PMINDEX_ASSERT_OK(p.value()->Close());
   }
   const std::string f = ReadAll(rp.path);
   PoolHeader h;
@@ -286,8 +287,8 @@ using testing::ImageKey;
 void ExpectOpensIntact(Pool* img, int keys, const std::string& what) {
   SCOPED_TRACE(what);
   auto idx = open_index(img);
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  EXPECT_TRUE(idx.value()->verify().ok());
+  PMINDEX_ASSERT_OK(idx);
+  PMINDEX_EXPECT_OK(idx.value()->verify());
   EXPECT_EQ(idx.value()->stats().entries, static_cast<uint64_t>(keys));
   for (int i = 0; i < keys; i += 97) EXPECT_EQ(idx.value()->lookup(ImageKey(i)), uint64_t(i));
   // Recovery rewrote both copies of every word that differed.
@@ -342,13 +343,13 @@ TEST(PageTableCopies, InterruptedTakeIsOwnedThenReclaimed) {
   po.size = 16ull << 20;
   po.max_size = 64ull << 20;
   auto pool = Pool::CreateInMemory(po);
-  ASSERT_TRUE(pool.ok());
+  PMINDEX_ASSERT_OK(pool);
   Pool* p = pool.value().get();
   p->page_table()[5] = PageWord{PageKind::kClass, 3, 0, 0}.Encode();
   auto a = alloc::Allocator::Attach(p, false);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  PMINDEX_ASSERT_OK(a);
   EXPECT_EQ(a.value()->stats().pages_owned, 1u);
-  ASSERT_TRUE(a.value()->FinishRecovery().ok());
+  PMINDEX_ASSERT_OK(a.value()->FinishRecovery());
   EXPECT_EQ(a.value()->stats().pages_owned, 0u);
   EXPECT_EQ(p->page_table()[5], 0u);
   EXPECT_EQ(p->page_table_mirror()[5], 0u);

@@ -45,7 +45,7 @@ TEST(RoartOptions, BadOptionsAreRefused) {
   for (const char* good : {"", "leaf_array=2", "leaf_array=64"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(good, &pool);
-    EXPECT_TRUE(idx.ok()) << good << ": " << idx.status().ToString();
+    PMINDEX_EXPECT_OK(idx) << good;
   }
 }
 
@@ -92,7 +92,7 @@ TEST(RoartOracle, KeyShapesAndLeafArrayLengths) {
 TEST(RoartShape, NodesGrowSplitAndCollapse) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("leaf_array=2", &pool);
-  ASSERT_TRUE(idx.ok());
+  PMINDEX_ASSERT_OK(idx);
   Index& t = *idx.value();
   // Dense keys (N48 and N256 at depth 7, an N256 at depth 6), ten keys
   // differing in byte 5 (an N16) and three in byte 4 (an N4).
@@ -100,8 +100,8 @@ TEST(RoartShape, NodesGrowSplitAndCollapse) {
   for (Key k = 0; k < 3000; ++k) keys.push_back(k * 5);
   for (Key k = 0; k < 10; ++k) keys.push_back((Key{1} << 40) + (k << 16));
   for (Key k = 0; k < 3; ++k) keys.push_back((Key{2} << 40) + (k << 24));
-  for (size_t i = 0; i < keys.size(); ++i) ASSERT_TRUE(t.insert(keys[i], i).ok());
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  for (size_t i = 0; i < keys.size(); ++i) PMINDEX_ASSERT_OK(t.insert(keys[i], i));
+  PMINDEX_ASSERT_OK(t.verify());
   IndexStats s = t.stats();
   EXPECT_GT(Extra(s, "n4"), 0);
   EXPECT_GT(Extra(s, "n16"), 0);
@@ -111,16 +111,16 @@ TEST(RoartShape, NodesGrowSplitAndCollapse) {
   EXPECT_GT(Extra(s, "grows"), 0);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (i % 50 != 0) {
-      ASSERT_TRUE(t.remove(keys[i]).ok());
+      PMINDEX_ASSERT_OK(t.remove(keys[i]));
     }
   }
-  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  PMINDEX_ASSERT_OK(t.verify());
   s = t.stats();
   EXPECT_EQ(s.entries, 61u);
   EXPECT_GT(Extra(s, "collapses"), 0);
   for (size_t i = 0; i < keys.size(); i += 50) ASSERT_EQ(t.lookup(keys[i]).value_or(~0ull), i);
-  for (size_t i = 0; i < keys.size(); i += 50) ASSERT_TRUE(t.remove(keys[i]).ok());
-  ASSERT_TRUE(t.verify().ok());
+  for (size_t i = 0; i < keys.size(); i += 50) PMINDEX_ASSERT_OK(t.remove(keys[i]));
+  PMINDEX_ASSERT_OK(t.verify());
   s = t.stats();
   EXPECT_EQ(s.entries, 0u);
   EXPECT_EQ(s.inner_nodes, 1u);  // the root alone
@@ -130,30 +130,30 @@ TEST(RoartShape, NodesGrowSplitAndCollapse) {
 TEST(RoartBulk, LoadThenWriteAndReopen) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("leaf_array=8", &pool);
-  ASSERT_TRUE(idx.ok());
+  PMINDEX_ASSERT_OK(idx);
   std::vector<KV> load;
   for (Key k = 0; k < 5000; ++k) load.push_back(KV{k * k * 977 + k, k});
-  ASSERT_TRUE(idx.value()->bulk_load(load, 0.5).ok());
+  PMINDEX_ASSERT_OK(idx.value()->bulk_load(load, 0.5));
   EXPECT_TRUE(idx.value()->bulk_load(load, 1.0).is_invalid_argument());  // not empty any more
-  ASSERT_TRUE(idx.value()->verify().ok()) << idx.value()->verify().ToString();
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   // Arrays are cut at fill * 8 leaves (or fewer, where the keys' bytes
   // part them earlier).
   EXPECT_LE(Extra(idx.value()->stats(), "leaf_array_fill"), 0.5);
-  for (Key k = 0; k < 5000; k += 2) ASSERT_TRUE(idx.value()->remove(k * k * 977 + k).ok());
-  for (Key k = 0; k < 1000; ++k) ASSERT_TRUE(idx.value()->insert(k * 3 + 1, k).ok());
-  ASSERT_TRUE(idx.value()->verify().ok()) << idx.value()->verify().ToString();
+  for (Key k = 0; k < 5000; k += 2) PMINDEX_ASSERT_OK(idx.value()->remove(k * k * 977 + k));
+  for (Key k = 0; k < 1000; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 3 + 1, k));
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
     const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
     testing::Reopened re;
     PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
     Index& t = *re.idx;
-    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    PMINDEX_ASSERT_OK(t.verify());
     EXPECT_EQ(t.stats().entries, 3500u);
     for (Key k = 0; k < 5000; ++k)
       ASSERT_EQ(t.lookup(k * k * 977 + k), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
     for (Key k = 0; k < 1000; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
-    ASSERT_TRUE(t.close().ok());
+    PMINDEX_ASSERT_OK(t.close());
   }
 }
 
@@ -163,13 +163,13 @@ TEST(RoartBulk, LoadThenWriteAndReopen) {
 TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("leaf_array=2", &pool);
-  ASSERT_TRUE(idx.ok());
+  PMINDEX_ASSERT_OK(idx);
   // 30 children under one node of depth 7: an N48.
-  for (Key k = 0; k < 30; ++k) ASSERT_TRUE(idx.value()->insert(0x1000 + k * 8, k).ok());
+  for (Key k = 0; k < 30; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(0x1000 + k * 8, k));
   ASSERT_EQ(Extra(idx.value()->stats(), "n48"), 1);
   const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), true);
   auto img = Pool::OpenImage(bytes);
-  ASSERT_TRUE(img.ok());
+  PMINDEX_ASSERT_OK(img);
   // Find the N48 below the root and zero its index.
   uint64_t* root = img.value()->to_ptr<uint64_t>(PPtr(img.value()->root(0)));
   uint64_t* n48 = nullptr;
@@ -193,8 +193,8 @@ TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
   ASSERT_NE(la[1], 0u);
   la[1] = 0;
   auto re = open_index(img.value().get());
-  ASSERT_TRUE(re.ok()) << re.status().ToString();
-  ASSERT_TRUE(re.value()->verify().ok()) << re.value()->verify().ToString();
+  PMINDEX_ASSERT_OK(re);
+  PMINDEX_ASSERT_OK(re.value()->verify());
   for (Key k = 0; k < 30; ++k) {
     ASSERT_EQ(re.value()->lookup(0x1000 + k * 8).value_or(~0ull), k);
   }
@@ -204,13 +204,13 @@ TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
 TEST(RoartRecovery, DamageIsRefused) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("leaf_array=4", &pool);
-  ASSERT_TRUE(idx.ok());
-  for (Key k = 1; k <= 200; ++k) ASSERT_TRUE(idx.value()->insert(k * 1000, k).ok());
+  PMINDEX_ASSERT_OK(idx);
+  for (Key k = 1; k <= 200; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 1000, k));
   const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), true);
   for (int variant = 0; variant < 4; ++variant) {
     SCOPED_TRACE(variant);
     auto img = Pool::OpenImage(bytes);
-    ASSERT_TRUE(img.ok());
+    PMINDEX_ASSERT_OK(img);
     uint64_t* root = img.value()->to_ptr<uint64_t>(PPtr(img.value()->root(0)));
     uint64_t* e = &root[2 + 0];  // byte 0: every key is below 2^56
     ASSERT_NE(*e, 0u);

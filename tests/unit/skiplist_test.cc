@@ -47,7 +47,7 @@ TEST(SkipListOptions, BadOptionsAreRefused) {
     for (const char* good : {"", "levels=1", "levels=32,p=0.5", "p=0.01", "levels=12,p=0.99"}) {
       std::unique_ptr<Pool> pool;
       auto idx = Make(kind, good, &pool);
-      EXPECT_TRUE(idx.ok()) << kind << " " << good << ": " << idx.status().ToString();
+      PMINDEX_EXPECT_OK(idx) << kind << " " << good;
     }
   }
 }
@@ -69,21 +69,21 @@ TEST(SkipListOracle, ExtremeLevelCounts) {
 TEST(SkipListDivided, OpenRebuildsTheUpperLevels) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("skiplist-divided", "levels=8,p=0.5", &pool);
-  ASSERT_TRUE(idx.ok());
+  PMINDEX_ASSERT_OK(idx);
   std::vector<KV> load;
   for (Key k = 0; k < 2000; ++k) load.push_back(KV{k * 3, k});
-  ASSERT_TRUE(idx.value()->bulk_load(load, 1.0).ok());
+  PMINDEX_ASSERT_OK(idx.value()->bulk_load(load, 1.0));
   EXPECT_TRUE(idx.value()->bulk_load(load, 1.0).is_invalid_argument());  // not empty any more
-  for (Key k = 0; k < 2000; k += 2) ASSERT_TRUE(idx.value()->remove(k * 3).ok());
-  for (Key k = 0; k < 500; ++k) ASSERT_TRUE(idx.value()->insert(k * 3 + 1, k).ok());
-  ASSERT_TRUE(idx.value()->verify().ok());
+  for (Key k = 0; k < 2000; k += 2) PMINDEX_ASSERT_OK(idx.value()->remove(k * 3));
+  for (Key k = 0; k < 500; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 3 + 1, k));
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
     const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
     testing::Reopened re;
     PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
     Index& t = *re.idx;
-    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    PMINDEX_ASSERT_OK(t.verify());
     const IndexStats s = t.stats();
     EXPECT_EQ(s.entries, 1500u);
     EXPECT_GT(s.inner_nodes, 300u);  // about half the elements have an upper element at p = 0.5
@@ -91,7 +91,7 @@ TEST(SkipListDivided, OpenRebuildsTheUpperLevels) {
     for (Key k = 0; k < 2000; ++k)
       ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
     for (Key k = 0; k < 500; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
-    ASSERT_TRUE(t.close().ok());
+    PMINDEX_ASSERT_OK(t.close());
   }
 }
 
@@ -99,11 +99,11 @@ TEST(SkipListDivided, OpenRebuildsTheUpperLevels) {
 TEST(SkipListDivided, UnsortedBottomListIsRefused) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("skiplist-divided", "", &pool);
-  ASSERT_TRUE(idx.ok());
-  for (Key k = 1; k <= 50; ++k) ASSERT_TRUE(idx.value()->insert(k * 10, k).ok());
+  PMINDEX_ASSERT_OK(idx);
+  for (Key k = 1; k <= 50; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 10, k));
   std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), true);
   auto img = Pool::OpenImage(bytes);
-  ASSERT_TRUE(img.ok());
+  PMINDEX_ASSERT_OK(img);
   // Element words: tag, key, value, next. The third element's key drops
   // below the second's.
   uint64_t* head = img.value()->to_ptr<uint64_t>(PPtr(img.value()->root(0)));
@@ -145,9 +145,9 @@ class PmImage {
 
 std::vector<std::byte> PmWithTowers(std::unique_ptr<Pool>* pool) {
   auto idx = Make("skiplist-pm", "levels=6,p=0.5", pool);
-  EXPECT_TRUE(idx.ok());
-  for (Key k = 1; k <= 400; ++k) EXPECT_TRUE(idx.value()->insert(k * 7, k).ok());
-  EXPECT_TRUE(idx.value()->verify().ok());
+  PMINDEX_EXPECT_OK(idx);
+  for (Key k = 1; k <= 400; ++k) PMINDEX_EXPECT_OK(idx.value()->insert(k * 7, k));
+  PMINDEX_EXPECT_OK(idx.value()->verify());
   return PoolImage(**pool, &idx.value(), true);
 }
 
@@ -158,7 +158,7 @@ TEST(SkipListPm, RecoveryRepairsOnePartlyLinkedTower) {
   std::unique_ptr<Pool> pool;
   const std::vector<std::byte> bytes = PmWithTowers(&pool);
   auto img = Pool::OpenImage(bytes);
-  ASSERT_TRUE(img.ok());
+  PMINDEX_ASSERT_OK(img);
   PmImage m(*img.value());
   const std::vector<uint64_t> tall = m.OfHeight(3);
   ASSERT_FALSE(tall.empty());
@@ -167,13 +167,13 @@ TEST(SkipListPm, RecoveryRepairsOnePartlyLinkedTower) {
   m.Unlink(2, x);
   m.Unlink(1, x);
   auto re = open_index(img.value().get());
-  ASSERT_TRUE(re.ok()) << re.status().ToString();
-  ASSERT_TRUE(re.value()->verify().ok()) << re.value()->verify().ToString();
+  PMINDEX_ASSERT_OK(re);
+  PMINDEX_ASSERT_OK(re.value()->verify());
   EXPECT_EQ(m.W(x)[1], 1u);  // the height now says what is linked
   EXPECT_EQ(re.value()->lookup(key).value_or(0), key / 7);
   EXPECT_EQ(re.value()->stats().entries, 400u);
-  ASSERT_TRUE(re.value()->remove(key).ok());
-  ASSERT_TRUE(re.value()->verify().ok());
+  PMINDEX_ASSERT_OK(re.value()->remove(key));
+  PMINDEX_ASSERT_OK(re.value()->verify());
 }
 
 // States no crash leaves: two partly linked towers, a tower linked on an
@@ -184,7 +184,7 @@ TEST(SkipListPm, RecoveryRefusesLostLinks) {
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE(variant);
     auto img = Pool::OpenImage(bytes);
-    ASSERT_TRUE(img.ok());
+    PMINDEX_ASSERT_OK(img);
     PmImage m(*img.value());
     const std::vector<uint64_t> tall = m.OfHeight(2);
     ASSERT_GE(tall.size(), 2u);

@@ -25,6 +25,7 @@
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
 #include "support/seed.h"
+#include "support/status.h"
 
 namespace pmindex::testing_util {
 
@@ -67,20 +68,20 @@ inline void ExpectRangesMatch(Db& d, const std::map<Key, Value>& oracle) {
 inline void ExpectDeletesShrinkTheTree(const std::string& kind, const std::string& opt, uint32_t min_height) {
   SCOPED_TRACE(kind + " " + opt);
   auto db = Db::CreateInMemory(kind, opt);
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
   constexpr Key kN = 4000;
-  for (Key k = 0; k < kN; ++k) ASSERT_TRUE(d.Insert(k * 7 + 3, k).ok());
+  for (Key k = 0; k < kN; ++k) PMINDEX_ASSERT_OK(d.Insert(k * 7 + 3, k));
   const IndexStats full = d.Stats();
   ASSERT_GE(full.height, min_height);
   for (Key i = 0; i < kN / 2; ++i) {
     for (Key k : {i, kN - 1 - i}) {
       if (k % 50 != 0) {
-        ASSERT_TRUE(d.Remove(k * 7 + 3).ok()) << k;
+        PMINDEX_ASSERT_OK(d.Remove(k * 7 + 3)) << k;
       }
     }
   }
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   const IndexStats thin = d.Stats();
   EXPECT_EQ(thin.entries, kN / 50);
   // Merged nodes hold at most 3/4 of their slots and unmerged neighbours
@@ -91,21 +92,21 @@ inline void ExpectDeletesShrinkTheTree(const std::string& kind, const std::strin
   for (Key k = 0; k < kN; ++k) {
     Result<Value> v = d.Get(k * 7 + 3);
     if (k % 50 == 0) {
-      ASSERT_TRUE(v.ok()) << k;
+      PMINDEX_ASSERT_OK(v) << k;
       EXPECT_EQ(v.value(), k);
     } else {
       EXPECT_TRUE(v.status().is_not_found()) << k;
     }
   }
-  for (Key k = 0; k < kN; k += 50) ASSERT_TRUE(d.Remove(k * 7 + 3).ok());
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  for (Key k = 0; k < kN; k += 50) PMINDEX_ASSERT_OK(d.Remove(k * 7 + 3));
+  PMINDEX_ASSERT_OK(d.Verify());
   const IndexStats empty = d.Stats();
   EXPECT_EQ(empty.entries, 0u);
   EXPECT_EQ(empty.height, 1u);
   EXPECT_EQ(empty.leaves, 1u);
   // The emptied tree grows again.
-  for (Key k = 0; k < 500; ++k) ASSERT_TRUE(d.Insert(k, k + 1).ok());
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  for (Key k = 0; k < 500; ++k) PMINDEX_ASSERT_OK(d.Insert(k, k + 1));
+  PMINDEX_ASSERT_OK(d.Verify());
   std::vector<KV> all;
   d.Range(0, std::nullopt, SIZE_MAX, &all);
   ASSERT_EQ(all.size(), 500u);
@@ -122,7 +123,7 @@ inline void ExpectOptions(const std::string& kind, std::initializer_list<const c
   }
   for (const char* o : good) {
     auto db = Db::CreateInMemory(kind, o);
-    EXPECT_TRUE(db.ok()) << kind << " " << o << ": " << db.status().ToString();
+    PMINDEX_EXPECT_OK(db) << kind << " " << o;
   }
 }
 
@@ -131,7 +132,7 @@ inline void ExpectOptions(const std::string& kind, std::initializer_list<const c
 // the clean flag set as Pool::Close sets it.
 inline std::vector<std::byte> PoolImage(Pool& pool, std::unique_ptr<Index>* idx, bool crash) {
   if (!crash) {
-    EXPECT_TRUE((*idx)->close().ok());
+    PMINDEX_EXPECT_OK((*idx)->close());
     idx->reset();
   }
   std::vector<std::byte> bytes(pool.bytes().begin(), pool.bytes().end());

@@ -1,5 +1,7 @@
 // Status and Result<T> (include/pmindex/status.h) and PMINDEX_CHECK
 // (src/util/check.h).
+#include "pmindex/status.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -7,8 +9,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "pmindex/status.h"
 #include "pmindex/types.h"
+#include "support/status.h"
 #include "util/check.h"
 
 // GCC 12 at -O1 (the Asan build) cannot see that moving an error
@@ -24,7 +26,7 @@ TEST(Status, OneWordAndCodesWithoutMessage) {
   static_assert(sizeof(Status) == sizeof(void*));
   static_assert(sizeof(Result<Value>) == 2 * sizeof(void*));
   Status ok;
-  EXPECT_TRUE(ok.ok());
+  PMINDEX_EXPECT_OK(ok);
   EXPECT_EQ(ok.code(), Status::Code::kOk);
   EXPECT_EQ(ok.ToString(), "OK");
   Status nf = Status::NotFound();
@@ -58,7 +60,7 @@ TEST(Status, MessageSurvivesCopiesAndAssignment) {
   c = c;  // self-assignment keeps it
   EXPECT_EQ(c.message(), "root slot 0 points outside the heap");
   c = Status::OK();
-  EXPECT_TRUE(c.ok());
+  PMINDEX_EXPECT_OK(c);
   EXPECT_TRUE(c.message().empty());
   // a is unchanged by all of it
   EXPECT_EQ(a.ToString(), "corruption: root slot 0 points outside the heap");
@@ -78,14 +80,14 @@ TEST(Status, MovedFromKeepsItsCode) {
 
 TEST(Result, ValueOrError) {
   Result<Value> v = Value{42};
-  ASSERT_TRUE(v.ok());
-  EXPECT_TRUE(v.status().ok());
+  PMINDEX_ASSERT_OK(v);
+  PMINDEX_EXPECT_OK(v.status());
   EXPECT_EQ(v.value(), 42u);
   Result<Value> e = Status::NotFound("key 7");
   EXPECT_FALSE(e.ok());
   EXPECT_EQ(e.status().ToString(), "not found: key 7");
   e = v;
-  ASSERT_TRUE(e.ok());
+  PMINDEX_ASSERT_OK(e);
   EXPECT_EQ(*e, 42u);
   v = Status::Busy("locked");
   EXPECT_EQ(v.status().code(), Status::Code::kBusy);
@@ -95,10 +97,10 @@ TEST(Result, OwnsAMoveOnlyValue) {
   static_assert(!std::is_copy_constructible_v<Result<std::unique_ptr<int>>>);
   static_assert(std::is_nothrow_move_constructible_v<Result<std::unique_ptr<int>>>);
   Result<std::unique_ptr<int>> r = std::make_unique<int>(5);
-  ASSERT_TRUE(r.ok());
+  PMINDEX_ASSERT_OK(r);
   EXPECT_EQ(**r, 5);
   Result<std::unique_ptr<int>> s = std::move(r);
-  ASSERT_TRUE(s.ok());
+  PMINDEX_ASSERT_OK(s);
   EXPECT_EQ(*s.value(), 5);
   std::unique_ptr<int> p = std::move(s).value();
   EXPECT_EQ(*p, 5);

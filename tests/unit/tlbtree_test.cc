@@ -22,6 +22,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
+#include "support/status.h"
 #include "support/temp_files.h"
 #include "trees/two_layer/top_layer.h"
 #include "trees/two_layer/two_layer.h"
@@ -108,16 +109,16 @@ TEST(TlbTreeOptions, BadOptionsAreRefused) {
 // before and after.
 TEST(TlbTreeSplits, RootChainGrowsAndTopLayerRebuilds) {
   auto db = Db::CreateInMemory("tlbtree", "height=2,rebuild=2");
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
   const Key n = 6000;
   for (Key k = 0; k < n; ++k) {
-    ASSERT_TRUE(d.Insert(k * 7, k).ok()) << k;
+    PMINDEX_ASSERT_OK(d.Insert(k * 7, k)) << k;
     if (k % 1500 == 0) {
-      ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+      PMINDEX_ASSERT_OK(d.Verify());
     }
   }
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   IndexStats s = d.Stats();
   EXPECT_EQ(s.height, 2u);
   EXPECT_EQ(s.entries, n);
@@ -145,22 +146,22 @@ TEST(TlbTreeSplits, StaleTopLayerIsCorrectByChainWalks) {
   double subindexes = 0;
   {
     auto db = Db::Create(path, "tlbtree", "height=2,rebuild=1000000");
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     Db& d = *db.value();
-    for (Key k = 0; k < n; ++k) ASSERT_TRUE(d.Insert(k * 3, k).ok()) << k;
+    for (Key k = 0; k < n; ++k) PMINDEX_ASSERT_OK(d.Insert(k * 3, k)) << k;
     const IndexStats s = d.Stats();
     EXPECT_GT(Extra(s, "top_skipped"), 10);
     // Merges only: far fewer than the entries left out.
     EXPECT_LT(Extra(s, "top_rebuilds"), Extra(s, "top_skipped") / 4);
     subindexes = Extra(s, "subindexes");
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    PMINDEX_ASSERT_OK(d.Verify());
     for (Key k = 0; k < n; ++k) ASSERT_EQ(d.Get(k * 3).value(), k) << k;
-    ASSERT_TRUE(d.Close().ok());
+    PMINDEX_ASSERT_OK(d.Close());
   }
   auto db = Db::Open(path, "tlbtree");
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   const IndexStats s = d.Stats();
   EXPECT_EQ(Extra(s, "subindexes"), subindexes);
   // Built from the chain: kLeafFill entries per leaf, none left out.
@@ -172,17 +173,17 @@ TEST(TlbTreeSplits, StaleTopLayerIsCorrectByChainWalks) {
 // roots and of roots; the leaves' sibling links cross subindexes.
 TEST(TlbTreeSplits, EveryLevelSplitsAtHeightThree) {
   auto db = Db::CreateInMemory("tlbtree", "height=3,rebuild=1");
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
   std::mt19937_64 rng(TestSeed());
   std::map<Key, Value> oracle;
   while (oracle.size() < 20000) {
     const Key k = rng();
     if (oracle.count(k)) continue;
-    ASSERT_TRUE(d.Insert(k, ~k).ok());
+    PMINDEX_ASSERT_OK(d.Insert(k, ~k));
     oracle[k] = ~k;
   }
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   IndexStats s = d.Stats();
   EXPECT_EQ(s.height, 3u);
   EXPECT_GT(s.inner_nodes, Extra(s, "subindexes") * 2);  // inner nodes below the roots
@@ -202,14 +203,14 @@ TEST(TlbTreeOracle, RandomOpsMatchAMapAcrossReopens) {
   std::map<Key, Value> oracle;
   {
     auto db = Db::Create(path, "tlbtree", "height=2,rebuild=3");
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    ASSERT_TRUE(db.value()->Close().ok());
+    PMINDEX_ASSERT_OK(db);
+    PMINDEX_ASSERT_OK(db.value()->Close());
   }
   for (int round = 0; round < 4; ++round) {
     auto db = Db::Open(path, "tlbtree");
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    PMINDEX_ASSERT_OK(db);
     Db& d = *db.value();
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    PMINDEX_ASSERT_OK(d.Verify());
     for (const auto& [k, v] : oracle) ASSERT_EQ(d.Get(k).value(), v) << k;
     for (int i = 0; i < 6000; ++i) {
       const Key k = i == 0 ? 0 : i == 1 ? ~uint64_t{0} : rng() % 20000;
@@ -230,7 +231,7 @@ TEST(TlbTreeOracle, RandomOpsMatchAMapAcrossReopens) {
           break;
         }
         case 3:
-          ASSERT_TRUE(d.Upsert(k, v).ok());
+          PMINDEX_ASSERT_OK(d.Upsert(k, v));
           oracle[k] = v;
           break;
         default: {
@@ -243,17 +244,17 @@ TEST(TlbTreeOracle, RandomOpsMatchAMapAcrossReopens) {
     // Empty a key range: its leaves stay, empty.
     if (round == 2) {
       for (auto it = oracle.lower_bound(5000); it != oracle.end() && it->first < 9000;) {
-        ASSERT_TRUE(d.Remove(it->first).ok());
+        PMINDEX_ASSERT_OK(d.Remove(it->first));
         it = oracle.erase(it);
       }
       std::vector<KV> part;
       d.Range(5000, 9000, SIZE_MAX, &part);
       EXPECT_TRUE(part.empty());
     }
-    ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+    PMINDEX_ASSERT_OK(d.Verify());
     EXPECT_EQ(d.Stats().entries, oracle.size());
     ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
-    ASSERT_TRUE(d.Close().ok());
+    PMINDEX_ASSERT_OK(d.Close());
   }
 }
 
@@ -266,26 +267,26 @@ TEST(TlbTreeRecovery, OpenAfterCrashAndAfterCloseRebuildsTheTopLayer) {
   po.kind = "tlbtree";
   po.index_options = "height=2,rebuild=4";
   auto pool = Pool::CreateInMemory(po);
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_ASSERT_OK(pool);
   auto idx = create_index("tlbtree", "height=2,rebuild=4", pool.value().get());
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  PMINDEX_ASSERT_OK(idx);
   std::vector<KV> load;
   for (Key k = 0; k < 3000; ++k) load.push_back(KV{k * 4, k});
-  ASSERT_TRUE(idx.value()->bulk_load(load, 0.9).ok());
+  PMINDEX_ASSERT_OK(idx.value()->bulk_load(load, 0.9));
   EXPECT_TRUE(idx.value()->bulk_load(load, 0.9).is_invalid_argument());  // not empty any more
-  for (Key k = 0; k < 3000; ++k) ASSERT_TRUE(idx.value()->insert(k * 4 + 1, k).ok());
-  ASSERT_TRUE(idx.value()->verify().ok());
+  for (Key k = 0; k < 3000; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 4 + 1, k));
+  PMINDEX_ASSERT_OK(idx.value()->verify());
   const uint64_t subs = static_cast<uint64_t>(Extra(idx.value()->stats(), "subindexes"));
   EXPECT_GT(subs, 20u);
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
     const std::vector<std::byte> bytes = testing_util::PoolImage(*pool.value(), &idx.value(), crash);
     auto img = Pool::OpenImage(bytes);
-    ASSERT_TRUE(img.ok()) << img.status().ToString();
+    PMINDEX_ASSERT_OK(img);
     auto re = open_index(img.value().get());
-    ASSERT_TRUE(re.ok()) << re.status().ToString();
+    PMINDEX_ASSERT_OK(re);
     Index& t = *re.value();
-    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    PMINDEX_ASSERT_OK(t.verify());
     const IndexStats s = t.stats();
     EXPECT_EQ(s.entries, 6000u);
     EXPECT_EQ(static_cast<uint64_t>(Extra(s, "subindexes")), subs);
@@ -295,9 +296,9 @@ TEST(TlbTreeRecovery, OpenAfterCrashAndAfterCloseRebuildsTheTopLayer) {
       ASSERT_EQ(t.lookup(k * 4 + 1).value_or(~0ull), k);
       ASSERT_FALSE(t.lookup(k * 4 + 2).has_value());
     }
-    ASSERT_TRUE(t.insert(1u << 30, 1).ok());
-    ASSERT_TRUE(t.verify().ok());
-    ASSERT_TRUE(t.close().ok());
+    PMINDEX_ASSERT_OK(t.insert(1u << 30, 1));
+    PMINDEX_ASSERT_OK(t.verify());
+    PMINDEX_ASSERT_OK(t.close());
   }
 }
 
@@ -313,17 +314,17 @@ TEST(TlbTreeRecovery, APoolKeepsTheHeightItWasMadeWith) {
     po.kind = "tlbtree";
     po.index_options = header;
     auto pool = Pool::CreateInMemory(po);
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-    ASSERT_TRUE(pool.value()->MarkInUse().ok());
+    PMINDEX_ASSERT_OK(pool);
+    PMINDEX_ASSERT_OK(pool.value()->MarkInUse());
     {
       auto a = alloc::Allocator::Attach(pool.value().get(), /*fresh=*/true);
-      ASSERT_TRUE(a.ok()) << a.status().ToString();
+      PMINDEX_ASSERT_OK(a);
       TwoLayerConfig c;
       c.height = 3;
       auto t = TwoLayerTree::Create(IndexEnv{pool.value().get(), a.value().get()}, c, "tlbtree");
-      ASSERT_TRUE(t.ok()) << t.status().ToString();
-      for (Key k = 0; k < 3000; ++k) ASSERT_TRUE(t.value()->insert(k * 5, k).ok());
-      ASSERT_TRUE(t.value()->close().ok());
+      PMINDEX_ASSERT_OK(t);
+      for (Key k = 0; k < 3000; ++k) PMINDEX_ASSERT_OK(t.value()->insert(k * 5, k));
+      PMINDEX_ASSERT_OK(t.value()->close());
     }
     auto re = open_index(pool.value().get());
     if (*header != '\0') {
@@ -331,14 +332,14 @@ TEST(TlbTreeRecovery, APoolKeepsTheHeightItWasMadeWith) {
       EXPECT_TRUE(re.status().is_corruption()) << re.status().ToString();
       continue;
     }
-    ASSERT_TRUE(re.ok()) << re.status().ToString();
+    PMINDEX_ASSERT_OK(re);
     Index& t = *re.value();
-    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    PMINDEX_ASSERT_OK(t.verify());
     EXPECT_EQ(t.stats().height, 3u);
     for (Key k = 0; k < 3000; ++k) ASSERT_EQ(t.lookup(k * 5).value_or(~0ull), k) << k;
-    ASSERT_TRUE(t.insert(1, 1).ok());
-    ASSERT_TRUE(t.verify().ok());
-    ASSERT_TRUE(t.close().ok());
+    PMINDEX_ASSERT_OK(t.insert(1, 1));
+    PMINDEX_ASSERT_OK(t.verify());
+    PMINDEX_ASSERT_OK(t.close());
   }
 }
 
@@ -347,10 +348,10 @@ TEST(TlbTreeRecovery, APoolKeepsTheHeightItWasMadeWith) {
 // order, none missing.
 TEST(TlbTreeConcurrency, ReadersDuringWritersSeeEveryKeptKey) {
   auto db = Db::CreateInMemory("tlbtree", "height=2,rebuild=2");
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  PMINDEX_ASSERT_OK(db);
   Db& d = *db.value();
   const Key kept = 3000;
-  for (Key k = 0; k < kept; ++k) ASSERT_TRUE(d.Insert(k * 8, k).ok());
+  for (Key k = 0; k < kept; ++k) PMINDEX_ASSERT_OK(d.Insert(k * 8, k));
   std::atomic<bool> stop{false};
   std::atomic<int> writers_done{0};
   std::atomic<uint64_t> bad{0};
@@ -386,7 +387,7 @@ TEST(TlbTreeConcurrency, ReadersDuringWritersSeeEveryKeptKey) {
   w2.join();
   reader.join();
   EXPECT_EQ(bad.load(), 0u);
-  ASSERT_TRUE(d.Verify().ok()) << d.Verify().ToString();
+  PMINDEX_ASSERT_OK(d.Verify());
   EXPECT_EQ(d.Stats().entries, kept);
 }
 

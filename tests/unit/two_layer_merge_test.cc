@@ -18,6 +18,7 @@
 
 #include "index/index.h"
 #include "pm/pool.h"
+#include "support/status.h"
 #include "trees/two_layer/two_layer.h"
 #include "unit/sorted_node_checks.h"
 
@@ -37,10 +38,10 @@ Made Make(const std::string& kind, const std::string& options) {
   po.index_options = options;
   Made m;
   auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool);
   m.pool = std::move(pool.value());
   auto idx = create_index(kind, options, m.pool.get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
+  PMINDEX_EXPECT_OK(idx);
   m.idx = std::move(idx.value());
   return m;
 }
@@ -67,20 +68,20 @@ TEST(TwoLayerMerge, OptionsAndDefaults) {
   Made tlb = Make("tlbtree", "");
   ASSERT_TRUE(nob.tree() && tlb.tree());
   for (Key k = 0; k < 2000; ++k) {
-    ASSERT_TRUE(nob.idx->insert(k, k).ok());
-    ASSERT_TRUE(tlb.idx->insert(k, k).ok());
+    PMINDEX_ASSERT_OK(nob.idx->insert(k, k));
+    PMINDEX_ASSERT_OK(tlb.idx->insert(k, k));
   }
   for (Key k = 0; k < 2000; ++k) {
     if (k % 10 == 0) continue;
-    ASSERT_TRUE(nob.idx->remove(k).ok());
-    ASSERT_TRUE(tlb.idx->remove(k).ok());
+    PMINDEX_ASSERT_OK(nob.idx->remove(k));
+    PMINDEX_ASSERT_OK(tlb.idx->remove(k));
   }
   EXPECT_GT(nob.tree()->merges(), 50u);
   EXPECT_EQ(tlb.tree()->merges(), 0u);
   EXPECT_FALSE(tlb.tree()->MergeLeafOf(0));  // merge=off: never
   EXPECT_LT(nob.idx->stats().leaves * 2, tlb.idx->stats().leaves);
-  ASSERT_TRUE(nob.idx->verify().ok()) << nob.idx->verify().ToString();
-  ASSERT_TRUE(tlb.idx->verify().ok());
+  PMINDEX_ASSERT_OK(nob.idx->verify());
+  PMINDEX_ASSERT_OK(tlb.idx->verify());
 }
 
 // Bulk-loaded at 4 records a leaf, 5 leaves under each level-1 node
@@ -99,7 +100,7 @@ TEST(TwoLayerMerge, LeftAndRightNeighboursUnderOneParent) {
       load.push_back(KV{10 * k, k});
       want[10 * k] = k;
     }
-    ASSERT_TRUE(m.idx->bulk_load(load, 0.34).ok());
+    PMINDEX_ASSERT_OK(m.idx->bulk_load(load, 0.34));
     ASSERT_EQ(m.idx->stats().leaves, leaves);
     auto key_of_leaf = [](uint64_t leaf) { return Key{10 * (4 * leaf + 1)}; };
     // Leaf 4, the last child of root 0: only its left neighbour (3) is under the same parent.
@@ -116,16 +117,16 @@ TEST(TwoLayerMerge, LeftAndRightNeighboursUnderOneParent) {
     EXPECT_FALSE(t->MergeLeafOf(key_of_leaf(5)));   // 5+6 (8) with 7 (4)
     EXPECT_FALSE(t->MergeLeafOf(key_of_leaf(12)));  // 11+12 (8) with 10 and 13 (4 each)
     EXPECT_EQ(m.idx->stats().leaves, leaves - 3);
-    ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+    PMINDEX_ASSERT_OK(m.idx->verify());
     ASSERT_NO_FATAL_FAILURE(ExpectContent(*m.idx, want));
     // The merged leaves take inserts and split again.
     for (Key k = 0; k < 60; ++k) {
-      ASSERT_TRUE(m.idx->insert(10 * k + 5, k).ok());
+      PMINDEX_ASSERT_OK(m.idx->insert(10 * k + 5, k));
       want[10 * k + 5] = k;
     }
-    ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+    PMINDEX_ASSERT_OK(m.idx->verify());
     ASSERT_NO_FATAL_FAILURE(ExpectContent(*m.idx, want));
-    ASSERT_TRUE(m.idx->close().ok());
+    PMINDEX_ASSERT_OK(m.idx->close());
   }
 }
 
@@ -143,13 +144,13 @@ TEST(TwoLayerMerge, DeletesShrinkTheTreeAndReopenKeepsEveryKey) {
   while (keys.size() < 20000) {
     const Key k = rng() >> 20;
     if (!want.emplace(k, keys.size()).second) continue;
-    ASSERT_TRUE(m.idx->insert(k, keys.size()).ok());
+    PMINDEX_ASSERT_OK(m.idx->insert(k, keys.size()));
     keys.push_back(k);
   }
   const IndexStats before = m.idx->stats();
   std::shuffle(keys.begin(), keys.end(), rng);
   for (size_t i = 0; i < keys.size() * 9 / 10; ++i) {
-    ASSERT_TRUE(m.idx->remove(keys[i]).ok());
+    PMINDEX_ASSERT_OK(m.idx->remove(keys[i]));
     want.erase(keys[i]);
   }
   const IndexStats after = m.idx->stats();
@@ -157,32 +158,32 @@ TEST(TwoLayerMerge, DeletesShrinkTheTreeAndReopenKeepsEveryKey) {
   EXPECT_EQ(after.entries, want.size());
   EXPECT_LT(after.leaves * 3, before.leaves);
   EXPECT_LT(after.pm_bytes * 2, before.pm_bytes);
-  ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+  PMINDEX_ASSERT_OK(m.idx->verify());
   ASSERT_NO_FATAL_FAILURE(ExpectContent(*m.idx, want));
   for (bool crash : {true, false}) {
     SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
     const std::vector<std::byte> bytes = testing_util::PoolImage(*m.pool, &m.idx, crash);
     auto img = Pool::OpenImage(bytes);
-    ASSERT_TRUE(img.ok()) << img.status().ToString();
+    PMINDEX_ASSERT_OK(img);
     auto re = open_index(img.value().get());
-    ASSERT_TRUE(re.ok()) << re.status().ToString();
-    ASSERT_TRUE(re.value()->verify().ok()) << re.value()->verify().ToString();
+    PMINDEX_ASSERT_OK(re);
+    PMINDEX_ASSERT_OK(re.value()->verify());
     EXPECT_EQ(re.value()->stats().leaves, after.leaves);
     ASSERT_NO_FATAL_FAILURE(ExpectContent(*re.value(), want));
     std::map<Key, Value> more = want;
     for (Key k = 1; k < 3000; k += 2) {
       if (more.count(k) != 0) continue;
-      ASSERT_TRUE(re.value()->insert(k, k).ok());
+      PMINDEX_ASSERT_OK(re.value()->insert(k, k));
       more[k] = k;
     }
     for (auto it = more.begin(); it != more.end();) {
-      ASSERT_TRUE(re.value()->remove(it->first).ok());
+      PMINDEX_ASSERT_OK(re.value()->remove(it->first));
       it = more.erase(it);
       if (it != more.end()) ++it;
     }
-    ASSERT_TRUE(re.value()->verify().ok()) << re.value()->verify().ToString();
+    PMINDEX_ASSERT_OK(re.value()->verify());
     ASSERT_NO_FATAL_FAILURE(ExpectContent(*re.value(), more));
-    ASSERT_TRUE(re.value()->close().ok());
+    PMINDEX_ASSERT_OK(re.value()->close());
   }
 }
 
@@ -199,7 +200,7 @@ TEST(TwoLayerMerge, ConcurrentLookupsAndScansDuringMerges) {
     const Key n = 24000;
     std::vector<KV> load;
     for (Key k = 0; k < n; ++k) load.push_back(KV{k * 4, k});
-    ASSERT_TRUE(m.idx->bulk_load(load, 0.7).ok());
+    PMINDEX_ASSERT_OK(m.idx->bulk_load(load, 0.7));
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> misses{0};
     std::vector<std::thread> ts;
@@ -241,12 +242,12 @@ TEST(TwoLayerMerge, ConcurrentLookupsAndScansDuringMerges) {
     for (auto& th : readers) th.join();
     EXPECT_EQ(misses.load(), 0u);
     EXPECT_GT(t->merges(), 500u);
-    ASSERT_TRUE(m.idx->verify().ok()) << m.idx->verify().ToString();
+    PMINDEX_ASSERT_OK(m.idx->verify());
     std::map<Key, Value> want;
     for (Key k = 0; k < n; k += 10) want[k * 4] = k;
     for (Key k = n / 2; k < n / 2 + 2000; ++k) want[k * 4 + 1] = k;
     ASSERT_NO_FATAL_FAILURE(ExpectContent(*m.idx, want));
-    ASSERT_TRUE(m.idx->close().ok());
+    PMINDEX_ASSERT_OK(m.idx->close());
   }
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "support/seed.h"
+#include "support/status.h"
 
 namespace pmindex::workload {
 namespace {
@@ -88,15 +89,15 @@ TEST(WorkloadDist, ZetaApproximationIsAccurate) {
 }
 
 TEST(WorkloadDist, ParseAcceptsAndRejects) {
-  EXPECT_TRUE(ParseDistribution("uniform").ok());
-  EXPECT_TRUE(ParseDistribution("sequential").ok());
-  EXPECT_TRUE(ParseDistribution("latest").ok());
+  PMINDEX_EXPECT_OK(ParseDistribution("uniform"));
+  PMINDEX_EXPECT_OK(ParseDistribution("sequential"));
+  PMINDEX_EXPECT_OK(ParseDistribution("latest"));
   auto z = ParseDistribution("zipf:0.8");
-  ASSERT_TRUE(z.ok());
+  PMINDEX_ASSERT_OK(z);
   EXPECT_EQ(z.value().kind, Distribution::Kind::kZipf);
   EXPECT_DOUBLE_EQ(z.value().theta, 0.8);
   auto h = ParseDistribution("hotspot:0.05");
-  ASSERT_TRUE(h.ok());
+  PMINDEX_ASSERT_OK(h);
   EXPECT_DOUBLE_EQ(h.value().hot_fraction, 0.05);
   EXPECT_DOUBLE_EQ(h.value().hot_ops, 0.95);
   for (const char* bad : {"zipf:x", "zipf:1", "zipf:0", "hotspot", "hotspot:2", "hotspot:0.1:7",
@@ -111,18 +112,18 @@ TEST(WorkloadDist, ParseAcceptsAndRejects) {
 
 TEST(WorkloadMix, ParseWorkloadSequencesAndMixes) {
   auto w = ParseWorkload("insert:1000000,lookup:500000");
-  ASSERT_TRUE(w.ok());
+  PMINDEX_ASSERT_OK(w);
   ASSERT_EQ(w.value().size(), 2u);
   EXPECT_EQ(w.value()[0].ops, 1000000u);
   EXPECT_EQ(w.value()[1].mix.name, "lookup");
   auto m = ParseWorkload("insert:10,mix:insert=50,lookup=50:2000,scan");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  PMINDEX_ASSERT_OK(m);
   ASSERT_EQ(m.value().size(), 3u);
   EXPECT_EQ(m.value()[1].ops, 2000u);
   EXPECT_EQ(m.value()[1].mix.weight[static_cast<size_t>(OpType::kInsert)], 1u);  // reduced by gcd
   EXPECT_EQ(m.value()[2].ops, 0u);
   auto y = ParseMix("ycsb-b");
-  ASSERT_TRUE(y.ok());
+  PMINDEX_ASSERT_OK(y);
   EXPECT_EQ(y.value().weight[static_cast<size_t>(OpType::kLookup)], 19u);
   EXPECT_EQ(y.value().weight[static_cast<size_t>(OpType::kUpdate)], 1u);
   EXPECT_TRUE(ParseMix("ycsb-d").value().force_latest);
@@ -137,7 +138,7 @@ TEST(WorkloadMix, ParseWorkloadSequencesAndMixes) {
 // generator states must hold, and the op counts must match the mix.
 void CheckAgainstOracle(WorkloadConfig cfg, unsigned threads) {
   auto made = Workload::Make(cfg);
-  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  PMINDEX_ASSERT_OK(made);
   std::shared_ptr<const Workload> w = made.value();
   std::set<Key> present;
   std::vector<KV> pairs = w->LoadPairs();
@@ -151,7 +152,7 @@ void CheckAgainstOracle(WorkloadConfig cfg, unsigned threads) {
   State s = w->InitialState();
   for (size_t p = 1; p <= cfg.phases.size(); ++p) {
     auto plan = w->Plan(s, p, threads, false);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    PMINDEX_ASSERT_OK(plan);
     std::vector<std::unique_ptr<OpStream>> streams;
     std::vector<const OpStream*> sp;
     std::array<uint64_t, kOpTypes> counts{};
@@ -234,7 +235,8 @@ TEST(WorkloadPlan, SameSeedSameOpsDifferentSeedDifferentOps) {
   cfg.default_ops = 500;
   cfg.phases = ParseWorkload("ycsb-a,insert").value();
   auto a = GenerateOps(cfg), b = GenerateOps(cfg);
-  ASSERT_TRUE(a.ok() && b.ok());
+  PMINDEX_ASSERT_OK(a);
+  PMINDEX_ASSERT_OK(b);
   ASSERT_EQ(a.value().size(), b.value().size());
   for (size_t i = 0; i < a.value().size(); ++i) ASSERT_EQ(a.value()[i].key, b.value()[i].key);
   cfg.seed = 2;
@@ -257,7 +259,7 @@ TEST(WorkloadPlan, TooFewKeysIsAClearError) {
   cfg.phases = ParseWorkload("lookup").value();
   EXPECT_FALSE(GenerateOps(cfg).ok());
   cfg.phases = ParseWorkload("insert:10,lookup:10").value();
-  EXPECT_TRUE(GenerateOps(cfg).ok());
+  PMINDEX_EXPECT_OK(GenerateOps(cfg));
 }
 
 TEST(WorkloadDist, HotspotSendsTheHotShareToTheHotSet) {
@@ -270,7 +272,7 @@ TEST(WorkloadDist, HotspotSendsTheHotShareToTheHotSet) {
   cfg.dist = ParseDistribution("hotspot:0.1:0.9").value();
   cfg.phases = ParseWorkload("lookup").value();
   auto ops = GenerateOps(cfg);
-  ASSERT_TRUE(ops.ok());
+  PMINDEX_ASSERT_OK(ops);
   size_t hot = 0;
   for (const Op& op : ops.value()) hot += op.key <= 1000;
   EXPECT_NEAR(static_cast<double>(hot) / 100000, 0.9, 0.01);
@@ -278,13 +280,13 @@ TEST(WorkloadDist, HotspotSendsTheHotShareToTheHotSet) {
 
 TEST(WorkloadDist, HotRangeParses) {
   auto h = ParseDistribution("hotrange:0.05");
-  ASSERT_TRUE(h.ok());
+  PMINDEX_ASSERT_OK(h);
   EXPECT_EQ(h.value().kind, Distribution::Kind::kHotRange);
   EXPECT_DOUBLE_EQ(h.value().hot_fraction, 0.05);
   EXPECT_DOUBLE_EQ(h.value().hot_ops, 0.95);
   EXPECT_DOUBLE_EQ(h.value().hot_start, 0);
   auto h3 = ParseDistribution("hotrange:0.1:1:0.5");
-  ASSERT_TRUE(h3.ok());
+  PMINDEX_ASSERT_OK(h3);
   EXPECT_DOUBLE_EQ(h3.value().hot_ops, 1);
   EXPECT_DOUBLE_EQ(h3.value().hot_start, 0.5);
   EXPECT_EQ(ParseDistribution(h3.value().ToString()).value().hot_start, 0.5);
@@ -316,7 +318,7 @@ TEST(WorkloadDist, HotRangeIsAContiguousKeyRange) {
     const size_t first = std::min<size_t>(static_cast<size_t>(start * 20000), 20000 - hot);
     const Key lo = sorted[first], hi = sorted[first + hot - 1];
     auto ops = GenerateOps(cfg);
-    ASSERT_TRUE(ops.ok());
+    PMINDEX_ASSERT_OK(ops);
     std::set<Key> hot_seen;
     size_t in = 0;
     for (const Op& op : ops.value()) {
@@ -333,12 +335,12 @@ TEST(WorkloadDist, HotRangeIsAContiguousKeyRange) {
 
 TEST(WorkloadDist, ThreadRangeParses) {
   auto d = ParseDistribution("threadrange");
-  ASSERT_TRUE(d.ok());
+  PMINDEX_ASSERT_OK(d);
   EXPECT_EQ(d.value().kind, Distribution::Kind::kThreadRange);
   EXPECT_DOUBLE_EQ(d.value().hot_ops, 0.95);
   EXPECT_EQ(d.value().shift, 0u);
   auto d2 = ParseDistribution("threadrange:0.8:3");
-  ASSERT_TRUE(d2.ok());
+  PMINDEX_ASSERT_OK(d2);
   EXPECT_DOUBLE_EQ(d2.value().hot_ops, 0.8);
   EXPECT_EQ(d2.value().shift, 3u);
   EXPECT_EQ(ParseDistribution(d2.value().ToString()).value().shift, 3u);
@@ -365,7 +367,7 @@ TEST(WorkloadDist, ThreadRangeGivesEachThreadItsOwnSlice) {
   State st = w->InitialState();
   for (size_t phase = 1; phase <= 2; ++phase) {
     auto plan = w->Plan(st, phase, T, /*time_mode=*/false);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    PMINDEX_ASSERT_OK(plan);
     const PhasePlan& pl = plan.value();
     std::vector<std::unique_ptr<OpStream>> streams;
     for (unsigned t = 0; t < T; ++t) {
@@ -394,7 +396,7 @@ TEST(WorkloadDist, ThreadRangeGivesEachThreadItsOwnSlice) {
 // range that moves between phases.
 TEST(WorkloadDist, PhaseDistributionOverride) {
   auto p = ParseWorkload("update:100@hotrange:0.1:1:0.5,mix:insert=1,lookup=1:50@uniform,lookup");
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  PMINDEX_ASSERT_OK(p);
   ASSERT_EQ(p.value().size(), 3u);
   ASSERT_TRUE(p.value()[0].dist.has_value());
   EXPECT_EQ(p.value()[0].ops, 100u);
@@ -416,7 +418,7 @@ TEST(WorkloadDist, PhaseDistributionOverride) {
   cfg.phases = ParseWorkload("update:5000@hotrange:0.1:1:0,update:5000@hotrange:0.1:1:0.5,update:5000")
                    .value();
   auto ops = GenerateOps(cfg);
-  ASSERT_TRUE(ops.ok());
+  PMINDEX_ASSERT_OK(ops);
   ASSERT_EQ(ops.value().size(), 15000u);
   size_t outside_third = 0;
   for (size_t i = 0; i < 15000; ++i) {
@@ -446,7 +448,7 @@ TEST(WorkloadDist, HotRangeInsertsFallInTheHotKeyInterval) {
     for (const KV& kv : w->LoadPairs()) sorted.push_back(kv.key);
     const Key below = sorted[10000 - 1], above = sorted[10000 + 1000];  // neighbours of the hot set
     auto ops = GenerateOps(cfg);
-    ASSERT_TRUE(ops.ok()) << ops.status().ToString();
+    PMINDEX_ASSERT_OK(ops);
     ASSERT_EQ(ops.value().size(), 40000u);
     std::set<Key> all(sorted.begin(), sorted.end());
     size_t in = 0;
@@ -481,7 +483,7 @@ TEST(WorkloadDist, SequentialIsAscendingPerThread) {
   cfg.dist = ParseDistribution("sequential").value();
   cfg.phases = ParseWorkload("lookup").value();
   auto ops = GenerateOps(cfg);
-  ASSERT_TRUE(ops.ok());
+  PMINDEX_ASSERT_OK(ops);
   for (size_t i = 1; i < ops.value().size(); ++i)
     ASSERT_LT(ops.value()[i - 1].key, ops.value()[i].key);
 }
@@ -524,7 +526,7 @@ TEST(WorkloadKeyFile, LoadAndOpsAreTheFilesKeys) {
   cfg.phases[3].op_keys = look;
   cfg.phases[3].op_keys_begin = 1000;
   auto w = Workload::Make(cfg);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  PMINDEX_ASSERT_OK(w);
 
   // The load is the file's keys, sorted.
   std::vector<KV> pairs = w.value()->LoadPairs();
@@ -547,7 +549,7 @@ TEST(WorkloadKeyFile, LoadAndOpsAreTheFilesKeys) {
     State s = w.value()->InitialState();
     for (size_t p = 1; p <= cfg.phases.size(); ++p) {
       auto plan = w.value()->Plan(s, p, threads, false);
-      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      PMINDEX_ASSERT_OK(plan);
       std::vector<std::unique_ptr<OpStream>> streams;
       std::vector<const OpStream*> sp;
       std::vector<Key> keys;  // in thread order = file order for file phases
@@ -585,7 +587,7 @@ TEST(WorkloadKeyFile, BadConfigsAreErrors) {
   cfg.phases = ParseWorkload("lookup:2").value();
   EXPECT_FALSE(Workload::Make(cfg).ok());  // duplicate keys
   (*file)[3] = 7;
-  EXPECT_TRUE(Workload::Make(cfg).ok());
+  PMINDEX_EXPECT_OK(Workload::Make(cfg));
   cfg.key_kind = KeyKind::kDense;
   EXPECT_FALSE(Workload::Make(cfg).ok());  // table needs the random key space
   cfg.key_kind = KeyKind::kRandom;
@@ -597,7 +599,7 @@ TEST(WorkloadKeyFile, BadConfigsAreErrors) {
   cfg.phases = ParseWorkload("lookup:2").value();
   cfg.phases[0].op_keys = std::make_shared<std::vector<Key>>(std::vector<Key>{5, 9});
   auto w = Workload::Make(cfg);
-  ASSERT_TRUE(w.ok());
+  PMINDEX_ASSERT_OK(w);
   EXPECT_FALSE(w.value()->Plan(w.value()->InitialState(), 1, 1, true).ok());  // time mode
 }
 

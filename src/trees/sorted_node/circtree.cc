@@ -464,20 +464,6 @@ void CircTree::Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t se
   env_.alloc->Retire(PPtr(r_raw));
 }
 
-void CircTree::CollapseRoot() {
-  // An inner root left with no record (and no sibling: a root split a crash
-  // cut short keeps its top level) hands the root to its only child.
-  for (;;) {
-    const uint64_t raw = env_.pool->root(0);
-    Header* x = H(raw);
-    if (x->level == 0 || Meta::Unpack(x->meta).count != 0 || x->sibling != 0) return;
-    BeginWrite(x);
-    env_.pool->WriteRoot(0, x->leftmost);
-    pm::store(&x->version, kDead, std::memory_order_release);
-    env_.alloc->Retire(PPtr(raw));
-  }
-}
-
 // ------------------------------------------------------------------ recovery
 
 void CircTree::Repair(uint64_t raw) {

@@ -215,9 +215,8 @@ class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
   bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
                    uint32_t sep_idx);
   void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
-  // An inner root with no record and no sibling hands root slot 0 to its
-  // only child, as often as that holds.
-  void CollapseRoot();
+  // The engine's CollapseRoot: the root it hands down stays odd for good.
+  void WriteLock(Header* x) { BeginWrite(x); }
   // The side a delete of logical p of x shifts (the shorter; on a tie the
   // one the metadata word names).
   static bool DeleteSide(Meta m, uint32_t p) {

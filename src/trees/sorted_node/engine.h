@@ -51,7 +51,8 @@
 //                    uint64_t parent, uint32_t sep_idx);  merges l and r
 //                   (MergePair's answer for node) iff node is still
 //                   underfull and MergeKeepsRoom; true iff it merged
-//   void CollapseRoot();                               hands the root down
+//   void WriteLock(Header*);   under mu_: makes x's lock-free readers wait
+//                   (an odd version) before the root hands x down
 //
 // Every PM store, flush and fence here goes through src/pm's helpers
 // (they are pmcrash --mutate's sites, now shared by both trees).
@@ -160,9 +161,14 @@ class Engine : public Index {
   // path[depth - 1] (path[0, depth) is the descent, root first), merges
   // the level's node with its neighbour (MergePair) while the tree agrees
   // (its MergeIfRoom: node still underfull, the two fit) and the parent,
-  // which lost a separator, is underfull and not the root; then lets the
-  // tree shrink the root (CollapseRoot). Under mu_.
+  // which lost a separator, is underfull and not the root; then
+  // shrinks the root (CollapseRoot). Under mu_.
   void MergeUpward(const uint64_t* path, uint32_t depth, uint64_t node);
+  // An inner root left with no record (and no sibling: a root split a
+  // crash cut short keeps its top level) hands root slot 0 to its only
+  // child, as often as that holds; the old root ends kDead and is retired.
+  // Under mu_.
+  void CollapseRoot();
   // Merging l and r keeps a quarter of a node free, so that deletes and
   // inserts at one boundary do not merge and split in turn. Their slot
   // fields must be stable (no writer running on either).
@@ -395,7 +401,20 @@ void Engine<Tree, Slots>::MergeUpward(const uint64_t* path, uint32_t depth, uint
     if (parent == env_.pool->root(0) || !tree().Underfull(H(parent))) break;
     node = parent;
   }
-  tree().CollapseRoot();
+  CollapseRoot();
+}
+
+template <class Tree, class Slots>
+void Engine<Tree, Slots>::CollapseRoot() {
+  for (;;) {
+    const uint64_t raw = env_.pool->root(0);
+    Header* x = H(raw);
+    if (x->level == 0 || Slots::Read(x).count != 0 || x->sibling != 0) return;
+    tree().WriteLock(x);
+    env_.pool->WriteRoot(0, x->leftmost);
+    pm::store(&x->version, kDead, std::memory_order_release);
+    env_.alloc->Retire(PPtr(raw));
+  }
 }
 
 // ------------------------------------------------------------------ auxiliary arrays

@@ -427,20 +427,6 @@ void FastFair::Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t se
   env_.alloc->Retire(PPtr(r_raw));
 }
 
-void FastFair::CollapseRoot() {
-  // An inner root left with one child (and no sibling: a root split a
-  // crash cut short keeps its top level) hands the root to that child.
-  for (;;) {
-    const uint64_t raw = env_.pool->root(0);
-    Header* x = H(raw);
-    if (x->level == 0 || x->count != 0 || x->sibling != 0) return;
-    Lock(x);
-    env_.pool->WriteRoot(0, x->leftmost);
-    pm::store(&x->version, kDead, std::memory_order_release);
-    env_.alloc->Retire(PPtr(raw));
-  }
-}
-
 // ------------------------------------------------------------------ recovery
 
 void FastFair::Repair(uint64_t raw) {

@@ -184,7 +184,8 @@ class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
   bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
                    uint32_t sep_idx);
   void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
-  void CollapseRoot();
+  // The engine's CollapseRoot: the root it hands down is locked for good.
+  void WriteLock(Header* x) { Lock(x); }
   bool Underfull(const Header* x) const { return x->count * 4 < lay_.cap; }
   void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v);
   void ShiftDelete(Header* x, uint32_t p);

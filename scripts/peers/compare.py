@@ -99,6 +99,29 @@ def run(cmd, env=None, what=""):
     return p.stdout
 
 
+ORIGINAL_TRIES = 3
+
+
+def run_original(cmd, env, what, pm_file):
+    """run() for an original's driver, which may crash on its own: a run
+    killed by a signal (cosmoss-jigu/pactree segfaults now and then, in
+    its background threads) is retried on a fresh PM file, up to
+    ORIGINAL_TRIES times, each crash reported on stderr. None if every try
+    crashed."""
+    for t in range(1, ORIGINAL_TRIES + 1):
+        remove_pm(pm_file)
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        remove_pm(pm_file)
+        if p.returncode == 0:
+            return p.stdout
+        if p.returncode > 0:  # an error the driver reported: not worth a retry
+            sys.stderr.write(p.stdout[-3000:] + p.stderr[-3000:])
+            die(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}")
+        print(f"warning: {what} crashed (signal {-p.returncode}), try {t} of {ORIGINAL_TRIES}: "
+              f"{' '.join(cmd)}", file=sys.stderr, flush=True)
+    return None
+
+
 def write_keys(path, keys):
     with open(path, "wb") as f:
         keys.tofile(f)
@@ -307,9 +330,10 @@ def main():
         ours_cpu = {p: [] for p in table}
         fills = []
         for r in range(1, args.repeat + 1):
-            remove_pm(pm_file)
-            out = run(pin + peer_cmd(args, files, binary, pm_file), env=env, what=f"original {args.tree}")
-            remove_pm(pm_file)
+            out = run_original(pin + peer_cmd(args, files, binary, pm_file), env,
+                               f"original {args.tree}", pm_file)
+            if out is None:
+                die(f"the original {args.tree} crashed {ORIGINAL_TRIES} times in a row")
             res, _, fill, cpu = parse_peer(out)
             if fill is not None:
                 fills.append(fill)
@@ -338,15 +362,23 @@ def main():
         shutil.rmtree(pool_dir, ignore_errors=True)
 
         peer_counts = {}
+        # A counting build (<binary>-count: the original's own flush and fence
+        # helpers count), the libpmem counting shim (fptree: the timed binary
+        # itself, which persists only through PMDK), or both (roart, pactree:
+        # their own write-backs plus libpmemobj's).
         count_bin, count_env = binary + "-count", env
         preload = os.path.join(build, "libpmemcount.so")
-        if os.access(preload, os.R_OK):  # fptree: the same binary with the libpmem counting shim
-            count_bin, count_env = binary, dict(env, LD_PRELOAD=preload)
+        if os.access(preload, os.R_OK):
+            count_env = dict(env, LD_PRELOAD=preload)
+            if not os.access(count_bin, os.X_OK):
+                count_bin = binary
         if not args.no_count and os.access(count_bin, os.X_OK):
-            out = run(peer_cmd(args, files, count_bin, pm_file), env=count_env,
-                      what=f"original {args.tree} (counting)")
-            remove_pm(pm_file)
-            _, counts, _, _ = parse_peer(out)
+            out = run_original(peer_cmd(args, files, count_bin, pm_file), count_env,
+                               f"original {args.tree} (counting)", pm_file)
+            if out is None:
+                print(f"warning: no counts for the original: its counting run crashed "
+                      f"{ORIGINAL_TRIES} times", file=sys.stderr)
+            _, counts, _, _ = parse_peer(out or "")
             for p, (lines, fences) in counts.items():
                 per = args.keys if p == "load" else per_phase.get(p, m)
                 peer_counts[p] = (lines / per, None if fences is None else fences / per)

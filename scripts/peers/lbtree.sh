@@ -18,6 +18,10 @@
 #                   (-DPMINDEX_PEER_RTM_SINGLE: taken with a plain store at
 #                   _xbegin, released with a locked exchange at _xend, the
 #                   ordering of an RTM commit). compare.py runs one thread.
+#                   -include shim/phase_cpu_timer.h: their per-phase timer
+#                   macro (common/performance.h) with the same wall-clock
+#                   line plus "cpu ns:" (the process's CPU time over the
+#                   phase), so that runs on a shared CPU compare CPU time.
 #   lbtree-spin   the same with the shim's default mode, a spinlock taken
 #                 by an atomic exchange at _xbegin: correct with several
 #                 threads, but every region then waits before its first
@@ -38,7 +42,7 @@ set -euo pipefail
 peers_setup lbtree "${1:-}" "${2:-}" lbtree-src/lbtree.cc
 
 flags=(-O3 -std=c++11 -pthread -mrtm -msse4.1 -mavx2 -w)
-shim=(-include "$peers_dir/shim/rtm_spinlock.h")
+shim=(-include "$peers_dir/shim/rtm_spinlock.h" -include "$peers_dir/shim/phase_cpu_timer.h")
 srcs=(tree.cc mempool.cc nvm-common.cc)
 
 run_logged "$CXX" -o "$build/lbtree" "${flags[@]}" -DPMINDEX_PEER_RTM_SINGLE "${shim[@]}" -I"$checkout/common" \

@@ -26,8 +26,19 @@
 #                 originals.
 # Needs libpmemobj-dev, libpmem-dev, libnuma-dev and libtbb-dev (scripts/peers/deps.sh).
 # At run time libpmemobj must treat /dev/shm as PM (PMEM_IS_PMEM_FORCE=1;
-# compare.py sets it). No counting build: PACTree flushes through its own
-# inline clwb helpers in several headers.
+# compare.py sets it).
+#   pactree-count, libpmemcount.so   for the untimed counting run: the same
+#             from a second copy (BUILD_DIR/count-src) whose include/arch.h
+#             counts instead of writing back: clwb() (every write-back of
+#             src/ and lib/PDL-ART/ goes through it) becomes
+#             ++pmindex_peer_lines, and smp_mb()/smp_wmb() (their persist
+#             barriers, and a few orderings of their version locks) also add
+#             ++pmindex_peer_fences; libpmemcount.so (shim/pmem_count.c,
+#             ours) counts what libpmemobj writes back, and the driver
+#             prints the sum. Their clwb() writes back its own argument's
+#             stack slot ("+m"(p), not *p), so the timed build does not
+#             write back the nodes it means to: counted here as the line it
+#             meant (docs/benchmarking.md).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 peers_setup pactree "${1:-}" "${2:-}" src/pactreeImpl.h
@@ -50,20 +61,44 @@ grep -q clwb /proc/cpuinfo || flags+=(-DNO_CLWB)
 # inline definitions only Tree.cpp's object provides, so N.cpp's and
 # Epoche.cpp's own objects must stay unlinked unless needed, as an archive
 # leaves them.
-mkdir -p "$build/obj/pdlart" "$build/obj/pactree"
-for s in "$copy"/lib/PDL-ART/*.cpp; do
-  run_logged "$CXX" -c -o "$build/obj/pdlart/$(basename "$s" .cpp).o" "${flags[@]}" -I"$copy/include" \
-    -I"$copy/lib/PDL-ART" "$s"
-done
-for s in "$copy"/src/*.cpp; do
-  [ "$(basename "$s")" = main.cpp ] && continue
-  run_logged "$CXX" -c -o "$build/obj/pactree/$(basename "$s" .cpp).o" "${flags[@]}" -I"$copy/include" \
-    -I"$copy/src" -I"$copy/lib/PDL-ART" "$s"
-done
-rm -f "$build/libpdlart.a" "$build/libpactree.a"
-run_logged ar rcs "$build/libpdlart.a" "$build"/obj/pdlart/*.o
-run_logged ar rcs "$build/libpactree.a" "$build"/obj/pactree/*.o
-run_logged "$CXX" -o "$build/pactree" "${flags[@]}" -I"$copy/include" -I"$copy/src" \
-  -I"$copy/lib/PDL-ART" -I"$peers_dir/drivers" "$peers_dir/drivers/pactree_driver.cc" \
-  "$build/libpactree.a" "$build/libpdlart.a" -lpmemobj -lpmem -lnuma -ltbb
-echo "pactree: built $build/pactree (log: $log)"
+# link_driver SRC_COPY NAME [FLAGS...]: BUILD_DIR/NAME from the sources of
+# SRC_COPY, through its own two archives under BUILD_DIR/obj-NAME.
+link_driver() {
+  local src=$1 name=$2
+  shift 2
+  local obj="$build/obj-$name"
+  rm -rf "$obj"
+  mkdir -p "$obj/pdlart" "$obj/pactree"
+  for s in "$src"/lib/PDL-ART/*.cpp; do
+    run_logged "$CXX" -c -o "$obj/pdlart/$(basename "$s" .cpp).o" "${flags[@]}" "$@" -I"$src/include" \
+      -I"$src/lib/PDL-ART" "$s"
+  done
+  for s in "$src"/src/*.cpp; do
+    [ "$(basename "$s")" = main.cpp ] && continue
+    run_logged "$CXX" -c -o "$obj/pactree/$(basename "$s" .cpp).o" "${flags[@]}" "$@" -I"$src/include" \
+      -I"$src/src" -I"$src/lib/PDL-ART" "$s"
+  done
+  run_logged ar rcs "$obj/libpdlart.a" "$obj"/pdlart/*.o
+  run_logged ar rcs "$obj/libpactree.a" "$obj"/pactree/*.o
+  run_logged "$CXX" -o "$build/$name" "${flags[@]}" "$@" -I"$src/include" -I"$src/src" \
+    -I"$src/lib/PDL-ART" -I"$peers_dir/drivers" "$peers_dir/drivers/pactree_driver.cc" \
+    "$obj/libpactree.a" "$obj/libpdlart.a" -lpmemobj -lpmem -lnuma -ltbb
+}
+link_driver "$copy" pactree
+
+count="$build/count-src"
+rm -rf "$count"
+cp -r "$copy" "$count"
+f="$count/include/arch.h"
+sed_checked "$f" 's/asm volatile(".byte 0x66; xsaveopt %0" : "+m" (p));/++pmindex_peer_lines; (void)p;/' \
+  '^ *++pmindex_peer_lines; (void)p;$'
+sed_checked "$f" 's/asm volatile("clflush (%0)" ::"r"(p));/++pmindex_peer_lines; (void)p;/' \
+  '^ *++pmindex_peer_lines; (void)p;$'
+sed_checked "$f" 's/__asm__ __volatile__("\([ms]fence\)" ::: "memory");/++pmindex_peer_fences; __asm__ __volatile__("\1" ::: "memory");/' \
+  '++pmindex_peer_fences; __asm__ __volatile__("sfence"'
+sed_checked "$f" '/^#define _RLU_ARCH_H/a extern unsigned long long pmindex_peer_lines, pmindex_peer_fences;' \
+  '^extern unsigned long long pmindex_peer_lines'
+if grep -q "xsaveopt\|clflush (" "$f"; then die "a write-back is left uncounted in $f (has the original changed?)"; fi
+link_driver "$count" pactree-count -DPMINDEX_PEER_COUNT
+run_logged "${CC:-gcc}" -O2 -shared -fPIC -o "$build/libpmemcount.so" "$peers_dir/shim/pmem_count.c" -ldl
+echo "pactree: built $build/pactree, $build/pactree-count and $build/libpmemcount.so (log: $log)"

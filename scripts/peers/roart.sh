@@ -35,6 +35,7 @@
 #               100000 lookups succeeded). Unsigned char makes the two
 #               sums agree (and their std::map<char, ...> of a leaf array
 #               split order bytes as the tree does); no file is edited.
+#   roart-count, libpmemcount.so   for the untimed counting run (below).
 # Needs libpmemobj-dev, libtbb-dev and libnuma-dev (scripts/peers/deps.sh).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -53,4 +54,28 @@ srcs=("$checkout"/ART/*.cpp "$checkout"/nvm_mgr/*.cpp)
 run_logged "$CXX" -o "$build/roart" "${flags[@]}" "${defs[@]}" -I"$checkout/ART" \
   -I"$checkout/nvm_mgr" -I"$build/src/benchmark" -I"$peers_dir/drivers" \
   "$peers_dir/drivers/roart_driver.cc" "${srcs[@]}" -latomic -lpmemobj -ltbb -lnuma
-echo "roart: built $build/roart (log: $log)"
+
+# Counting: roart-count is the same from a copy of nvm_mgr/ (BUILD_DIR/count-src;
+# the checkout is untouched) whose util.h counts instead of writing back: its
+# asm_clwb becomes ++pmindex_peer_lines (every write-back of ART/ and nvm_mgr/
+# goes through it, flush_data included) and asm_mfence/asm_sfence also add
+# ++pmindex_peer_fences. libpmemcount.so (shim/pmem_count.c, ours) counts what
+# libpmemobj writes back for its allocator and transactions; compare.py runs
+# roart-count once with it preloaded, untimed, and the driver prints the sum.
+rm -rf "$build/count-src"
+mkdir -p "$build/count-src"
+cp -r "$checkout/nvm_mgr" "$build/count-src/"
+f="$build/count-src/nvm_mgr/util.h"
+sed_checked "$f" 's/asm volatile(".byte 0x66; xsaveopt %0" : "+m"(\*(volatile char \*)addr));/++pmindex_peer_lines;/' \
+  '^ *++pmindex_peer_lines;'
+sed_checked "$f" 's/__asm__ __volatile__("\([ms]fence\)");/++pmindex_peer_fences; __asm__ __volatile__("\1");/' \
+  '++pmindex_peer_fences; __asm__ __volatile__("sfence");'
+sed_checked "$f" '/^#define UTIL_H/a extern unsigned long long pmindex_peer_lines, pmindex_peer_fences;' \
+  '^extern unsigned long long pmindex_peer_lines'
+if grep -q "xsaveopt" "$f"; then die "a write-back is left uncounted in $f (has the original changed?)"; fi
+run_logged "$CXX" -o "$build/roart-count" "${flags[@]}" "${defs[@]}" -DPMINDEX_PEER_COUNT \
+  -I"$checkout/ART" -I"$build/count-src/nvm_mgr" -I"$build/src/benchmark" -I"$peers_dir/drivers" \
+  "$peers_dir/drivers/roart_driver.cc" "$checkout"/ART/*.cpp "$build"/count-src/nvm_mgr/*.cpp \
+  -latomic -lpmemobj -ltbb -lnuma
+run_logged "${CC:-gcc}" -O2 -shared -fPIC -o "$build/libpmemcount.so" "$peers_dir/shim/pmem_count.c" -ldl
+echo "roart: built $build/roart, $build/roart-count and $build/libpmemcount.so (log: $log)"

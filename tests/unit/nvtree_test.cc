@@ -144,6 +144,30 @@ TEST(NvtreeAdaptive, ModelRefusesEnlargingReadHeavyNodes) {
   }
 }
 
+TEST(NvtreeAdaptive, XplineModelChargesTheReadsOfAnUncachedLeaf) {
+  // By hand: a 128-byte LN is two lines, one random and one sequential
+  // read; a 4160-byte LN is 65 lines.
+  pm::XplineParams p;
+  p.read_ns = 200;
+  p.read_seq_ns = 50;
+  CostModel m = CostModel::Fixed(10, 100).WithModeledReads(p);
+  EXPECT_DOUBLE_EQ(m.Tr(128), 20 + 200 + 50);
+  EXPECT_DOUBLE_EQ(m.Tr(4160), 10 * 65 + 200 + 64 * 50);
+  EXPECT_DOUBLE_EQ(m.Tw(128), 200);  // writes are left as they were
+  // Measured() follows the active model: under xpline it is another model
+  // whose searches cost at least the modelled reads more.
+  const pm::PmModel before = pm::ActivePmModel();
+  pm::SetPmModel(pm::PmModel::kDram);
+  const CostModel* dram = &CostModel::Measured();
+  pm::SetPmModel(pm::PmModel::kXpline, p);
+  const CostModel* xpline = &CostModel::Measured();
+  pm::SetPmModel(before);
+  EXPECT_NE(dram, xpline);
+  EXPECT_GE(xpline->Tr(4160), 200 + 64 * 50);
+  EXPECT_GE(xpline->Tr(128), 250);
+  EXPECT_LT(dram->Tr(128), 250);  // a 128-byte scan of DRAM takes far less than 250 ns
+}
+
 // ------------------------------------------------------------ tree level
 
 using testing::PoolAndIndex;

@@ -29,6 +29,13 @@
 
 #include <vector>
 
+// A counting build's own totals: a driver compiled with -DPMINDEX_PEER_COUNT
+// defines them, and the build script's copy of the original's flush and
+// fence helpers adds to them. Weak, so drivers without a counting build
+// link without them (their address is then null).
+extern unsigned long long pmindex_peer_lines __attribute__((weak));
+extern unsigned long long pmindex_peer_fences __attribute__((weak));
+
 namespace peers {
 
 [[noreturn]] inline void Die(const char* what, const char* arg) {
@@ -80,6 +87,22 @@ inline bool PmemCounts(unsigned long long* lines, unsigned long long* fences) {
   if (fn == nullptr) return false;
   fn(lines, fences);
   return true;
+}
+
+// Lines and fences counted so far by whatever counts in this run: the
+// counting build's own counters and the libpmem shim when it is
+// LD_PRELOADed, summed (an original may flush its nodes itself and let
+// libpmemobj flush its allocator's and transactions' metadata). False when
+// nothing counts.
+inline bool AllCounts(unsigned long long* lines, unsigned long long* fences) {
+  bool any = PmemCounts(lines, fences);
+  if (!any) *lines = *fences = 0;
+  if (&pmindex_peer_lines != nullptr && &pmindex_peer_fences != nullptr) {
+    *lines += __atomic_load_n(&pmindex_peer_lines, __ATOMIC_RELAXED);
+    *fences += __atomic_load_n(&pmindex_peer_fences, __ATOMIC_RELAXED);
+    any = true;
+  }
+  return any;
 }
 
 }  // namespace peers

@@ -11,7 +11,11 @@
 // pmindex_peer_path below); MB is ignored (their pool sizes are fixed, 1
 // GiB each). `load` inserts the keys one by one in file order (PACTree
 // has no bulk load). Values are the keys (their lookup returns 0 for "not
-// found", so keys must be non-zero).
+// found", so keys must be non-zero). In the counting build
+// (-DPMINDEX_PEER_COUNT, see pactree.sh), run with scripts/peers/shim's
+// libpmem counter preloaded, every phase also prints
+// "lines_flushed <n> fences <n>" (their background threads' write-backs
+// during the phase included).
 #include <sys/stat.h>
 
 #include <string>
@@ -20,6 +24,10 @@
 #include "pactree.h"
 
 static std::string g_pool_dir;
+
+#ifdef PMINDEX_PEER_COUNT
+unsigned long long pmindex_peer_lines = 0, pmindex_peer_fences = 0;
+#endif
 
 // Called by their initPT (as rewritten by pactree.sh) for each pool file:
 // "0dl", "0sl", "0log", "1dl", "1sl", "1log".
@@ -52,6 +60,8 @@ int main(int argc, char** argv) {
       const long long n = atoll(argv[i + 1]);
       std::vector<uint64_t> keys = peers::ReadKeys(argv[i + 2], n);
       long long ok = 0;
+      unsigned long long lines0 = 0, fences0 = 0, lines1 = 0, fences1 = 0;
+      const bool counting = peers::AllCounts(&lines0, &fences0);
       const long long c0 = peers::CpuNs();
       const long long t0 = peers::NowNs();
       if (cmd == "load" || cmd == "insert") {
@@ -64,6 +74,8 @@ int main(int argc, char** argv) {
       const long long t1 = peers::NowNs();
       const long long c1 = peers::CpuNs();
       peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok, c1 - c0);
+      if (counting && peers::AllCounts(&lines1, &fences1))
+        printf("lines_flushed %llu fences %llu\n", lines1 - lines0, fences1 - fences0);
       i += 3;
     } else {
       peers::Die("unknown command", argv[i]);

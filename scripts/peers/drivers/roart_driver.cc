@@ -16,7 +16,11 @@
 // Keys are 8-byte big-endian strings (ROART's keys are byte strings; the
 // big-endian form keeps the integer order, so scans are ordered as
 // pmindex's), values 8 bytes (the key). `load` inserts the keys one by one
-// in file order (ROART has no bulk load).
+// in file order (ROART has no bulk load). In the counting build
+// (-DPMINDEX_PEER_COUNT, see roart.sh), run with scripts/peers/shim's
+// libpmem counter preloaded, every phase also prints
+// "lines_flushed <n> fences <n>": ROART's own write-backs and fences plus
+// libpmemobj's.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,10 @@
 #include "driver_util.h"
 
 const char* nvm_dir = nullptr;  // declared extern by roart.sh's copy of their config.h
+
+#ifdef PMINDEX_PEER_COUNT
+unsigned long long pmindex_peer_lines = 0, pmindex_peer_fences = 0;
+#endif
 
 namespace {
 
@@ -74,6 +82,8 @@ int main(int argc, char** argv) {
       long long ok = 0;
       unsigned char kb[8];
       uint64_t val = 0;
+      unsigned long long lines0 = 0, fences0 = 0, lines1 = 0, fences1 = 0;
+      const bool counting = peers::AllCounts(&lines0, &fences0);
       const long long c0 = peers::CpuNs();
       const long long t0 = peers::NowNs();
       for (long long j = 0; j < n; ++j) {
@@ -96,6 +106,8 @@ int main(int argc, char** argv) {
       const long long t1 = peers::NowNs();
       const long long c1 = peers::CpuNs();
       peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok, c1 - c0);
+      if (counting && peers::AllCounts(&lines1, &fences1))
+        printf("lines_flushed %llu fences %llu\n", lines1 - lines0, fences1 - fences0);
       i += args + 1;
     } else {
       peers::Die("unknown command", argv[i]);

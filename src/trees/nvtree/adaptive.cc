@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 
@@ -35,6 +36,8 @@ bool ParseStrategy(std::string_view s, Strategy* out) {
 
 namespace {
 constexpr uint32_t kSizes[] = {128, 512, 1024, 2048, 3072, Ln::kMaxBytes};
+constexpr int kSizePoints = sizeof(kSizes) / sizeof(kSizes[0]);
+static_assert(kSizePoints == CostModel::kPoints);
 constexpr double kElementBytes = sizeof(LnElement);
 
 double NowNs() {
@@ -61,49 +64,103 @@ CostModel CostModel::Fixed(double read_ns_per_line, double write_ns_per_line) {
   return m;
 }
 
-const CostModel& CostModel::Measured() {
-  static std::once_flag once;
-  static CostModel model;
-  std::call_once(once, [] {
-    model = Fixed(2.0, 20.0 + pm::PmWriteNs());
-    if (pm::InstalledTracer() != nullptr) return;
-    // A scratch buffer outside every pool: stores here are not PM stores of
-    // an index, so plain memcpy is used; only the flush cost is measured
-    // through the persistence layer (its latency emulation included).
-    // Each size keeps the fastest of a few trials (a trial the scheduler
-    // interrupts is slower, never faster), and the costs are then made
-    // non-decreasing in size: on a shared machine a preempted trial at a
-    // small size could otherwise make a bigger LN look cheaper to search.
-    constexpr int kReps = 100;
-    constexpr int kTrials = 5;
-    auto* buf = static_cast<LnElement*>(std::aligned_alloc(64, Ln::kMaxBytes));
-    if (buf == nullptr) return;
-    for (uint32_t i = 0; i < Ln::kMaxBytes / sizeof(LnElement); ++i) buf[i] = {i * 7919u, i};
-    volatile uint64_t sink = 0;
-    for (int p = 0; p < kPoints; ++p) {
-      uint32_t bytes = kSizes[p];
-      uint32_t n = bytes / sizeof(LnElement);
-      double tr = 0, tw = 0;
-      for (int t = 0; t < kTrials; ++t) {
-        double t0 = NowNs();
-        for (int r = 0; r < kReps; ++r) sink = sink + ScanOnce(buf, n, r);
-        double t1 = NowNs();
-        for (int r = 0; r < kReps; ++r) {
-          buf[r % n].value = r;
-          pm::flush(buf, bytes);
-          pm::fence();
-        }
-        double t2 = NowNs();
-        tr = t == 0 ? t1 - t0 : std::min(tr, t1 - t0);
-        tw = t == 0 ? t2 - t1 : std::min(tw, t2 - t1);
+CostModel CostModel::WithModeledReads(const pm::XplineParams& p) const {
+  // A search of an LN that is not cached reads it from the first line to
+  // the last: the xpline model charges one random read for the first line
+  // and a sequential read for each further one (pm::ModelRead).
+  CostModel m = *this;
+  for (int i = 0; i < kPoints; ++i) {
+    const double lines = (size_[i] + 63) / 64;
+    m.tr_[i] += p.read_ns + (lines - 1) * p.read_seq_ns;
+  }
+  return m;
+}
+
+namespace {
+// Writes and flushes measured on this machine (the fastest of a few trials
+// per size, made non-decreasing), under whatever write cost the active PM
+// model charges at flushes and fences. Reads are plain loads here.
+CostModel MeasureOnThisMachine() {
+  CostModel model = CostModel::Fixed(2.0, 20.0 + pm::PmWriteNs());
+  if (pm::InstalledTracer() != nullptr) return model;
+  // A scratch buffer outside every pool: stores here are not PM stores of
+  // an index, so plain memcpy is used; only the flush cost is measured
+  // through the persistence layer (its latency emulation included).
+  // Each size keeps the fastest of a few trials (a trial the scheduler
+  // interrupts is slower, never faster), and the costs are then made
+  // non-decreasing in size: on a shared machine a preempted trial at a
+  // small size could otherwise make a bigger LN look cheaper to search.
+  constexpr int kReps = 100;
+  constexpr int kTrials = 5;
+  auto* buf = static_cast<LnElement*>(std::aligned_alloc(64, Ln::kMaxBytes));
+  if (buf == nullptr) return model;
+  for (uint32_t i = 0; i < Ln::kMaxBytes / sizeof(LnElement); ++i) buf[i] = {i * 7919u, i};
+  volatile uint64_t sink = 0;
+  uint32_t sizes[kSizePoints];
+  double tr[kSizePoints], tw[kSizePoints];
+  for (int p = 0; p < kSizePoints; ++p) {
+    uint32_t bytes = kSizes[p];
+    uint32_t n = bytes / sizeof(LnElement);
+    double r_best = 0, w_best = 0;
+    for (int t = 0; t < kTrials; ++t) {
+      double t0 = NowNs();
+      for (int r = 0; r < kReps; ++r) sink = sink + ScanOnce(buf, n, r);
+      double t1 = NowNs();
+      for (int r = 0; r < kReps; ++r) {
+        buf[r % n].value = r;
+        pm::flush(buf, bytes);
+        pm::fence();
       }
-      model.size_[p] = bytes;
-      model.tr_[p] = std::max(tr / kReps, p > 0 ? model.tr_[p - 1] : 0.0);
-      model.tw_[p] = std::max(tw / kReps, p > 0 ? model.tw_[p - 1] : 0.0);
+      double t2 = NowNs();
+      r_best = t == 0 ? t1 - t0 : std::min(r_best, t1 - t0);
+      w_best = t == 0 ? t2 - t1 : std::min(w_best, t2 - t1);
     }
-    std::free(buf);
-  });
-  return model;
+    sizes[p] = bytes;
+    tr[p] = std::max(r_best / kReps, p > 0 ? tr[p - 1] : 0.0);
+    tw[p] = std::max(w_best / kReps, p > 0 ? tw[p - 1] : 0.0);
+  }
+  std::free(buf);
+  return CostModel::FromPoints(sizes, tr, tw);
+}
+
+// The active PM model and its parameters: a measured CostModel belongs to one.
+struct ModelKey {
+  pm::PmModel model;
+  uint32_t write_ns, block_write_ns, read_ns, read_seq_ns;
+  bool operator==(const ModelKey&) const = default;
+};
+
+ModelKey ActiveKey() {
+  const pm::XplineParams p = pm::ActiveXplineParams();
+  return {pm::ActivePmModel(), pm::PmWriteNs(), p.block_write_ns, p.read_ns, p.read_seq_ns};
+}
+}  // namespace
+
+const CostModel& CostModel::Measured() {
+  // One measurement per PM model a process runs under (pmbench may switch
+  // models between runs; the model is set only while no PM work runs).
+  // Entries are never removed, so a returned reference stays valid.
+  static std::mutex mu;
+  static std::deque<std::pair<ModelKey, CostModel>> measured;
+  std::lock_guard<std::mutex> lock(mu);
+  const ModelKey key = ActiveKey();
+  for (const auto& [k, m] : measured) {
+    if (k == key) return m;
+  }
+  CostModel m = MeasureOnThisMachine();
+  if (key.model == pm::PmModel::kXpline) m = m.WithModeledReads(pm::ActiveXplineParams());
+  measured.emplace_back(key, m);
+  return measured.back().second;
+}
+
+CostModel CostModel::FromPoints(const uint32_t* sizes, const double* tr, const double* tw) {
+  CostModel m;
+  for (int i = 0; i < kPoints; ++i) {
+    m.size_[i] = sizes[i];
+    m.tr_[i] = tr[i];
+    m.tw_[i] = tw[i];
+  }
+  return m;
 }
 
 double CostModel::Interp(const uint32_t* xs, const double* ys, uint32_t x) {

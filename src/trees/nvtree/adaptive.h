@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "pm/persist.h"
+
 namespace pmindex::nvtree {
 
 enum class Strategy : uint8_t { kOff, kConservative, kAggressive, kBalanced };
@@ -24,17 +26,29 @@ struct LnStats {
 };
 
 // Tr(size): ns to search an LN of `size` bytes; Tw(size): ns to write and
-// flush `size` bytes. Measured once per process (Measured(): the fastest of
-// a few trials per size, made non-decreasing in size) and linearly
-// interpolated between the measured sizes.
+// flush `size` bytes. Measured once per process and PM model (Measured():
+// the fastest of a few trials per size, made non-decreasing in size) and
+// linearly interpolated between the measured sizes.
 class CostModel {
  public:
-  // The model measured on this machine (first call measures, a few ms). When
-  // a PM tracer is installed (crash simulator) nothing is measured and the
-  // fixed model is returned, so no flush outside a pool is traced.
+  static constexpr int kPoints = 6;  // sizes at which costs are known
+
+  // The model measured on this machine under the active PM model
+  // (pm::SetPmModel, pm::SetPmWriteNs): the first call per model measures,
+  // a few ms. Writes are measured through pm::flush and pm::fence, so they
+  // include what the `fixed` and `xpline` models charge there; the xpline
+  // model's read cost, which plain loads of the scratch buffer do not pay,
+  // is added by WithModeledReads. When a PM tracer is installed (crash
+  // simulator) nothing is measured and the fixed model is used, so no
+  // flush outside a pool is traced.
   static const CostModel& Measured();
   // Fixed, machine-independent costs (tests).
   static CostModel Fixed(double read_ns_per_line, double write_ns_per_line);
+  // Costs at kPoints sizes (ascending), e.g. measured ones.
+  static CostModel FromPoints(const uint32_t* sizes, const double* tr, const double* tw);
+  // This model with the xpline model's cost of reading an uncached LN
+  // added to Tr: one random read and a sequential read per further line.
+  CostModel WithModeledReads(const pm::XplineParams& p) const;
 
   double Tr(uint32_t bytes) const;
   double Tw(uint32_t bytes) const;
@@ -45,7 +59,6 @@ class CostModel {
   bool ShrinkOk(uint32_t old_bytes, uint32_t new_bytes, const LnStats& s) const;
 
  private:
-  static constexpr int kPoints = 6;
   uint32_t size_[kPoints] = {};
   double tr_[kPoints] = {};
   double tw_[kPoints] = {};

@@ -1,6 +1,6 @@
 // common/sorted_node.h: the node layout fastfair and circtree share (with
 // and without the Sentinel Array or fingerprints). The trees' own tests
-// (fastfair_test.cc, circtree_test.cc) run every search mode and option.
+// (trees/sorted_node/) run every search mode and option.
 #include <gtest/gtest.h>
 
 #include "common/sorted_node.h"

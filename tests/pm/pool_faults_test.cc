@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pm/fault_file_system.h"
 #include "pm/file_system.h"
 #include "pm/pool.h"
 #include "pmindex/db.h"
 #include "pmindex/kv.h"
 #include "support/status.h"
 #include "support/temp_files.h"
-#include "unit/fault_file_system.h"
 
 namespace pmindex {
 namespace {

@@ -87,7 +87,7 @@ TEST(PPtrDecode, SizeOverflowIsRefused) {
 }
 
 // A crash image of a tree holding `keys` keys: the pool's bytes while its
-// index is still open (Reopen in nvtree_test.cc).
+// index is still open (Reopen in trees/nvtree/nvtree_test.cc).
 struct Image {
   std::unique_ptr<Pool> pool;
 };

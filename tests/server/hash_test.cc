@@ -27,7 +27,7 @@
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
-#include "tests/unit/temp_files.h"
+#include "tests/support/temp_files.h"
 #endif
 
 namespace pmindex::server::testing {

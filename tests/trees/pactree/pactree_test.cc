@@ -17,8 +17,8 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "support/oracle.h"
+#include "support/sorted_node_checks.h"
 #include "support/status.h"
-#include "unit/sorted_node_checks.h"
 
 namespace pmindex {
 namespace {

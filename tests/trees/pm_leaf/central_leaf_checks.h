@@ -15,8 +15,8 @@
 #include "index/index.h"
 #include "pm/persist.h"
 #include "support/seed.h"
+#include "trees/pm_leaf/pm_image_tracer.h"
 #include "trees/pm_leaf/split_log.h"
-#include "unit/pm_image_tracer.h"
 
 namespace pmindex::testing_util {
 

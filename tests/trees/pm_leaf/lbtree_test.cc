@@ -22,7 +22,7 @@
 #include "support/seed.h"
 #include "support/status.h"
 #include "trees/pm_leaf/lbtree_leaf.h"
-#include "unit/pm_image_tracer.h"
+#include "trees/pm_leaf/pm_image_tracer.h"
 
 namespace pmindex::lbtree {
 namespace {

@@ -2,8 +2,8 @@
 // central_leaf_checks.h), line writes of the traditional insert.
 #include <gtest/gtest.h>
 
+#include "trees/pm_leaf/central_leaf_checks.h"
 #include "trees/pm_leaf/wbtree_leaf.h"
-#include "unit/central_leaf_checks.h"
 
 namespace pmindex::wbtree {
 namespace {

@@ -1,4 +1,4 @@
-// circtree unit tests (the node layout: sorted_node_test.cc): the ring
+// circtree unit tests (the node layout: common/sorted_node_test.cc): the ring
 // fits the metadata word, option checks, every search mode against a std::map
 // oracle at node sizes 256 B to 4 KiB (rings that wrap, both shift
 // directions, splits, root growth, deletes and merges, scans across
@@ -19,9 +19,9 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
+#include "support/sorted_node_checks.h"
 #include "support/status.h"
 #include "support/temp_files.h"
-#include "unit/sorted_node_checks.h"
 
 namespace pmindex::circtree {
 namespace {
@@ -29,7 +29,7 @@ namespace {
 using testing_util::ConfigName;
 using testing_util::TestSeed;
 
-// The node layout (shared with fastfair): sorted_node_test.cc. Here: the
+// The node layout (shared with fastfair): common/sorted_node_test.cc. Here: the
 // ring of every node size fits the metadata word.
 TEST(CircTreeLayout, SlotsFitTheMetaWord) {
   for (uint32_t bytes = 256; bytes <= 65536; bytes += 64) {

@@ -1,4 +1,4 @@
-// fastfair unit tests (the node layout: sorted_node_test.cc): every
+// fastfair unit tests (the node layout: common/sorted_node_test.cc): every
 // search mode against a std::map oracle at several node sizes
 // (splits, root growth, deletes and merges, scans across leaves),
 // option checks, and the flushes and fences of one shift.
@@ -14,8 +14,8 @@
 
 #include "pm/persist.h"
 #include "pmindex/db.h"
+#include "support/sorted_node_checks.h"
 #include "support/status.h"
-#include "unit/sorted_node_checks.h"
 
 namespace pmindex::fastfair {
 namespace {
@@ -23,7 +23,7 @@ namespace {
 using testing_util::ConfigName;
 using testing_util::TestSeed;
 
-// The node layout (shared with circtree): sorted_node_test.cc.
+// The node layout (shared with circtree): common/sorted_node_test.cc.
 
 TEST(FastFairOptions, BadCombinationsAreRefused) {
   for (const char* bad : {"node=100", "node=300", "sentinel=maybe", "search=sentinel,sentinel=off",

@@ -23,9 +23,9 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
+#include "support/sorted_node_checks.h"
 #include "support/status.h"
 #include "trees/two_layer/two_layer.h"
-#include "unit/sorted_node_checks.h"
 
 namespace pmindex::tlbtree {
 namespace {

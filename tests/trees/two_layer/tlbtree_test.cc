@@ -22,12 +22,12 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
+#include "support/sorted_node_checks.h"
 #include "support/status.h"
 #include "support/temp_files.h"
 #include "trees/two_layer/top_layer.h"
 #include "trees/two_layer/two_layer.h"
 #include "trees/two_layer/wo_node.h"
-#include "unit/sorted_node_checks.h"
 
 namespace pmindex::tlbtree {
 namespace {

@@ -18,9 +18,9 @@
 
 #include "index/index.h"
 #include "pm/pool.h"
+#include "support/sorted_node_checks.h"
 #include "support/status.h"
 #include "trees/two_layer/two_layer.h"
-#include "unit/sorted_node_checks.h"
 
 namespace pmindex::tlbtree {
 namespace {

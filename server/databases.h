@@ -253,6 +253,10 @@ class Databases {
   // again (no metadata refers to it), so this needs no transaction.
   size_t ReclaimGarbageStep(size_t budget);
 
+  // Pieces of large values read so far (chunked_values.h), by every read
+  // path: what tests check a partial read against.
+  uint64_t pieces_read() const { return pieces_read_.load(std::memory_order_relaxed); }
+
   // The stored form of `key` in namespace `ns`; the prefix of a namespace.
   static std::string Encode(uint32_t ns, std::string_view key);
   static std::string NamespacePrefix(uint32_t ns);
@@ -287,6 +291,7 @@ class Databases {
   Store& base_;
   const int count_;
   OpEpochs epochs_;
+  std::atomic<uint64_t> pieces_read_{0};
   std::mutex meta_mu_;
   Table table_;            // guarded by meta_mu_
   uint64_t installs_ = 0;  // guarded by meta_mu_: tables installed since open

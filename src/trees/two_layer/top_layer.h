@@ -81,6 +81,13 @@ class TopLayer {
   // given, gets that entry's key (the subindex's low key; 0: the first).
   uint64_t Find(Key k, Key* low = nullptr) const {
     const Leaf& l = leaves_[LeafFor(k)];
+    // The search reads the version and keys (lines 0-1), then a pointer
+    // (lines 2-3): asked for at once, not as up to three serial misses.
+    const char* lp = reinterpret_cast<const char*>(&l);
+    __builtin_prefetch(lp);
+    __builtin_prefetch(lp + 64);
+    __builtin_prefetch(lp + 128);
+    __builtin_prefetch(lp + 192);
     for (unsigned spins = 0;; ++spins) {
       const uint64_t v = l.ver.load(std::memory_order_acquire);
       if (v & 1) {

@@ -219,7 +219,7 @@ bool TwoLayerTree::TryLatch(Node* x, uint64_t* s) const {
 
 // ------------------------------------------------------------------ writers
 
-void TwoLayerTree::AddRecord(Node* x, uint64_t s, Key k, uint64_t v) {
+void TwoLayerTree::AddRecord(Node* x, uint64_t s, uint32_t pos, Key k, uint64_t v, bool durable) {
   const uint32_t free_mask = ~st::UsedMask(s) & ((1u << kSlots) - 1);
   PMINDEX_CHECK(free_mask != 0, "tlbtree: AddRecord on a full node");
   const uint32_t slot = static_cast<uint32_t>(__builtin_ctz(free_mask));
@@ -229,11 +229,12 @@ void TwoLayerTree::AddRecord(Node* x, uint64_t s, Key k, uint64_t v) {
   pm::flush(&x->rec[slot], sizeof(Rec));
   pm::fence();
   // 2. The commit: one 8-byte store of the state (slot listed, version
-  //    bumped, latch released), persisted.
-  const uint64_t ns = st::Bump(st::Insert(s, LowerBound(x, s, k), slot)) & ~st::kLatch;
+  //    bumped, latch released), flushed; fenced when the caller needs it
+  //    durable on return (see the declaration).
+  const uint64_t ns = st::Bump(st::Insert(s, pos, slot)) & ~st::kLatch;
   pm::store(&x->state, ns, std::memory_order_release);
   pm::flush(&x->state, sizeof(uint64_t));
-  pm::fence();
+  if (durable) pm::fence();
 }
 
 Status TwoLayerTree::Write(Op op, Key k, Value v) {
@@ -281,7 +282,7 @@ Status TwoLayerTree::Write(Op op, Key k, Value v) {
     Unlatch(x, s);
     r = Status::NotFound();
   } else if (n < kSlots) {
-    AddRecord(x, s, k, v);
+    AddRecord(x, s, p, k, v, true);
   } else {
     r = SplitInsert(raw, s, k, v, 0, path);
   }
@@ -351,7 +352,9 @@ Status TwoLayerTree::SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, ui
     if (to_right) {
       Unlatch(x, ns);
     } else {
-      AddRecord(x, ns, k, v);
+      // The user's record (a leaf) must be durable on return; a separator
+      // (inner node) need not be (see AddRecord's declaration).
+      AddRecord(x, ns, LowerBound(x, ns, k), k, v, level == 0);
     }
     // 4. The separator to the level above: x is released first (latches
     //    are taken bottom up, one at a time).
@@ -375,7 +378,7 @@ Status TwoLayerTree::SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, ui
     v = yraw;
     ++level;
     if (CountOf(ps) < kSlots) {
-      AddRecord(N(praw), ps, k, v);
+      AddRecord(N(praw), ps, LowerBound(N(praw), ps, k), k, v, false);
       return Status::OK();
     }
     raw = praw;

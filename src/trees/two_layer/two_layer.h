@@ -177,9 +177,18 @@ class TwoLayerTree : public Index {
   static uint32_t LowerBound(const Node* x, uint64_t s, Key k);
 
   Status Write(Op op, Key k, Value v);
-  // Under x's latch (state s): adds (k, v) to x, which has a free slot;
-  // commits and releases the latch with one persisted state store.
-  void AddRecord(Node* x, uint64_t s, Key k, uint64_t v);
+  // Under x's latch (state s): adds (k, v) at logical position pos of x,
+  // which has a free slot; commits and releases the latch with one flushed
+  // state store, fenced if durable. A separator need not be durable on
+  // return (durable = false): the child it names is reachable by its left
+  // neighbour's sibling record, whose commit was fenced before; the
+  // record is fenced before the state, so the state that lists it never
+  // reaches PM first; and any later commit of x is a store to the same
+  // word whose fence persists it (later inserts take slots free in both
+  // the old and the new state). The next fence of this thread persists it
+  // too; a crash before that leaves the separator out, as a crash between
+  // a split's commit and its parent's insert does.
+  void AddRecord(Node* x, uint64_t s, uint32_t pos, Key k, uint64_t v, bool durable);
   // The log-free merge (two_layer_merge.cc). Leaf `raw` was reached for k
   // by a descent whose level-1 node was parent; no latch is held. Merges
   // a pair of neighbouring leaves of that parent, one of them raw: its

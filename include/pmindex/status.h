@@ -141,7 +141,7 @@ namespace detail {
 // process, in every build type, after printing one line on stderr that
 // ends "Result::value() called on an error: <status().ToString()>". Making
 // a Result from an OK Status aborts the same way (a Result holds a value or
-// an error, never neither). tests/unit/status_test.cc checks both.
+// an error, never neither). tests/api/status_test.cc checks both.
 template <class T>
 class [[nodiscard]] Result {
  public:

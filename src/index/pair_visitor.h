@@ -20,7 +20,7 @@
 //     clean path (a cleanly closed pool) exactly once: the key-value
 //     store's content record sums over the visits, as every kind's own
 //     content record sums over the pairs it validates
-//     (tests/unit/pair_visitor_test.cc checks it per kind);
+//     (tests/index/pair_visitor_test.cc checks it per kind);
 //   - the kind's open returns status() before its first write (through
 //     common::CheckContentRecord; the PM-leaf trees after their own visit
 //     of the leaves they keep).

@@ -2,7 +2,7 @@
 //
 // Every system call src/pm/pool.cc makes on a pool's files, directories
 // and address space goes through a FileSystem, so that a test can fail any
-// one of them with the error of its choice (tests/unit/fault_file_system.h:
+// one of them with the error of its choice (tests/pm/fault_file_system.h:
 // ENOSPC, EIO, EROFS, short writes, a failing fsync) and check what the
 // pool reports and what it leaves behind.
 //

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "scenario_util.h"
+#include "support/status.h"
 
 namespace pmindex::scenario {
 namespace {
@@ -311,7 +312,7 @@ TEST_P(ConcurrentOverlap, InsertUpsertRemove) {
     ASSERT_TRUE(got.has_value() && *got == kv.value) << "lookup disagrees with scan at key " << kv.key;
   }
   Status s = t->verify();
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  PMINDEX_ASSERT_OK(s);
   ASSERT_EQ(t->stats().entries, all.size());
   // Keys no thread ever wrote are absent.
   std::vector<bool> touched(range, false);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "scenario_util.h"
+#include "support/status.h"
 
 namespace pmindex::scenario {
 namespace {
@@ -484,7 +485,7 @@ TEST_P(Factory, BadOptionsAndPools) {
     PoolOptions po = TestPoolOptions(p);
     po.kind = p.info->name + "-other";
     auto pool = Pool::CreateInMemory(po);
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    PMINDEX_ASSERT_OK(pool);
     auto w = create_index(p.info->name, p.config, pool->get());
     EXPECT_FALSE(w.ok()) << "index created in a pool of kind " << po.kind;
     if (!w.ok()) {
@@ -494,7 +495,7 @@ TEST_P(Factory, BadOptionsAndPools) {
     // A volatile kind given a pool.
     PoolOptions po = TestPoolOptions(p);
     auto pool = Pool::CreateInMemory(po);
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    PMINDEX_ASSERT_OK(pool);
     auto r = create_index(p.info->name, p.config, pool->get());
     EXPECT_FALSE(r.ok()) << "volatile index accepted a pool";
   }

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "scenario_util.h"
+#include "support/status.h"
 
 namespace pmindex::scenario {
 namespace {
@@ -23,7 +24,7 @@ TEST_P(NoData, EveryCallSucceeds) {
     Key k = rng.one_in(10) ? EdgeKey(rng) : rng.next();
     Status s = t->insert(k, i);
     EXPECT_TRUE(s.ok() || s.is_already_exists()) << "insert: " << s.ToString();
-    EXPECT_TRUE(t->upsert(k, i).ok());
+    PMINDEX_EXPECT_OK(t->upsert(k, i));
     s = t->update(k, i);
     EXPECT_TRUE(Benign(s)) << "update: " << s.ToString();
     (void)t->lookup(k);

@@ -22,6 +22,8 @@
 #include "server/keyspace.h"
 #include "server/server.h"
 #include "tests/server/map_store.h"
+#include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 
 namespace pmindex::server::testing {
 namespace {
@@ -31,12 +33,6 @@ template <class... T>
 std::string Cat(const T&... parts) {
   std::string s;
   (s.append(std::string_view(parts)), ...);
-  return s;
-}
-
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = Cat("*", std::to_string(args.size()), "\r\n");
-  for (const std::string& a : args) s += Cat("$", std::to_string(a.size()), "\r\n", a, "\r\n");
   return s;
 }
 
@@ -98,7 +94,7 @@ class BlockingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto d = Databases::Open(store_, 16);
-    ASSERT_TRUE(d.ok());
+    PMINDEX_ASSERT_OK(d);
     dbs_ = std::move(d.value());
     keyspace_ = std::make_unique<Keyspace>(*dbs_, stats_);
     Server::Options o;
@@ -106,7 +102,7 @@ class BlockingTest : public ::testing::Test {
     o.resp_port = Server::kPortAuto;
     o.threads = 2;  // parked and pushing clients on different loops too
     server_ = std::make_unique<Server>(keyspace_->db(0), o);
-    ASSERT_TRUE(server_->Listen().ok());
+    PMINDEX_ASSERT_OK(server_->Listen());
     port_ = server_->port(Server::Wire::kResp);
     runner_ = std::thread([this] { server_->Run(); });
   }

@@ -2,6 +2,8 @@
 // parsing and checks, installing a newer map, and what a RESP client sees:
 // MOVED for a slot another node serves, CROSSSLOT, the CLUSTER replies,
 // and the commands a cluster refuses; over the map store with databases.
+#include "server/cluster.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,24 +12,17 @@
 #include <memory>
 #include <string>
 
-#include "server/cluster.h"
 #include "server/databases.h"
 #include "server/key_slot.h"
 #include "server/keyspace.h"
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 
 namespace pmindex::server::testing {
 namespace {
-
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 const std::string kA(40, 'a');
 const std::string kB(40, 'b');
@@ -59,7 +54,7 @@ void ExpectTtlWithin(const std::string& reply, int64_t max_ms) {
 TEST(ClusterMap, ParsesAndMergesRanges) {
   auto m = ClusterMap::Parse("epoch 7\nnode " + kA + " h1:1 0-99 100-8191\r\nnode " + kB +
                              " h2:2 8192-16382,16383\nnode " + kC + " h3:3\n");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  PMINDEX_ASSERT_OK(m);
   EXPECT_EQ(m->epoch, 7u);
   ASSERT_EQ(m->nodes.size(), 3u);
   EXPECT_EQ(m->nodes[0].ranges, (std::vector<std::pair<uint16_t, uint16_t>>{{0, 8191}}));
@@ -71,7 +66,7 @@ TEST(ClusterMap, ParsesAndMergesRanges) {
   EXPECT_EQ(m->Find("x"), -1);
   // Format gives back a map that parses to the same.
   auto again = ClusterMap::Parse(m->Format());
-  ASSERT_TRUE(again.ok());
+  PMINDEX_ASSERT_OK(again);
   EXPECT_EQ(again->Format(), m->Format());
   EXPECT_EQ(again->owner, m->owner);
 }
@@ -113,7 +108,7 @@ TEST(ClusterMap, InstallNeedsAHigherEpochAndRewritesTheFile) {
     f << TwoNodes(3);
   }
   auto loaded = Cluster::Load(path, kB);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  PMINDEX_ASSERT_OK(loaded);
   Cluster& c = **loaded;
   EXPECT_EQ(c.map()->epoch, 3u);
   // Not newer, not naming this node, or not a map: refused, map kept.
@@ -124,11 +119,11 @@ TEST(ClusterMap, InstallNeedsAHigherEpochAndRewritesTheFile) {
   // Newer: installed, and what a restart reads.
   const std::string moved = "epoch 4\nnode " + kA + " 127.0.0.1:7001 0-99\nnode " + kB +
                             " 127.0.0.1:7002 100-16383\n";
-  ASSERT_TRUE(c.Install(moved).ok());
+  PMINDEX_ASSERT_OK(c.Install(moved));
   EXPECT_EQ(c.map()->owner[50], 0);
   EXPECT_EQ(c.map()->owner[100], 1);
   auto reread = Cluster::Load(path, kB);
-  ASSERT_TRUE(reread.ok());
+  PMINDEX_ASSERT_OK(reread);
   EXPECT_EQ((*reread)->map()->epoch, 4u);
   EXPECT_EQ((*reread)->map()->owner, c.map()->owner);
   // A node the map does not name cannot start on it.
@@ -145,7 +140,7 @@ TEST(ClusterMap, MovesAreKeptInTheNodesFileAndEndedByTheMapThatCompletesThem) {
     f << TwoNodes(1);
   }
   auto a = Cluster::Load(path, kA);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  PMINDEX_ASSERT_OK(a);
   Cluster& c = **a;
   using State = Cluster::SlotState;
   // Migrating needs a slot this node serves; importing one it does not.
@@ -156,12 +151,12 @@ TEST(ClusterMap, MovesAreKeptInTheNodesFileAndEndedByTheMapThatCompletesThem) {
   EXPECT_EQ(c.SetSlot(10, State::kMigrating, kC).message(), "I don't know about node " + kC);
   EXPECT_EQ(c.SetSlot(10, State::kMigrating, kA).message(),
             "I can't migrate or import a slot to myself");
-  ASSERT_TRUE(c.SetSlot(10, State::kMigrating, kB).ok());
-  ASSERT_TRUE(c.SetSlot(11, State::kMigrating, kB).ok());
-  ASSERT_TRUE(c.SetSlot(9000, State::kImporting, kB).ok());
+  PMINDEX_ASSERT_OK(c.SetSlot(10, State::kMigrating, kB));
+  PMINDEX_ASSERT_OK(c.SetSlot(11, State::kMigrating, kB));
+  PMINDEX_ASSERT_OK(c.SetSlot(9000, State::kImporting, kB));
   // Durable in the file: a restarted node keeps redirecting as before.
   auto again = Cluster::Load(path, kA);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  PMINDEX_ASSERT_OK(again);
   EXPECT_EQ((*again)->map()->migrating[10], 1);
   EXPECT_EQ((*again)->map()->migrating[11], 1);
   EXPECT_EQ((*again)->map()->importing[9000], 1);
@@ -174,11 +169,11 @@ TEST(ClusterMap, MovesAreKeptInTheNodesFileAndEndedByTheMapThatCompletesThem) {
   // slot 11's goes on.
   const std::string next = "epoch 2\nnode " + kA + " 127.0.0.1:7001 0-9 11-8191 9000\nnode " +
                            kB + " 127.0.0.1:7002 10 8192-8999 9001-16383\n";
-  ASSERT_TRUE(c.Install(next).ok());
+  PMINDEX_ASSERT_OK(c.Install(next));
   EXPECT_EQ(c.map()->migrating[10], ClusterMap::kNoOwner);
   EXPECT_EQ(c.map()->migrating[11], 1);
   EXPECT_EQ(c.map()->importing[9000], ClusterMap::kNoOwner);
-  ASSERT_TRUE(c.SetSlot(11, State::kStable, "").ok());
+  PMINDEX_ASSERT_OK(c.SetSlot(11, State::kStable, ""));
   EXPECT_EQ(c.map()->migrating[11], ClusterMap::kNoOwner);
   // A file whose moves do not fit its owners is refused at start.
   {
@@ -341,9 +336,9 @@ TEST(ClusterResp, MovingSlotAsksForKeysAlreadyGone) {
             "+OK\r\n" + moved + "+OK\r\n+OK\r\n" + moved + "+OK\r\n$1\r\nv\r\n");
   // EXEC is routed again: a queued key that moved away meanwhile aborts it.
   EXPECT_EQ(n.Feed(Cmd({"MULTI"}) + Cmd({"SET", gone, "y"})), "+OK\r\n+QUEUED\r\n");
-  ASSERT_TRUE(n.cluster().SetSlot(KeySlot(tag), Cluster::SlotState::kMigrating, kB).ok());
+  PMINDEX_ASSERT_OK(n.cluster().SetSlot(KeySlot(tag), Cluster::SlotState::kMigrating, kB));
   EXPECT_EQ(n.Feed(Cmd({"EXEC"}) + Cmd({"EXEC"})), ask + "-ERR EXEC without MULTI\r\n");
-  ASSERT_TRUE(n.cluster().SetSlot(KeySlot(tag), Cluster::SlotState::kStable, "").ok());
+  PMINDEX_ASSERT_OK(n.cluster().SetSlot(KeySlot(tag), Cluster::SlotState::kStable, ""));
   EXPECT_EQ(n.Feed(Cmd({"GET", gone})), "$-1\r\n");
 }
 

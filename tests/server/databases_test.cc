@@ -18,6 +18,7 @@
 #include "server/keyspace.h"
 #include "server/maintenance.h"
 #include "tests/server/map_store.h"
+#include "tests/support/status.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -64,14 +65,14 @@ class KvOwner final : public StoreOwner {
  public:
   KvOwner() {
     auto kv = KvStore::CreateInMemory("lbtree");
-    EXPECT_TRUE(kv.ok()) << kv.status().ToString();
+    PMINDEX_EXPECT_OK(kv);
     kv_ = std::move(kv.value());
     store_ = std::make_unique<KvBackedStore>(*kv_);
   }
   ~KvOwner() override {
     store_.reset();
-    EXPECT_TRUE(kv_->Verify().ok());
-    EXPECT_TRUE(kv_->Close().ok());
+    PMINDEX_EXPECT_OK(kv_->Verify());
+    PMINDEX_EXPECT_OK(kv_->Close());
   }
   Store& store() override { return *store_; }
 
@@ -104,7 +105,7 @@ class DatabasesTest : public ::testing::TestWithParam<std::string> {
   void Reopen(int n) {
     dbs_.reset();
     auto d = Databases::Open(base(), n);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    PMINDEX_ASSERT_OK(d);
     dbs_ = std::move(d.value());
   }
   Store& base() { return owner_->store(); }
@@ -127,8 +128,8 @@ class DatabasesTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(DatabasesTest, DatabasesAreSeparateNamespacesOfSlotOrderedKeys) {
-  ASSERT_TRUE(dbs().db(0).Put("k", "zero").ok());
-  ASSERT_TRUE(dbs().db(1).Put("k", "one").ok());
+  PMINDEX_ASSERT_OK(dbs().db(0).Put("k", "zero"));
+  PMINDEX_ASSERT_OK(dbs().db(1).Put("k", "one"));
   EXPECT_EQ(Value(0, "k"), "zero");
   EXPECT_EQ(Value(1, "k"), "one");
   EXPECT_EQ(Value(2, "k"), "(absent)");
@@ -141,7 +142,7 @@ TEST_P(DatabasesTest, DatabasesAreSeparateNamespacesOfSlotOrderedKeys) {
   EXPECT_EQ(base().Get(stored)->value, "one");
   EXPECT_EQ(dbs().db(0).max_key_bytes(), base().max_key_bytes() - Databases::kHeaderBytes);
   // A view's range is its database's keys, ordered by (slot, key).
-  for (const char* k : {"foo", "bar", "{bar}x", "zap"}) ASSERT_TRUE(dbs().db(2).Put(k, k).ok());
+  for (const char* k : {"foo", "bar", "{bar}x", "zap"}) PMINDEX_ASSERT_OK(dbs().db(2).Put(k, k));
   std::vector<std::pair<std::string, std::string>> out;
   ASSERT_EQ(dbs().db(2).Range("", 100, &out), 4u);
   for (size_t i = 1; i < out.size(); ++i) {
@@ -167,17 +168,17 @@ TEST_P(DatabasesTest, FlushIsLogicalDurableAndReclaimedInSteps) {
   for (int i = 0; i < 1500; ++i) keys.push_back(Name("key", i));
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   for (const std::string& k : keys) pairs.emplace_back(k, k);
-  ASSERT_TRUE(dbs().db(0).PutMany(pairs).ok());
-  ASSERT_TRUE(dbs().db(1).Put("other", "stays").ok());
+  PMINDEX_ASSERT_OK(dbs().db(0).PutMany(pairs));
+  PMINDEX_ASSERT_OK(dbs().db(1).Put("other", "stays"));
   const uint64_t before = StoredKeys();
   EXPECT_EQ(before, 1 + keys.size() + 1);     // the table, db 0, db 1
-  ASSERT_TRUE(dbs().db(0).RemoveAll().ok());  // FLUSHDB: Flush(0)
+  PMINDEX_ASSERT_OK(dbs().db(0).RemoveAll());  // FLUSHDB: Flush(0)
   // Gone at once for every read, nothing walked yet.
   EXPECT_EQ(Value(0, "key7"), "(absent)");
   EXPECT_EQ(dbs().KeyCount(0), 0u);
   EXPECT_EQ(Value(1, "other"), "stays");
   EXPECT_EQ(StoredKeys(), before);
-  ASSERT_TRUE(dbs().db(0).Put("key7", "new").ok());
+  PMINDEX_ASSERT_OK(dbs().db(0).Put("key7", "new"));
   // The flush point survives a restart, and so does the work left.
   Reopen(4);
   EXPECT_EQ(Value(0, "key1"), "(absent)");
@@ -190,7 +191,7 @@ TEST_P(DatabasesTest, FlushIsLogicalDurableAndReclaimedInSteps) {
   EXPECT_EQ(StoredKeys(), 3u);  // the table, db 0's key7, db 1's key
   EXPECT_EQ(Value(0, "key7"), "new");
   // FLUSHALL: every database in one write.
-  ASSERT_TRUE(dbs().FlushAll().ok());
+  PMINDEX_ASSERT_OK(dbs().FlushAll());
   EXPECT_EQ(Value(0, "key7"), "(absent)");
   EXPECT_EQ(Value(1, "other"), "(absent)");
   ReclaimAll();
@@ -198,10 +199,10 @@ TEST_P(DatabasesTest, FlushIsLogicalDurableAndReclaimedInSteps) {
 }
 
 TEST_P(DatabasesTest, SwapExchangesDatabasesDurably) {
-  ASSERT_TRUE(dbs().db(0).Put("x", "in0").ok());
-  ASSERT_TRUE(dbs().db(3).Put("x", "in3").ok());
-  ASSERT_TRUE(dbs().db(3).Put("y", "y3").ok());
-  ASSERT_TRUE(dbs().Swap(0, 3).ok());
+  PMINDEX_ASSERT_OK(dbs().db(0).Put("x", "in0"));
+  PMINDEX_ASSERT_OK(dbs().db(3).Put("x", "in3"));
+  PMINDEX_ASSERT_OK(dbs().db(3).Put("y", "y3"));
+  PMINDEX_ASSERT_OK(dbs().Swap(0, 3));
   EXPECT_EQ(Value(0, "x"), "in3");
   EXPECT_EQ(Value(0, "y"), "y3");
   EXPECT_EQ(Value(3, "x"), "in0");
@@ -209,18 +210,18 @@ TEST_P(DatabasesTest, SwapExchangesDatabasesDurably) {
   EXPECT_EQ(Value(0, "x"), "in3");
   EXPECT_EQ(Value(3, "y"), "(absent)");
   EXPECT_EQ(dbs().KeyCount(0), 2u);
-  ASSERT_TRUE(dbs().Swap(2, 2).ok());
+  PMINDEX_ASSERT_OK(dbs().Swap(2, 2));
   EXPECT_FALSE(dbs().reclaim_pending());
 }
 
 TEST_P(DatabasesTest, TableGrowsAndKeepsDatabasesBeyondTheCount) {
-  ASSERT_TRUE(dbs().db(3).Put("k", "three").ok());
+  PMINDEX_ASSERT_OK(dbs().db(3).Put("k", "three"));
   Reopen(2);  // db 3 is not served, but kept
   EXPECT_EQ(dbs().count(), 2);
   Reopen(6);
   EXPECT_EQ(Value(3, "k"), "three");
   EXPECT_EQ(Value(5, "k"), "(absent)");
-  ASSERT_TRUE(dbs().db(5).Put("k", "five").ok());
+  PMINDEX_ASSERT_OK(dbs().db(5).Put("k", "five"));
   EXPECT_EQ(Value(5, "k"), "five");
   EXPECT_TRUE(Databases::Open(base(), 0).status().is_invalid_argument());
 }
@@ -228,7 +229,7 @@ TEST_P(DatabasesTest, TableGrowsAndKeepsDatabasesBeyondTheCount) {
 TEST(Databases, StoreWithoutTableIsRefusedNotEmpty) {
   {
     MapStore raw;
-    ASSERT_TRUE(raw.Put("user:1", std::string("\x50", 1) + "data").ok());  // an item, stored raw
+    PMINDEX_ASSERT_OK(raw.Put("user:1", std::string("\x50", 1) + "data"));  // an item, stored raw
     auto d = Databases::Open(raw, 16);
     ASSERT_FALSE(d.ok());
     EXPECT_EQ(d.status().code(), Status::Code::kNotSupported);
@@ -239,43 +240,43 @@ TEST(Databases, StoreWithoutTableIsRefusedNotEmpty) {
   {
     // A raw key that happens to be the table's key, holding an item.
     MapStore raw;
-    ASSERT_TRUE(raw.Put(Databases::kTableKey, std::string("\x50", 1)).ok());
+    PMINDEX_ASSERT_OK(raw.Put(Databases::kTableKey, std::string("\x50", 1)));
     EXPECT_EQ(Databases::Open(raw, 16).status().code(), Status::Code::kNotSupported);
   }
   {
     // A damaged table.
     MapStore raw;
-    ASSERT_TRUE(Databases::Open(raw, 2).ok());
+    PMINDEX_ASSERT_OK(Databases::Open(raw, 2));
     std::string t = raw.Get(Databases::kTableKey)->value;
-    ASSERT_TRUE(raw.Put(Databases::kTableKey, t.substr(0, t.size() - 1)).ok());
+    PMINDEX_ASSERT_OK(raw.Put(Databases::kTableKey, t.substr(0, t.size() - 1)));
     EXPECT_TRUE(Databases::Open(raw, 2).status().is_corruption());
     t[t.size() - 5] = 0x7f;  // a namespace at or past next_ns
-    ASSERT_TRUE(raw.Put(Databases::kTableKey, t).ok());
+    PMINDEX_ASSERT_OK(raw.Put(Databases::kTableKey, t));
     EXPECT_TRUE(Databases::Open(raw, 2).status().is_corruption());
   }
 }
 
 TEST_P(DatabasesTest, TransactionSpansDatabasesAndIsOrderedBeforeALaterFlush) {
-  ASSERT_TRUE(dbs().db(1).Put("src", "v").ok());
+  PMINDEX_ASSERT_OK(dbs().db(1).Put("src", "v"));
   {
     std::unique_ptr<DbTransaction> t = dbs().Begin();
     Result<StoredValue> v = t->db(1).Get("src");
-    ASSERT_TRUE(v.ok());
-    ASSERT_TRUE(t->db(2).Put("dst", v->value).ok());
+    PMINDEX_ASSERT_OK(v);
+    PMINDEX_ASSERT_OK(t->db(2).Put("dst", v->value));
     EXPECT_EQ(*t->db(1).Remove("src"), WriteOutcome::kDone);
     std::vector<std::pair<std::string, std::string>> out;
     EXPECT_EQ(t->db(2).Range("", std::nullopt, 10, &out), 1u);
     EXPECT_EQ(Value(2, "dst"), "(absent)");
-    ASSERT_TRUE(t->Commit().ok());
+    PMINDEX_ASSERT_OK(t->Commit());
   }
   EXPECT_EQ(Value(2, "dst"), "v");
   EXPECT_EQ(Value(1, "src"), "(absent)");
   // Begun before a flush: its writes go to the flushed namespace, so the
   // flush removes them too.
   std::unique_ptr<DbTransaction> t = dbs().Begin();
-  ASSERT_TRUE(t->db(2).Put("late", "x").ok());
-  ASSERT_TRUE(dbs().Flush(2).ok());
-  ASSERT_TRUE(t->Commit().ok());
+  PMINDEX_ASSERT_OK(t->db(2).Put("late", "x"));
+  PMINDEX_ASSERT_OK(dbs().Flush(2));
+  PMINDEX_ASSERT_OK(t->Commit());
   t.reset();
   EXPECT_EQ(Value(2, "late"), "(absent)");
   EXPECT_EQ(Value(2, "dst"), "(absent)");
@@ -283,17 +284,17 @@ TEST_P(DatabasesTest, TransactionSpansDatabasesAndIsOrderedBeforeALaterFlush) {
   EXPECT_EQ(StoredKeys(), 1u);
   // A single database's transaction (the view's Begin).
   std::unique_ptr<StoreTransaction> one = dbs().db(3).Begin();
-  ASSERT_TRUE(one->Put("a", "1").ok());
-  ASSERT_TRUE(one->Commit().ok());
+  PMINDEX_ASSERT_OK(one->Put("a", "1"));
+  PMINDEX_ASSERT_OK(one->Commit());
   EXPECT_EQ(Value(3, "a"), "1");
 }
 
 TEST_P(DatabasesTest, ExpireStepRemovesWhatThePredicateCallsExpiredInBoundedSteps) {
   for (int i = 0; i < 300; ++i) {
-    ASSERT_TRUE(dbs().db(i % 2).Put(Name("k", i), i % 3 == 0 ? "dead" : "live").ok());
+    PMINDEX_ASSERT_OK(dbs().db(i % 2).Put(Name("k", i), i % 3 == 0 ? "dead" : "live"));
   }
-  ASSERT_TRUE(dbs().db(3).Put("gone", "dead").ok());
-  ASSERT_TRUE(dbs().Flush(3).ok());  // garbage is ReclaimStep's, not the sweep's
+  PMINDEX_ASSERT_OK(dbs().db(3).Put("gone", "dead"));
+  PMINDEX_ASSERT_OK(dbs().Flush(3));  // garbage is ReclaimStep's, not the sweep's
   auto dead = [](std::string_view v) { return v == "dead"; };
   size_t removed = 0;
   for (int step = 0; step < 20; ++step) removed += dbs().ExpireStep(50, dead);
@@ -316,7 +317,7 @@ TEST_P(DatabasesTest, FlushesRacingWritersLeaveNoOldKeyAndNoLeak) {
   for (int w = 0; w < kWriters; ++w) {
     threads.emplace_back([&, w] {
       for (int i = 0; !stop.load(); ++i) {
-        ASSERT_TRUE(dbs().db(0).Put(Name("w", w, ":", i), "v").ok());
+        PMINDEX_ASSERT_OK(dbs().db(0).Put(Name("w", w, ":", i), "v"));
         acked[static_cast<size_t>(w)].store(i);
       }
     });
@@ -328,7 +329,7 @@ TEST_P(DatabasesTest, FlushesRacingWritersLeaveNoOldKeyAndNoLeak) {
     std::vector<int> before(kWriters);
     for (int w = 0; w < kWriters; ++w)
       before[static_cast<size_t>(w)] = acked[static_cast<size_t>(w)].load();
-    ASSERT_TRUE(dbs().Flush(0).ok());
+    PMINDEX_ASSERT_OK(dbs().Flush(0));
     for (int w = 0; w < kWriters; ++w) {
       if (before[static_cast<size_t>(w)] < 0) continue;
       EXPECT_EQ(Value(0, Name("w", w, ":", before[static_cast<size_t>(w)])), "(absent)");
@@ -342,13 +343,13 @@ TEST_P(DatabasesTest, FlushesRacingWritersLeaveNoOldKeyAndNoLeak) {
 }
 
 TEST_P(DatabasesTest, ExpireStepNeverRemovesANewerVersion) {
-  ASSERT_TRUE(dbs().db(0).Put("x", "dead").ok());
+  PMINDEX_ASSERT_OK(dbs().db(0).Put("x", "dead"));
   // The second look at x (with its version, just before the conditional
   // removal) finds it expired, and a client writes x again right then.
   int looks = 0;
   auto expired = [&](std::string_view v) {
     if (v == "dead" && ++looks == 2) {
-      EXPECT_TRUE(dbs().db(0).Put("x", "dead").ok());
+      PMINDEX_EXPECT_OK(dbs().db(0).Put("x", "dead"));
     }
     return v == "dead";
   };
@@ -368,7 +369,7 @@ TEST_P(DatabasesTest, MaintenanceExpiresItemsNobodyReadsAndReclaimsFlushes) {
     ASSERT_EQ(*keyspace.db(db).Write(StoreMode::kSet, Name("k", i), "v", 0, expiry),
               ItemOutcome::kDone);
   }
-  ASSERT_TRUE(dbs().db(3).Put("raw", "not an item").ok());  // never expires
+  PMINDEX_ASSERT_OK(dbs().db(3).Put("raw", "not an item"));  // never expires
   Maintenance::Options o;
   o.batch = 64;
   o.expire_keys_per_cycle = 128;
@@ -385,7 +386,7 @@ TEST_P(DatabasesTest, MaintenanceExpiresItemsNobodyReadsAndReclaimsFlushes) {
   EXPECT_EQ(Value(3, "raw"), "not an item");
   // memcached's flush_all and RESP FLUSHDB go through Items::Flush: a
   // logical flush, reclaimed by the cycles.
-  ASSERT_TRUE(keyspace.db(1).Flush(0).ok());
+  PMINDEX_ASSERT_OK(keyspace.db(1).Flush(0));
   EXPECT_EQ(dbs().KeyCount(1), 0u);
   size_t reclaimed = 0;
   for (int cycle = 0; cycle < 100 && dbs().reclaim_pending(); ++cycle)
@@ -426,13 +427,13 @@ TEST_P(DatabasesTest, KeyCountersFollowEveryWritePathAndReopen) {
   same_as_walk("items");
   // The view's own calls.
   Store& v1 = dbs().db(1);
-  ASSERT_TRUE(v1.Put("a", "1").ok());
+  PMINDEX_ASSERT_OK(v1.Put("a", "1"));
   ASSERT_EQ(*v1.PutIfAbsent("b", "1"), WriteOutcome::kDone);
   ASSERT_EQ(*v1.PutIfAbsent("b", "2"), WriteOutcome::kPresent);
-  ASSERT_TRUE(v1.PutMany({{"c", "1"}, {"d", "1"}, {"a", "2"}, {"c", "3"}}).ok());
+  PMINDEX_ASSERT_OK(v1.PutMany({{"c", "1"}, {"d", "1"}, {"a", "2"}, {"c", "3"}}));
   EXPECT_EQ(dbs().KeyCount(1), 4u);
   Result<StoredValue> b = v1.Get("b");
-  ASSERT_TRUE(b.ok());
+  PMINDEX_ASSERT_OK(b);
   ASSERT_EQ(*v1.PutIfVersion("b", "3", b->version), WriteOutcome::kDone);
   ASSERT_EQ(*v1.PutIfVersion("b", "4", b->version), WriteOutcome::kChanged);
   ASSERT_EQ(*v1.Remove("a"), WriteOutcome::kDone);
@@ -445,18 +446,18 @@ TEST_P(DatabasesTest, KeyCountersFollowEveryWritePathAndReopen) {
   // Transactions count at commit, and an aborted one not at all.
   {
     std::unique_ptr<DbTransaction> t = dbs().Begin();
-    ASSERT_TRUE(t->db(2).Put("x", "1").ok());
-    ASSERT_TRUE(t->db(2).Put("x", "2").ok());
-    ASSERT_TRUE(t->db(2).Put("y", "1").ok());
+    PMINDEX_ASSERT_OK(t->db(2).Put("x", "1"));
+    PMINDEX_ASSERT_OK(t->db(2).Put("x", "2"));
+    PMINDEX_ASSERT_OK(t->db(2).Put("y", "1"));
     ASSERT_EQ(*t->db(1).Remove("c"), WriteOutcome::kDone);
     EXPECT_EQ(dbs().KeyCount(2), 0u);
-    ASSERT_TRUE(t->Commit().ok());
+    PMINDEX_ASSERT_OK(t->Commit());
   }
   EXPECT_EQ(dbs().KeyCount(2), 2u);
   EXPECT_EQ(dbs().KeyCount(1), 1u);
   {
     std::unique_ptr<DbTransaction> t = dbs().Begin();
-    ASSERT_TRUE(t->db(2).Put("z", "1").ok());
+    PMINDEX_ASSERT_OK(t->db(2).Put("z", "1"));
     t->Abort();
   }
   EXPECT_EQ(dbs().KeyCount(2), 2u);
@@ -464,19 +465,19 @@ TEST_P(DatabasesTest, KeyCountersFollowEveryWritePathAndReopen) {
   // transaction wrote after it.
   {
     std::unique_ptr<DbTransaction> t = dbs().Begin();
-    ASSERT_TRUE(t->db(2).Put("w", "1").ok());
-    ASSERT_TRUE(t->Flush(2).ok());
-    ASSERT_TRUE(t->db(2).Put("after", "1").ok());
-    ASSERT_TRUE(t->Commit().ok());
+    PMINDEX_ASSERT_OK(t->db(2).Put("w", "1"));
+    PMINDEX_ASSERT_OK(t->Flush(2));
+    PMINDEX_ASSERT_OK(t->db(2).Put("after", "1"));
+    PMINDEX_ASSERT_OK(t->Commit());
   }
   EXPECT_EQ(dbs().KeyCount(2), 1u);
   same_as_walk("transactions");
   // SWAPDB exchanges the counts; FLUSHDB and FLUSHALL zero them.
-  ASSERT_TRUE(dbs().Swap(0, 3).ok());
+  PMINDEX_ASSERT_OK(dbs().Swap(0, 3));
   EXPECT_EQ(dbs().KeyCount(0), 0u);
   EXPECT_EQ(dbs().KeyCount(3), 20u);
   EXPECT_EQ(dbs().Counts(3).expires, 4);
-  ASSERT_TRUE(dbs().Flush(1).ok());
+  PMINDEX_ASSERT_OK(dbs().Flush(1));
   EXPECT_EQ(dbs().KeyCount(1), 0u);
   same_as_walk("swap and flush");
   // The expiry sweep.
@@ -496,7 +497,7 @@ TEST_P(DatabasesTest, KeyCountersFollowEveryWritePathAndReopen) {
   EXPECT_EQ(dbs().KeyCount(3), 16u);
   EXPECT_EQ(dbs().KeyCount(2), 1u);
   same_as_walk("reopen");
-  ASSERT_TRUE(dbs().FlushAll().ok());
+  PMINDEX_ASSERT_OK(dbs().FlushAll());
   for (int i = 0; i < 4; ++i) EXPECT_EQ(dbs().KeyCount(i), 0u);
 }
 
@@ -512,10 +513,10 @@ TEST_P(DatabasesTest, KeyCountersStayExactUnderConcurrentWritersOfTheSameKeys) {
       for (int i = 0; i < kOps; ++i) {
         const std::string key = Name("k", (i * 7 + t) % kKeys);
         if ((i + t) % 3 == 0) {
-          ASSERT_TRUE(dbs().db(0).Remove(key).ok());
+          PMINDEX_ASSERT_OK(dbs().db(0).Remove(key));
         } else {
           const int64_t expiry = i % 2 == 0 ? int64_t{1'800'000'000'000} : 0;
-          ASSERT_TRUE(keyspace.db(0).Write(StoreMode::kSet, key, "v", 0, expiry).ok());
+          PMINDEX_ASSERT_OK(keyspace.db(0).Write(StoreMode::kSet, key, "v", 0, expiry));
         }
       }
     });

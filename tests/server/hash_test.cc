@@ -22,10 +22,12 @@
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
-#include "tests/unit/temp_files.h"
+#include "tests/support/temp_files.h"
 #endif
 
 namespace pmindex::server::testing {
@@ -40,14 +42,6 @@ std::string Num(std::string_view prefix, N n) {
   return s;
 }
 
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = Num("*", args.size()) + "\r\n";
-  for (const std::string& a : args) s += Num("$", a.size()) + "\r\n" + a + "\r\n";
-  return s;
-}
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  return Cmd(std::vector<std::string>(args.begin(), args.end()));
-}
 std::string Bulk(std::string_view s) {
   return Num("$", s.size()) + "\r\n" + std::string(s) + "\r\n";
 }
@@ -60,7 +54,7 @@ class Server {
  public:
   explicit Server(Store* base = nullptr) : base_(base != nullptr ? base : &map_) {
     auto d = Databases::Open(*base_, 16);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    PMINDEX_EXPECT_OK(d);
     dbs = std::move(d.value());
     keyspace = std::make_unique<Keyspace>(*dbs, stats, [this] { return now_ms; });
   }
@@ -197,7 +191,7 @@ TEST(Hash, CommandsAgainstAModelOverTheMapStore) {
 #ifdef PMINDEX_SERVER_TEST_KV
 TEST(Hash, CommandsAgainstAModelOverKvStore) {
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   KvBackedStore store(*kv.value());
   Server s(&store);
   RunModel(s);
@@ -211,7 +205,7 @@ TEST(Hash, KvStoreReopenKeepsHashes) {
   small.max_size = 64ull << 20;
   for (int round = 0; round < 2; ++round) {
     auto kv = round == 0 ? KvStore::Create(path, "lbtree", "", small) : KvStore::Open(path);
-    ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+    PMINDEX_ASSERT_OK(kv);
     {
       KvBackedStore store(*kv.value());
       Server s(&store);
@@ -233,7 +227,7 @@ TEST(Hash, KvStoreReopenKeepsHashes) {
         EXPECT_EQ(r.collections, 3u);
       }
     }
-    ASSERT_TRUE(kv.value()->Close().ok());
+    PMINDEX_ASSERT_OK(kv.value()->Close());
   }
 }
 #endif
@@ -571,11 +565,10 @@ TEST(Hash, VerifyFindsADamagedStore) {
       element = k;
   }
   ASSERT_FALSE(element.empty());
-  ASSERT_TRUE(s.base().Remove(element).ok());
+  PMINDEX_ASSERT_OK(s.base().Remove(element));
   const uint32_t ns = s.dbs->ns(0);
-  ASSERT_TRUE(
-      s.base().Put(collection_keys::ElementPrefix(ns, 5, 999999, sub_space::kHashField) + "z", "v")
-          .ok());
+  PMINDEX_ASSERT_OK(s.base().Put(
+      collection_keys::ElementPrefix(ns, 5, 999999, sub_space::kHashField) + "z", "v"));
   r = VerifyCollections(*s.dbs);
   ASSERT_EQ(r.problems.size(), 2u);
   auto reported = [&r](std::string_view what) {

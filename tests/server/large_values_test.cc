@@ -22,6 +22,8 @@
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -31,14 +33,6 @@ namespace pmindex::server::testing {
 namespace {
 
 constexpr size_t kPiece = 256;  // the map store's value limit
-
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 std::string Bulk(std::string_view v) {
   return std::string("$") + std::to_string(v.size()) + std::string("\r\n") + std::string(v) +
@@ -57,7 +51,7 @@ class Server {
  public:
   explicit Server(Store& base) : base_(base) {
     auto d = Databases::Open(base_, 16);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    PMINDEX_EXPECT_OK(d);
     dbs = std::move(d.value());
     keyspace = std::make_unique<Keyspace>(*dbs, stats, [this] { return now_ms; });
   }
@@ -89,10 +83,9 @@ class Server {
   // generation counter (written by the first large value).
   uint64_t EmptyKeys() {
     Items& items = keyspace->db(0);
-    EXPECT_TRUE(
-        items.Write(StoreMode::kSet, "warm-up", std::string(base_.max_value_bytes() + 1, 'w'), 0, 0)
-            .ok());
-    EXPECT_TRUE(items.Delete("warm-up").ok());
+    PMINDEX_EXPECT_OK(items.Write(StoreMode::kSet, "warm-up",
+                                  std::string(base_.max_value_bytes() + 1, 'w'), 0, 0));
+    PMINDEX_EXPECT_OK(items.Delete("warm-up"));
     return SettledKeys();
   }
   // Records in the base store once every garbage generation is reclaimed.
@@ -138,7 +131,8 @@ TEST(LargeValues, StoredInPiecesAndReadWhole) {
   Store& view = s.keyspace->db(0).store();
   Result<StoredValue> peek = view.Peek("k");
   Result<StoredValue> whole = view.Get("k");
-  ASSERT_TRUE(peek.ok() && whole.ok());
+  PMINDEX_ASSERT_OK(peek);
+  PMINDEX_ASSERT_OK(whole);
   EXPECT_EQ(peek->value, whole->value.substr(0, chunk_codec::kPrefixBytes));
   EXPECT_EQ(peek->version, whole->version);
   EXPECT_EQ(c.Feed(Cmd({"EXISTS", "k"}) + Cmd({"TYPE", "k"}) + Cmd({"TTL", "k"})),
@@ -151,9 +145,9 @@ TEST(LargeValues, StoredInPiecesAndReadWhole) {
   // A stored value that starts as a head does is stored in pieces too, and
   // reads back as written.
   const std::string tagged(1, static_cast<char>(chunk_codec::kTag));
-  ASSERT_TRUE(s.keyspace->db(0).store().Put("raw", tagged + "abc").ok());
+  PMINDEX_ASSERT_OK(s.keyspace->db(0).store().Put("raw", tagged + "abc"));
   Result<StoredValue> raw = s.keyspace->db(0).store().Get("raw");
-  ASSERT_TRUE(raw.ok());
+  PMINDEX_ASSERT_OK(raw);
   EXPECT_EQ(raw->value, tagged + "abc");
   s.ExpectConsistent();
 }
@@ -304,7 +298,7 @@ TEST(LargeValues, ReadersSeeOldOrNewNeverAMix) {
   Server s(base);
   Items& items = s.keyspace->db(0);
   const std::string a(20 * kPiece, 'a'), b(13 * kPiece, 'b');
-  ASSERT_TRUE(items.Write(StoreMode::kSet, "k", a, 0, 0).ok());
+  PMINDEX_ASSERT_OK(items.Write(StoreMode::kSet, "k", a, 0, 0));
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0}, reads{0};
   std::vector<std::thread> threads;
@@ -312,7 +306,7 @@ TEST(LargeValues, ReadersSeeOldOrNewNeverAMix) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 300; ++i) {
         const std::string& v = (i + t) % 2 ? a : b;
-        EXPECT_TRUE(items.Write(StoreMode::kSet, "k", v, 0, 0).ok());
+        PMINDEX_EXPECT_OK(items.Write(StoreMode::kSet, "k", v, 0, 0));
       }
     });
   }
@@ -347,14 +341,14 @@ class KvBase {
  public:
   KvBase() {
     auto kv = KvStore::CreateInMemory("lbtree");
-    EXPECT_TRUE(kv.ok()) << kv.status().ToString();
+    PMINDEX_EXPECT_OK(kv);
     kv_ = std::move(kv.value());
     store_ = std::make_unique<KvBackedStore>(*kv_);
   }
   ~KvBase() {
     store_.reset();
-    EXPECT_TRUE(kv_->Verify().ok());
-    EXPECT_TRUE(kv_->Close().ok());
+    PMINDEX_EXPECT_OK(kv_->Verify());
+    PMINDEX_EXPECT_OK(kv_->Close());
   }
   Store& store() { return *store_; }
 
@@ -372,28 +366,25 @@ TEST(LargeValues, RoundTripsAroundKvStoresValueLimit) {
     const size_t mib = size_t{1} << 20;
     for (const size_t n : {mib - 1, mib, mib + 1, 5 * mib}) {
       const std::string v = Pattern(n, static_cast<int>(n % 97));
-      ASSERT_TRUE(items.Write(StoreMode::kSet, "k", v, 3, 0).ok()) << n;
+      PMINDEX_ASSERT_OK(items.Write(StoreMode::kSet, "k", v, 3, 0)) << n;
       Result<Item> r = items.Get("k");
-      ASSERT_TRUE(r.ok()) << n;
+      PMINDEX_ASSERT_OK(r) << n;
       EXPECT_EQ(r->data.size(), n);
       EXPECT_TRUE(r->data == v) << n;
       EXPECT_EQ(r->flags, 3u);
     }
     // Partial overwrite of the 5 MiB value through the item layer.
-    ASSERT_TRUE(items
-                    .Edit("k",
-                          [](const Item* live) {
-                            std::string d = live->data;
-                            d.replace(mib - 10, 20, std::string(20, 'Z'));
-                            return ItemEdit::Put(std::move(d), live->flags, 0);
-                          })
-                    .ok());
+    PMINDEX_ASSERT_OK(items.Edit("k", [](const Item* live) {
+      std::string d = live->data;
+      d.replace(mib - 10, 20, std::string(20, 'Z'));
+      return ItemEdit::Put(std::move(d), live->flags, 0);
+    }));
     Result<Item> r = items.Get("k");
-    ASSERT_TRUE(r.ok());
+    PMINDEX_ASSERT_OK(r);
     EXPECT_EQ(r->data.substr(mib - 11, 22),
               r->data.substr(mib - 11, 1) + std::string(20, 'Z') + r->data.substr(mib + 10, 1));
     s.ExpectConsistent();
-    ASSERT_TRUE(items.Delete("k").ok());
+    PMINDEX_ASSERT_OK(items.Delete("k"));
     EXPECT_EQ(s.SettledKeys(), empty);
   }
 }

@@ -23,6 +23,8 @@
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -36,12 +38,6 @@ template <class... T>
 std::string Cat(const T&... parts) {
   std::string s;
   (s.append(std::string_view(parts)), ...);
-  return s;
-}
-
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = Cat("*", std::to_string(args.size()), "\r\n");
-  for (const std::string& a : args) s += Cat("$", std::to_string(a.size()), "\r\n", a, "\r\n");
   return s;
 }
 
@@ -71,7 +67,7 @@ class Db {
  public:
   explicit Db(Store* base = nullptr) : base_(base != nullptr ? *base : map_) {
     auto d = Databases::Open(base_, 16);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    PMINDEX_EXPECT_OK(d);
     dbs = std::move(d.value());
     keyspace = std::make_unique<Keyspace>(*dbs, stats, [] { return kStartMs; });
   }
@@ -364,14 +360,14 @@ TEST(RespList, RandomCommandsMatchADequeOverTheMapStore) {
 #ifdef PMINDEX_SERVER_TEST_KV
 TEST(RespList, RandomCommandsMatchADequeOverKvStore) {
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   {
     KvBackedStore store(*kv.value());
     Db db(&store);
     RunModel(db, 7, 1500);
   }
-  ASSERT_TRUE(kv.value()->Verify().ok());
-  ASSERT_TRUE(kv.value()->Close().ok());
+  PMINDEX_ASSERT_OK(kv.value()->Verify());
+  PMINDEX_ASSERT_OK(kv.value()->Close());
 }
 #endif
 
@@ -491,7 +487,7 @@ TEST(RespList, ConcurrentLmovesKeepEveryElementOnceOverKvStore) {
   // push them back): each LMOVE is atomic, so at the end every element is
   // in exactly one of the lists, once.
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   {
     KvBackedStore store(*kv.value());
     Db db(&store);
@@ -530,8 +526,8 @@ TEST(RespList, ConcurrentLmovesKeepEveryElementOnceOverKvStore) {
     ASSERT_EQ(all.size(), static_cast<size_t>(kElements));
     for (int i = 0; i < kElements; ++i) EXPECT_EQ(all.count(Cat("e", std::to_string(i))), 1u) << i;
   }
-  ASSERT_TRUE(kv.value()->Verify().ok());
-  ASSERT_TRUE(kv.value()->Close().ok());
+  PMINDEX_ASSERT_OK(kv.value()->Verify());
+  PMINDEX_ASSERT_OK(kv.value()->Close());
 }
 #endif
 

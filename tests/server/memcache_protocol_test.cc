@@ -9,6 +9,7 @@
 
 #include "pmindex/version.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/support/status.h"
 
 namespace pmindex::server::testing {
 namespace {
@@ -366,7 +367,7 @@ TEST(ItemCodec, RoundTripsAndRefusesForeignBytes) {
 
 TEST(Memcache, ForeignValueInTheStoreIsAServerError) {
   Mc h;
-  ASSERT_TRUE(h.store.Put("raw", "not an item").ok());
+  PMINDEX_ASSERT_OK(h.store.Put("raw", "not an item"));
   const std::string r = h.Feed("get raw\r\n");
   EXPECT_EQ(r.rfind("SERVER_ERROR ", 0), 0u) << r;
 }

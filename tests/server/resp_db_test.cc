@@ -17,6 +17,8 @@
 #include "server/resp_transaction.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -25,20 +27,12 @@
 namespace pmindex::server::testing {
 namespace {
 
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
-
 // 16 databases over one store, and any number of connections to them.
 class Server {
  public:
   explicit Server(Store* base = nullptr) : base_(base != nullptr ? *base : map_) {
     auto d = Databases::Open(base_, 16);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    PMINDEX_EXPECT_OK(d);
     dbs = std::move(d.value());
     keyspace = std::make_unique<Keyspace>(*dbs, stats, [this] { return now_ms; });
   }
@@ -487,7 +481,7 @@ TEST(RespDb, ConcurrentExecsAreAllOrNothingOverKvStore) {
   // every EXEC applies both increments once, and x - y counts the lone
   // INCRs.
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   {
     KvBackedStore store(*kv.value());
     Server s(&store);
@@ -512,8 +506,8 @@ TEST(RespDb, ConcurrentExecsAreAllOrNothingOverKvStore) {
               "*2\r\n$3\r\n" + std::to_string(kThreads * kExecs + kExecs) + "\r\n$3\r\n" +
                   std::to_string(kThreads * kExecs) + "\r\n");
   }
-  ASSERT_TRUE(kv.value()->Verify().ok());
-  ASSERT_TRUE(kv.value()->Close().ok());
+  PMINDEX_ASSERT_OK(kv.value()->Verify());
+  PMINDEX_ASSERT_OK(kv.value()->Close());
 }
 #endif
 

@@ -12,22 +12,13 @@
 #include <vector>
 
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 
 namespace pmindex::server::testing {
 namespace {
 
 using Resp = Harness<RespProtocol>;
-
-// A request as clients send it: an array of bulk strings.
-std::string Cmd(std::initializer_list<std::string_view> args) {
-  // (Appends, not "literal" + std::string: GCC 12 warns about the latter
-  // with -Wrestrict, wrongly.)
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 std::string BulkReply(std::string_view s) {
   std::string r = "$";
@@ -356,7 +347,7 @@ TEST(Resp, SharesItemsWithMemcached) {
   Resp h;
   std::string enc;
   item_codec::Encode("hello", 42, kStartMs + 5000, &enc);
-  ASSERT_TRUE(h.store.Put("k", enc).ok());
+  PMINDEX_ASSERT_OK(h.store.Put("k", enc));
   EXPECT_EQ(h.Feed(Cmd({"GET", "k"}) + Cmd({"TTL", "k"})), "$5\r\nhello\r\n:5\r\n");
 }
 

@@ -4,7 +4,6 @@
 // same server over the real KvStore, as the pmserver binary, is tested by
 // tests/server/protocol_test.py.)
 #include "server/server.h"
-#include "server/protocol.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -19,7 +18,9 @@
 #include <vector>
 
 #include "pmindex/version.h"
+#include "server/protocol.h"
 #include "tests/server/map_store.h"
+#include "tests/support/status.h"
 
 namespace pmindex::server::testing {
 namespace {
@@ -88,7 +89,7 @@ class ServerTest : public ::testing::Test {
     o.memcached_port = Server::kPortAuto;
     o.resp_port = Server::kPortAuto;
     server_ = std::make_unique<Server>(items_, o);
-    ASSERT_TRUE(server_->Listen().ok());
+    PMINDEX_ASSERT_OK(server_->Listen());
     mc_port_ = server_->port(Server::Wire::kMemcached);
     resp_port_ = server_->port(Server::Wire::kResp);
     ASSERT_GT(mc_port_, 0);

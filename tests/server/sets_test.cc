@@ -25,6 +25,8 @@
 #include "server/resp_reply.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
+#include "tests/support/status.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -38,15 +40,6 @@ namespace {
 std::string Join(std::string_view prefix, uint64_t n) {
   std::string s(prefix);
   s.append(std::to_string(n));
-  return s;
-}
-
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = Join("*", args.size());
-  s.append("\r\n");
-  for (const std::string& a : args) {
-    s.append(Join("$", a.size())).append("\r\n").append(a).append("\r\n");
-  }
   return s;
 }
 
@@ -117,7 +110,7 @@ class Server {
  public:
   explicit Server(Store* base = nullptr) : base_(base != nullptr ? *base : map_) {
     auto d = Databases::Open(base_, 16);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    PMINDEX_EXPECT_OK(d);
     dbs = std::move(d.value());
     keyspace = std::make_unique<Keyspace>(*dbs, stats, [this] { return now_ms; });
     protocol = std::make_unique<RespProtocol>(keyspace->db(0), shared_);
@@ -492,7 +485,7 @@ TEST(Sets, RandomCommandsMatchAModelOverTheMapStore) {
 #ifdef PMINDEX_SERVER_TEST_KV
 TEST(SortedSets, RandomCommandsMatchAModelOverKvStore) {
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   KvBackedStore store(*kv.value());
   Server s(&store);
   ZsetAgainstModel(s, 35, 800);
@@ -500,7 +493,7 @@ TEST(SortedSets, RandomCommandsMatchAModelOverKvStore) {
 
 TEST(Sets, RandomCommandsMatchAModelOverKvStore) {
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   KvBackedStore store(*kv.value());
   Server s(&store);
   SetAgainstModel(s, 35, 800);
@@ -512,7 +505,7 @@ TEST(SortedSets, ConcurrentClientsOnOneSortedSetOverKvStore) {
   // inserts into its one `_indices` sorted set): nothing is lost, and the
   // metadata counts agree with the elements.
   auto kv = KvStore::CreateInMemory("lbtree");
-  ASSERT_TRUE(kv.ok());
+  PMINDEX_ASSERT_OK(kv);
   KvBackedStore store(*kv.value());
   Server s(&store);
   constexpr int kThreads = 4, kEach = 60;

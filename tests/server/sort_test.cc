@@ -17,17 +17,10 @@
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 
 namespace pmindex::server::testing {
 namespace {
-
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (const std::string& a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 // A RESP2 array of bulk strings ("" in `nulls` positions: a null bulk).
 std::string Bulks(const std::vector<std::string>& v, const std::vector<size_t>& nulls = {}) {

@@ -12,6 +12,7 @@
 
 #include "server/items.h"
 #include "tests/server/map_store.h"
+#include "tests/support/status.h"
 #ifdef PMINDEX_SERVER_TEST_KV
 #include "pmindex/kv.h"
 #include "server/kv_backed_store.h"
@@ -40,13 +41,13 @@ class KvFixture final : public StoreFixture {
  public:
   KvFixture() {
     auto kv = KvStore::CreateInMemory("lbtree");
-    EXPECT_TRUE(kv.ok()) << kv.status().ToString();
+    PMINDEX_EXPECT_OK(kv);
     kv_ = std::move(kv.value());
     store_ = std::make_unique<KvBackedStore>(*kv_);
   }
   ~KvFixture() override {
     store_.reset();
-    EXPECT_TRUE(kv_->Close().ok());
+    PMINDEX_EXPECT_OK(kv_->Close());
   }
   Store& store() override { return *store_; }
 
@@ -85,21 +86,21 @@ TEST_P(StoreContract, ConditionalWritesCompareVersions) {
   ASSERT_EQ(*s().PutIfAbsent("k", "v1"), WriteOutcome::kDone);
   EXPECT_EQ(*s().PutIfAbsent("k", "v2"), WriteOutcome::kPresent);
   Result<StoredValue> v1 = s().Get("k");
-  ASSERT_TRUE(v1.ok());
+  PMINDEX_ASSERT_OK(v1);
   EXPECT_EQ(v1->value, "v1");
   EXPECT_NE(v1->version, 0u);
   ASSERT_EQ(*s().PutIfVersion("k", "v2", v1->version), WriteOutcome::kDone);
   EXPECT_EQ(*s().PutIfVersion("k", "v3", v1->version), WriteOutcome::kChanged);
   EXPECT_EQ(*s().PutIfVersion("absent", "x", v1->version), WriteOutcome::kAbsent);
   Result<StoredValue> v2 = s().Get("k");
-  ASSERT_TRUE(v2.ok());
+  PMINDEX_ASSERT_OK(v2);
   EXPECT_EQ(v2->value, "v2");
   EXPECT_NE(v2->version, v1->version);
   EXPECT_EQ(*s().RemoveIfVersion("k", v1->version), WriteOutcome::kChanged);
   EXPECT_EQ(*s().RemoveIfVersion("k", v2->version), WriteOutcome::kDone);
   EXPECT_EQ(*s().RemoveIfVersion("k", v2->version), WriteOutcome::kAbsent);
   EXPECT_EQ(*s().Remove("k"), WriteOutcome::kAbsent);
-  ASSERT_TRUE(s().Put("k", "v4").ok());
+  PMINDEX_ASSERT_OK(s().Put("k", "v4"));
   EXPECT_EQ(*s().Remove("k"), WriteOutcome::kDone);
 }
 
@@ -110,7 +111,7 @@ TEST_P(StoreContract, PutManyRangeAndRemoveAll) {
   keys.push_back(std::string(s().max_key_bytes(), '\xff'));
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   for (const std::string& k : keys) pairs.emplace_back(k, k);
-  ASSERT_TRUE(s().PutMany(pairs).ok());
+  PMINDEX_ASSERT_OK(s().PutMany(pairs));
   EXPECT_EQ(s().Info().keys, keys.size());
   std::vector<std::pair<std::string, std::string>> out;
   ASSERT_EQ(s().Range("", 3, &out), 3u);
@@ -120,7 +121,7 @@ TEST_P(StoreContract, PutManyRangeAndRemoveAll) {
   ASSERT_EQ(s().Range("key101000", 2, &out), 2u);
   EXPECT_EQ(out[1].first, "key101001");
   // More keys than one removal batch, the longest key of all included.
-  ASSERT_TRUE(s().RemoveAll().ok());
+  PMINDEX_ASSERT_OK(s().RemoveAll());
   out.clear();
   EXPECT_EQ(s().Range("", 10, &out), 0u);
   EXPECT_EQ(s().Info().keys, 0u);
@@ -145,7 +146,7 @@ TEST_P(StoreContract, ConcurrentReadModifyWritesLoseNothing) {
   }
   for (auto& t : threads) t.join();
   Result<Item> n = items.Get("n");
-  ASSERT_TRUE(n.ok());
+  PMINDEX_ASSERT_OK(n);
   EXPECT_EQ(n->data, std::to_string(kThreads * kIncrements));
 }
 
@@ -159,7 +160,7 @@ TEST_P(StoreContract, ConcurrentCasHasOneWinnerPerVersion) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       Result<ItemOutcome> r = items.Write(StoreMode::kCas, "c", std::to_string(t), 0, 0, cas);
-      ASSERT_TRUE(r.ok());
+      PMINDEX_ASSERT_OK(r);
       if (*r == ItemOutcome::kDone) {
         stored++;
       } else {
@@ -172,16 +173,16 @@ TEST_P(StoreContract, ConcurrentCasHasOneWinnerPerVersion) {
 }
 
 TEST_P(StoreContract, TransactionSeesOwnWritesAndCommitsAllAtOnce) {
-  ASSERT_TRUE(s().Put("c", "old").ok());
-  ASSERT_TRUE(s().Put("d", "keep").ok());
+  PMINDEX_ASSERT_OK(s().Put("c", "old"));
+  PMINDEX_ASSERT_OK(s().Put("d", "keep"));
   std::unique_ptr<StoreTransaction> tx = s().Begin();
   EXPECT_TRUE(tx->Get("a").status().is_not_found());
-  ASSERT_TRUE(tx->Put("a", "1").ok());
-  ASSERT_TRUE(tx->Put("b", "2").ok());
+  PMINDEX_ASSERT_OK(tx->Put("a", "1"));
+  PMINDEX_ASSERT_OK(tx->Put("b", "2"));
   EXPECT_EQ(*tx->Remove("c"), WriteOutcome::kDone);
   EXPECT_EQ(*tx->Remove("never"), WriteOutcome::kAbsent);
   Result<StoredValue> a = tx->Get("a");
-  ASSERT_TRUE(a.ok());
+  PMINDEX_ASSERT_OK(a);
   EXPECT_EQ(a->value, "1");
   EXPECT_NE(a->version, 0u);
   EXPECT_TRUE(tx->Get("c").status().is_not_found());
@@ -195,16 +196,17 @@ TEST_P(StoreContract, TransactionSeesOwnWritesAndCommitsAllAtOnce) {
   // Nothing is visible before the commit.
   EXPECT_TRUE(s().Get("a").status().is_not_found());
   EXPECT_EQ(s().Get("c")->value, "old");
-  ASSERT_TRUE(tx->Commit().ok());
+  PMINDEX_ASSERT_OK(tx->Commit());
   Result<StoredValue> a2 = s().Get("a"), b2 = s().Get("b");
-  ASSERT_TRUE(a2.ok() && b2.ok());
+  PMINDEX_ASSERT_OK(a2);
+  PMINDEX_ASSERT_OK(b2);
   EXPECT_EQ(a2->value, "1");
   EXPECT_EQ(b2->value, "2");
   EXPECT_EQ(a2->version, b2->version);  // one commit, one version
   EXPECT_TRUE(s().Get("c").status().is_not_found());
 
   std::unique_ptr<StoreTransaction> aborted = s().Begin();
-  ASSERT_TRUE(aborted->Put("a", "x").ok());
+  PMINDEX_ASSERT_OK(aborted->Put("a", "x"));
   aborted->Abort();
   EXPECT_EQ(s().Get("a")->value, "1");
   // Bounded Range of the store itself.
@@ -214,7 +216,7 @@ TEST_P(StoreContract, TransactionSeesOwnWritesAndCommitsAllAtOnce) {
 }
 
 TEST_P(StoreContract, TransactionAbortsWhenAKeyItReadChanged) {
-  ASSERT_TRUE(s().Put("k", "0").ok());
+  PMINDEX_ASSERT_OK(s().Put("k", "0"));
   // A present key read, then written by another client.
   for (int round = 0; round < 4; ++round) {
     std::unique_ptr<StoreTransaction> tx = s().Begin();
@@ -222,7 +224,7 @@ TEST_P(StoreContract, TransactionAbortsWhenAKeyItReadChanged) {
     const std::string key = absent_key ? "fresh" + std::to_string(round) : "k";
     Result<StoredValue> r = tx->Get(key);
     ASSERT_EQ(r.ok(), !absent_key);
-    ASSERT_TRUE(tx->Put("out", "x").ok());
+    PMINDEX_ASSERT_OK(tx->Put("out", "x"));
     if (round == 3) {
       // Removed by this transaction, changed by another.
       ASSERT_EQ(*tx->Remove("k"), WriteOutcome::kDone);
@@ -232,30 +234,30 @@ TEST_P(StoreContract, TransactionAbortsWhenAKeyItReadChanged) {
       return w.ok() ? Status::OK() : w.status();
     }()
                                     : s().Put(key, "other");
-    ASSERT_TRUE(other.ok());
+    PMINDEX_ASSERT_OK(other);
     Status c = tx->Commit();
     EXPECT_TRUE(c.is_aborted()) << round << ": " << c.ToString();
     EXPECT_TRUE(s().Get("out").status().is_not_found()) << round;
     if (round == 1) {
-      ASSERT_TRUE(s().Put("k", "back").ok());
+      PMINDEX_ASSERT_OK(s().Put("k", "back"));
     }
   }
   // A read-only transaction whose key changed aborts too; unchanged, it
   // commits (and changes nothing).
   std::unique_ptr<StoreTransaction> ro = s().Begin();
-  ASSERT_TRUE(ro->Get("k").ok());
-  ASSERT_TRUE(s().Put("k", "again").ok());
+  PMINDEX_ASSERT_OK(ro->Get("k"));
+  PMINDEX_ASSERT_OK(s().Put("k", "again"));
   EXPECT_TRUE(ro->Commit().is_aborted());
   std::unique_ptr<StoreTransaction> ro2 = s().Begin();
-  ASSERT_TRUE(ro2->Get("k").ok());
-  EXPECT_TRUE(ro2->Commit().ok());
+  PMINDEX_ASSERT_OK(ro2->Get("k"));
+  PMINDEX_EXPECT_OK(ro2->Commit());
 }
 
 TEST_P(StoreContract, ConcurrentTransfersKeepTheSum) {
   // Transactions moving units between two keys, retried on Aborted: the
   // sum stays, and every transfer is applied exactly once.
-  ASSERT_TRUE(s().Put("x", "1000").ok());
-  ASSERT_TRUE(s().Put("y", "0").ok());
+  PMINDEX_ASSERT_OK(s().Put("x", "1000"));
+  PMINDEX_ASSERT_OK(s().Put("y", "0"));
   constexpr int kThreads = 4, kTransfers = 100;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -269,8 +271,8 @@ TEST_P(StoreContract, ConcurrentTransfersKeepTheSum) {
             ASSERT_TRUE(x.status().is_aborted() || y.status().is_aborted());
             continue;
           }
-          ASSERT_TRUE(tx->Put("x", std::to_string(std::stoi(x->value) - 1)).ok());
-          ASSERT_TRUE(tx->Put("y", std::to_string(std::stoi(y->value) + 1)).ok());
+          PMINDEX_ASSERT_OK(tx->Put("x", std::to_string(std::stoi(x->value) - 1)));
+          PMINDEX_ASSERT_OK(tx->Put("y", std::to_string(std::stoi(y->value) + 1)));
           Status c = tx->Commit();
           if (c.ok()) break;
           ASSERT_TRUE(c.is_aborted()) << c.ToString();

@@ -18,19 +18,12 @@
 #include "server/resp_protocol.h"
 #include "tests/server/map_store.h"
 #include "tests/server/protocol_harness.h"
+#include "tests/server/resp_encode.h"
 
 namespace pmindex::server::testing {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
-
-std::string Cmd(const std::vector<std::string>& args) {
-  std::string s = "*";
-  s.append(std::to_string(args.size())).append("\r\n");
-  for (const std::string& a : args)
-    s.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return s;
-}
 
 std::string Bulk(std::string_view v) {
   std::string s = "$";

@@ -24,6 +24,7 @@
 #include "index/index.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "support/status.h"
 
 namespace pmindex::testing {
 
@@ -40,19 +41,19 @@ inline PoolAndIndex MakeInMemory(const std::string& kind, const std::string& opt
   po.kind = kind;
   po.index_options = options;
   auto pool = Pool::CreateInMemory(po);
-  EXPECT_TRUE(pool.ok()) << kind << ": " << pool.status().ToString();
+  PMINDEX_EXPECT_OK(pool) << kind;
   if (!pool.ok()) return {};
   auto idx = create_index(kind, options, pool.value().get());
-  EXPECT_TRUE(idx.ok()) << kind << " " << options << ": " << idx.status().ToString();
+  PMINDEX_EXPECT_OK(idx) << kind << " " << options;
   return {std::move(pool).value(), idx.ok() ? std::move(idx).value() : nullptr};
 }
 
 inline PoolAndIndex ReopenImage(Pool* p) {
   auto img = Pool::OpenImage(p->bytes());
-  EXPECT_TRUE(img.ok()) << img.status().ToString();
+  PMINDEX_EXPECT_OK(img);
   if (!img.ok()) return {};
   auto idx = open_index(img.value().get());
-  EXPECT_TRUE(idx.ok()) << idx.status().ToString();
+  PMINDEX_EXPECT_OK(idx);
   return {std::move(img).value(), idx.ok() ? std::move(idx).value() : nullptr};
 }
 
@@ -67,7 +68,7 @@ inline FilledPool FillInMemory(const std::string& kind, int keys,
                                const std::function<uint64_t(int)>& value) {
   FilledPool f = MakeInMemory(kind, "", 64ull << 20);
   if (f.idx == nullptr) return f;
-  for (int i = 0; i < keys; ++i) EXPECT_TRUE(f.idx->insert(key(i), value(i)).ok());
+  for (int i = 0; i < keys; ++i) PMINDEX_EXPECT_OK(f.idx->insert(key(i), value(i)));
   return f;
 }
 
@@ -75,7 +76,7 @@ inline FilledPool FillInMemory(const std::string& kind, int keys,
 // allocator gives back its caches), then the pool's clean flag set as
 // Pool::Close sets it. The in-memory pool itself stays open.
 inline std::vector<std::byte> ClosedBytes(FilledPool& f) {
-  EXPECT_TRUE(f.idx->close().ok());
+  PMINDEX_EXPECT_OK(f.idx->close());
   f.idx.reset();
   auto b = f.pool->bytes();
   std::vector<std::byte> bytes(b.begin(), b.end());
@@ -88,10 +89,10 @@ inline std::vector<std::byte> ClosedBytes(FilledPool& f) {
 // with Pool::OpenImage (no index attached).
 inline std::unique_ptr<Pool> CleanImage(const std::string& kind, int keys) {
   FilledPool f = FillInMemory(kind, keys, ImageKey, [](int i) { return uint64_t(i); });
-  EXPECT_TRUE(f.idx->close().ok());
+  PMINDEX_EXPECT_OK(f.idx->close());
   f.idx.reset();
   auto img = Pool::OpenImage(f.pool->bytes());
-  EXPECT_TRUE(img.ok()) << img.status().ToString();
+  PMINDEX_EXPECT_OK(img);
   return std::move(img).value();
 }
 

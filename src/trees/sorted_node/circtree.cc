@@ -340,7 +340,8 @@ Status CircTree::Write(Op op, Key k, Value v) {
     BeginWrite(leaf);
     ShiftDelete(leaf, p, DeleteSide(lm, p));
     EndWrite(leaf);
-    if (Underfull(leaf) && raw != env_.pool->root(0)) Rebalance(path, depth, raw);
+    // One writer at a time (mu_): the path the descent took is still the tree's.
+    if (Underfull(leaf) && raw != env_.pool->root(0)) MergeUpward(path, depth, raw);
     return Status::OK();
   }
   if (found) {
@@ -403,30 +404,12 @@ void CircTree::FlushRing(Header* x, uint32_t start, uint32_t a, uint32_t b, pm::
   if (n > run) pm::flush(&r[0], (n - run) * sizeof(Rec), site);
 }
 
-void CircTree::Rebalance(const uint64_t* path, uint32_t depth, uint64_t node) {
-  // One writer at a time (mu_): the path the delete's descent took is
-  // still the tree's.
-  for (int32_t d = static_cast<int32_t>(depth) - 1; d >= 0; --d) {
-    if (!MergeWithNeighbour(path[d], node)) break;
-    node = path[d];  // the parent lost a separator: it may be underfull now
-  }
-  CollapseRoot();
-}
-
-bool CircTree::MergeWithNeighbour(uint64_t parent, uint64_t node) {
-  Header* par = H(parent);
-  uint64_t l_raw = 0, r_raw = 0;
-  uint32_t sep_idx = 0;
-  if (!MergePair(parent, node, &l_raw, &r_raw, &sep_idx)) return false;
-  Header* l = H(l_raw);
-  Header* r = H(r_raw);
-  const uint32_t total =
-      Meta::Unpack(l->meta).count + Meta::Unpack(r->meta).count + (l->level > 0 ? 1 : 0);
-  // Only when the merged node keeps room, so that deletes and inserts at
-  // one boundary do not merge and split in turn.
-  if (!Underfull(H(node)) || total * 4 > lay_.cap * 3) return false;
+bool CircTree::MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
+                           uint32_t sep_idx) {
+  // One writer at a time (mu_): nothing refills node or changes l and r.
+  if (!Underfull(H(node)) || !MergeKeepsRoom(H(l_raw), H(r_raw))) return false;
   Merge(l_raw, r_raw, parent, sep_idx);
-  return parent != env_.pool->root(0) && Underfull(par);
+  return true;
 }
 
 void CircTree::Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx) {
@@ -479,20 +462,6 @@ void CircTree::Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t se
   pm::store(&r->version, kDead, std::memory_order_release);
   EndWrite(l);
   env_.alloc->Retire(PPtr(r_raw));
-}
-
-void CircTree::CollapseRoot() {
-  // An inner root left with no record (and no sibling: a root split a crash
-  // cut short keeps its top level) hands the root to its only child.
-  for (;;) {
-    const uint64_t raw = env_.pool->root(0);
-    Header* x = H(raw);
-    if (x->level == 0 || Meta::Unpack(x->meta).count != 0 || x->sibling != 0) return;
-    BeginWrite(x);
-    env_.pool->WriteRoot(0, x->leftmost);
-    pm::store(&x->version, kDead, std::memory_order_release);
-    env_.alloc->Retire(PPtr(raw));
-  }
 }
 
 // ------------------------------------------------------------------ recovery

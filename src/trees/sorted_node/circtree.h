@@ -208,18 +208,15 @@ class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
   // `start` (two runs when they wrap); one flush site for --mutate.
   void FlushRing(Header* x, uint32_t start, uint32_t a, uint32_t b, pm::Site site = pm::Site::current());
 
-  // Merges (under mu_). path[0..depth) are the nodes the descent to `node`
-  // (a leaf a delete left underfull) went through.
+  // Merges (under mu_; the engine's MergeUpward walks the levels).
   bool Underfull(const Header* x) const { return Meta::Unpack(x->meta).count * 4 < lay_.cap; }
-  void Rebalance(const uint64_t* path, uint32_t depth, uint64_t node);
-  // Merges underfull `node` with its neighbour under `parent` if both are
-  // named there, adjacent on their level and fit in three quarters of a
-  // node; true if it did and the parent (not the root) is underfull now.
-  bool MergeWithNeighbour(uint64_t parent, uint64_t node);
+  // The engine's merge step: merges l and r (named by parent, adjacent)
+  // iff node is still underfull and the two fit; true iff merged.
+  bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
+                   uint32_t sep_idx);
   void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
-  // An inner root with no record and no sibling hands root slot 0 to its
-  // only child, as often as that holds.
-  void CollapseRoot();
+  // The engine's CollapseRoot: the root it hands down stays odd for good.
+  void WriteLock(Header* x) { BeginWrite(x); }
   // The side a delete of logical p of x shifts (the shorter; on a tie the
   // one the metadata word names).
   static bool DeleteSide(Meta m, uint32_t p) {

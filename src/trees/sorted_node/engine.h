@@ -46,6 +46,13 @@
 //   uint64_t MoveRight(Header*, View, uint32_t p, Key) const;  B-link step
 //   Status Write(Op, Key, Value);                      every writer
 //   void Repair(uint64_t raw);                         open's repair of one node
+//   bool Underfull(const Header*) const;               a merge candidate
+//   bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw,
+//                    uint64_t parent, uint32_t sep_idx);  merges l and r
+//                   (MergePair's answer for node) iff node is still
+//                   underfull and MergeKeepsRoom; true iff it merged
+//   void WriteLock(Header*);   under mu_: makes x's lock-free readers wait
+//                   (an odd version) before the root hands x down
 //
 // Every PM store, flush and fence here goes through src/pm's helpers
 // (they are pmcrash --mutate's sites, now shared by both trees).
@@ -166,6 +173,25 @@ class Engine : public Index {
   // parent names lies between the two. Under mu_ (the parent is stable).
   bool MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw, uint64_t* r_raw,
                  uint32_t* sep_idx) const;
+  // After a delete left `node` underfull: bottom up from node's parent
+  // path[depth - 1] (path[0, depth) is the descent, root first), merges
+  // the level's node with its neighbour (MergePair) while the tree agrees
+  // (its MergeIfRoom: node still underfull, the two fit) and the parent,
+  // which lost a separator, is underfull and not the root; then
+  // shrinks the root (CollapseRoot). Under mu_.
+  void MergeUpward(const uint64_t* path, uint32_t depth, uint64_t node);
+  // An inner root left with no record (and no sibling: a root split a
+  // crash cut short keeps its top level) hands root slot 0 to its only
+  // child, as often as that holds; the old root ends kDead and is retired.
+  // Under mu_.
+  void CollapseRoot();
+  // Merging l and r keeps a quarter of a node free, so that deletes and
+  // inserts at one boundary do not merge and split in turn. Their slot
+  // fields must be stable (no writer running on either).
+  bool MergeKeepsRoom(const Header* l, const Header* r) const {
+    const uint32_t total = Slots::Read(l).count + Slots::Read(r).count + (l->level > 0 ? 1 : 0);
+    return total * 4 <= lay_.cap * 3;
+  }
 
   Header* H(uint64_t raw) const { return env_.pool->to_ptr<Header>(PPtr(raw)); }
   Rec* R(Header* x) const { return reinterpret_cast<Rec*>(reinterpret_cast<char*>(x) + lay_.rec_off); }
@@ -393,6 +419,33 @@ bool Engine<Tree, Slots>::MergePair(uint64_t parent, uint64_t node, uint64_t* l_
   *r_raw = child(*sep_idx);
   *l_raw = *sep_idx == 0 ? par->leftmost : child(*sep_idx - 1);
   return H(*l_raw)->sibling == *r_raw;
+}
+
+template <class Tree, class Slots>
+void Engine<Tree, Slots>::MergeUpward(const uint64_t* path, uint32_t depth, uint64_t node) {
+  for (int32_t d = static_cast<int32_t>(depth) - 1; d >= 0; --d) {
+    const uint64_t parent = path[d];
+    uint64_t l_raw = 0, r_raw = 0;
+    uint32_t sep_idx = 0;
+    if (!MergePair(parent, node, &l_raw, &r_raw, &sep_idx)) break;
+    if (!tree().MergeIfRoom(node, l_raw, r_raw, parent, sep_idx)) break;
+    if (parent == env_.pool->root(0) || !tree().Underfull(H(parent))) break;
+    node = parent;
+  }
+  CollapseRoot();
+}
+
+template <class Tree, class Slots>
+void Engine<Tree, Slots>::CollapseRoot() {
+  for (;;) {
+    const uint64_t raw = env_.pool->root(0);
+    Header* x = H(raw);
+    if (x->level == 0 || Slots::Read(x).count != 0 || x->sibling != 0) return;
+    tree().WriteLock(x);
+    env_.pool->WriteRoot(0, x->leftmost);
+    pm::store(&x->version, kDead, std::memory_order_release);
+    env_.alloc->Retire(PPtr(raw));
+  }
 }
 
 // ------------------------------------------------------------------ auxiliary arrays

@@ -360,34 +360,24 @@ void FastFair::Rebalance(Key k) {
   std::lock_guard g(mu_);
   uint64_t path[kMaxHeight];
   uint32_t depth = 0;
-  uint64_t node = Descend(k, false, path, &depth);
-  for (int32_t d = static_cast<int32_t>(depth) - 1; d >= 0; --d) {
-    if (!MergeWithNeighbour(path[d], node)) break;
-    node = path[d];  // the parent lost a separator: it may be underfull now
-  }
-  CollapseRoot();
+  const uint64_t node = Descend(k, false, path, &depth);
+  MergeUpward(path, depth, node);
 }
 
-bool FastFair::MergeWithNeighbour(uint64_t parent, uint64_t node) {
-  Header* par = H(parent);
-  uint64_t l_raw = 0, r_raw = 0;
-  uint32_t sep_idx = 0;
-  if (!MergePair(parent, node, &l_raw, &r_raw, &sep_idx)) return false;
+bool FastFair::MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
+                           uint32_t sep_idx) {
   Header* l = H(l_raw);
   Header* r = H(r_raw);
   Lock(l);
   Lock(r);
-  const uint32_t total = l->count + r->count + (l->level > 0 ? 1 : 0);
-  // Rechecked under the locks (a writer may have refilled node), and only
-  // when the merged node keeps room, so that deletes and inserts at one
-  // boundary do not merge and split in turn.
-  if (!Underfull(H(node)) || total * 4 > lay_.cap * 3) {
+  // Rechecked under the locks: a writer may have refilled node.
+  if (!Underfull(H(node)) || !MergeKeepsRoom(l, r)) {
     Unlock(r, false);
     Unlock(l, false);
     return false;
   }
   Merge(l_raw, r_raw, parent, sep_idx);
-  return parent != env_.pool->root(0) && Underfull(par);
+  return true;
 }
 
 void FastFair::Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx) {
@@ -434,20 +424,6 @@ void FastFair::Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t se
   pm::store(&r->version, kDead, std::memory_order_release);
   Unlock(l, true);
   env_.alloc->Retire(PPtr(r_raw));
-}
-
-void FastFair::CollapseRoot() {
-  // An inner root left with one child (and no sibling: a root split a
-  // crash cut short keeps its top level) hands the root to that child.
-  for (;;) {
-    const uint64_t raw = env_.pool->root(0);
-    Header* x = H(raw);
-    if (x->level == 0 || x->count != 0 || x->sibling != 0) return;
-    Lock(x);
-    env_.pool->WriteRoot(0, x->leftmost);
-    pm::store(&x->version, kDead, std::memory_order_release);
-    env_.alloc->Retire(PPtr(raw));
-  }
 }
 
 // ------------------------------------------------------------------ recovery

@@ -179,11 +179,13 @@ class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
   // Under mu_ (taken here): merges the underfull nodes on k's path
   // with their neighbours, bottom up, then shrinks the root.
   void Rebalance(Key k);
-  // Merges `node` (a child of `parent`) with its neighbour under parent if
-  // node is underfull and the two fit; true iff merged.
-  bool MergeWithNeighbour(uint64_t parent, uint64_t node);
+  // The engine's merge step (MergeUpward): locks l and r, and merges them
+  // iff node is still underfull and the two fit; true iff merged.
+  bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
+                   uint32_t sep_idx);
   void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
-  void CollapseRoot();
+  // The engine's CollapseRoot: the root it hands down is locked for good.
+  void WriteLock(Header* x) { Lock(x); }
   bool Underfull(const Header* x) const { return x->count * 4 < lay_.cap; }
   void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v);
   void ShiftDelete(Header* x, uint32_t p);

@@ -1,0 +1,222 @@
+// pactree: option checks, a std::map oracle at several node sizes with the
+// background updater and with inline search-layer updates, concurrent
+// writers whose readers meet stale anchors, the search layer rebuilt at
+// open, open's repair of a split cut short between its link and its bitmap
+// store, and damaged data nodes refused at open.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/fingerprint.h"
+#include "index/index.h"
+#include "pm/pool.h"
+#include "support/oracle.h"
+#include "support/sorted_node_checks.h"
+#include "support/status.h"
+
+namespace pmindex {
+namespace {
+
+using testing_util::PoolImage;
+
+Result<std::unique_ptr<Index>> Make(const std::string& options, std::unique_ptr<Pool>* pool) {
+  return testing::CreateInPool("pactree", options, pool);
+}
+
+TEST(PacTreeOptions, BadOptionsAreRefused) {
+  for (const char* bad :
+       {"slots=3", "slots=65", "slots=x", "updater=lazy", "levels=4", "slots=8,slots=8"}) {
+    std::unique_ptr<Pool> pool;
+    auto idx = Make(bad, &pool);
+    EXPECT_TRUE(idx.status().is_invalid_argument()) << bad << ": " << idx.status().ToString();
+  }
+  for (const char* good :
+       {"", "slots=4", "slots=64", "slots=17,updater=inline", "updater=thread"}) {
+    std::unique_ptr<Pool> pool;
+    auto idx = Make(good, &pool);
+    PMINDEX_EXPECT_OK(idx) << good;
+  }
+}
+
+TEST(PacTreeOracle, NodeSizesAndUpdaters) {
+  for (const char* opt : {"slots=4", "slots=4,updater=inline", "slots=5", "slots=64"}) {
+    SCOPED_TRACE(opt);
+    std::unique_ptr<Pool> pool;
+    auto idx = Make(opt, &pool);
+    PMINDEX_ASSERT_OK(idx);
+    testing::OracleOptions o;
+    o.seed = 7;
+    o.ops = 4000;
+    ASSERT_NO_FATAL_FAILURE(testing::RunOracle(*idx.value(), o));
+  }
+}
+
+// Four writers split tiny nodes while a reader looks up keys already
+// acknowledged: until the updater applies a split, the reader reaches the
+// new node through its left sibling.
+TEST(PacTreeConcurrency, ReadersFollowSplitsBeforeTheSearchLayerKnowsThem) {
+  std::unique_ptr<Pool> pool;
+  auto idx = Make("slots=4", &pool);
+  PMINDEX_ASSERT_OK(idx);
+  Index& t = *idx.value();
+  constexpr int kWriters = 4, kPer = 3000;
+  std::atomic<int> done{0};
+  std::atomic<uint64_t> acked[kWriters] = {};
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> ws;
+  for (int w = 0; w < kWriters; ++w) {
+    ws.emplace_back([&, w] {
+      for (int i = 0; i < kPer; ++i) {
+        const Key k = static_cast<Key>(i) * kWriters + w;
+        if (!t.insert(k, k + 1).ok()) bad = true;
+        acked[w].store(i + 1, std::memory_order_release);
+      }
+      done.fetch_add(1);
+    });
+  }
+  std::mt19937_64 rng(3);
+  while (done.load() < kWriters) {
+    const int w = static_cast<int>(rng() % kWriters);
+    const uint64_t n = acked[w].load(std::memory_order_acquire);
+    if (n == 0) continue;
+    const Key k = (rng() % n) * kWriters + w;
+    if (t.lookup(k) != std::optional<Value>(k + 1)) bad = true;
+  }
+  for (auto& th : ws) th.join();
+  EXPECT_FALSE(bad.load());
+  PMINDEX_ASSERT_OK(t.verify());
+  EXPECT_EQ(t.stats().entries, uint64_t{kWriters * kPer});
+  KV out[16];
+  ASSERT_EQ(t.scan(100, 16, out), 16u);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i].key, 100u + i);
+}
+
+// After a crash and after a clean close, open rebuilds the search layer
+// from the data layer with every key.
+TEST(PacTreeOpen, RebuildsTheSearchLayer) {
+  std::unique_ptr<Pool> pool;
+  auto idx = Make("slots=8", &pool);
+  PMINDEX_ASSERT_OK(idx);
+  std::vector<KV> load;
+  for (Key k = 0; k < 2000; ++k) load.push_back(KV{k * 3, k});
+  PMINDEX_ASSERT_OK(idx.value()->bulk_load(load, 0.75));
+  EXPECT_TRUE(idx.value()->bulk_load(load, 1.0).is_invalid_argument());  // not empty any more
+  for (Key k = 0; k < 2000; k += 2) PMINDEX_ASSERT_OK(idx.value()->remove(k * 3));
+  for (Key k = 0; k < 500; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 3 + 1, k));
+  PMINDEX_ASSERT_OK(idx.value()->verify());
+  for (bool crash : {true, false}) {
+    SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
+    const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
+    testing::Reopened re;
+    PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
+    Index& t = *re.idx;
+    PMINDEX_ASSERT_OK(t.verify());
+    const IndexStats s = t.stats();
+    EXPECT_EQ(s.entries, 1500u);
+    EXPECT_GE(s.leaves, 2000u / 6);  // bulk-loaded 6 per node
+    for (Key k = 0; k < 2000; ++k)
+      ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
+    for (Key k = 0; k < 500; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
+    PMINDEX_ASSERT_OK(t.close());
+  }
+}
+
+// Data-node words (data_node.h): version, tag, anchor, next, bitmap, pad x3,
+// fingerprint words x8, then the slots (key, value) from word 16.
+struct NodeWords {
+  uint64_t* w;
+  uint64_t& next() { return w[3]; }
+  uint64_t& anchor() { return w[2]; }
+  uint64_t& bitmap() { return w[4]; }
+  uint64_t& key(int i) { return w[16 + 2 * i]; }
+  uint64_t& value(int i) { return w[17 + 2 * i]; }
+  void SetFingerprint(int i, uint8_t fp) {
+    const int shift = (i % 8) * 8;
+    w[8 + i / 8] = (w[8 + i / 8] & ~(uint64_t{0xff} << shift)) | (uint64_t{fp} << shift);
+  }
+};
+
+// slots=4: 10, 20, 30, 40 fill the head; 50 splits it into {10, 20} and a
+// sibling anchored at 30 holding {30, 40, 50}. Returns a crash image.
+std::vector<std::byte> SplitImage(std::unique_ptr<Pool>* pool) {
+  auto idx = Make("slots=4", pool);
+  PMINDEX_EXPECT_OK(idx);
+  for (Key k = 10; k <= 50; k += 10) PMINDEX_EXPECT_OK(idx.value()->insert(k, k + 1));
+  PMINDEX_EXPECT_OK(idx.value()->verify());
+  return PoolImage(**pool, &idx.value(), true);
+}
+
+// A crash after a split's link and before the bitmap store that clears the
+// moved pairs leaves them live in the left node; they are dead by the
+// right node's anchor, readers never return them, and open clears them.
+TEST(PacTreeOpen, RepairsASplitCutShortBeforeItsBitmapStore) {
+  std::unique_ptr<Pool> pool;
+  std::vector<std::byte> bytes = SplitImage(&pool);
+  auto img = Pool::OpenImage(bytes);
+  PMINDEX_ASSERT_OK(img);
+  Pool& p = *img.value();
+  NodeWords head{p.to_ptr<uint64_t>(PPtr(p.root(0)))};
+  NodeWords right{p.to_ptr<uint64_t>(PPtr(head.next()))};
+  ASSERT_EQ(right.anchor(), 30u);
+  ASSERT_EQ(head.bitmap(), 0b0011u);  // 10 and 20 kept, 30 and 40 moved
+  ASSERT_EQ(head.key(2), 30u);
+  head.value(2) = 999;  // the left copy differs: open must take the right one
+  head.bitmap() = 0b1111;
+  auto re = open_index(&p);
+  PMINDEX_ASSERT_OK(re);
+  EXPECT_EQ(head.bitmap(), 0b0011u);
+  Index& t = *re.value();
+  PMINDEX_ASSERT_OK(t.verify());
+  EXPECT_EQ(t.stats().entries, 5u);
+  EXPECT_EQ(t.lookup(30), std::optional<Value>(31));
+  KV out[8];
+  ASSERT_EQ(t.scan(0, 8, out), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[i].key, 10u * (i + 1));
+}
+
+// Damage no crash leaves is refused at open, naming what is wrong.
+TEST(PacTreeOpen, DamagedNodesAreRefused) {
+  struct Case {
+    const char* what;
+    void (*damage)(NodeWords& head, NodeWords& right);
+  };
+  const Case cases[] = {
+      {"fingerprint", [](NodeWords& h, NodeWords&) { h.key(0) = 11; }},
+      {"below the anchor",
+       [](NodeWords&, NodeWords& r) {
+         r.key(0) = 5;
+         r.SetFingerprint(0, common::Fingerprint(5));
+       }},
+      {"not above the previous anchor", [](NodeWords&, NodeWords& r) { r.anchor() = 0; }},
+      {"past the node's", [](NodeWords& h, NodeWords&) { h.bitmap() |= 1u << 4; }},
+      {"twice",
+       [](NodeWords& h, NodeWords&) {
+         h.key(1) = 10;
+         h.SetFingerprint(1, common::Fingerprint(10));
+       }},
+      {"data node", [](NodeWords& h, NodeWords&) { h.next() = 7; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::unique_ptr<Pool> pool;
+    std::vector<std::byte> bytes = SplitImage(&pool);
+    auto img = Pool::OpenImage(bytes);
+    PMINDEX_ASSERT_OK(img);
+    Pool& p = *img.value();
+    NodeWords head{p.to_ptr<uint64_t>(PPtr(p.root(0)))};
+    NodeWords right{p.to_ptr<uint64_t>(PPtr(head.next()))};
+    c.damage(head, right);
+    auto re = open_index(&p);
+    ASSERT_TRUE(re.status().is_corruption()) << re.status().ToString();
+    EXPECT_NE(re.status().ToString().find(c.what), std::string::npos) << re.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace pmindex

@@ -145,8 +145,7 @@ void ResolveIndexes(BenchConfig& cfg) {
     }
     if (raw.empty()) Fail("bad --index '" + cfg.index_arg + "': empty name");
     const pmindex::IndexInfo* info = Registry::Get().Find(raw);
-    if (info == nullptr || info->test_only)
-      Fail("unknown index '" + raw + "' (known: " + KnownIndexes() + ")");
+    if (info == nullptr) Fail("unknown index '" + raw + "' (known: " + KnownIndexes() + ")");
     if (seen.insert(raw).second) cfg.indexes.push_back(raw);
   }
   if (cfg.indexes.empty()) Fail("no index selected (known: " + KnownIndexes() + ")");

@@ -8,14 +8,10 @@
 #
 # (lib/ is CMAKE_INSTALL_LIBDIR, e.g. lib/x86_64-linux-gnu under /usr.)
 #
-# Whole archive: every index kind registers itself from a static
-# constructor in its own object file, and nothing else refers to that
-# object file, so an ordinary link of libpmindex.a drops every kind
-# ("unknown index kind"). pmindex::pmindex is therefore an interface target
-# that links the archive target pmindex::pmindex_archive with
-# $<LINK_LIBRARY:WHOLE_ARCHIVE,...>, and pmindex.pc's Libs wraps -lpmindex
-# in -Wl,--whole-archive ... -Wl,--no-whole-archive. Link only
-# pmindex::pmindex, never pmindex::pmindex_archive on its own.
+# An ordinary link of the archive keeps every index kind: the user API
+# reaches the registry, whose first use calls each kind's registration
+# function by name (src/index/builtin.cc). pmindex.pc's Libs is a plain
+# -lpmindex.
 #
 # Dependencies, as the build found them: Threads; Abseil's absl::btree
 # when the absl-btree reference index is built; libnuma when found.
@@ -25,17 +21,13 @@ include(CMakePackageConfigHelpers)
 set(PMINDEX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/pmindex)
 set(PMINDEX_PKGCONFIG_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-# What users link: the archive, whole. In-tree it is also available as
-# pmindex::pmindex (a project that add_subdirectory()s pmindex).
-add_library(pmindex_whole_archive INTERFACE)
-target_link_libraries(pmindex_whole_archive INTERFACE "$<LINK_LIBRARY:WHOLE_ARCHIVE,$<TARGET_NAME:pmindex>>")
+# What users link. In-tree it is also available as pmindex::pmindex (a
+# project that add_subdirectory()s pmindex).
 # The public headers use std::span: consumers compile as C++20 at least.
-target_compile_features(pmindex_whole_archive INTERFACE cxx_std_20)
-set_target_properties(pmindex_whole_archive PROPERTIES EXPORT_NAME pmindex)
-set_target_properties(pmindex PROPERTIES EXPORT_NAME pmindex_archive)
-add_library(pmindex::pmindex ALIAS pmindex_whole_archive)
+target_compile_features(pmindex PUBLIC cxx_std_20)
+add_library(pmindex::pmindex ALIAS pmindex)
 
-install(TARGETS pmindex pmindex_whole_archive EXPORT pmindex-targets
+install(TARGETS pmindex EXPORT pmindex-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/pmindex ${PROJECT_BINARY_DIR}/include/pmindex

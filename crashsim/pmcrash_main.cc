@@ -16,9 +16,10 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "crash_workload.h"
 #include "index/registry.h"
 #include "simulator.h"
-#include "crash_workload.h"
+#include "support/kinds.h"
 
 namespace pmindex::crash {
 void LinkFixtures();
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
   Config base;
   std::string index, json, workloads = "mixed";
   bool mutate = false, mutate_alloc = false, list = false, opt_given = false, first_config = false;
-  int numa_nodes = 0;  // 0: each index's IndexInfo::test_numa_nodes
+  int numa_nodes = 0;  // 0: each kind's test entry (support/kinds.h)
   std::vector<uint64_t> seeds = {base.seed};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -284,10 +285,12 @@ int main(int argc, char** argv) {
     }
   }
   auto& reg = pmindex::Registry::Get();
+  const auto& test_kinds = pmindex::testing::TestKinds::Get();
   if (list) {
-    for (const auto* info : reg.All(true)) {
+    for (const auto* info : reg.All()) {
       if (info->persistent) {
-        std::printf("%s%s\n", info->name.c_str(), info->test_only ? " (test-only fixture)" : "");
+        std::printf("%s%s\n", info->name.c_str(),
+                    test_kinds.IsFixture(info->name) ? " (test-only fixture)" : "");
       }
     }
     return 0;
@@ -319,12 +322,12 @@ int main(int argc, char** argv) {
   // (index, options) pairs.
   std::vector<std::pair<std::string, std::string>> targets;
   if (index == "all") {
-    for (const auto* info : reg.All(false)) {
+    for (const auto* info : test_kinds.NonFixtures()) {
       if (!info->persistent) continue;
-      if (opt_given || info->test_configs.empty()) {
+      if (opt_given) {
         targets.emplace_back(info->name, base.options);
       } else {
-        for (const auto& c : info->test_configs) {
+        for (const auto& c : test_kinds.Configs(info->name)) {
           targets.emplace_back(info->name, c);
           if (first_config) break;
         }
@@ -338,7 +341,7 @@ int main(int argc, char** argv) {
     const auto* info = reg.Find(index);
     if (info == nullptr) {
       std::string names;
-      for (const auto* i : reg.All(true)) {
+      for (const auto* i : reg.All()) {
         if (i->persistent) names += (names.empty() ? "" : ", ") + i->name;
       }
       Usage("unknown index '" + index + "' (persistent: " + names + ")");
@@ -352,7 +355,7 @@ int main(int argc, char** argv) {
   for (const auto& [name, opt] : targets) {
     // The topology every pool of this index attaches with (forked checks
     // inherit it; the main thread is node 0).
-    const int nodes = numa_nodes > 0 ? numa_nodes : reg.Find(name)->test_numa_nodes;
+    const int nodes = numa_nodes > 0 ? numa_nodes : test_kinds.NumaNodes(name);
     pmindex::alloc::Topology::SetDefault(nodes > 1 ? pmindex::alloc::Topology::Simulated(nodes) : nullptr);
     const std::string numa_flag = numa_nodes > 0 ? " --numa-nodes " + std::to_string(numa_nodes) : "";
     if (mutate) {

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,17 +15,19 @@
 #include <map>
 #include <random>
 #include <set>
+#include <span>
 #include <sstream>
 #include <thread>
 
 #include "alloc/allocator.h"
+#include "crash_workload.h"
 #include "index/index.h"
 #include "index/registry.h"
+#include "pm/file_system.h"
 #include "pm/pool_format.h"
-#include "util/check.h"
-#include "crash_workload.h"
 #include "reader_probe.h"
 #include "subject.h"
+#include "util/check.h"
 
 namespace pmindex::crash {
 
@@ -44,6 +47,108 @@ bool Slot0Published(const Bytes& image) {
   return (pm::RootRecordValid(0, h.root_a[0]) && h.root_a[0].value != 0) ||
          (pm::RootRecordValid(0, h.root_b[0]) && h.root_b[0].value != 0);
 }
+
+// The memory crash images are checked in, made once per run and reused by
+// every image: checking an image in fresh memory (a copy-on-write image
+// buffer in each forked child, then the pool's own populated anonymous
+// mapping, unmapped again at close) cost three quarters of a run's time in
+// page faults, page clearing and unmapping, most of it system time.
+//   - buffer(): the image as ImageSet::Build writes it, shared memory the
+//     parent maps before forking, so a child writes it without copying;
+//   - as the FileSystem of Pool::OpenImage, after Arm(): the one mapping
+//     OpenImage asks for its pool's memory (anonymous, at a fixed address
+//     in its fresh reservation) maps a memfd instead, whose pages exist
+//     already. OpenImage then copies the whole image over it, so nothing
+//     of an earlier image survives; the pool still opens at an address of
+//     its own, and closing it only drops the mapping. Every other call,
+//     and any mapping while not armed (a Grow), goes to the POSIX one.
+// Children run one at a time (the parent waits), so no two pools share
+// the memfd's pages.
+class ImageMemory final : public pm::FileSystem {
+ public:
+  ImageMemory() = default;
+  ImageMemory(const ImageMemory&) = delete;
+  ImageMemory& operator=(const ImageMemory&) = delete;
+  ~ImageMemory() override { Release(); }
+
+  // Sizes both for images of `size` bytes (in the parent, before forking).
+  void Prepare(size_t size) {
+    if (size == size_) return;
+    Release();
+    void* b = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    PMINDEX_CHECK(b != MAP_FAILED, "pmcrash: mmap of the image buffer: %s", std::strerror(errno));
+    fd_ = memfd_create("pmcrash-image-pool", MFD_CLOEXEC);
+    PMINDEX_CHECK(fd_ >= 0, "pmcrash: memfd_create: %s", std::strerror(errno));
+    PMINDEX_CHECK(ftruncate(fd_, static_cast<off_t>(size)) == 0, "pmcrash: ftruncate: %s",
+                  std::strerror(errno));
+    buffer_ = static_cast<std::byte*>(b);
+    size_ = size;
+  }
+  std::span<std::byte> buffer() const { return {buffer_, size_}; }
+  // In a forked child: fills in its page-table entries for the buffer in
+  // one call instead of a fault per page (a hint; without it pages fault in).
+  void Populate() const {
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(buffer_, size_, MADV_POPULATE_WRITE);
+#endif
+  }
+  // The next pool mapping (and only it) goes to the memfd.
+  void Arm() { armed_ = true; }
+  void Disarm() { armed_ = false; }
+
+  int Map(void* addr, size_t len, int prot, int flags, int fd, void** out) override {
+    const bool pool_memory = armed_ && fd < 0 && (flags & MAP_FIXED) != 0 &&
+                             (flags & MAP_ANONYMOUS) != 0 && (prot & PROT_WRITE) != 0 &&
+                             len <= size_;
+    if (!pool_memory) return posix_->Map(addr, len, prot, flags, fd, out);
+    armed_ = false;
+    void* p = mmap(addr, len, prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_, 0);
+    if (p == MAP_FAILED) return errno;
+    *out = p;
+    return 0;
+  }
+
+  int Stat(const std::string& path, struct stat* st) override { return posix_->Stat(path, st); }
+  int Lstat(const std::string& path, struct stat* st) override { return posix_->Lstat(path, st); }
+  int Open(const std::string& path, int flags, mode_t mode, int* fd) override {
+    return posix_->Open(path, flags, mode, fd);
+  }
+  int Close(int fd) override { return posix_->Close(fd); }
+  int Fstat(int fd, struct stat* st) override { return posix_->Fstat(fd, st); }
+  int SetBlocking(int fd) override { return posix_->SetBlocking(fd); }
+  int Lock(int fd, int operation) override { return posix_->Lock(fd, operation); }
+  int Pread(int fd, void* buf, size_t n, uint64_t offset, size_t* done) override {
+    return posix_->Pread(fd, buf, n, offset, done);
+  }
+  int Pwrite(int fd, const void* buf, size_t n, uint64_t offset, size_t* done) override {
+    return posix_->Pwrite(fd, buf, n, offset, done);
+  }
+  int Allocate(int fd, uint64_t len) override { return posix_->Allocate(fd, len); }
+  int Fsync(int fd) override { return posix_->Fsync(fd); }
+  int RenameNoReplace(const std::string& from, const std::string& to) override {
+    return posix_->RenameNoReplace(from, to);
+  }
+  int Link(const std::string& from, const std::string& to) override {
+    return posix_->Link(from, to);
+  }
+  int Unlink(const std::string& path) override { return posix_->Unlink(path); }
+  int Msync(void* addr, size_t len) override { return posix_->Msync(addr, len); }
+
+ private:
+  void Release() {
+    if (buffer_ != nullptr) munmap(buffer_, size_);
+    if (fd_ >= 0) close(fd_);
+    buffer_ = nullptr;
+    fd_ = -1;
+    size_ = 0;
+  }
+
+  pm::FileSystem* posix_ = pm::PosixFileSystem();
+  std::byte* buffer_ = nullptr;
+  size_t size_ = 0;
+  int fd_ = -1;
+  bool armed_ = false;
+};
 
 std::string OneLine(std::string s) {
   for (char& c : s) {
@@ -93,7 +198,7 @@ class Session : public CrashTracer::Listener {
   bool live_ = false;  // the subject holds a live index or store
   std::unique_ptr<CrashTracer> tracer_;
   uint64_t tracer_gen_ = 0;
-  std::vector<std::byte> img_;
+  ImageMemory images_;
   std::atomic<uint64_t>* progress_ = nullptr;  // shared with children
   bool stopped_ = false;
   // A mutant run: whether the mutated site has been called yet, by this
@@ -301,6 +406,7 @@ void Session::CheckSet(const ImageSet& set, uint64_t point, const Expect& e,
     return;
   }
   size_t start = 0;
+  images_.Prepare(set.image_size());
   while (start < set.size() && !stopped_) {
     int fds[2];
     PMINDEX_CHECK(pipe(fds) == 0, "pmcrash: pipe: %s", std::strerror(errno));
@@ -312,6 +418,7 @@ void Session::CheckSet(const ImageSet& set, uint64_t point, const Expect& e,
     if (pid == 0) {
       close(fds[0]);
       pm::InstallTracer(nullptr);
+      images_.Populate();
       for (size_t i = start; i < set.size(); ++i) {
         progress_->store(i);
         alarm(static_cast<unsigned>(cfg_.timeout_s));
@@ -376,15 +483,20 @@ std::string Session::CheckOne(const ImageSet& set, size_t i, uint64_t point, con
 }
 
 std::string Session::CheckImage(const ImageSet& set, size_t i, uint64_t point, const Expect& e) {
-  set.Build(i, &img_);
+  images_.Prepare(set.image_size());  // no-op after CheckSet's (in a child)
+  const std::span<std::byte> img = images_.buffer();
+  set.Build(i, img);
   OpenOptions oo;
   oo.expected_kind = cfg_.index;
-  auto pool = Pool::OpenImage(img_, oo);
+  oo.file_system = &images_;
+  images_.Arm();
+  auto pool = Pool::OpenImage(img, oo);
+  images_.Disarm();
   if (!pool.ok()) {
     // Inside create_index the pool need not open until root slot 0 is
     // published (below); a valid non-zero copy of slot 0 in the image
     // means it was (pm/pool_format.h, "Root slots").
-    if (e.create_mid && !Slot0Published(img_)) return "";
+    if (e.create_mid && !Slot0Published(img)) return "";
     return "crash image does not open as a pool: " + pool.status().ToString();
   }
   return subject_->CheckImage(**pool, e, Mix64(cfg_.seed ^ (point << 20) ^ i));

@@ -107,12 +107,21 @@ uint64_t ImageSet::NextId() {
 thread_local ImageSet::LastBuilt ImageSet::last_built_;
 
 void ImageSet::Build(size_t i, std::vector<std::byte>* out) const {
-  PMINDEX_CHECK(i < size(), "pmcrash: image %zu of %zu", i, size());
-  const bool patch = last_built_.out == out && last_built_.set_id == id_ &&
-                     out->size() == base_->size();
-  if (!patch) {
+  if (out->size() != base_->size()) {
     out->resize(base_->size());
-    std::memcpy(out->data(), base_->data(), base_->size());
+    last_built_ = {};  // a resize may keep the address, never the image
+  }
+  Build(i, std::span<std::byte>(*out));
+}
+
+void ImageSet::Build(size_t i, std::span<std::byte> image) const {
+  PMINDEX_CHECK(i < size(), "pmcrash: image %zu of %zu", i, size());
+  PMINDEX_CHECK(image.size() == base_->size(), "pmcrash: image buffer of %zu bytes for %zu",
+                image.size(), base_->size());
+  std::byte* out = image.data();
+  const bool patch = last_built_.out == out && last_built_.set_id == id_;
+  if (!patch) {
+    std::memcpy(out, base_->data(), base_->size());
     last_built_ = {out, id_};
   }
   if (!eadr_prefixes_.empty()) {
@@ -120,21 +129,19 @@ void ImageSet::Build(size_t i, std::vector<std::byte>* out) const {
       // Undo the previous prefix: the lines the operation touched go back
       // to the base.
       for (const auto& [line, piece] : eadr_pieces_) {
-        std::memcpy(out->data() + line * kLine, base_->data() + line * kLine, kLine);
+        std::memcpy(out + line * kLine, base_->data() + line * kLine, kLine);
       }
     }
     size_t k = eadr_prefixes_[i];
     for (size_t j = 0; j < k; ++j) {
       const auto& [line, piece] = eadr_pieces_[j];
-      std::memcpy(out->data() + line * kLine + piece.off, piece.data.data() + piece.off,
-                  piece.len);
+      std::memcpy(out + line * kLine + piece.off, piece.data.data() + piece.off, piece.len);
     }
     return;
   }
   const auto& choice = choices_[i];
   for (size_t l = 0; l < lines_.size(); ++l) {
-    std::memcpy(out->data() + lines_[l].line * kLine, lines_[l].contents[choice[l]].data(),
-                kLine);
+    std::memcpy(out + lines_[l].line * kLine, lines_[l].contents[choice[l]].data(), kLine);
   }
 }
 

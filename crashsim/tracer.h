@@ -40,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -102,6 +103,10 @@ class ImageSet {
   // The whole range as it would be found after the crash. If *out holds
   // an image this set built before, only the lines in play are rewritten.
   void Build(size_t i, std::vector<std::byte>* out) const;
+  // The same into `out`, which must be image_size() bytes (memory the
+  // caller keeps, e.g. shared with forked children).
+  void Build(size_t i, std::span<std::byte> out) const;
+  size_t image_size() const { return base_->size(); }
   // For verbose replay: which lines take which variant.
   std::string Describe(size_t i) const;
   size_t lines_in_play() const { return lines_.size(); }
@@ -134,7 +139,7 @@ class ImageSet {
   uint64_t id_ = NextId();  // which set last built an output buffer
   static uint64_t NextId();
   struct LastBuilt {
-    const std::vector<std::byte>* out = nullptr;
+    const std::byte* out = nullptr;
     uint64_t set_id = 0;
   };
   static thread_local LastBuilt last_built_;

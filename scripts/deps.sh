@@ -10,8 +10,10 @@ set -euo pipefail
 
 # python3-dev: the headers the Python module (pip install .) compiles against.
 # clang-format: scripts/check-format.sh (git-clang-format comes with it).
+# clang: scripts/check-thread-safety.sh (Clang's -Wthread-safety; Debian 12
+# has clang 14) and the ctest thread_safety_negative.
 pkgs=(cmake ninja-build g++ libgtest-dev libnuma-dev libcli11-dev nlohmann-json3-dev
-      libabsl-dev libasio-dev pkg-config python3 python3-venv python3-dev clang-format)
+      libabsl-dev libasio-dev pkg-config python3 python3-venv python3-dev clang-format clang)
 "$(dirname "$0")/apt-missing.sh" "deps" "${pkgs[@]}"
 
 if [ "${1:-}" = "--python-venv" ]; then

@@ -2,6 +2,10 @@
 # The whole test suite, as CI runs it (README: "Run the tests").
 #   0. the format of the C++ lines changed since .clang-format-since
 #      (scripts/check-format.sh; --fix applies it);
+#   0a. Clang's thread-safety analysis: every source file of src/ and
+#      server/ compiled with clang++ -fsyntax-only -Wthread-safety, its
+#      diagnostics as errors (scripts/check-thread-safety.sh, build dir
+#      build/clang-tsa; nothing is built; 80 CPU-seconds on 2026-11-28);
 #   1. release build: every unit, scenario and crash-simulator test, the
 #      pmcrash mutation runs of PMCRASH_MUTATE_CI_INDEXES included;
 #   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY):
@@ -38,6 +42,14 @@
 #      contract over KvBackedStore too) run there as well; the
 #      server_protocol test (the pmserver binary, label server) runs in
 #      release and ASan+UBSan.
+# The sanitizer builds register one ctest test per gtest suite (at most 20
+# gtest tests each; -DPMINDEX_TEST_PER_SUITE=ON, tests/gtest_suites.cmake):
+# the same tests with the same labels, in a few hundred processes instead
+# of one per gtest test (about 1,100 under ASan, 1,029 under TSan; a TSan
+# process costs about 0.03 CPU-s to start, more than many tests take);
+# release keeps one ctest test per gtest test.
+# pmcrash checks its crash images in memory made once per run
+# (docs/crash-testing.md "Checks on each image").
 # Every build compiles with -Werror (CMake option PMINDEX_WERROR).
 # Builds go to build/<type>. Safe to run twice (incremental).
 set -euo pipefail
@@ -58,6 +70,9 @@ step() { echo "== $* ($(( $(date +%s) - start ))s)"; }
 step "format of the changed lines"
 scripts/check-format.sh
 
+step "Clang thread-safety analysis"
+scripts/check-thread-safety.sh build/clang-tsa
+
 step "release build"
 configure build/release Release
 ninja -C build/release -j "$jobs"
@@ -70,7 +85,7 @@ step "Python package and its tests"
 scripts/test-python.sh build/python
 
 step "ASan+UBSan build"
-configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_OPS=20 -DPMCRASH_CTEST_MUTATE=OFF \
+configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_TEST_PER_SUITE=ON -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_OPS=20 -DPMCRASH_CTEST_MUTATE=OFF \
   "-DPMCRASH_CTEST_WORKLOADS=mixed;insert;delete;recovery" -DPMCRASH_CTEST_EADR=OFF -DPMCRASH_CTEST_TEAR=OFF \
   "-DPMCRASH_MUTATE_CI_INDEXES=" -DPMCRASH_CTEST_KV_MUTATE=OFF -DPMCRASH_CTEST_MERGE_MUTATE=OFF
 ninja -C build/asan -j "$jobs"
@@ -78,7 +93,8 @@ step "ASan+UBSan tests"
 (cd build/asan && PMINDEX_SCENARIO_CONFIGS=first ctest -j "$jobs" --output-on-failure -LE cli_per_kind)
 
 step "TSan build"
-configure build/tsan Tsan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF -DPMINDEX_BUILD_TOOLS=OFF
+configure build/tsan Tsan -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF -DPMINDEX_BUILD_TOOLS=OFF \
+  -DPMINDEX_TEST_PER_SUITE=ON
 ninja -C build/tsan -j "$jobs" unit_tests scenario_tests server_tests
 step "TSan tests"
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \

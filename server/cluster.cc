@@ -279,7 +279,7 @@ Status Cluster::Publish(std::shared_ptr<const ClusterMap> next) {
 }
 
 Status Cluster::SetSlot(uint16_t slot, SlotState state, std::string_view peer) {
-  std::lock_guard<std::mutex> lock(install_mu_);
+  sync::MutexLock lock(install_mu_);
   auto next = std::make_shared<ClusterMap>(*map_.load());
   const int me = next->Find(my_id_);
   int p = ClusterMap::kNoOwner;
@@ -314,7 +314,7 @@ Status Cluster::Install(std::string_view text) {
     if (m->migrating[s] != ClusterMap::kNoOwner || m->importing[s] != ClusterMap::kNoOwner)
       return Status::InvalidArgument("a map to install has no migrating or importing lines");
   }
-  std::lock_guard<std::mutex> lock(install_mu_);
+  sync::MutexLock lock(install_mu_);
   const std::shared_ptr<const ClusterMap> now = map_.load();
   if (m->epoch <= now->epoch)
     return Status::InvalidArgument("the map's epoch " + std::to_string(m->epoch) +

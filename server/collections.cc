@@ -696,9 +696,12 @@ CollectionReport VerifyCollections(Databases& dbs, size_t max_problems) {
     }
     for (const auto& [gen, l] : live) {
       const CollectionMeta& m = l.meta;
-      auto n = [&](char sub) {
-        auto it = l.counts.find(sub);
-        return it == l.counts.end() ? uint64_t{0} : it->second;
+      // Captures `counts`, not the binding `l`: a lambda capturing a
+      // structured binding is C++20 that Clang accepts only from 16 on.
+      const auto& counts = l.counts;
+      auto n = [&counts](char sub) {
+        auto it = counts.find(sub);
+        return it == counts.end() ? uint64_t{0} : it->second;
       };
       uint64_t found = 0, others = 0;
       char sub = 0;

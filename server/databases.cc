@@ -26,7 +26,7 @@ OpEpochs::Guard OpEpochs::Enter() {
 }
 
 void OpEpochs::Synchronize() {
-  std::lock_guard<std::mutex> lock(sync_mu_);
+  sync::MutexLock lock(sync_mu_);
   // Two flips: the first drains the guards of the current parity, the
   // second those of the other one (entered before the first flip, under
   // the epoch before). Guards entered after a flip see what the caller
@@ -144,7 +144,9 @@ constexpr size_t kPieceBatch = 8;
 // from its pieces, read through `range` (the store's or a transaction's).
 // NotFound: a piece is missing, i.e. the generation was dropped after the
 // head was read (outside a transaction; read the head again).
-Result<std::string> ReadPieces(std::string_view head, uint32_t ns, const RangeFn& range) {
+// `counter` counts the pieces read.
+Result<std::string> ReadPieces(std::string_view head, uint32_t ns, const RangeFn& range,
+                               std::atomic<uint64_t>& counter) {
   chunk_codec::Head h;
   if (!chunk_codec::DecodeHead(head, &h))
     return Status::Corruption("a large value's head record does not decode");
@@ -157,6 +159,7 @@ Result<std::string> ReadPieces(std::string_view head, uint32_t ns, const RangeFn
   while (next < h.pieces()) {
     batch.clear();
     const size_t n = range(from, end, kPieceBatch, &batch);
+    counter.fetch_add(batch.size(), std::memory_order_relaxed);
     for (const auto& [k, v] : batch) {
       if (k != chunk_codec::PieceKey(ns, h.slot, h.gen, next) || value.size() + v.size() > h.bytes)
         return Status::NotFound("a piece of the value is gone");
@@ -294,6 +297,61 @@ class Databases::View final : public Store {
     }
     return r;
   }
+  // A head's bytes from the pieces they are in only.
+  Result<StoredPart> GetPart(std::string_view key, HeaderBytesFn header, uint64_t offset,
+                             uint64_t length) override {
+    OpEpochs::Guard g = dbs_.epochs_.Enter();
+    const uint32_t ns = Ns();
+    const std::string k = Encode(ns, key);
+    for (;;) {
+      Result<StoredValue> r = base().Get(k);
+      if (!r.ok()) return r.status();
+      if (!chunk_codec::IsHead(r->value))
+        return CutPart(r->value, r->version, header, offset, length);
+      chunk_codec::Head h;
+      if (!chunk_codec::DecodeHead(r->value, &h))
+        return Status::Corruption("a large value's head record does not decode");
+      StoredPart p;
+      p.prefix = h.prefix.substr(0, kPeekBytes);
+      p.size = h.bytes;
+      p.version = r->version;
+      const uint64_t skip = std::min<uint64_t>(header(p.prefix), h.bytes);
+      if (length == 0 || offset >= h.bytes - skip) return p;
+      const uint64_t begin = skip + offset;
+      const uint64_t end = begin + std::min(length, h.bytes - begin);  // [begin, end)
+      const uint64_t first = begin / h.piece_bytes, last = (end - 1) / h.piece_bytes;
+      std::string from = chunk_codec::PieceKey(ns, h.slot, h.gen, static_cast<uint32_t>(first));
+      const std::string to = chunk_codec::PiecePrefix(ns, h.slot, h.gen + 1);
+      std::vector<std::pair<std::string, std::string>> batch;
+      uint64_t next = first;
+      bool whole = true;  // every piece in [first, last] found, in order
+      while (whole && next <= last) {
+        batch.clear();
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(kPieceBatch, last - next + 1));
+        const size_t n = base().Range(from, to, want, &batch);
+        dbs_.pieces_read_.fetch_add(batch.size(), std::memory_order_relaxed);
+        for (const auto& [pk, pv] : batch) {
+          const uint64_t at = next * h.piece_bytes;  // the piece's first byte
+          if (pk != chunk_codec::PieceKey(ns, h.slot, h.gen, static_cast<uint32_t>(next)) ||
+              pv.size() != std::min<uint64_t>(h.piece_bytes, h.bytes - at)) {
+            whole = false;
+            break;
+          }
+          const uint64_t lo = std::max(begin, at), hi = std::min(end, at + pv.size());
+          p.part.append(pv, static_cast<size_t>(lo - at), static_cast<size_t>(hi - lo));
+          ++next;
+        }
+        if (n < want) break;
+        from = batch.back().first;
+        from.push_back('\0');
+      }
+      if (whole && next == last + 1) return p;
+      // A piece is gone: the head was replaced since it was read.
+      Result<StoredValue> again = base().Get(k);
+      if (again.ok() && again->version == r->version)
+        return Status::Corruption("a large value's pieces are missing");
+    }
+  }
   Status Put(std::string_view key, std::string_view value) override {
     return Write(key, &value, Cond::kNone, 0).status();
   }
@@ -383,12 +441,13 @@ class Databases::View final : public Store {
     for (;;) {
       Result<StoredValue> r = base().Get(k);
       if (!r.ok() || !chunk_codec::IsHead(r->value)) return r;
-      Result<std::string> whole =
-          ReadPieces(r->value, ns,
-                     [this](std::string_view f, std::optional<std::string_view> t, size_t l,
-                            std::vector<std::pair<std::string, std::string>>* o) {
-                       return base().Range(f, t, l, o);
-                     });
+      Result<std::string> whole = ReadPieces(
+          r->value, ns,
+          [this](std::string_view f, std::optional<std::string_view> t, size_t l,
+                 std::vector<std::pair<std::string, std::string>>* o) {
+            return base().Range(f, t, l, o);
+          },
+          dbs_.pieces_read_);
       if (whole.ok()) return StoredValue{std::move(*whole), r->version};
       if (!whole.status().is_not_found()) return whole.status();
       Result<StoredValue> again = base().Get(k);
@@ -456,7 +515,7 @@ class DbTransaction::View final : public StoreTransaction {
   Result<StoredValue> Get(std::string_view key) override {
     Result<StoredValue> r = tx().Get(Key(key));
     if (!r.ok() || !chunk_codec::IsHead(r->value)) return r;
-    Result<std::string> whole = ReadPieces(r->value, t_.ns(i_), Reader());
+    Result<std::string> whole = ReadPieces(r->value, t_.ns(i_), Reader(), t_.dbs_.pieces_read_);
     // The snapshot holds every piece of every head it holds.
     if (!whole.ok())
       return whole.status().is_not_found()
@@ -475,7 +534,7 @@ class DbTransaction::View final : public StoreTransaction {
     for (size_t i = first; i < out->size();) {
       auto& [k, v] = (*out)[i];
       if (chunk_codec::IsHead(v)) {
-        Result<std::string> whole = ReadPieces(v, t_.ns(i_), Reader());
+        Result<std::string> whole = ReadPieces(v, t_.ns(i_), Reader(), t_.dbs_.pieces_read_);
         if (!whole.ok()) {
           out->erase(out->begin() + static_cast<std::ptrdiff_t>(i));
           --n;
@@ -561,16 +620,15 @@ StoreTransaction& DbTransaction::db(int i) {
 
 Status DbTransaction::StartTableChange() {
   if (table_changed_) return Status::OK();
-  std::lock_guard<std::mutex> lock(dbs_.meta_mu_);
-  const Databases::Table& t = dbs_.table_;
+  sync::MutexLock lock(dbs_.meta_mu_);
   for (size_t i = 0; i < ns_.size(); ++i) {
-    if (t.ns[i] != ns_[i])
+    if (dbs_.table_.ns[i] != ns_[i])
       return Status::Aborted("the databases changed since the transaction began");
   }
   table_changed_ = true;
-  next_ns_ = t.next_ns;
-  table_ns_ = t.ns;
-  garbage_ = t.garbage;
+  next_ns_ = dbs_.table_.next_ns;
+  table_ns_ = dbs_.table_.ns;
+  garbage_ = dbs_.table_.garbage;
   installs_at_copy_ = dbs_.installs_;
   return Status::OK();
 }
@@ -609,7 +667,7 @@ Status DbTransaction::Commit() {
   }
   // The table is written with the rest, and published before any other
   // table change can be made (meta_mu_), so the two cannot cross.
-  std::lock_guard<std::mutex> lock(dbs_.meta_mu_);
+  sync::MutexLock lock(dbs_.meta_mu_);
   Databases::Table next{next_ns_, table_ns_, garbage_};
   Status s = dbs_.installs_ != installs_at_copy_
                  ? Status::Aborted("the databases changed since the transaction began")
@@ -712,7 +770,7 @@ std::vector<uint32_t> Databases::Snapshot() const {
 }
 
 Status Databases::Flush(int i) {
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  sync::MutexLock lock(meta_mu_);
   Table next = table_;
   next.garbage.push_back(next.ns[static_cast<size_t>(i)]);
   next.ns[static_cast<size_t>(i)] = next.next_ns++;
@@ -720,7 +778,7 @@ Status Databases::Flush(int i) {
 }
 
 Status Databases::FlushAll() {
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  sync::MutexLock lock(meta_mu_);
   Table next = table_;
   for (uint32_t& ns : next.ns) {
     next.garbage.push_back(ns);
@@ -730,7 +788,7 @@ Status Databases::FlushAll() {
 }
 
 Status Databases::Swap(int i, int j) {
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  sync::MutexLock lock(meta_mu_);
   Table next = table_;
   std::swap(next.ns[static_cast<size_t>(i)], next.ns[static_cast<size_t>(j)]);
   return Install(std::move(next));
@@ -770,15 +828,15 @@ std::unique_ptr<DbTransaction> Databases::Begin() {
 }
 
 bool Databases::reclaim_pending() {
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  sync::MutexLock lock(meta_mu_);
   return !table_.garbage.empty();
 }
 
 size_t Databases::ReclaimStep(size_t budget) {
-  std::lock_guard<std::mutex> rlock(reclaim_mu_);
+  sync::MutexLock rlock(reclaim_mu_);
   uint32_t ns = 0;
   {
-    std::lock_guard<std::mutex> lock(meta_mu_);
+    sync::MutexLock lock(meta_mu_);
     if (table_.garbage.empty()) return 0;
     ns = table_.garbage.front();
   }
@@ -801,7 +859,7 @@ size_t Databases::ReclaimStep(size_t budget) {
     removed += *r == WriteOutcome::kDone;
   }
   if (batch.empty()) {
-    std::lock_guard<std::mutex> lock(meta_mu_);
+    sync::MutexLock lock(meta_mu_);
     Table next = table_;
     std::erase(next.garbage, ns);
     if (Install(std::move(next)).ok()) {
@@ -813,7 +871,7 @@ size_t Databases::ReclaimStep(size_t budget) {
 }
 
 size_t Databases::ExpireStep(size_t budget, const std::function<bool(std::string_view)>& expired) {
-  std::lock_guard<std::mutex> lock(expire_mu_);
+  sync::MutexLock lock(expire_mu_);
   const std::vector<uint32_t> live = Snapshot();
   size_t examined = 0, removed = 0;
   std::vector<std::pair<std::string, std::string>> batch;
@@ -898,8 +956,8 @@ size_t Databases::SlotKeys(int i, uint16_t slot, std::string_view after, size_t 
   return added;
 }
 
-size_t Databases::ExpireCollection(
-    std::string_view stored_key, const std::function<bool(std::string_view value)>& expired) {
+size_t Databases::ExpireCollection(std::string_view stored_key,
+                                   const std::function<bool(std::string_view value)>& expired) {
   // One transaction: the metadata goes and its generation is
   // garbage-listed together, only if the record is still the expired one.
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -932,7 +990,7 @@ size_t Databases::ExpireCollection(
 }
 
 Result<uint64_t> Databases::NewGeneration() {
-  std::lock_guard<std::mutex> lock(gen_mu_);
+  sync::MutexLock lock(gen_mu_);
   if (gen_next_ == gen_limit_) {
     uint64_t start = gen_limit_;
     if (start == 0) {
@@ -964,7 +1022,7 @@ Result<uint64_t> Databases::NewGeneration() {
 }
 
 size_t Databases::ReclaimGarbageStep(size_t budget) {
-  std::lock_guard<std::mutex> lock(garbage_mu_);
+  sync::MutexLock lock(garbage_mu_);
   budget = std::max<size_t>(budget, 1);
   const std::vector<uint32_t> live = Snapshot();
   size_t removed = 0;

@@ -53,7 +53,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -63,6 +62,7 @@
 
 #include "server/key_counts.h"
 #include "server/store.h"
+#include "sync/mutex.h"
 
 namespace pmindex::server {
 
@@ -104,7 +104,7 @@ class OpEpochs {
   };
   std::array<Stripe, kStripes> stripes_;
   std::atomic<uint64_t> epoch_{0};
-  std::mutex sync_mu_;
+  sync::Mutex sync_mu_;
 };
 
 class Databases;
@@ -253,6 +253,10 @@ class Databases {
   // again (no metadata refers to it), so this needs no transaction.
   size_t ReclaimGarbageStep(size_t budget);
 
+  // Pieces of large values read so far (chunked_values.h), by every read
+  // path: what tests check a partial read against.
+  uint64_t pieces_read() const { return pieces_read_.load(std::memory_order_relaxed); }
+
   // The stored form of `key` in namespace `ns`; the prefix of a namespace.
   static std::string Encode(uint32_t ns, std::string_view key);
   static std::string NamespacePrefix(uint32_t ns);
@@ -274,10 +278,10 @@ class Databases {
   // transaction; 1 if done.
   size_t ExpireCollection(std::string_view stored_key,
                           const std::function<bool(std::string_view value)>& expired);
-  // Writes `next` as the table and publishes it. REQUIRES: meta_mu_ held.
-  Status Install(Table next);
-  // Publishes `next`, already durable. REQUIRES: meta_mu_ held.
-  void Publish(Table next);
+  // Writes `next` as the table and publishes it.
+  Status Install(Table next) PMINDEX_REQUIRES(meta_mu_);
+  // Publishes `next`, already durable.
+  void Publish(Table next) PMINDEX_REQUIRES(meta_mu_);
   // Every database's namespace, read as one consistent set.
   std::vector<uint32_t> Snapshot() const;
 
@@ -287,24 +291,26 @@ class Databases {
   Store& base_;
   const int count_;
   OpEpochs epochs_;
-  std::mutex meta_mu_;
-  Table table_;            // guarded by meta_mu_
-  uint64_t installs_ = 0;  // guarded by meta_mu_: tables installed since open
+  std::atomic<uint64_t> pieces_read_{0};
+  sync::Mutex meta_mu_;
+  Table table_ PMINDEX_GUARDED_BY(meta_mu_);
+  uint64_t installs_ PMINDEX_GUARDED_BY(meta_mu_) = 0;  // tables installed since open
   // The published namespaces; seq_ is odd while Install changes them.
   std::unique_ptr<std::atomic<uint32_t>[]> live_ns_;
   std::atomic<uint64_t> seq_{0};
   size_t served_ = 0;  // entries of live_ns_ (the table's databases)
   std::vector<std::unique_ptr<View>> views_;
 
-  std::mutex reclaim_mu_;
-  std::set<uint32_t> quiesced_;  // garbage namespaces past a grace period
-  std::mutex expire_mu_;
-  std::string expire_cursor_;
+  sync::Mutex reclaim_mu_;
+  // Garbage namespaces past a grace period.
+  std::set<uint32_t> quiesced_ PMINDEX_GUARDED_BY(reclaim_mu_);
+  sync::Mutex expire_mu_;
+  std::string expire_cursor_ PMINDEX_GUARDED_BY(expire_mu_);
 
-  std::mutex gen_mu_;
-  uint64_t gen_next_ = 0;   // guarded by gen_mu_: next number to hand out
-  uint64_t gen_limit_ = 0;  // guarded by gen_mu_: end of the reserved block
-  std::mutex garbage_mu_;   // one ReclaimGarbageStep at a time
+  sync::Mutex gen_mu_;
+  uint64_t gen_next_ PMINDEX_GUARDED_BY(gen_mu_) = 0;   // next number to hand out
+  uint64_t gen_limit_ PMINDEX_GUARDED_BY(gen_mu_) = 0;  // end of the reserved block
+  sync::Mutex garbage_mu_;                              // one ReclaimGarbageStep at a time
 };
 
 }  // namespace pmindex::server

@@ -25,8 +25,9 @@ T GetLittleEndian(const char* p) {
 }
 }  // namespace
 
-void Encode(std::string_view data, uint32_t flags, int64_t expiry_ms, std::string* out) {
+void Encode(std::string_view data, uint32_t flags, int64_t expiry_ms, std::string* out, bool raw) {
   uint8_t tag = kTag;
+  if (raw) tag |= kRaw;
   if (flags != 0) tag |= kHasFlags;
   if (expiry_ms != 0) tag |= kHasExpiry;
   out->reserve(out->size() + kMaxHeaderBytes + data.size());
@@ -39,10 +40,11 @@ void Encode(std::string_view data, uint32_t flags, int64_t expiry_ms, std::strin
 bool Decode(std::string_view stored, Item* out) {
   if (stored.empty()) return false;
   const auto tag = static_cast<uint8_t>(stored[0]);
-  if ((tag & ~(kHasFlags | kHasExpiry)) != kTag) return false;
+  if ((tag & ~(kHasFlags | kHasExpiry | kRaw)) != kTag) return false;
   size_t pos = 1;
   out->flags = 0;
   out->expiry_ms = 0;
+  out->raw = (tag & kRaw) != 0;
   if (tag & kHasFlags) {
     if (stored.size() < pos + 4) return false;
     out->flags = GetLittleEndian<uint32_t>(stored.data() + pos);
@@ -59,10 +61,17 @@ bool Decode(std::string_view stored, Item* out) {
   return true;
 }
 
+size_t HeaderBytes(std::string_view prefix) {
+  if (prefix.empty()) return 0;
+  const auto tag = static_cast<uint8_t>(prefix[0]);
+  if ((tag & ~(kHasFlags | kHasExpiry | kRaw)) != kTag) return 0;
+  return 1 + ((tag & kHasFlags) ? 4 : 0) + ((tag & kHasExpiry) ? 8 : 0);
+}
+
 bool ExpiredAt(std::string_view stored, int64_t now_ms) {
   if (stored.empty()) return false;
   const auto tag = static_cast<uint8_t>(stored[0]);
-  if ((tag & ~(kHasFlags | kHasExpiry)) != kTag || !(tag & kHasExpiry)) return false;
+  if ((tag & ~(kHasFlags | kHasExpiry | kRaw)) != kTag || !(tag & kHasExpiry)) return false;
   const size_t pos = (tag & kHasFlags) ? 5 : 1;
   if (stored.size() < pos + 8) return false;
   const uint64_t e = GetLittleEndian<uint64_t>(stored.data() + pos);
@@ -134,6 +143,40 @@ Result<Item> Items::Get(std::string_view key) {
   }
   Stats::Add(stats_.get_hits);
   return std::move(**r);
+}
+
+Result<Item> Items::GetPart(std::string_view key, uint64_t offset, uint64_t length,
+                            uint64_t* size) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  Stats::Add(stats_.cmd_get);
+  Result<StoredPart> r = store_.GetPart(key, &item_codec::HeaderBytes, offset, length);
+  if (!r.ok()) {
+    if (r.status().is_not_found()) Stats::Add(stats_.get_misses);
+    return r.status();
+  }
+  if (collection_codec::IsCollection(r->prefix)) {
+    // As Read: WRONGTYPE while it lives; expired, a miss (the background
+    // expiry removes it with its elements).
+    if (!collection_codec::ExpiredAt(r->prefix, now_ms_())) return WrongTypeError();
+    Stats::Add(stats_.get_misses);
+    return Status::NotFound();
+  }
+  Item item;
+  const std::string_view prefix(r->prefix);
+  if (!item_codec::Decode(prefix.substr(0, item_codec::kMaxHeaderBytes), &item) ||
+      item_codec::HeaderBytes(prefix) > r->size)
+    return Status::Corruption("the stored value is not a pmserver item");
+  *size = r->size - item_codec::HeaderBytes(prefix);
+  item.version = r->version;
+  if (Expired(item)) {
+    Stats::Add(stats_.get_expired);
+    Stats::Add(stats_.get_misses);
+    IgnoreError(RemoveExpired(key, r->version), "the item is a miss either way");
+    return Status::NotFound();
+  }
+  item.data = std::move(r->part);
+  Stats::Add(stats_.get_hits);
+  return item;
 }
 
 Result<ItemOutcome> Items::Modify(std::string_view key,
@@ -337,7 +380,8 @@ Status Items::Edit(std::string_view key, const std::function<ItemEdit(const Item
     Change c;
     if (e.kind == ItemEdit::Kind::kPut) {
       c.kind = Change::Kind::kPut;
-      item_codec::Encode(e.data, e.flags, e.expiry_ms, &c.value);
+      const bool raw = e.raw || (live != nullptr && live->raw && e.data == live->data);
+      item_codec::Encode(e.data, e.flags, e.expiry_ms, &c.value, raw);
     } else if (e.kind == ItemEdit::Kind::kRemove) {
       // Removing what is not there is keeping it so.
       if (live != nullptr) c.kind = Change::Kind::kRemove;
@@ -387,7 +431,7 @@ Result<ItemOutcome> Items::Touch(std::string_view key, int64_t expiry_ms) {
       c.outcome = ItemOutcome::kNotFound;
     } else {
       c.kind = Change::Kind::kPut;
-      item_codec::Encode(live->data, live->flags, expiry_ms, &c.value);
+      item_codec::Encode(live->data, live->flags, expiry_ms, &c.value, live->raw);
     }
     return c;
   });
@@ -408,7 +452,7 @@ Result<Item> Items::GetAndTouch(std::string_view key, int64_t expiry_ms) {
       item = *live;
       item.expiry_ms = expiry_ms;
       c.kind = Change::Kind::kPut;
-      item_codec::Encode(live->data, live->flags, expiry_ms, &c.value);
+      item_codec::Encode(live->data, live->flags, expiry_ms, &c.value, live->raw);
       written = c.value;
     }
     return c;

@@ -3,9 +3,16 @@
 // encoded into one Store value (docs/server.md "Value encoding"):
 //
 //   byte 0        0x50 | bit 0: flags follow | bit 1: expiry follows
+//                 | bit 2: changed in place (below)
 //   [4 bytes]     flags, little endian              (if bit 0)
 //   [8 bytes]     expiry, unix time in ms, little endian, > 0  (if bit 1)
 //   rest          the data
+//
+// Bit 2 records that a RESP APPEND, SETRANGE or SETBIT wrote the data
+// last: Redis turns such a value into its `raw` encoding, and OBJECT
+// ENCODING says so until a command writes the value whole again (SET,
+// INCR, ...). An edit that keeps the data (EXPIRE, PERSIST, TOUCH) keeps
+// the bit.
 //
 // An item whose expiry is at or before now is expired: every read treats
 // it as absent and removes it lazily (only that version of it).
@@ -43,18 +50,24 @@ struct Item {
   uint32_t flags = 0;
   int64_t expiry_ms = 0;  // unix time in ms; 0: never expires
   uint64_t version = 0;   // the store's version: memcached's cas unique
+  bool raw = false;       // changed in place (item_codec::kRaw)
 };
 
 namespace item_codec {
 inline constexpr uint8_t kTag = 0x50;
 inline constexpr uint8_t kHasFlags = 0x01;
 inline constexpr uint8_t kHasExpiry = 0x02;
+inline constexpr uint8_t kRaw = 0x04;
 inline constexpr size_t kMaxHeaderBytes = 1 + 4 + 8;
 // Appends the encoding of an item to *out.
-void Encode(std::string_view data, uint32_t flags, int64_t expiry_ms, std::string* out);
+void Encode(std::string_view data, uint32_t flags, int64_t expiry_ms, std::string* out,
+            bool raw = false);
 // Returns false if `stored` is not an item's encoding (then *out is
 // unspecified).
 bool Decode(std::string_view stored, Item* out);
+// The header's bytes of an item encoding that starts with `prefix` (by its
+// tag; 0 if `prefix` is not an item's).
+size_t HeaderBytes(std::string_view prefix);
 // True iff `stored` is an item's encoding whose expiry is at or before
 // `now_ms` (reads the header only).
 bool ExpiredAt(std::string_view stored, int64_t now_ms);
@@ -80,12 +93,15 @@ struct ItemEdit {
   std::string data;  // kPut: the new item
   uint32_t flags = 0;
   int64_t expiry_ms = 0;
+  // kPut: the data was changed in place (item_codec::kRaw). A put of the
+  // live item's own data keeps the live item's bit whatever this says.
+  bool raw = false;
 
   static ItemEdit Keep() { return {}; }
-  static ItemEdit Put(std::string data, uint32_t flags, int64_t expiry_ms) {
-    return {Kind::kPut, std::move(data), flags, expiry_ms};
+  static ItemEdit Put(std::string data, uint32_t flags, int64_t expiry_ms, bool raw = false) {
+    return {Kind::kPut, std::move(data), flags, expiry_ms, raw};
   }
-  static ItemEdit Remove() { return {Kind::kRemove, {}, 0, 0}; }
+  static ItemEdit Remove() { return {Kind::kRemove, {}, 0, 0, false}; }
 };
 
 // Unix time in milliseconds (std::chrono::system_clock).
@@ -109,6 +125,12 @@ class Items {
   // The live item, or NotFound (counted as a hit or a miss). An item the
   // store holds in an unknown encoding is Corruption.
   [[nodiscard]] Result<Item> Get(std::string_view key);
+  // As Get, with the item's data cut to its bytes [offset, offset +
+  // length) (fewer at its end; none past it), and *size set to the whole
+  // data's bytes: GETRANGE, GETBIT. Reads only the pieces of a large value
+  // those bytes are in (Store::GetPart).
+  [[nodiscard]] Result<Item> GetPart(std::string_view key, uint64_t offset, uint64_t length,
+                                     uint64_t* size);
   // memcached gat/gats: the live item, its expiry set to `expiry_ms` (data
   // and flags kept), or NotFound; counted as a touch. The item returned
   // carries the new expiry and the version the touch wrote, so that a cas

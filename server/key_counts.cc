@@ -44,7 +44,7 @@ bool KeyCountingStore::HasExpiry(std::string_view value) {
 }
 
 KeyCounts KeyCountingStore::Of(uint32_t ns) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  sync::ReaderLock lock(mu_);
   auto it = counts_.find(ns);
   if (it == counts_.end()) return {};
   return {it->second->keys.load(std::memory_order_relaxed),
@@ -52,7 +52,7 @@ KeyCounts KeyCountingStore::Of(uint32_t ns) const {
 }
 
 void KeyCountingStore::Set(uint32_t ns, KeyCounts counts) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  sync::WriterLock lock(mu_);
   std::unique_ptr<Counter>& c = counts_[ns];
   if (c == nullptr) c = std::make_unique<Counter>();
   c->keys.store(counts.keys, std::memory_order_relaxed);
@@ -60,14 +60,14 @@ void KeyCountingStore::Set(uint32_t ns, KeyCounts counts) {
 }
 
 void KeyCountingStore::Drop(uint32_t ns) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  sync::WriterLock lock(mu_);
   counts_.erase(ns);
 }
 
 void KeyCountingStore::Add(uint32_t ns, int64_t keys, int64_t expires) {
   if (keys == 0 && expires == 0) return;
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    sync::ReaderLock lock(mu_);
     auto it = counts_.find(ns);
     if (it != counts_.end()) {
       it->second->keys.fetch_add(keys, std::memory_order_relaxed);
@@ -75,7 +75,7 @@ void KeyCountingStore::Add(uint32_t ns, int64_t keys, int64_t expires) {
       return;
     }
   }
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  sync::WriterLock lock(mu_);
   std::unique_ptr<Counter>& c = counts_[ns];
   if (c == nullptr) c = std::make_unique<Counter>();
   c->keys.fetch_add(keys, std::memory_order_relaxed);
@@ -174,7 +174,7 @@ Result<WriteOutcome> KeyCountingStore::RemoveIfVersion(std::string_view key, uin
 
 Status KeyCountingStore::RemoveAll() {
   Status s = base_.RemoveAll();
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  sync::WriterLock lock(mu_);
   counts_.clear();
   return s;
 }

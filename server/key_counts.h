@@ -28,7 +28,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -36,6 +35,7 @@
 #include <vector>
 
 #include "server/store.h"
+#include "sync/mutex.h"
 
 namespace pmindex::server {
 
@@ -89,8 +89,8 @@ class KeyCountingStore final : public Store {
   };
 
   Store& base_;
-  mutable std::shared_mutex mu_;  // guards the map; the counters are atomic
-  std::unordered_map<uint32_t, std::unique_ptr<Counter>> counts_;
+  mutable sync::SharedMutex mu_;  // guards the map; the counters are atomic
+  std::unordered_map<uint32_t, std::unique_ptr<Counter>> counts_ PMINDEX_GUARDED_BY(mu_);
 };
 
 }  // namespace pmindex::server

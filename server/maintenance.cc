@@ -12,7 +12,7 @@ Maintenance::Maintenance(Databases& dbs, Stats& stats, Items::Clock now_ms, Opti
 Maintenance::~Maintenance() { Stop(); }
 
 void Maintenance::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   if (thread_.joinable()) return;
   stop_ = false;
   thread_ = std::thread([this] { Run(); });
@@ -20,7 +20,7 @@ void Maintenance::Start() {
 
 void Maintenance::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -28,12 +28,16 @@ void Maintenance::Stop() {
 }
 
 void Maintenance::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   while (!stop_) {
-    lock.unlock();
+    lock.Unlock();
     Cycle();
-    lock.lock();
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms), [this] { return stop_; });
+    lock.Lock();
+    // Sleeps one interval or until Stop (a spurious wake-up sleeps on).
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.interval_ms);
+    while (!stop_ && cv_.wait_until(lock.Native(), until) == std::cv_status::no_timeout) {
+    }
   }
 }
 

@@ -21,12 +21,12 @@
 
 #include <condition_variable>
 #include <cstddef>
-#include <mutex>
 #include <thread>
 
 #include "server/databases.h"
 #include "server/items.h"
 #include "server/stats.h"
+#include "sync/mutex.h"
 
 namespace pmindex::server {
 
@@ -67,9 +67,9 @@ class Maintenance {
   Stats& stats_;
   Items::Clock now_ms_;
   const Options options_;
-  std::mutex mu_;
+  sync::Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  bool stop_ PMINDEX_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

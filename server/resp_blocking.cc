@@ -6,8 +6,9 @@ namespace pmindex::server {
 
 bool BlockingRegistry::Park(const std::shared_ptr<Waiter>& w) {
   std::vector<std::shared_ptr<Waiter>> woken;
+  bool served;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(mu_);
     for (const std::string& k : w->keys) {
       auto& q = by_key_[Key(w->db, k)];
       // A key named twice (BLPOP k k 0) queues the client once.
@@ -16,17 +17,19 @@ bool BlockingRegistry::Park(const std::shared_ptr<Waiter>& w) {
     w->parked = true;
     parked_.fetch_add(1, std::memory_order_seq_cst);
     ServeLocked(w->db, w->keys, &woken);
+    // Read under the mutex: once it is dropped, CLIENT UNBLOCK may set it.
+    served = w->done;
   }
   for (const auto& x : woken)
     if (x != w && x->wake) x->wake();
-  return w->done;
+  return served;
 }
 
 void BlockingRegistry::ServeReady(int db, const std::vector<std::string>& keys) {
   if (!any()) return;
   std::vector<std::shared_ptr<Waiter>> woken;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(mu_);
     ServeLocked(db, keys, &woken);
   }
   for (const auto& x : woken)
@@ -74,7 +77,7 @@ void BlockingRegistry::RemoveLocked(Waiter& w) {
 }
 
 bool BlockingRegistry::Cancel(Waiter& w) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   if (w.done) return false;
   RemoveLocked(w);
   return true;
@@ -83,7 +86,7 @@ bool BlockingRegistry::Cancel(Waiter& w) {
 bool BlockingRegistry::Unblock(uint64_t client_id, bool error) {
   std::shared_ptr<Waiter> found;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(mu_);
     for (const auto& [key, q] : by_key_) {
       for (const auto& w : q) {
         if (w->client_id == client_id) found = w;
@@ -101,7 +104,7 @@ bool BlockingRegistry::Unblock(uint64_t client_id, bool error) {
 }
 
 bool BlockingRegistry::TakeReply(Waiter& w, std::string* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   if (!w.done) return false;
   out->append(w.reply);
   return true;
@@ -109,7 +112,7 @@ bool BlockingRegistry::TakeReply(Waiter& w, std::string* out) {
 
 bool BlockingRegistry::HasWaiters(int db, std::string_view key) const {
   if (!any()) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   return by_key_.count(Key(db, std::string(key))) > 0;
 }
 

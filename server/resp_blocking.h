@@ -39,11 +39,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "sync/mutex.h"
 
 namespace pmindex::server {
 
@@ -104,14 +105,14 @@ class BlockingRegistry {
  private:
   using Key = std::pair<int, std::string>;
   // Serves the waiters of `keys` (and the keys served pops push to);
-  // appends the waiters served to *woken. REQUIRES: mu_ held.
+  // appends the waiters served to *woken.
   void ServeLocked(int db, std::vector<std::string> keys,
-                   std::vector<std::shared_ptr<Waiter>>* woken);
-  // Removes w from every queue. REQUIRES: mu_ held.
-  void RemoveLocked(Waiter& w);
+                   std::vector<std::shared_ptr<Waiter>>* woken) PMINDEX_REQUIRES(mu_);
+  // Removes w from every queue.
+  void RemoveLocked(Waiter& w) PMINDEX_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<Key, std::deque<std::shared_ptr<Waiter>>> by_key_;
+  mutable sync::Mutex mu_;
+  std::map<Key, std::deque<std::shared_ptr<Waiter>>> by_key_ PMINDEX_GUARDED_BY(mu_);
   std::atomic<size_t> parked_{0};
 };
 

@@ -87,6 +87,10 @@ struct Command {
   // spec, e.g. ZUNIONSTORE dest numkeys key...): the count's keys start
   // right after it (such commands carry kMovableKeys).
   int numkeys_arg = 0;
+  // Appends the keys that options name (Redis's "keyword" key specs, e.g.
+  // SORT ... STORE dest) to *keys, after the others; nullptr: none.
+  void (*more_keys)(std::span<const std::string_view> args,
+                    std::vector<std::string_view>* keys) = nullptr;
   // Redis's command group ("string", "generic", "connection", "server")
   // and a one-line description (COMMAND DOCS).
   std::string_view group{};
@@ -222,5 +226,6 @@ void RegisterHashCommands(CommandTable& table);         // resp_hash_commands.cc
 void RegisterSetCommands(CommandTable& table);          // resp_set_commands.cc
 void RegisterZsetCommands(CommandTable& table);         // resp_zset_commands.cc
 void RegisterZsetBlockingCommands(CommandTable& table);  // resp_zset_blocking.cc
+void RegisterSortCommands(CommandTable& table);          // resp_sort_commands.cc
 
 }  // namespace pmindex::server

@@ -61,6 +61,7 @@ const CommandTable& RespCommands() {
     RegisterZsetCommands(t);
     RegisterListCommands(t);
     RegisterZsetBlockingCommands(t);
+    RegisterSortCommands(t);
     return t;
   }();
   return table;
@@ -196,6 +197,7 @@ bool CommandKeys(const Command& command, std::span<const std::string_view> args,
       return false;
     for (size_t i = at + 1; i <= at + static_cast<size_t>(n); ++i) keys->push_back(args[i]);
   }
+  if (command.more_keys != nullptr) command.more_keys(args, keys);
   return true;
 }
 

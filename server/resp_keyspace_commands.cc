@@ -248,8 +248,10 @@ void Scan(CommandCall& c) {
 // The encoding Redis 7.0 gives a string value: "int" for a decimal
 // integer of a long's range written without padding, "embstr" up to 44
 // bytes, "raw" above. pmserver stores every value as its bytes; this
-// names the class of the value, not a storage format.
-std::string_view RedisEncoding(std::string_view v) {
+// names the class of the value, not a storage format. A value changed in
+// place (`raw`: APPEND, SETRANGE, SETBIT) is "raw", as Redis re-encodes it.
+std::string_view RedisEncoding(std::string_view v, bool raw) {
+  if (raw) return "raw";
   int64_t n = 0;
   if (v.size() <= 20 && ParseNumber(v, &n) && std::to_string(n) == v) return "int";
   return v.size() <= 44 ? "embstr" : "raw";
@@ -326,7 +328,7 @@ void ObjectEncoding(CommandCall& c) {
   if (r->kind == KeyKind::kNone) return c.reply.NullBulk();
   if (collection_codec::Decode(r->stored, &m)) return CollectionEncoding(c, m);
   if (!item_codec::Decode(r->stored, &item)) return c.reply.NullBulk();
-  c.reply.Bulk(RedisEncoding(item.data));
+  c.reply.Bulk(RedisEncoding(item.data, item.raw));
 }
 
 void ObjectRefCount(CommandCall& c) {
@@ -416,8 +418,7 @@ void RegisterKeyspaceCommands(CommandTable& t) {
       {"touch", -2, kReadonly | kFast, 1, -1, "RO",
        "Counts the keys given that exist (access times are not tracked).", Exists, kSumKeys},
       {"type", 2, kReadonly | kFast, 1, 1, "RO",
-       "Returns the type of a key: string, hash, list, set, zset or none.",
-       Type},
+       "Returns the type of a key: string, hash, list, set, zset or none.", Type},
       {"ttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS", "Returns a key's time to live in seconds.",
        Ttl, "nondeterministic_output"},
       {"pttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS",

@@ -23,18 +23,18 @@ int64_t SteadyUs() {
 }
 
 void ClientRegistry::Add(RespClient* c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   clients_[c->id] = c;
 }
 
 void ClientRegistry::Remove(RespClient* c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   clients_.erase(c->id);
 }
 
 size_t ClientRegistry::Kill(const std::function<bool(const RespClient&)>& match,
                             const RespClient* self) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   size_t n = 0;
   for (const auto& [id, c] : clients_) {
     if (!match(*c)) continue;
@@ -46,7 +46,7 @@ size_t ClientRegistry::Kill(const std::function<bool(const RespClient&)>& match,
 }
 
 size_t ClientRegistry::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   return clients_.size();
 }
 
@@ -106,6 +106,7 @@ std::string ParseProtoMaxBulkLen(std::string_view v, uint64_t* n) {
 RespShared::RespShared(RespSettings settings)
     : commands_(RespCommands()),
       settings_(std::move(settings)),
+      requirepass_(settings_.requirepass),
       protected_mode_(settings_.protected_mode),
       proto_max_bulk_len_(settings_.proto_max_bulk_len),
       counters_(new CommandCounters[commands_.ids()]),
@@ -190,14 +191,14 @@ void RespShared::ForEachCounters(
 }
 
 bool RespShared::PasswordRequired() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !settings_.requirepass.empty();
+  sync::MutexLock lock(mu_);
+  return !requirepass_.empty();
 }
 
 bool RespShared::Authenticate(std::string_view user, std::string_view password) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   if (user != "default") return false;
-  return settings_.requirepass.empty() || SameBytes(password, settings_.requirepass);
+  return requirepass_.empty() || SameBytes(password, requirepass_);
 }
 
 bool RespShared::RefuseConnection(bool peer_is_loopback) const {
@@ -270,12 +271,12 @@ void RespShared::AddConfig() {
     config_[std::move(name)] = {[value] { return value; }, nullptr};
   };
   config_["requirepass"] = {[this] {
-                              std::lock_guard<std::mutex> lock(mu_);
-                              return settings_.requirepass;
+                              sync::MutexLock lock(mu_);
+                              return requirepass_;
                             },
                             [this](std::string_view v) {
-                              std::lock_guard<std::mutex> lock(mu_);
-                              settings_.requirepass = std::string(v);
+                              sync::MutexLock lock(mu_);
+                              requirepass_ = std::string(v);
                               return std::string();
                             }};
   config_["protected-mode"] = {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "server/resp_blocking.h"
+#include "sync/mutex.h"
 
 namespace pmindex::server {
 
@@ -87,14 +88,14 @@ class ClientRegistry {
   // others read under it.
   template <class F>
   void Update(RespClient& c, F&& f) {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(mu_);
     f(c);
   }
   // Calls f(const RespClient&) for every client, in id order, under the
   // mutex.
   template <class F>
   void ForEach(F&& f) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(mu_);
     for (const auto& [id, c] : clients_) f(*c);
   }
   // Marks every client `match` selects as killed and runs its on_kill;
@@ -104,8 +105,8 @@ class ClientRegistry {
   size_t size() const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<uint64_t, RespClient*> clients_;
+  mutable sync::Mutex mu_;
+  std::map<uint64_t, RespClient*> clients_ PMINDEX_GUARDED_BY(mu_);
 };
 
 // Settings of the RESP side that the server sets at start.
@@ -234,8 +235,11 @@ class RespShared {
   ClientRegistry clients_;
   BlockingRegistry blocking_;
   std::atomic<uint64_t> next_client_id_{1};
-  mutable std::mutex mu_;  // guards settings_.requirepass
+  // settings_ is constant but for its requirepass, which the password
+  // checks and CONFIG SET change and read in requirepass_ under mu_.
   RespSettings settings_;
+  mutable sync::Mutex mu_;
+  std::string requirepass_ PMINDEX_GUARDED_BY(mu_);
   std::atomic<bool> protected_mode_;
   std::atomic<size_t> proto_max_bulk_len_;
   std::map<std::string, ConfigParam, std::less<>> config_;

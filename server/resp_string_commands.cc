@@ -337,12 +337,13 @@ void Append(CommandCall& c) {
       length = c.args[2].size();
       too_long = length > MaxString(c);
       if (too_long) return ItemEdit::Keep();
-      return ItemEdit::Put(std::string(c.args[2]), 0, 0);
+      return ItemEdit::Put(std::string(c.args[2]), 0, 0);  // new: Redis encodes it as SET
     }
     length = live->data.size() + c.args[2].size();
     too_long = length > MaxString(c);
     if (too_long) return ItemEdit::Keep();
-    return ItemEdit::Put(live->data + std::string(c.args[2]), live->flags, live->expiry_ms);
+    return ItemEdit::Put(live->data + std::string(c.args[2]), live->flags, live->expiry_ms,
+                         /*raw=*/true);
   });
   if (!s.ok()) return ReplyStoreError(c, s);
   if (too_long) return c.reply.Error(kTooLong);
@@ -375,7 +376,8 @@ void SetRange(CommandCall& c) {
     if (data.size() < end) data.resize(end, '\0');
     data.replace(static_cast<size_t>(offset), value.size(), value);
     length = data.size();
-    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0);
+    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0,
+                         /*raw=*/true);
   });
   if (!s.ok()) return ReplyStoreError(c, s);
   if (too_long) return c.reply.Error(kTooLong);
@@ -388,21 +390,43 @@ void GetRange(CommandCall& c) {
   int64_t start = 0, end = 0;
   if (!ParseNumber(c.args[2], &start) || !ParseNumber(c.args[3], &end))
     return c.reply.Error(kNotInteger);
-  Result<Item> r = c.items.Get(c.args[1]);
-  if (!r.ok()) {
-    if (r.status().is_not_found()) return c.reply.Bulk("");
-    return ReplyStoreError(c, r.status());
-  }
-  const auto len = static_cast<int64_t>(r->data.size());
   if (start < 0 && end < 0 && start > end) return c.reply.Bulk("");
-  if (start < 0) start = len + start;
-  if (end < 0) end = len + end;
-  if (start < 0) start = 0;
-  if (end < 0) end = 0;
-  if (end >= len) end = len - 1;
-  if (start > end || len == 0) return c.reply.Bulk("");
-  c.reply.Bulk(std::string_view(r->data).substr(static_cast<size_t>(start),
-                                                static_cast<size_t>(end - start + 1)));
+  // Only the bytes asked for are read (a large value's pieces they are
+  // in). Indexes from the end need the length first: a read of none of
+  // the data, then the read of the range, again if the value changed
+  // between the two.
+  const bool from_end = start < 0 || end < 0;
+  uint64_t version = 0;
+  for (;;) {
+    int64_t len = 0;
+    if (from_end) {
+      uint64_t size = 0;
+      Result<Item> head = c.items.GetPart(c.args[1], 0, 0, &size);
+      if (!head.ok()) {
+        if (head.status().is_not_found()) return c.reply.Bulk("");
+        return ReplyStoreError(c, head.status());
+      }
+      len = static_cast<int64_t>(size);
+      version = head->version;
+    } else {
+      len = INT64_MAX;  // clamped by the read itself
+    }
+    int64_t from = start < 0 ? len + start : start;
+    int64_t to = end < 0 ? len + end : end;
+    if (from < 0) from = 0;
+    if (to < 0) to = 0;
+    if (to >= len) to = len - 1;
+    if (from > to || len == 0) return c.reply.Bulk("");
+    uint64_t size = 0;
+    Result<Item> r = c.items.GetPart(c.args[1], static_cast<uint64_t>(from),
+                                     static_cast<uint64_t>(to - from) + 1, &size);
+    if (!r.ok()) {
+      if (r.status().is_not_found()) return c.reply.Bulk("");
+      return ReplyStoreError(c, r.status());
+    }
+    if (from_end && r->version != version) continue;
+    return c.reply.Bulk(r->data);
+  }
 }
 
 // ---- SETBIT, GETBIT
@@ -442,7 +466,8 @@ void SetBit(CommandCall& c) {
     const auto mask = static_cast<unsigned char>(1u << (7 - offset % 8));
     auto& b = reinterpret_cast<unsigned char&>(data[byte]);
     b = on ? (b | mask) : (b & ~mask);
-    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0);
+    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0,
+                         /*raw=*/true);
   });
   if (!s.ok()) return ReplyStoreError(c, s);
   c.reply.Integer(old);
@@ -451,8 +476,9 @@ void SetBit(CommandCall& c) {
 void GetBit(CommandCall& c) {
   uint64_t offset = 0;
   if (!BitOffset(c, c.args[2], &offset)) return;
-  Result<Item> r = c.items.Get(c.args[1]);
-  if (r.ok()) return c.reply.Integer(BitAt(r->data, offset));
+  uint64_t size = 0;
+  Result<Item> r = c.items.GetPart(c.args[1], offset / 8, 1, &size);
+  if (r.ok()) return c.reply.Integer(BitAt(r->data, offset % 8));
   if (r.status().is_not_found()) return c.reply.Integer(0);
   ReplyStoreError(c, r.status());
 }

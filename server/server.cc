@@ -12,6 +12,7 @@
 #include "server/keyspace.h"
 #include "server/memcache_protocol.h"
 #include "server/resp_protocol.h"
+#include "sync/mutex.h"
 
 namespace pmindex::server {
 
@@ -60,7 +61,7 @@ struct Server::Impl {
         loops(MakeLoops(options.threads)),
         strand(asio::make_strand(*loops[0])), grace(strand), signals(strand) {}
   ~Impl() {
-    std::lock_guard<std::mutex> lock(mu);
+    sync::MutexLock lock(mu);
     destroying = true;
   }
 
@@ -95,10 +96,10 @@ struct Server::Impl {
 
   // Declared first, destroyed last: destroying `io` destroys the pending
   // handlers, and with them the sessions, which unregister here.
-  std::mutex mu;  // guards sessions, stopping and destroying
-  std::unordered_set<Session*> sessions;
-  bool stopping = false;
-  bool destroying = false;
+  sync::Mutex mu;
+  std::unordered_set<Session*> sessions PMINDEX_GUARDED_BY(mu);
+  bool stopping PMINDEX_GUARDED_BY(mu) = false;
+  bool destroying PMINDEX_GUARDED_BY(mu) = false;
 
   Server& self;
   Items& items;
@@ -302,7 +303,7 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 bool Server::Impl::Register(Session* s) {
-  std::lock_guard<std::mutex> lock(mu);
+  sync::MutexLock lock(mu);
   if (stopping) return false;
   sessions.insert(s);
   return true;
@@ -311,7 +312,7 @@ bool Server::Impl::Register(Session* s) {
 void Server::Impl::Unregister(Session* s) {
   bool last = false;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    sync::MutexLock lock(mu);
     if (sessions.erase(s) == 0) return;
     last = stopping && sessions.empty() && !destroying;
   }
@@ -414,7 +415,7 @@ void Server::Impl::StopOnStrand() {
   }
   std::vector<std::shared_ptr<Session>> live;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    sync::MutexLock lock(mu);
     stopping = true;
     for (Session* s : sessions) {
       // A session whose last reference is going away is ending already.
@@ -429,7 +430,7 @@ void Server::Impl::StopOnStrand() {
   grace.expires_after(std::chrono::milliseconds(options.shutdown_grace_ms));
   grace.async_wait([this](const asio::error_code& ec) {
     if (ec) return;  // cancelled: every session ended in time
-    std::lock_guard<std::mutex> lock(mu);
+    sync::MutexLock lock(mu);
     for (Session* s : sessions) {
       if (auto p = s->weak_from_this().lock())
         asio::post(p->socket().get_executor(), [p] { p->Abort(); });

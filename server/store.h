@@ -25,6 +25,7 @@
 //   for the keys they read with Get (see StoreTransaction).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -51,6 +52,21 @@ enum class WriteOutcome : uint8_t {
   kPresent,  // PutIfAbsent: the key is present: nothing changed
   kChanged,  // the key's version is not the one given: nothing changed
 };
+
+// Part of a stored value (Store::GetPart).
+struct StoredPart {
+  std::string prefix;  // the value's first min(size, Store::kPeekBytes) bytes
+  std::string part;    // the bytes asked for (fewer at the value's end)
+  uint64_t size = 0;   // the whole value's bytes
+  uint64_t version = 0;
+};
+// How many of a value's first bytes are a header that GetPart's offsets
+// skip, given the value's first min(size, Store::kPeekBytes) bytes.
+using HeaderBytesFn = size_t (*)(std::string_view prefix);
+
+// GetPart's answer cut from a whole value.
+inline StoredPart CutPart(std::string_view value, uint64_t version, HeaderBytesFn header,
+                          uint64_t offset, uint64_t length);
 
 struct StoreInfo {
   uint64_t keys = 0;      // keys stored (expired items not yet removed included)
@@ -107,6 +123,16 @@ class Store {
   // store that keeps large values in pieces answers without reading them).
   static constexpr size_t kPeekBytes = 32;
   [[nodiscard]] virtual Result<StoredValue> Peek(std::string_view key) { return Get(key); }
+  // Bytes [h + offset, h + offset + length) of the key's value, as many
+  // as it has, where h = header(its first bytes); or NotFound. A store
+  // that keeps large values in pieces reads only the pieces those bytes
+  // are in (GETRANGE of a large value).
+  [[nodiscard]] virtual Result<StoredPart> GetPart(std::string_view key, HeaderBytesFn header,
+                                                   uint64_t offset, uint64_t length) {
+    Result<StoredValue> r = Get(key);
+    if (!r.ok()) return r.status();
+    return CutPart(r->value, r->version, header, offset, length);
+  }
   // Inserts or replaces.
   [[nodiscard]] virtual Status Put(std::string_view key, std::string_view value) = 0;
   // Writes every pair atomically (all or none; a later pair wins over an
@@ -145,6 +171,20 @@ class Store {
   // itself a transaction's view (no nesting).
   virtual std::unique_ptr<StoreTransaction> Begin() = 0;
 };
+
+inline StoredPart CutPart(std::string_view value, uint64_t version, HeaderBytesFn header,
+                          uint64_t offset, uint64_t length) {
+  StoredPart p;
+  p.prefix.assign(value.substr(0, Store::kPeekBytes));
+  p.size = value.size();
+  p.version = version;
+  const uint64_t from = std::min<uint64_t>(header(p.prefix), value.size());
+  if (offset < value.size() - from) {
+    p.part.assign(value.substr(static_cast<size_t>(from + offset),
+                               static_cast<size_t>(std::min<uint64_t>(length, value.size()))));
+  }
+  return p;
+}
 
 // Sets *key to the smallest key after it among keys of at most `max`
 // bytes, in bytewise order; returns false if there is none (key is `max`

@@ -358,7 +358,7 @@ int Verify(const std::string& path) {
   std::unique_ptr<Pool> p = std::move(pool).value();
   if ((p->incompat_flags() & pm::kIncompatKvStore) != 0) return VerifyStore(path, std::move(p));
   bool was_clean = p->was_clean();
-  auto idx = open_index(p.get(), ReclaimBound::kAsIfClean);
+  auto idx = open_index(p.get(), {.bound = ReclaimBound::kAsIfClean});
   if (!idx.ok()) {
     Status c = p->Close();
     if (!c.ok()) std::fprintf(stderr, "pmpool: %s: close: %s\n", path.c_str(), c.ToString().c_str());

@@ -30,7 +30,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include "alloc/epoch.h"
@@ -38,6 +37,7 @@
 #include "alloc/size_classes.h"
 #include "alloc/thread_slots.h"
 #include "pm/persist.h"
+#include "sync/mutex.h"
 #include "util/check.h"
 
 namespace pmindex::alloc {
@@ -66,9 +66,11 @@ struct PageChunk {
 };
 
 struct alignas(64) NodeState {
-  std::mutex mu;
-  std::map<uint32_t, uint32_t> extents;  // free pages: start -> length
-  uint32_t partial[kNumClasses];         // heads of partial-page lists
+  sync::Mutex mu;
+  // Free pages: start -> length.
+  std::map<uint32_t, uint32_t> extents PMINDEX_GUARDED_BY(mu);
+  // Heads of partial-page lists.
+  uint32_t partial[kNumClasses] PMINDEX_GUARDED_BY(mu);
   NodeState() { std::fill(std::begin(partial), std::end(partial), kNoPage); }
 };
 
@@ -109,9 +111,9 @@ struct Allocator::Impl final : ThreadSlotOwner {
   size_t batch = 1;
 
   std::unique_ptr<std::atomic<PageChunk*>[]> chunks;
-  std::vector<std::unique_ptr<PageChunk>> chunk_store;  // under grow_mu
+  sync::Mutex grow_mu;
+  std::vector<std::unique_ptr<PageChunk>> chunk_store PMINDEX_GUARDED_BY(grow_mu);
   std::atomic<size_t> mapped{0};
-  std::mutex grow_mu;
 
   std::vector<std::unique_ptr<NodeState>> node_state;
   std::atomic<uint64_t> remote_allocs{0};
@@ -123,13 +125,13 @@ struct Allocator::Impl final : ThreadSlotOwner {
   std::atomic<uint64_t> bind_failures{0};
 
   std::atomic<bool> recovering{false};
-  std::mutex recovery_mu;
-  uint64_t bad_marks = 0;
-  std::string first_bad;
+  sync::Mutex recovery_mu;
+  uint64_t bad_marks PMINDEX_GUARDED_BY(recovery_mu) = 0;
+  std::string first_bad PMINDEX_GUARDED_BY(recovery_mu);
   RecoveryReport report;
 
-  std::mutex caches_mu;
-  std::vector<std::unique_ptr<ThreadCache>> caches;
+  sync::Mutex caches_mu;
+  std::vector<std::unique_ptr<ThreadCache>> caches PMINDEX_GUARDED_BY(caches_mu);
 
   std::unique_ptr<EpochDomain> epochs;
 
@@ -143,7 +145,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
     if (give_back) epochs->Reclaim();
     Unregister();  // no ThreadExited from here on; caches die with *this
     if (give_back) {
-      std::lock_guard<std::mutex> lock(caches_mu);
+      sync::MutexLock lock(caches_mu);
       for (auto& c : caches) FlushAll(*c);
     }
     epochs.reset();
@@ -168,14 +170,14 @@ struct Allocator::Impl final : ThreadSlotOwner {
   void* CreateSlot() override {
     auto c = std::make_unique<ThreadCache>();
     ThreadCache* p = c.get();
-    std::lock_guard<std::mutex> lock(caches_mu);
+    sync::MutexLock lock(caches_mu);
     caches.push_back(std::move(c));
     return p;
   }
   void ThreadExited(void* slot) override {
     auto* c = static_cast<ThreadCache*>(slot);
     FlushAll(*c);
-    std::lock_guard<std::mutex> lock(caches_mu);
+    sync::MutexLock lock(caches_mu);
     std::erase_if(caches, [&](const std::unique_ptr<ThreadCache>& p) { return p.get() == c; });
   }
 
@@ -191,8 +193,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
     return 0;
   }
 
-  // Makes PageInfo exist for pages [0, n). Under grow_mu (or single-threaded).
-  void EnsureChunks(size_t n) {
+  // Makes PageInfo exist for pages [0, n).
+  void EnsureChunks(size_t n) PMINDEX_REQUIRES(grow_mu) {
     for (size_t c = 0; c * kChunkPages < n; ++c) {
       if (chunks[c].load(std::memory_order_relaxed) != nullptr) continue;
       chunk_store.push_back(std::make_unique<PageChunk>());
@@ -201,7 +203,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
 
   // ------------------------------------------------------- free extents
-  static void AddExtent(NodeState& ns, uint32_t start, uint32_t len) {
+  static void AddExtent(NodeState& ns, uint32_t start, uint32_t len) PMINDEX_REQUIRES(ns.mu) {
     auto next = ns.extents.lower_bound(start);
     if (next != ns.extents.begin()) {
       auto prev = std::prev(next);
@@ -218,7 +220,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
     ns.extents.emplace(start, len);
   }
   // Takes the lowest run of `len` free pages. Returns kNoPage if none.
-  static uint32_t TakeExtent(NodeState& ns, uint32_t len) {
+  static uint32_t TakeExtent(NodeState& ns, uint32_t len) PMINDEX_REQUIRES(ns.mu) {
     for (auto it = ns.extents.begin(); it != ns.extents.end(); ++it) {
       if (it->second < len) continue;
       uint32_t start = it->first, rest = it->second - len;
@@ -248,8 +250,9 @@ struct Allocator::Impl final : ThreadSlotOwner {
   // Free pages [start, start+len) become node n's (bound to it first).
   void GiveRun(int n, uint32_t start, uint32_t len) {
     BindRun(n, start, len);
-    std::lock_guard<std::mutex> lock(node_state[n]->mu);
-    AddExtent(*node_state[n], start, len);
+    NodeState& ns = *node_state[n];
+    sync::MutexLock lock(ns.mu);
+    AddExtent(ns, start, len);
   }
   void BindRun(int n, uint32_t start, uint32_t len) {
     if (!bind_pages || len == 0) return;
@@ -279,7 +282,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
   // Maps more pages unless another thread already did since `seen` was
   // read. The new pages go to the nodes, `need` contiguous ones to `home`.
   Status Grow(size_t seen, uint32_t need, int home) {
-    std::lock_guard<std::mutex> lock(grow_mu);
+    sync::MutexLock lock(grow_mu);
     size_t cur = mapped.load(std::memory_order_acquire);
     if (cur != seen) return Status::OK();
     if (cur + need > entries) {
@@ -295,7 +298,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
   }
 
   // ------------------------------------------------------ partial lists
-  void PushPartial(NodeState& ns, int c, uint32_t idx) {
+  void PushPartial(NodeState& ns, int c, uint32_t idx) PMINDEX_REQUIRES(ns.mu) {
     PageInfo& p = Page(idx);
     p.prev = kNoPage;
     p.next = ns.partial[c];
@@ -303,7 +306,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
     ns.partial[c] = idx;
     p.in_partial = true;
   }
-  void RemovePartial(NodeState& ns, int c, uint32_t idx) {
+  void RemovePartial(NodeState& ns, int c, uint32_t idx) PMINDEX_REQUIRES(ns.mu) {
     PageInfo& p = Page(idx);
     if (p.prev != kNoPage) {
       Page(p.prev).next = p.next;
@@ -315,8 +318,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
     p.in_partial = false;
   }
 
-  // Turns free page idx into a page of class c owned by node n. Under n's lock.
-  void FormatClassPage(NodeState& ns, int n, uint32_t idx, int c) {
+  // Turns free page idx into a page of class c owned by node n (ns).
+  void FormatClassPage(NodeState& ns, int n, uint32_t idx, int c) PMINDEX_REQUIRES(ns.mu) {
     PageInfo& p = Page(idx);
     const uint32_t nb = ClassBlocks(c);
     std::fill(std::begin(p.avail), std::end(p.avail), 0);
@@ -331,8 +334,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
     PushPartial(ns, c, idx);
   }
 
-  // Gives an empty class page back. Under its node's lock.
-  void ReleaseClassPage(NodeState& ns, uint32_t idx) {
+  // Gives an empty class page back to its node (ns).
+  void ReleaseClassPage(NodeState& ns, uint32_t idx) PMINDEX_REQUIRES(ns.mu) {
     PageInfo& p = Page(idx);
     if (p.in_partial) RemovePartial(ns, p.cls.load(std::memory_order_relaxed), idx);
     p.kind.store(PageKind::kFree, std::memory_order_release);
@@ -345,7 +348,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
   // false iff the node has neither a partial page of c nor a free page.
   bool TakeBlocks(int n, int c, size_t want, std::vector<uint64_t>& out) {
     NodeState& ns = *node_state[n];
-    std::lock_guard<std::mutex> lock(ns.mu);
+    sync::MutexLock lock(ns.mu);
     if (ns.partial[c] == kNoPage) {
       uint32_t idx = TakeExtent(ns, 1);
       if (idx == kNoPage) return false;
@@ -370,8 +373,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
     return true;
   }
 
-  // Returns one cached block of page idx to its node. Under that node's lock.
-  void ReturnBlock(NodeState& ns, uint32_t idx, uint64_t off) {
+  // Returns one cached block of page idx to its node (ns).
+  void ReturnBlock(NodeState& ns, uint32_t idx, uint64_t off) PMINDEX_REQUIRES(ns.mu) {
     PageInfo& p = Page(idx);
     const int c = p.cls.load(std::memory_order_relaxed);
     const uint32_t b = static_cast<uint32_t>((off - PageOffset(idx)) / ClassSize(c));
@@ -396,7 +399,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
     while (i < v.size()) {
       const int n = Page(PageIndex(v[i])).node.load(std::memory_order_relaxed);
       NodeState& ns = *node_state[n];
-      std::lock_guard<std::mutex> lock(ns.mu);
+      sync::MutexLock lock(ns.mu);
       for (; i < v.size(); ++i) {
         uint32_t idx = PageIndex(v[i]);
         if (Page(idx).node.load(std::memory_order_relaxed) != n) break;
@@ -544,7 +547,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
   // page or kNoPage.
   uint32_t TakeSpan(int n, uint32_t len) {
     NodeState& ns = *node_state[n];
-    std::lock_guard<std::mutex> lock(ns.mu);
+    sync::MutexLock lock(ns.mu);
     uint32_t head = TakeExtent(ns, len);
     if (head == kNoPage) return kNoPage;
     const uint16_t node = static_cast<uint16_t>(n);
@@ -565,8 +568,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
     return head;
   }
 
-  // Gives a span back. Under its node's lock.
-  void ReleaseSpan(NodeState& ns, uint32_t head) {
+  // Gives a span back to its node (ns).
+  void ReleaseSpan(NodeState& ns, uint32_t head) PMINDEX_REQUIRES(ns.mu) {
     PageInfo& h = Page(head);
     const uint32_t len = h.span.load(std::memory_order_relaxed);
     // Persist order: the head first, so a crash leaves only orphan tails.
@@ -617,7 +620,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
       const uint32_t len = pg.span.load(std::memory_order_relaxed);
       NodeState& ns = *node_state[pg.node.load(std::memory_order_relaxed)];
       {
-        std::lock_guard<std::mutex> lock(ns.mu);
+        sync::MutexLock lock(ns.mu);
         ReleaseSpan(ns, r.page);
       }
       pm::CountAllocated(-static_cast<int64_t>(uint64_t{len} * kPageBytes));
@@ -746,7 +749,10 @@ struct Allocator::Impl final : ThreadSlotOwner {
         ++j;
       }
       BindRun(n, static_cast<uint32_t>(i), static_cast<uint32_t>(j - i));
-      AddExtent(*node_state[n], static_cast<uint32_t>(i), static_cast<uint32_t>(j - i));
+      // Open runs alone; the lock only states what AddExtent needs.
+      NodeState& ns = *node_state[n];
+      sync::MutexLock lock(ns.mu);
+      AddExtent(ns, static_cast<uint32_t>(i), static_cast<uint32_t>(j - i));
       i = j;
     }
   }
@@ -822,7 +828,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
       return Status::InvalidArgument("allocator: FinishRecovery() outside recovery");
     }
     {
-      std::lock_guard<std::mutex> lock(recovery_mu);
+      sync::MutexLock lock(recovery_mu);
       if (bad_marks != 0) {
         return Status::Corruption("allocator: " + std::to_string(bad_marks) +
                                   " reachable pointer(s) are not allocated blocks; first: " +
@@ -838,7 +844,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
       const uint32_t idx = static_cast<uint32_t>(i);
       PageInfo& p = Page(idx);
       NodeState& ns = *node_state[p.node.load(std::memory_order_relaxed)];
-      std::lock_guard<std::mutex> lock(ns.mu);
+      sync::MutexLock lock(ns.mu);
       switch (p.kind.load(std::memory_order_relaxed)) {
         case PageKind::kClass: {
           const int c = p.cls.load(std::memory_order_relaxed);
@@ -887,7 +893,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
     BlockRef r;
     std::string why;
     if (!Locate(p, &r, &why)) {
-      std::lock_guard<std::mutex> lock(recovery_mu);
+      sync::MutexLock lock(recovery_mu);
       if (bad_marks++ == 0) first_bad = why;
       return;
     }
@@ -942,7 +948,10 @@ Result<std::unique_ptr<Allocator>> Allocator::Attach(Pool* pool, bool fresh,
   impl->chunks = std::make_unique<std::atomic<PageChunk*>[]>(nchunks);
   for (size_t i = 0; i < nchunks; ++i) impl->chunks[i].store(nullptr, std::memory_order_relaxed);
   const size_t m = std::min(pool->pages_mapped(), impl->entries);
-  impl->EnsureChunks(m);
+  {
+    sync::MutexLock lock(impl->grow_mu);  // uncontended: nothing else runs yet
+    impl->EnsureChunks(m);
+  }
   impl->mapped.store(m, std::memory_order_release);
   PMINDEX_RETURN_IF_ERROR(impl->LoadPageTable(fresh));
   if (impl->bind_pages) impl->BindOwned(m);

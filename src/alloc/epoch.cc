@@ -13,16 +13,16 @@ EpochDomain::~EpochDomain() { Unregister(); }
 void* EpochDomain::CreateSlot() {
   auto r = std::make_unique<Record>();
   Record* p = r.get();
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   records_.push_back(std::move(r));
   return p;
 }
 
 void EpochDomain::ThreadExited(void* slot) {
   auto* r = static_cast<Record*>(slot);
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   {
-    std::lock_guard<std::mutex> rl(r->mu);
+    sync::MutexLock rl(r->mu);
     orphans_.insert(orphans_.end(), r->limbo.begin(), r->limbo.end());
   }
   std::erase_if(records_, [&](const std::unique_ptr<Record>& p) { return p.get() == r; });
@@ -52,7 +52,7 @@ void EpochDomain::Retire(uint64_t item) {
   Record& r = Mine();
   Enter();
   {
-    std::lock_guard<std::mutex> lock(r.mu);
+    sync::MutexLock lock(r.mu);
     r.limbo.emplace_back(global_.load(std::memory_order_seq_cst), item);
   }
   pending_.fetch_add(1, std::memory_order_relaxed);
@@ -64,7 +64,7 @@ void EpochDomain::Retire(uint64_t item) {
 }
 
 bool EpochDomain::TryAdvance() {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync::MutexLock lock(mu_);
   uint64_t e = global_.load(std::memory_order_seq_cst);
   for (const auto& r : records_) {
     uint64_t a = r->announce.load(std::memory_order_seq_cst);
@@ -82,9 +82,9 @@ size_t EpochDomain::Reclaim() {
 
   std::vector<uint64_t> ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync::MutexLock lock(mu_);
     for (const auto& r : records_) {
-      std::lock_guard<std::mutex> rl(r->mu);
+      sync::MutexLock rl(r->mu);
       // Tags in a limbo list never decrease: the safe ones are a prefix.
       auto end = std::find_if_not(r->limbo.begin(), r->limbo.end(), safe);
       for (auto it = r->limbo.begin(); it != end; ++it) ready.push_back(it->second);

@@ -35,11 +35,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "alloc/thread_slots.h"
+#include "sync/mutex.h"
 
 namespace pmindex::alloc {
 
@@ -80,8 +80,9 @@ class EpochDomain final : public ThreadSlotOwner {
     std::atomic<uint64_t> announce{0};  // (epoch << 1) | 1 inside, 0 outside
     uint32_t depth = 0;                 // owner thread only
     uint32_t retires = 0;               // owner thread only
-    std::mutex mu;                                     // limbo
-    std::vector<std::pair<uint64_t, uint64_t>> limbo;  // (tag, item), tags ascending
+    sync::Mutex mu;
+    // (tag, item), tags ascending.
+    std::vector<std::pair<uint64_t, uint64_t>> limbo PMINDEX_GUARDED_BY(mu);
   };
 
   Record& Mine() { return *static_cast<Record*>(Slot()); }
@@ -92,9 +93,9 @@ class EpochDomain final : public ThreadSlotOwner {
   Reclaimer reclaimer_;
   std::atomic<uint64_t> global_{1};
   std::atomic<size_t> pending_{0};
-  std::mutex mu_;  // records_, orphans_; taken before a Record::mu
-  std::vector<std::unique_ptr<Record>> records_;
-  std::vector<std::pair<uint64_t, uint64_t>> orphans_;
+  sync::Mutex mu_;  // taken before a Record::mu
+  std::vector<std::unique_ptr<Record>> records_ PMINDEX_GUARDED_BY(mu_);
+  std::vector<std::pair<uint64_t, uint64_t>> orphans_ PMINDEX_GUARDED_BY(mu_);
 };
 
 }  // namespace pmindex::alloc

@@ -2,21 +2,21 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "pm/persist.h"
+#include "sync/mutex.h"
 #include "util/check.h"
 
 namespace pmindex::alloc {
 namespace {
 
 struct Registry {
-  std::mutex mu;
-  std::unordered_map<uint64_t, ThreadSlotOwner*> owners;
-  uint64_t next_id = 1;
+  sync::Mutex mu;
+  std::unordered_map<uint64_t, ThreadSlotOwner*> owners PMINDEX_GUARDED_BY(mu);
+  uint64_t next_id PMINDEX_GUARDED_BY(mu) = 1;
 };
 
 // Leaked on purpose: thread_local destructors of late threads may run after
@@ -51,7 +51,7 @@ struct ThreadSlotAccess {
 namespace {
 void NotifyExit(ThreadSlots& t) {
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  sync::MutexLock lock(r.mu);
   for (auto& [id, slot] : t.entries) {
     auto it = r.owners.find(id);
     if (it != r.owners.end()) ThreadSlotAccess::Exit(it->second, slot);
@@ -64,7 +64,7 @@ void NotifyExit(ThreadSlots& t) {
 
 ThreadSlotOwner::ThreadSlotOwner() {
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  sync::MutexLock lock(r.mu);
   id_ = r.next_id++;
   r.owners.emplace(id_, this);
 }
@@ -75,7 +75,7 @@ ThreadSlotOwner::~ThreadSlotOwner() {
 
 void ThreadSlotOwner::Unregister() {
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  sync::MutexLock lock(r.mu);
   r.owners.erase(id_);
   registered_ = false;
 }
@@ -101,8 +101,14 @@ void* ThreadSlotOwner::SlowSlot() {
     // Drop entries of owners that are gone before the list grows.
     if (t.entries.size() >= 8) {
       Registry& r = TheRegistry();
-      std::lock_guard<std::mutex> lock(r.mu);
-      std::erase_if(t.entries, [&](const auto& e) { return !r.owners.contains(e.first); });
+      sync::MutexLock lock(r.mu);
+      // A loop, not erase_if with a lambda: the analysis checks a lambda as
+      // a function of its own, which does not hold r.mu.
+      size_t kept = 0;
+      for (const auto& e : t.entries) {
+        if (r.owners.contains(e.first)) t.entries[kept++] = e;
+      }
+      t.entries.resize(kept);
     }
     slot = CreateSlot();
     t.entries.emplace_back(id_, slot);

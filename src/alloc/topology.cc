@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "sync/mutex.h"
 
 #ifdef PMINDEX_HAVE_LIBNUMA
 #include <numa.h>
@@ -17,7 +18,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 namespace pmindex::alloc {
@@ -136,17 +136,17 @@ std::shared_ptr<Topology> Topology::Simulated(int nodes) {
 }
 
 namespace {
-std::mutex g_default_mu;
-std::shared_ptr<Topology> g_default;
+sync::Mutex g_default_mu;
+std::shared_ptr<Topology> g_default PMINDEX_GUARDED_BY(g_default_mu);
 }  // namespace
 
 std::shared_ptr<Topology> Topology::Default() {
-  std::lock_guard<std::mutex> lock(g_default_mu);
+  sync::MutexLock lock(g_default_mu);
   return g_default ? g_default : Real();
 }
 
 void Topology::SetDefault(std::shared_ptr<Topology> t) {
-  std::lock_guard<std::mutex> lock(g_default_mu);
+  sync::MutexLock lock(g_default_mu);
   g_default = std::move(t);
 }
 

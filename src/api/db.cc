@@ -118,7 +118,7 @@ std::unique_ptr<Db> Db::Wrap(std::unique_ptr<Pool> pool, std::unique_ptr<Index> 
   }
   db->pool_ = std::move(pool);
   db->index_ = std::move(index);
-  db->lookup_ = db->index_.get();
+  db->lookup_ = &TreeOf(*db->index_);  // past the library's handle
   return db;
 }
 

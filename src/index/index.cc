@@ -13,7 +13,6 @@
 
 namespace pmindex {
 
-Index::Index() = default;
 Index::~Index() = default;
 
 Status Index::for_each_block(const std::function<void(PPtr)>&) {
@@ -22,6 +21,67 @@ Status Index::for_each_block(const std::function<void(PPtr)>&) {
 }
 
 Status Index::close() { return Status::OK(); }
+
+// What create_index and open_index return: the tree, and the pool
+// bookkeeping a tree does not carry (the allocator, the pool, the pool's
+// lease), with the kind's name from its registry entry. Every call
+// forwards to the tree.
+class IndexHandle final : public Index {
+ public:
+  IndexHandle(const IndexInfo& info, std::unique_ptr<Index> tree)
+      : info_(info), tree_(std::move(tree)) {}
+  // Members go in reverse order: the tree (whose destructor closes it)
+  // before the lease, then the allocator it allocated from.
+  ~IndexHandle() override = default;
+
+  // For a persistent kind, once the open or create has succeeded.
+  void Attach(Pool* pool, std::unique_ptr<alloc::Allocator> alloc, std::shared_ptr<void> lease) {
+    pool_ = pool;
+    alloc_ = std::move(alloc);
+    lease_ = std::move(lease);
+  }
+  // open_index refused the pool after the tree was built: it must write
+  // nothing when it is destroyed (Index::abandoned()).
+  static void Abandon(Index& tree) { tree.abandoned_ = true; }
+
+  Index& tree() { return *tree_; }
+
+  std::string_view kind() const override { return info_.name; }
+  bool persistent() const override { return info_.persistent; }
+  Status insert(Key k, Value v) override { return tree_->insert(k, v); }
+  Status update(Key k, Value v) override { return tree_->update(k, v); }
+  Status upsert(Key k, Value v) override { return tree_->upsert(k, v); }
+  std::optional<Value> lookup(Key k) override { return tree_->lookup(k); }
+  Status remove(Key k) override { return tree_->remove(k); }
+  size_t scan(Key from, size_t n, KV* out) override { return tree_->scan(from, n, out); }
+  Status bulk_load(std::span<const KV> sorted, double fill) override {
+    return tree_->bulk_load(sorted, fill);
+  }
+  Status verify() override { return tree_->verify(); }
+  IndexStats stats() override { return tree_->stats(); }
+  Status for_each_block(const std::function<void(PPtr)>& fn) override {
+    if (!info_.persistent) return Index::for_each_block(fn);
+    return tree_->for_each_block(fn);
+  }
+  void quiesce() override { tree_->quiesce(); }
+  Status close() override { return tree_->close(); }
+  alloc::Allocator* allocator() const override { return alloc_.get(); }
+  Pool* pool() const override { return pool_; }
+
+ private:
+  const IndexInfo& info_;
+  Pool* pool_ = nullptr;
+  std::unique_ptr<alloc::Allocator> alloc_;
+  // Held while the index is alive: a second create_index / open_index on
+  // the same pool is refused (Busy) until it is released.
+  std::shared_ptr<void> lease_;
+  std::unique_ptr<Index> tree_;
+};
+
+Index& TreeOf(Index& index) {
+  auto* handle = dynamic_cast<IndexHandle*>(&index);
+  return handle != nullptr ? handle->tree() : index;
+}
 
 namespace {
 
@@ -86,7 +146,7 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
     if (idx.value() == nullptr) {
       return Status::InvalidArgument("index kind \"" + info.name + "\": factory returned null");
     }
-    return idx;
+    return std::unique_ptr<Index>(new IndexHandle(info, std::move(idx).value()));
   }
 
   if (pool == nullptr) {
@@ -127,21 +187,10 @@ Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_v
     return failed(
         Status::InvalidArgument("index kind \"" + info.name + "\": factory returned null"));
   }
-  idx.value()->alloc_ = std::move(a);
-  idx.value()->pool_ = pool;
-  idx.value()->pool_lease_ = std::move(lease).value();
+  auto handle = std::make_unique<IndexHandle>(info, std::move(idx).value());
+  handle->Attach(pool, std::move(a), std::move(lease).value());
   pool->IndexReady();
-  return idx;
-}
-
-Result<std::unique_ptr<Index>> open_index(Pool* pool) {
-  return open_index(pool, ReclaimBound::kByCleanFlag);
-}
-
-Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound) {
-  OpenIndexOptions opt;
-  opt.bound = bound;
-  return open_index(pool, opt);
+  return std::unique_ptr<Index>(std::move(handle));
 }
 
 namespace {
@@ -255,7 +304,7 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& op
     // FinishRecovery frees anything.
     s = opt.pairs->status();
     if (!s.ok()) {
-      idx.value()->abandoned_ = true;
+      IndexHandle::Abandon(*idx.value());
       return failed(s);
     }
   }
@@ -267,14 +316,13 @@ Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& op
     // The index is destroyed on return, before its allocator: it must not
     // write (nvtree's close would allocate a snapshot from an allocator
     // still in recovery, which stops the process).
-    idx.value()->abandoned_ = true;
+    IndexHandle::Abandon(*idx.value());
     return failed(s);
   }
-  idx.value()->alloc_ = std::move(a);
-  idx.value()->pool_ = pool;
-  idx.value()->pool_lease_ = std::move(lease).value();
+  auto handle = std::make_unique<IndexHandle>(*info, std::move(idx).value());
+  handle->Attach(pool, std::move(a), std::move(lease).value());
   pool->IndexReady();
-  return idx;
+  return std::unique_ptr<Index>(std::move(handle));
 }
 
 size_t ScanBatch(Index& index, Key* from, bool* more, size_t n, KV* out) {

@@ -45,18 +45,29 @@ namespace alloc {
 class Allocator;
 }
 
-enum class ReclaimBound;
 struct OpenIndexOptions;
 class PairVisitor;
 
+// What a tree implements, and what create_index / open_index return.
+//
+// A tree derives from Index and holds only its own state: the pool, the
+// allocator and the pool's lease belong to the handle the library wraps
+// every tree in (index.cc), which also names the kind (kind(),
+// persistent() from the registry entry) and is what callers hold. A tree
+// writes the operations, verify() and stats(); for_each_block (persistent
+// kinds), quiesce and close have defaults.
+//
 // detail::PointLookup (pmindex/types.h) declares lookup, so that Db::Get
 // can be inline in the public header without this interface.
 class Index : public detail::PointLookup {
  public:
   virtual ~Index();
 
-  virtual std::string_view kind() const = 0;
-  virtual bool persistent() const = 0;
+  // The registry name and whether the kind is persistent: answered by the
+  // library's handle. A tree need not override them (a bare tree answers
+  // "" and false).
+  virtual std::string_view kind() const { return {}; }
+  virtual bool persistent() const { return false; }
 
   virtual Status insert(Key k, Value v) = 0;
   virtual Status update(Key k, Value v) = 0;
@@ -76,7 +87,8 @@ class Index : public detail::PointLookup {
   virtual IndexStats stats() = 0;
 
   // Persistent indexes: calls fn for every PM block reachable from the
-  // roots (recovery by reachability, leak checks). NotSupported otherwise.
+  // roots (recovery by reachability, leak checks). NotSupported otherwise
+  // (the default).
   virtual Status for_each_block(const std::function<void(PPtr)>& fn);
 
   // Waits until background work the index started on its own is done and
@@ -90,13 +102,13 @@ class Index : public detail::PointLookup {
   // whose open did not complete (abandoned()) writes nothing here.
   virtual Status close();
 
-  // The allocator the index allocates from (null for volatile indexes).
-  alloc::Allocator* allocator() const { return alloc_.get(); }
-  Pool* pool() const { return pool_; }
+  // The allocator the index allocates from and the pool it lives in, held
+  // by the library's handle (null for volatile kinds, and for a bare tree).
+  virtual alloc::Allocator* allocator() const { return nullptr; }
+  virtual Pool* pool() const { return nullptr; }
 
  protected:
-  // Out of line: alloc::Allocator is incomplete here (index.cc defines it).
-  Index();
+  Index() = default;
   // True when open_index built this index but then refused the pool (e.g.
   // the allocator's FinishRecovery failed): the pool may be damaged and
   // the allocator is still in recovery, so close() must return at once and
@@ -104,15 +116,16 @@ class Index : public detail::PointLookup {
   bool abandoned() const { return abandoned_; }
 
  private:
-  friend Result<std::unique_ptr<Index>> create_index(std::string_view, std::string_view, Pool*);
-  friend Result<std::unique_ptr<Index>> open_index(Pool*, const OpenIndexOptions&);
-  std::unique_ptr<alloc::Allocator> alloc_;
-  Pool* pool_ = nullptr;
-  // Held while the index is alive: a second create_index / open_index on
-  // the same pool is refused (Busy) until it is released.
-  std::shared_ptr<void> pool_lease_;
+  // The library's handle (index.cc) sets abandoned_ on a refused open.
+  friend class IndexHandle;
   bool abandoned_ = false;
 };
+
+// The tree inside a handle that create_index / open_index returned (the
+// index itself for any other Index): for tests and tools that call a
+// kind's own methods, and for hot paths that skip the handle's forwarding
+// call (Db::Get, pmbench). The handle keeps ownership.
+Index& TreeOf(Index& index);
 
 // Creates an index. Volatile kinds: pool must be null. Persistent kinds:
 // pool must be new (Pool::Create / CreateInMemory) with pool->kind() ==
@@ -122,22 +135,11 @@ class Index : public detail::PointLookup {
 Result<std::unique_ptr<Index>> create_index(std::string_view kind, std::string_view options,
                                             Pool* pool);
 
-// Opens the index stored in pool (kind and options from the pool header)
-// and recovers it. Busy if an index created or opened on this pool is
-// still alive. The pool's clean flag is cleared (Pool::MarkInUse) just
-// before recovery's first write: by the index kind itself once it has
-// validated what it read (IndexInfo::marks_in_use, every built-in
-// persistent tree), else after the allocator has validated the page table;
-// a refused open of a cleanly closed pool then leaves its files unchanged.
-// If recovery fails after that, the pool is never marked clean by this
-// Pool object's Close, so the next open recovers it again.
-Result<std::unique_ptr<Index>> open_index(Pool* pool);
-
 // How many allocated-but-unreachable units (alloc::RecoveryReport) recovery
 // may give back before open_index refuses the pool (docs/crash-testing.md,
 // "Recovery's bound on reclaiming").
 enum class ReclaimBound {
-  // What the clean flag says (open_index(pool)): IndexInfo's
+  // What the clean flag says (the default): IndexInfo's
   // unreachable_after_clean, plus unreachable_per_writer per assumed
   // writer thread after a crash.
   kByCleanFlag,
@@ -150,9 +152,9 @@ enum class ReclaimBound {
   // copy of a damaged pool (`pmpool salvage` opens an in-memory image).
   kNone,
 };
-Result<std::unique_ptr<Index>> open_index(Pool* pool, ReclaimBound bound);
 
-// open_index with everything it can be told.
+// What open_index can be told; a default-constructed one opens a plain
+// index's pool bounded by its clean flag.
 struct OpenIndexOptions {
   ReclaimBound bound = ReclaimBound::kByCleanFlag;
   // Told every live pair while the kind's open validates them, before the
@@ -164,7 +166,16 @@ struct OpenIndexOptions {
   // nothing written), and a plain pool with one (WrongKind).
   PairVisitor* pairs = nullptr;
 };
-Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& opt);
+
+// Opens the index stored in pool (kind and options from the pool header)
+// and recovers it, as `opt` says (OpenIndexOptions above). Busy if an index created or opened on
+// this pool is still alive. The pool's clean flag is cleared (Pool::MarkInUse) just before
+// recovery's first write: by the index kind itself once it has validated what it read
+// (IndexInfo::marks_in_use, every built-in persistent tree), else after the allocator has validated
+// the page table; a refused open of a cleanly closed pool then leaves its files unchanged. If
+// recovery fails after that, the pool is never marked clean by this Pool object's Close, so the
+// next open recovers it again.
+Result<std::unique_ptr<Index>> open_index(Pool* pool, const OpenIndexOptions& opt = {});
 
 // Reads at most n pairs with key >= *from into out, keeps them only while
 // their keys strictly ascend (a scan racing a writer must still never make

@@ -8,8 +8,6 @@ namespace {
 
 class NullIndex final : public Index {
  public:
-  std::string_view kind() const override { return "null"; }
-  bool persistent() const override { return false; }
   Status insert(Key, Value) override { return Status::OK(); }
   Status update(Key, Value) override { return Status::OK(); }
   Status upsert(Key, Value) override { return Status::OK(); }
@@ -23,18 +21,18 @@ class NullIndex final : public Index {
 
 }  // namespace
 
-PMINDEX_REGISTER_INDEX(null_index, {
-    .name = "null",
-    .persistent = false,
-    .options_help = "(no options) does nothing; measures the harness",
-    .test_configs = {""},
-    .validate = nullptr,
-    .create = [](const IndexEnv&, const Options&) -> Result<std::unique_ptr<Index>> {
-      return std::unique_ptr<Index>(new NullIndex());
-    },
-    .open = nullptr,
-    .test_only = false,
-    .stores_data = false,
-});
+PMINDEX_REGISTER_INDEX(null_index,
+                       {
+                           .name = "null",
+                           .persistent = false,
+                           .options_help = "(no options) does nothing; measures the harness",
+                           .validate = nullptr,
+                           .create = [](const IndexEnv&,
+                                        const Options&) -> Result<std::unique_ptr<Index>> {
+                             return std::unique_ptr<Index>(new NullIndex());
+                           },
+                           .open = nullptr,
+                           .stores_data = false,
+                       });
 
 }  // namespace pmindex

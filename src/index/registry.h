@@ -1,13 +1,16 @@
-// Self-registering index factories. A tree registers itself with one line
-// in its own folder:
+// The registry of index kinds. A tree defines its entry in its own folder,
+// at namespace scope outside any unnamed namespace:
 //
 //   PMINDEX_REGISTER_INDEX(lbtree, {
 //       .name = "lbtree", .persistent = true,
 //       .options_help = "node=256|512|768|1024 rebuild_threads=N",
-//       .test_configs = {"node=256", "node=512", "node=1024"},
 //       .validate = ..., .create = ..., .open = ...});
 //
-// The library is linked whole-archive so every registration is kept.
+// and names it once in index/builtin.cc. The macro defines a
+// registration function; nothing runs before main(). Registry::Get()
+// calls every built-in kind's function once (RegisterBuiltinIndexes), and
+// that call is what makes the linker keep each kind's object file, so a
+// plain `-lpmindex` links every kind.
 #pragma once
 
 #include <functional>
@@ -30,7 +33,7 @@ namespace pmindex {
 struct IndexEnv {
   Pool* pool = nullptr;
   alloc::Allocator* alloc = nullptr;
-  // Set by open_index(pool, ReclaimBound::kNone), which `pmpool salvage`
+  // Set by open_index with ReclaimBound::kNone, which `pmpool salvage`
   // calls on an in-memory copy of a damaged pool: a kind may then cut off
   // what it cannot validate (writing the cut into the copy) instead of
   // refusing the whole pool.
@@ -47,13 +50,11 @@ using IndexFactory =
 struct IndexInfo {
   std::string name;
   bool persistent = false;
-  std::string options_help;               // printed by `pmbench --list`
-  std::vector<std::string> test_configs;  // option strings the shared scenarios run
+  std::string options_help;                        // printed by `pmbench --list`
   std::function<Status(const Options&)> validate;  // null = accepts no options
   IndexFactory create;
   IndexFactory open;  // persistent only
-  bool test_only = false;     // hidden from --list and scenarios (crash-sim fixtures)
-  bool stores_data = true;    // false for `null`: excluded from oracle scenarios
+  bool stores_data = true;  // false for `null`: excluded from oracle scenarios
   // `open` writes nothing before it calls env.pool->MarkInUse(), which it
   // does only once everything it reads has been validated; a refused open
   // then leaves a cleanly closed pool byte for byte as it was. When false,
@@ -87,19 +88,19 @@ struct IndexInfo {
   // The crash simulator fails an image that loses a value a reader saw
   // when this is true, and counts it when false.
   bool reads_see_only_durable = false;
-  // Simulated NUMA nodes the shared scenarios give this index's pools
-  // (alloc::Topology::Simulated; 0: the machine's topology), for indexes
-  // whose code paths differ with more than one node (nobtree).
-  int test_numa_nodes = 0;
 };
 
 class Registry {
  public:
+  // The process's registry, holding every built-in kind (registered on the
+  // first call, once, whichever thread makes it) and the kinds added since.
   static Registry& Get();
+  // Adds a kind; a bad or repeated entry stops the process (a programming
+  // error). Tests add their fixture kinds through tests/support/kinds.h.
   void Add(IndexInfo info);
   const IndexInfo* Find(std::string_view name) const;
-  // Sorted by name; test-only entries only if asked.
-  std::vector<const IndexInfo*> All(bool include_test_only = false) const;
+  // Sorted by name.
+  std::vector<const IndexInfo*> All() const;
 
  private:
   std::vector<std::unique_ptr<IndexInfo>> infos_;
@@ -110,11 +111,18 @@ class Registry {
 // unreachable_per_writer; was_clean: the pool's clean flag at open).
 uint64_t RecoveryBound(const IndexInfo& info, bool was_clean);
 
-struct IndexRegistrar {
-  explicit IndexRegistrar(IndexInfo info) { Registry::Get().Add(std::move(info)); }
-};
+// Adds every kind index/builtin.cc names (Registry::Get() calls it
+// once, before it returns the registry for the first time).
+void RegisterBuiltinIndexes(Registry& registry);
 
 }  // namespace pmindex
 
-#define PMINDEX_REGISTER_INDEX(ident, ...) \
-  static ::pmindex::IndexRegistrar pmindex_registrar_##ident(::pmindex::IndexInfo __VA_ARGS__)
+// Defines pmindex_register_<ident>(Registry&), which adds the entry.
+// C linkage gives the function one name whatever namespace the tree uses,
+// so that index/builtin.cc can call it. Ends with a declaration so that the
+// use takes a semicolon.
+#define PMINDEX_REGISTER_INDEX(ident, ...)                                  \
+  extern "C" void pmindex_register_##ident(::pmindex::Registry& registry) { \
+    registry.Add(::pmindex::IndexInfo __VA_ARGS__);                         \
+  }                                                                         \
+  extern "C" void pmindex_register_##ident(::pmindex::Registry& registry)

@@ -121,7 +121,7 @@ Result<SalvageRead> ReadForSalvage(const std::string& path, bool* image_opened) 
   const uint64_t floor_rec = !info->clean && floor_kind ? copy->root(pm::kCleanCloseSlot) : 0;
   if (floor_rec != 0) out.leaf_floor = pm::CleanCloseNodes(floor_rec);
   if (image_opened != nullptr) *image_opened = true;
-  auto idx = open_index(copy.get(), ReclaimBound::kNone);
+  auto idx = open_index(copy.get(), {.bound = ReclaimBound::kNone});
   if (!idx.ok()) return idx.status();
   std::unique_ptr<Index> index = std::move(idx).value();
   out.report = index->allocator()->recovery_report();

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "sync/thread_annotations.h"
+
 namespace pmindex::kv {
 
 // Commit timestamps. Reserve() hands out the next one; Publish(ts) makes
@@ -135,23 +137,34 @@ class SnapshotTable {
 // latches are always taken in ascending stripe order (no deadlock). A latch
 // is a test-and-set word (acquire/release), not a std::mutex: Verify holds
 // all 1024 at once, more than a thread may hold mutexes under TSan.
-class Latches {
+//
+// To Clang's thread-safety analysis the stripes are one capability (the
+// Latches object): it checks that a function marked
+// PMINDEX_REQUIRES(latches_) runs with some latch held, not that it is the
+// latch of the prefix it touches (a stripe is chosen at run time). Taking
+// several stripes is one acquisition to it, so the functions that take or
+// drop several are not checked inside.
+class PMINDEX_CAPABILITY("latch stripes") Latches {
  public:
   static constexpr size_t kStripes = 1024;
   static size_t StripeOf(uint64_t prefix) {
     const uint64_t x = prefix * 0x9E3779B97F4A7C15ull;
     return static_cast<size_t>(x >> 54);  // the top 10 bits
   }
-  void Lock(size_t stripe) {
+  void Lock(size_t stripe) PMINDEX_ACQUIRE() {
     std::atomic<bool>& h = stripe_[stripe].held;
     while (h.exchange(true, std::memory_order_acquire)) {
       while (h.load(std::memory_order_relaxed)) std::this_thread::yield();
     }
   }
-  void Unlock(size_t stripe) { stripe_[stripe].held.store(false, std::memory_order_release); }
+  void Unlock(size_t stripe) PMINDEX_RELEASE() {
+    stripe_[stripe].held.store(false, std::memory_order_release);
+  }
   // Locks the stripes of `prefixes` (any order, duplicates allowed) in
-  // ascending order; returns them for Unlock.
-  std::vector<size_t> Lock(const std::vector<uint64_t>& prefixes) {
+  // ascending order; returns them for Unlock. Not analysed: several
+  // stripes, one acquisition (above).
+  std::vector<size_t> Lock(const std::vector<uint64_t>& prefixes)
+      PMINDEX_ACQUIRE() PMINDEX_NO_THREAD_SAFETY_ANALYSIS {
     std::vector<size_t> s;
     s.reserve(prefixes.size());
     for (uint64_t p : prefixes) s.push_back(StripeOf(p));
@@ -160,11 +173,14 @@ class Latches {
     for (size_t i : s) Lock(i);
     return s;
   }
-  void Unlock(const std::vector<size_t>& stripes) {
+  // Not analysed: several stripes, one release (above).
+  void Unlock(const std::vector<size_t>& stripes)
+      PMINDEX_RELEASE() PMINDEX_NO_THREAD_SAFETY_ANALYSIS {
     for (size_t i = stripes.size(); i-- > 0;) Unlock(stripes[i]);
   }
-  // Every stripe (Verify: no writer runs while they are held).
-  std::vector<size_t> LockAll() {
+  // Every stripe (Verify: no writer runs while they are held). Not
+  // analysed: several stripes, one acquisition (above).
+  std::vector<size_t> LockAll() PMINDEX_ACQUIRE() PMINDEX_NO_THREAD_SAFETY_ANALYSIS {
     std::vector<size_t> s(kStripes);
     for (size_t i = 0; i < kStripes; ++i) {
       s[i] = i;
@@ -181,16 +197,44 @@ class Latches {
 };
 
 // Holds one prefix's latch for a scope.
-class LatchGuard {
+class PMINDEX_SCOPED_CAPABILITY LatchGuard {
  public:
-  LatchGuard(Latches& l, uint64_t prefix) : l_(l), stripe_(Latches::StripeOf(prefix)) { l_.Lock(stripe_); }
-  ~LatchGuard() { l_.Unlock(stripe_); }
+  LatchGuard(Latches& l, uint64_t prefix) PMINDEX_ACQUIRE(l)
+      : l_(l), stripe_(Latches::StripeOf(prefix)) {
+    l_.Lock(stripe_);
+  }
+  ~LatchGuard() PMINDEX_RELEASE() { l_.Unlock(stripe_); }
   LatchGuard(const LatchGuard&) = delete;
   LatchGuard& operator=(const LatchGuard&) = delete;
 
  private:
   Latches& l_;
   size_t stripe_;
+};
+
+// Holds the latches of several prefixes (or, kAll, every latch) for a
+// scope; Unlock() drops them before its end.
+class PMINDEX_SCOPED_CAPABILITY LatchSetGuard {
+ public:
+  enum All { kAll };
+  LatchSetGuard(Latches& l, const std::vector<uint64_t>& prefixes) PMINDEX_ACQUIRE(l)
+      : l_(l), stripes_(l.Lock(prefixes)) {}
+  LatchSetGuard(Latches& l, All) PMINDEX_ACQUIRE(l) : l_(l), stripes_(l.LockAll()) {}
+  // Not analysed: whether it still holds them is held_, a run-time flag.
+  ~LatchSetGuard() PMINDEX_RELEASE() PMINDEX_NO_THREAD_SAFETY_ANALYSIS {
+    if (held_) l_.Unlock(stripes_);
+  }
+  void Unlock() PMINDEX_RELEASE() {
+    l_.Unlock(stripes_);
+    held_ = false;
+  }
+  LatchSetGuard(const LatchSetGuard&) = delete;
+  LatchSetGuard& operator=(const LatchSetGuard&) = delete;
+
+ private:
+  Latches& l_;
+  std::vector<size_t> stripes_;
+  bool held_ = true;
 };
 static_assert(Latches::kStripes == 1024, "StripeOf takes the top 10 bits");
 

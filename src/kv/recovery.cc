@@ -20,13 +20,13 @@
 // (Between 2 and 3: the clock restarts at root slot 5, above every
 // timestamp the pool holds, and the next reservation is written there.)
 #include <algorithm>
-#include <mutex>
 
 #include "common/content_record.h"
 #include "kv/store.h"
 #include "kv/walk.h"
 #include "pm/persist.h"
 #include "pm/pool_format.h"
+#include "sync/mutex.h"
 
 namespace pmindex::kv {
 
@@ -61,7 +61,7 @@ class Store::Recovery final : public PairVisitor {
     } else {
       s = WalkValue(*pool_, key, value, rules_, sink, &max_ts);
     }
-    std::lock_guard<std::mutex> g(mu_);
+    sync::MutexLock g(mu_);
     ++pairs_;
     if (!s.ok() && first_.ok()) first_ = s;
     content_.Add(key, sink.digest.value());
@@ -75,7 +75,7 @@ class Store::Recovery final : public PairVisitor {
   // record, Corruption if the visits' sum differs from it. The kinds call
   // it once every pair was visited, before their first write.
   Status status() const override {
-    std::lock_guard<std::mutex> g(mu_);
+    sync::MutexLock g(mu_);
     if (!first_.ok() || !check_content_) return first_;
     if (pm::StoreContentRecord(content_.value(), clock_) == record_) return first_;
     return Status::Corruption(
@@ -87,15 +87,33 @@ class Store::Recovery final : public PairVisitor {
   // open went on): every pair was then visited exactly once, as the close
   // summed them, so the visits' sum and counts are the store's.
   bool content_checked() const { return check_content_; }
-  uint64_t content_sum() const { return content_.value(); }
-  uint64_t keys() const { return keys_; }
-  uint64_t versions() const { return versions_; }
+  // The accessors below run once the visits are done; they lock anyway
+  // (uncontended), so that every read of the visits' state is checked.
+  uint64_t content_sum() const {
+    sync::MutexLock g(mu_);
+    return content_.value();
+  }
+  uint64_t keys() const {
+    sync::MutexLock g(mu_);
+    return keys_;
+  }
+  uint64_t versions() const {
+    sync::MutexLock g(mu_);
+    return versions_;
+  }
 
   uint64_t clock() const { return clock_; }
-  uint64_t pairs() const { return pairs_; }
+  uint64_t pairs() const {
+    sync::MutexLock g(mu_);
+    return pairs_;
+  }
   // Heads of transactions not finalized, one per record.
   std::vector<Pending> pending() const {
-    std::vector<Pending> p = pending_;
+    std::vector<Pending> p;
+    {
+      sync::MutexLock g(mu_);
+      p = pending_;
+    }
     std::sort(p.begin(), p.end(), [](const Pending& a, const Pending& b) { return a.rec < b.rec; });
     p.erase(std::unique(p.begin(), p.end(), [](const Pending& a, const Pending& b) { return a.rec == b.rec; }),
             p.end());
@@ -103,7 +121,11 @@ class Store::Recovery final : public PairVisitor {
   }
   // Records without a live committed version (tombstone or none).
   std::vector<uint64_t> dead() const {
-    std::vector<uint64_t> d = dead_;
+    std::vector<uint64_t> d;
+    {
+      sync::MutexLock g(mu_);
+      d = dead_;
+    }
     std::sort(d.begin(), d.end());
     d.erase(std::unique(d.begin(), d.end()), d.end());
     return d;
@@ -147,13 +169,15 @@ class Store::Recovery final : public PairVisitor {
   WalkRules rules_;
   uint64_t record_ = 0;
   bool check_content_ = false;
-  mutable std::mutex mu_;
-  Status first_;
-  uint64_t pairs_ = 0;
-  common::ContentSum content_;
-  uint64_t keys_ = 0, versions_ = 0;
-  std::vector<Pending> pending_;
-  std::vector<uint64_t> dead_;
+  // Visits may come from several threads (a kind may recover in parallel).
+  mutable sync::Mutex mu_;
+  Status first_ PMINDEX_GUARDED_BY(mu_);
+  uint64_t pairs_ PMINDEX_GUARDED_BY(mu_) = 0;
+  common::ContentSum content_ PMINDEX_GUARDED_BY(mu_);
+  uint64_t keys_ PMINDEX_GUARDED_BY(mu_) = 0;
+  uint64_t versions_ PMINDEX_GUARDED_BY(mu_) = 0;
+  std::vector<Pending> pending_ PMINDEX_GUARDED_BY(mu_);
+  std::vector<uint64_t> dead_ PMINDEX_GUARDED_BY(mu_);
 };
 
 Result<std::unique_ptr<Store>> Store::Open(Pool* pool, const StoreOptions& opts, ReclaimBound bound) {

@@ -665,7 +665,7 @@ Status Store::Reshape(const Where& w, const Slot* add, bool append, Reshaped* r)
   }
 }
 
-// Reclamation, REQUIRES the prefix's latch: cuts the chain at `head` below
+// Reclamation, under the prefix's latch: cuts the chain at `head` below
 // its newest version at or below the oldest snapshot any reader can hold
 // (Bound); returns the first version cut off (0: none), which the caller
 // retires once its own link is durable. The cut must be durable before the
@@ -883,7 +883,7 @@ Store::PurgeResult Store::Purge(uint64_t prefix, const Where& w) {
 }
 
 void Store::QueuePurge(std::string_view key) {
-  std::lock_guard<std::mutex> g(purge_mu_);
+  sync::MutexLock g(purge_mu_);
   purge_.emplace_back(key);
   purge_size_.store(purge_.size(), std::memory_order_relaxed);
 }
@@ -893,7 +893,7 @@ void Store::DrainPurges(size_t max_items) {
   for (size_t i = 0; i < max_items; ++i) {
     std::string key;
     {
-      std::lock_guard<std::mutex> g(purge_mu_);
+      sync::MutexLock g(purge_mu_);
       if (purge_.empty()) break;
       key = std::move(purge_.front());
       purge_.pop_front();
@@ -909,7 +909,7 @@ void Store::DrainPurges(size_t max_items) {
     }
   }
   if (!again.empty()) {
-    std::lock_guard<std::mutex> g(purge_mu_);
+    sync::MutexLock g(purge_mu_);
     for (auto& k : again) purge_.push_back(std::move(k));
     purge_size_.store(purge_.size(), std::memory_order_relaxed);
   }
@@ -937,16 +937,7 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<
   prefixes.reserve(writes.size() + validated.size());
   for (const auto& [k, v] : writes) prefixes.push_back(Prefix(k));
   for (const std::string& k : validated) prefixes.push_back(Prefix(k));
-  std::vector<size_t> stripes = latches_.Lock(prefixes);
-  bool locked = true;
-  auto unlock = [&] {
-    if (locked) latches_.Unlock(stripes);
-    locked = false;
-  };
-  struct Release {
-    std::function<void()> fn;
-    ~Release() { fn(); }
-  } release{unlock};
+  LatchSetGuard latched(latches_, prefixes);
 
   for (const auto& [k, v] : writes) PMINDEX_RETURN_IF_ERROR(CheckUnchangedSince(k, snapshot));
   for (const std::string& k : validated) PMINDEX_RETURN_IF_ERROR(CheckUnchangedSince(k, snapshot));
@@ -998,7 +989,7 @@ Status Store::Commit(uint64_t snapshot, const Writes& writes, const std::vector<
   StampVersions(linked, stamp);
   bool large = false;
   for (uint64_t c : cuts) large |= RetireChain(c);  // under the latches: the counters stay exact for Verify
-  unlock();
+  latched.Unlock();
   alloc_->Retire(txn);  // readers may still be reading its commit word
   for (const Linked& l : linked) {
     if (l.nv.flags & Version::kTombstone) QueuePurge(l.key);
@@ -1130,12 +1121,7 @@ class VerifySink final : public WalkSink {
 }  // namespace
 
 Status Store::Verify() {
-  std::vector<size_t> all = latches_.LockAll();
-  struct Unlock {
-    Latches& l;
-    std::vector<size_t>& s;
-    ~Unlock() { l.Unlock(s); }
-  } unlock{latches_, all};
+  LatchSetGuard latched(latches_, LatchSetGuard::kAll);
   PMINDEX_RETURN_IF_ERROR(index_->verify());
   if (clock_.next() > reserved_.load(std::memory_order_acquire))
     return Status::Corruption("kv: the clock ran past its reservation in root slot 5");

@@ -45,7 +45,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <vector>
 
 #include "alloc/allocator.h"
 #include "index/index.h"
@@ -55,6 +54,7 @@
 #include "pm/pool.h"
 #include "pmindex/kv.h"
 #include "pmindex/status.h"
+#include "sync/mutex.h"
 
 namespace pmindex::kv {
 
@@ -303,7 +303,7 @@ class Store {
   void DropNode(uint64_t raw, Reshaped* r);
   void FreeFresh(Reshaped* r);
   void RetireOld(const Reshaped& r);
-  uint64_t Prune(uint64_t head);
+  uint64_t Prune(uint64_t head) PMINDEX_REQUIRES(latches_);
   Status PrepareNewKey(std::string_view key, const Where& w, uint64_t rec, Reshaped* r);
   Status MakeNewKey(std::string_view key, const Where& w, const NewVersion& nv, uint64_t* rec, Reshaped* r);
   Status InstallNewKey(uint64_t prefix, const Where& w, const Reshaped& r);
@@ -312,9 +312,10 @@ class Store {
   // Sets live_keys_ and versions_ by a walk (Open; no writer runs).
   void CountAll();
   // Removes a record whose newest version is a tombstone no snapshot can
-  // read below (or that has none) from its prefix. REQUIRES its latch.
+  // read below (or that has none) from its prefix, whose latch the caller
+  // holds.
   enum class PurgeResult { kDone, kLive, kNotYet, kFailed };
-  PurgeResult Purge(uint64_t prefix, const Where& w);
+  PurgeResult Purge(uint64_t prefix, const Where& w) PMINDEX_REQUIRES(latches_);
   void QueuePurge(std::string_view key);
   void DrainPurges(size_t max_items);
   void Undo(const std::vector<Linked>& linked);
@@ -325,11 +326,11 @@ class Store {
   // for a new key), described in *out for Undo and the finalizing; *cut:
   // the chain Prune cut off, or 0. On error nothing of it stays linked or
   // allocated.
-  Status CheckUnchangedSince(std::string_view k, uint64_t snapshot);
+  Status CheckUnchangedSince(std::string_view k, uint64_t snapshot) PMINDEX_REQUIRES(latches_);
   Status LinkVersion(std::string_view k, const std::optional<std::string>& val, PPtr txn,
-                     Linked* out, uint64_t* cut);
+                     Linked* out, uint64_t* cut) PMINDEX_REQUIRES(latches_);
   // After the commit point: every linked version's stamp, durable.
-  void StampVersions(const std::vector<Linked>& linked, uint64_t stamp);
+  void StampVersions(const std::vector<Linked>& linked, uint64_t stamp) PMINDEX_REQUIRES(latches_);
 
   // Recovery's repairs (Open), after the allocator's FinishRecovery.
   class Recovery;
@@ -348,8 +349,9 @@ class Store {
   std::mutex reserve_mu_;
   SnapshotTable snapshots_;
   Latches latches_;
-  std::mutex purge_mu_;
-  std::deque<std::string> purge_;  // keys whose records may be removable
+  sync::Mutex purge_mu_;
+  // Keys whose records may be removable.
+  std::deque<std::string> purge_ PMINDEX_GUARDED_BY(purge_mu_);
   std::atomic<size_t> purge_size_{0};
   std::atomic<uint64_t> commits_{0}, aborts_{0}, reclaimed_{0};
   // Keys with a live newest version and versions in chains: counted by a

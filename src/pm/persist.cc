@@ -6,8 +6,9 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <vector>
+
+#include "sync/mutex.h"
 
 namespace pmindex::pm {
 
@@ -33,9 +34,9 @@ FlushKind DetectFlushKind() {
 
 // Live thread blocks and the sum of exited threads.
 struct Registry {
-  std::mutex mu;
-  std::vector<ThreadCounterBlock*> live;
-  Counters exited;
+  sync::Mutex mu;
+  std::vector<ThreadCounterBlock*> live PMINDEX_GUARDED_BY(mu);
+  Counters exited PMINDEX_GUARDED_BY(mu);
 };
 Registry& Reg() {
   static Registry* r = new Registry();  // never destroyed: threads may exit late
@@ -60,7 +61,7 @@ Counters Read(const ThreadCounterBlock& b) {
 struct Unregister {
   ~Unregister() {
     Registry& r = Reg();
-    std::lock_guard<std::mutex> g(r.mu);
+    sync::MutexLock g(r.mu);
     r.exited += Read(tl_counters);
     std::erase(r.live, &tl_counters);
     // `registered` stays true: PM work in a later thread-exit destructor must
@@ -212,7 +213,7 @@ void RegisterThread() {
   static thread_local Unregister u;  // constructed here, destroyed at thread exit
   tl_unregister = &u;
   Registry& r = Reg();
-  std::lock_guard<std::mutex> g(r.mu);
+  sync::MutexLock g(r.mu);
   r.live.push_back(&tl_counters);
   tl_counters.registered = true;
 }
@@ -265,7 +266,7 @@ Counters ThreadCounters() { return detail::Read(detail::Mine()); }
 
 Counters GlobalCounters() {
   detail::Registry& r = detail::Reg();
-  std::lock_guard<std::mutex> g(r.mu);
+  sync::MutexLock g(r.mu);
   Counters sum = r.exited;
   for (auto* b : r.live) sum += detail::Read(*b);
   return sum;
@@ -273,7 +274,7 @@ Counters GlobalCounters() {
 
 void ResetCounters() {
   detail::Registry& r = detail::Reg();
-  std::lock_guard<std::mutex> g(r.mu);
+  sync::MutexLock g(r.mu);
   r.exited = Counters();
   for (auto* b : r.live) {
     b->lines_flushed.store(0, std::memory_order_relaxed);

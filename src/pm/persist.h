@@ -32,13 +32,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <source_location>
 #include <type_traits>
+
+#include "pm/site.h"
 
 namespace pmindex::pm {
 
 inline constexpr size_t kCacheLine = 64;
-using Site = std::source_location;
 
 enum class FlushKind : uint8_t { kClwb, kClflushopt, kClflush };
 const char* FlushKindName(FlushKind k);

@@ -15,12 +15,12 @@
 #include "pm/pool.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
-#include <linux/magic.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +37,7 @@
 #include "pm/lock_holder.h"
 #include "pm/persist.h"
 #include "pm/pool_format.h"
+#include "sync/mutex.h"
 #include "util/check.h"
 
 #ifndef MAP_SHARED_VALIDATE
@@ -464,9 +465,10 @@ Status ReserveHoles(pm::FileSystem& fs, int fd, uint64_t len, const std::string&
 // Shared with the lease an attached index holds, so that destroying the
 // index after the pool is harmless.
 struct Pool::IndexState {
-  std::mutex mu;
-  bool attached = false;  // a lease is alive
-  bool failed = false;    // the last create/open of an index failed after MarkInUse
+  sync::Mutex mu;
+  bool attached PMINDEX_GUARDED_BY(mu) = false;  // a lease is alive
+  // The last create/open of an index failed after MarkInUse.
+  bool failed PMINDEX_GUARDED_BY(mu) = false;
 };
 
 struct Pool::Impl {
@@ -496,9 +498,9 @@ struct Pool::Impl {
 
   // Root slots (pool_format.h): the write counter of each slot's newest
   // record, the slots MarkInUse must rewrite, and the writers' lock.
-  std::mutex root_mu;
-  uint32_t root_seq[pm::kRootSlotCount] = {};
-  unsigned root_repair = 0;
+  sync::Mutex root_mu;
+  uint32_t root_seq[pm::kRootSlotCount] PMINDEX_GUARDED_BY(root_mu) = {};
+  unsigned root_repair PMINDEX_GUARDED_BY(root_mu) = 0;
 
   PoolHeader* header(char* base) const { return reinterpret_cast<PoolHeader*>(base); }
 };
@@ -859,7 +861,7 @@ Status Pool::Close() {
     result = Sync();
     bool mark_clean = im.in_use;
     {
-      std::lock_guard<std::mutex> g(im.index_state->mu);
+      sync::MutexLock g(im.index_state->mu);
       // An index still attached has not been closed; one that failed to
       // open (recovery refused a damaged or half-recovered pool) must be
       // recovered again by the next open.
@@ -917,7 +919,7 @@ Status Pool::LoadRoots(const std::string& what) {
   Impl& im = *impl_;
   RootState st;
   PMINDEX_RETURN_IF_ERROR(ResolveRoots(*im.header(base_), what, &st));
-  std::lock_guard<std::mutex> g(im.root_mu);
+  sync::MutexLock g(im.root_mu);
   for (unsigned i = 0; i < kRootSlots; ++i) {
     im.root_seq[i] = pm::RootSeq(st.rec[i]);
     roots_[i].store(st.rec[i].value, std::memory_order_release);
@@ -928,7 +930,7 @@ Status Pool::LoadRoots(const std::string& what) {
 
 namespace {
 // Writes one copy of a root record: both words, flush, fence.
-void WriteRootCopy(pm::RootRecord* r, const pm::RootRecord& v, std::source_location site) {
+void WriteRootCopy(pm::RootRecord* r, const pm::RootRecord& v, pm::Site site) {
   pm::store(&r->value, v.value);
   pm::store(&r->check, v.check);
   pm::flush(r, sizeof *r, site);
@@ -941,14 +943,14 @@ void Pool::RepairRoots() {
   // to: copy A, then copy B, as any write (a crash in between leaves a
   // pair that resolves to the same record).
   Impl& im = *impl_;
-  std::lock_guard<std::mutex> g(im.root_mu);
+  sync::MutexLock g(im.root_mu);
   PoolHeader* h = im.header(base_);
   for (unsigned i = 0; i < kRootSlots; ++i) {
     if ((im.root_repair & (1u << i)) == 0) continue;
     const pm::RootRecord rec =
         pm::MakeRootRecord(i, im.root_seq[i], roots_[i].load(std::memory_order_relaxed));
-    WriteRootCopy(&h->root_a[i], rec, std::source_location::current());
-    WriteRootCopy(&h->root_b[i], rec, std::source_location::current());
+    WriteRootCopy(&h->root_a[i], rec, pm::Site::current());
+    WriteRootCopy(&h->root_b[i], rec, pm::Site::current());
   }
   im.root_repair = 0;
 }
@@ -958,7 +960,7 @@ Result<std::shared_ptr<void>> Pool::AttachIndex(std::string_view op) {
   if (!im.ready) return Status::InvalidArgument(std::string(op) + ": the pool is closed");
   std::shared_ptr<IndexState> st = im.index_state;
   {
-    std::lock_guard<std::mutex> g(st->mu);
+    sync::MutexLock g(st->mu);
     if (st->attached) {
       return Status::Busy(std::string(op) + ": an index is already open on this pool" +
                           (im.path.empty() ? "" : " (" + im.path + ")") +
@@ -967,23 +969,23 @@ Result<std::shared_ptr<void>> Pool::AttachIndex(std::string_view op) {
     st->attached = true;
   }
   return std::shared_ptr<void>(st.get(), [st](void*) {
-    std::lock_guard<std::mutex> g(st->mu);
+    sync::MutexLock g(st->mu);
     st->attached = false;
   });
 }
 
 void Pool::IndexFailed() {
-  std::lock_guard<std::mutex> g(impl_->index_state->mu);
+  sync::MutexLock g(impl_->index_state->mu);
   impl_->index_state->failed = true;
 }
 
 void Pool::IndexReady() {
-  std::lock_guard<std::mutex> g(impl_->index_state->mu);
+  sync::MutexLock g(impl_->index_state->mu);
   impl_->index_state->failed = false;
 }
 
 bool Pool::index_attached() const {
-  std::lock_guard<std::mutex> g(impl_->index_state->mu);
+  sync::MutexLock g(impl_->index_state->mu);
   return impl_->index_state->attached;
 }
 
@@ -1018,11 +1020,11 @@ Pool::Info Pool::info() const {
   return info;
 }
 
-void Pool::WriteRoot(unsigned i, uint64_t v, std::source_location site) {
+void Pool::WriteRoot(unsigned i, uint64_t v, pm::Site site) {
   PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
   Impl& im = *impl_;
   PMINDEX_CHECK(im.ready, "WriteRoot on a closed pool");
-  std::lock_guard<std::mutex> g(im.root_mu);
+  sync::MutexLock g(im.root_mu);
   const uint32_t seq = im.root_seq[i] + 1;
   const pm::RootRecord rec = pm::MakeRootRecord(i, seq, v);
   PoolHeader* h = im.header(base_);
@@ -1033,7 +1035,7 @@ void Pool::WriteRoot(unsigned i, uint64_t v, std::source_location site) {
   // leave a pair no crash explains, which Open refuses. Copy B's carry
   // this line's (src/pm is not mutated): copy B is the backup.
   WriteRootCopy(&h->root_a[i], rec, site);
-  WriteRootCopy(&h->root_b[i], rec, std::source_location::current());
+  WriteRootCopy(&h->root_b[i], rec, pm::Site::current());
   im.root_seq[i] = seq;
   im.root_repair &= ~(1u << i);
   roots_[i].store(v, std::memory_order_release);

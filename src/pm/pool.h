@@ -32,11 +32,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <source_location>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "pm/site.h"
 #include "pmindex/status.h"
 #include "util/check.h"
 
@@ -232,7 +232,7 @@ class Pool {
     PMINDEX_CHECK(i < kRootSlots, "root slot %u out of range", i);
     return roots_[i].load(std::memory_order_acquire);
   }
-  void WriteRoot(unsigned i, uint64_t v, std::source_location site = std::source_location::current());
+  void WriteRoot(unsigned i, uint64_t v, pm::Site site = pm::Site::current());
 
   // The allocator's region.
   uint64_t heap_begin() const;           // offset of page 0

@@ -23,6 +23,14 @@
 // also sees the lock bit or a newer version. Under ThreadSanitizer (which
 // does not model fences) the fences become acquire/release operations on the
 // word itself; all field accesses are atomic, so TSan needs no suppressions.
+//
+// Not annotated for Clang's thread-safety analysis (thread_annotations.h):
+// an optimistic reader holds nothing and learns only afterwards whether its
+// reads were valid, and a writer takes a node's lock by upgrading a version
+// it read, often in another function than the one that unlocks it. So the
+// "REQUIRES: ... write-locked" comments of the trees that use it (the
+// PM-leaf engine's leaves, common/olc_btree.h) stay comments; the blocking
+// locks are the annotated ones (sync/mutex.h).
 #pragma once
 
 #include <atomic>

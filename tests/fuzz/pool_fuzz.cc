@@ -67,11 +67,12 @@
 #include <vector>
 
 #include "index/index.h"
-#include "index/salvage.h"
 #include "index/registry.h"
+#include "index/salvage.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/kv.h"
+#include "support/kinds.h"
 
 namespace pmindex {
 namespace {
@@ -1179,8 +1180,8 @@ int Main(int argc, char** argv) {
   if (cfg.budget < 1 || cfg.keys < 1 || cfg.timeout_s < 1) return Usage("values must be >= 1");
 
   std::vector<std::string> kinds, all_kinds;
-  for (const IndexInfo* info : Registry::Get().All()) {
-    if (!info->persistent || info->test_only || !info->stores_data) continue;
+  for (const IndexInfo* info : pmindex::testing::TestKinds::Get().NonFixtures()) {
+    if (!info->persistent || !info->stores_data) continue;
     all_kinds.push_back(info->name);
     if (cfg.only_index.empty() || cfg.only_index == info->name) kinds.push_back(info->name);
   }

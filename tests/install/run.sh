@@ -4,7 +4,9 @@
 # README.md, exactly as written, against it twice:
 #   1. CMake:      find_package(pmindex CONFIG) (tests/install/CMakeLists.txt);
 #   2. pkg-config: $CXX -std=c++20 example.cc $(pkg-config --cflags --libs pmindex);
-# and runs each with a fresh pool path: it must exit 0 and print "42 -> 4200".
+# and runs each with a fresh pool path: it must exit 0 and print "42 -> 4200"
+# (the example creates and reopens an lbtree, so a link that dropped the
+# index kinds fails). The pkg-config flags must be a plain -lpmindex.
 # The first ```c++ block after "## Key-value store" (the KvStore example) is
 # built and run the same two ways and must print "acct:bob = 80".
 #
@@ -70,6 +72,10 @@ export PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 [ "$(pkg-config --modversion pmindex)" = "$version" ] || fail "pkg-config: version is not $version"
 flags=$(pkg-config --cflags --libs pmindex) || fail "pkg-config --cflags --libs pmindex failed"
 echo "pkg-config: $flags"
+# A plain -lpmindex: no whole-archive flags; the example's lbtree must still
+# be there (the library registers its kinds without them).
+grep -qw -- "-lpmindex" <<< "$flags" || fail "pkg-config: no -lpmindex in \"$flags\""
+if grep -q -- "whole-archive" <<< "$flags"; then fail "pkg-config: the link is not plain: $flags"; fi
 # shellcheck disable=SC2086  # the flags are words
 "$cxx" -std=c++20 -O2 "$tmp/example.cc" -o "$tmp/example-pc" $flags || fail "pkg-config route: build failed"
 run pkg-config "$tmp/example-pc"

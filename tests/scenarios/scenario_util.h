@@ -43,6 +43,7 @@
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pmindex/status.h"
+#include "support/kinds.h"
 #include "support/seed.h"
 #include "support/status.h"
 
@@ -167,12 +168,13 @@ inline bool SelectedByEnv(std::string_view name) {
 
 enum class Want { kData, kPersistent, kNoData };
 
-// Every registered, non-test-only index x its test configs, filtered.
+// Every registered index but the fixtures x its test configs
+// (support/kinds.h), filtered.
 inline std::vector<IndexParam> Params(Want want) {
   std::vector<IndexParam> out;
   std::set<std::string> names;
-  for (const IndexInfo* info : Registry::Get().All(/*include_test_only=*/false)) {
-    if (info->test_only || !SelectedByEnv(info->name)) continue;
+  for (const IndexInfo* info : testing::TestKinds::Get().NonFixtures()) {
+    if (!SelectedByEnv(info->name)) continue;
     bool keep = false;
     switch (want) {
       case Want::kData: keep = info->stores_data; break;
@@ -180,8 +182,7 @@ inline std::vector<IndexParam> Params(Want want) {
       case Want::kNoData: keep = !info->stores_data; break;
     }
     if (!keep) continue;
-    std::vector<std::string> configs = info->test_configs;
-    if (configs.empty()) configs.push_back("");
+    std::vector<std::string> configs = testing::TestKinds::Get().Configs(info->name);
     const char* which = std::getenv("PMINDEX_SCENARIO_CONFIGS");
     if (which != nullptr && std::string_view(which) == "first") configs.resize(1);
     for (const std::string& c : configs) {
@@ -288,15 +289,15 @@ inline PoolOptions TestPoolOptions(const IndexParam& p) {
 }
 
 // For its lifetime, pools attach with the simulated NUMA nodes the kind's
-// IndexInfo::test_numa_nodes asks for (none: nothing changes). The
+// test entry asks for (support/kinds.h; none: nothing changes). The
 // allocator keeps the topology it attached with.
 class NumaScope {
  public:
   explicit NumaScope(std::string_view kind) {
-    const IndexInfo* info = Registry::Get().Find(kind);
-    if (info == nullptr || info->test_numa_nodes <= 0) return;
+    const int nodes = testing::TestKinds::Get().NumaNodes(kind);
+    if (nodes <= 0) return;
     prev_ = alloc::Topology::Default();
-    alloc::Topology::SetDefault(alloc::Topology::Simulated(info->test_numa_nodes));
+    alloc::Topology::SetDefault(alloc::Topology::Simulated(nodes));
     set_ = true;
   }
   ~NumaScope() {

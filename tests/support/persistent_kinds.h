@@ -1,6 +1,6 @@
-// Every registered persistent kind that stores data (no test-only
-// fixture), with its first test config: the parameters of the tests that
-// run once per kind (key-value store, pair visitor).
+// Every registered persistent kind that stores data (no fixture), with its
+// first test config (support/kinds.h): the parameters of the tests that run
+// once per kind (key-value store, pair visitor).
 #pragma once
 
 #include <string>
@@ -8,15 +8,17 @@
 #include <vector>
 
 #include "index/registry.h"
+#include "support/kinds.h"
 
 namespace pmindex::testing {
 
-// (kind, first test config or "").
+// (kind, first test config).
 inline std::vector<std::pair<std::string, std::string>> PersistentKinds() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const IndexInfo* info : Registry::Get().All())
-    if (info->persistent && !info->test_only && info->stores_data)
-      out.emplace_back(info->name, info->test_configs.empty() ? "" : info->test_configs[0]);
+  const TestKinds& kinds = TestKinds::Get();
+  for (const IndexInfo* info : kinds.NonFixtures())
+    if (info->persistent && info->stores_data)
+      out.emplace_back(info->name, kinds.Configs(info->name)[0]);
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include "pm/persist.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "support/kinds.h"
 #include "support/pools.h"
 #include "support/stub_index.h"
 
@@ -121,15 +122,14 @@ Result<std::unique_ptr<Index>> OpenAbandonProbe(const IndexEnv& env, const Optio
   return std::unique_ptr<Index>(new AbandonProbe(env.pool));
 }
 
-PMINDEX_REGISTER_INDEX(probe_abandon, {.name = "probe-abandon",
-                                       .persistent = true,
-                                       .options_help = "",
-                                       .test_configs = {},
-                                       .validate = nullptr,
-                                       .create = CreateAbandonProbe,
-                                       .open = OpenAbandonProbe,
-                                       .test_only = true,
-                                       .stores_data = false});
+PMINDEX_REGISTER_TEST_INDEX(probe_abandon, {},
+                            {.name = "probe-abandon",
+                             .persistent = true,
+                             .options_help = "",
+                             .validate = nullptr,
+                             .create = CreateAbandonProbe,
+                             .open = OpenAbandonProbe,
+                             .stores_data = false});
 
 TEST(AbandonedOpenProbe, IndexRefusedByFinishRecoveryNeverWritesAtClose) {
   PoolOptions po;

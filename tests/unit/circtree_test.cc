@@ -330,5 +330,9 @@ TEST(CircTreeCost, InsertsShiftTheShorterSide) {
   EXPECT_EQ(d.Get(10).value(), 1u);
 }
 
+TEST(CircTreeNuma, NodeVisitsAreMetered) {
+  ASSERT_NO_FATAL_FAILURE(testing_util::ExpectNodeVisitsMetered("circtree"));
+}
+
 }  // namespace
 }  // namespace pmindex::circtree

@@ -16,6 +16,7 @@
 #include "index/registry.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "support/kinds.h"
 #include "support/pools.h"
 
 namespace pmindex {
@@ -28,8 +29,8 @@ uint64_t ValueOf(int i) { return 0x56414C0000000000ull + uint64_t(i) * 0x20003; 
 
 std::vector<std::string> Kinds() {
   std::vector<std::string> out;
-  for (const IndexInfo* info : Registry::Get().All())
-    if (info->persistent && !info->test_only && info->stores_data) out.push_back(info->name);
+  for (const IndexInfo* info : testing::TestKinds::Get().NonFixtures())
+    if (info->persistent && info->stores_data) out.push_back(info->name);
   return out;
 }
 

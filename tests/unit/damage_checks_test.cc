@@ -201,7 +201,7 @@ TEST(DamageChecks, SalvageOfZeroedCddsNodesCutsThemOff) {
       std::memset(d.data() + dmg.offset, 0, dmg.bytes);
       auto pool = Pool::OpenImage(d);
       ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-      auto idx = open_index(pool.value().get(), ReclaimBound::kNone);
+      auto idx = open_index(pool.value().get(), {.bound = ReclaimBound::kNone});
       ASSERT_TRUE(idx.ok()) << idx.status().ToString();
       Index& t = *idx.value();
       const IndexStats st = t.stats();
@@ -233,7 +233,7 @@ TEST(DamageChecks, SalvageOfZeroedCddsNodesCutsThemOff) {
     std::memset(d.data() + root, 0, 1024);
     auto pool = Pool::OpenImage(d);
     ASSERT_TRUE(pool.ok());
-    auto idx = open_index(pool.value().get(), ReclaimBound::kNone);
+    auto idx = open_index(pool.value().get(), {.bound = ReclaimBound::kNone});
     ASSERT_FALSE(idx.ok());
     EXPECT_NE(idx.status().message().find("root node"), std::string_view::npos)
         << idx.status().ToString();
@@ -411,7 +411,7 @@ TEST(DamageChecks, VerifyBoundAcceptsACrashedNvtree) {
     img.bytes.assign(mb.begin(), mb.end());
     auto pool = Pool::OpenImage(img.bytes);
     ASSERT_TRUE(pool.ok());
-    auto idx = open_index(pool.value().get(), ReclaimBound::kAsIfClean);
+    auto idx = open_index(pool.value().get(), {.bound = ReclaimBound::kAsIfClean});
     ASSERT_TRUE(idx.ok()) << idx.status().ToString();
     // More than what a clean close leaves (the snapshot block): the case.
     EXPECT_GT(idx.value()->allocator()->recovery_report().units(), 1u);

@@ -119,5 +119,9 @@ TEST(FastFairCost, InsertAtTheFrontShiftsLineByLine) {
   EXPECT_EQ(d.Get(600).value(), 60u);
 }
 
+TEST(FastFairNuma, NodeVisitsAreMetered) {
+  ASSERT_NO_FATAL_FAILURE(testing_util::ExpectNodeVisitsMetered("fastfair"));
+}
+
 }  // namespace
 }  // namespace pmindex::fastfair

@@ -24,6 +24,7 @@
 #include "pm/persist.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
+#include "support/kinds.h"
 #include "support/stub_index.h"
 #include "support/temp_files.h"
 
@@ -62,15 +63,14 @@ Result<std::unique_ptr<Index>> OpenProbe(const IndexEnv& env, const Options&) {
   return std::unique_ptr<Index>(new ProbeIndex());
 }
 
-PMINDEX_REGISTER_INDEX(probe_open, {.name = "probe-open",
-                                    .persistent = true,
-                                    .options_help = "",
-                                    .test_configs = {},
-                                    .validate = nullptr,
-                                    .create = CreateProbe,
-                                    .open = OpenProbe,
-                                    .test_only = true,
-                                    .stores_data = false});
+PMINDEX_REGISTER_TEST_INDEX(probe_open, {},
+                            {.name = "probe-open",
+                             .persistent = true,
+                             .options_help = "",
+                             .validate = nullptr,
+                             .create = CreateProbe,
+                             .open = OpenProbe,
+                             .stores_data = false});
 
 PoolOptions ProbePool() {
   PoolOptions o;

@@ -53,7 +53,7 @@ class SimulatedNodes {
 struct Made {
   std::unique_ptr<Pool> pool;
   std::unique_ptr<Index> idx;
-  TwoLayerTree* tree() const { return dynamic_cast<TwoLayerTree*>(idx.get()); }
+  TwoLayerTree* tree() const { return dynamic_cast<TwoLayerTree*>(&TreeOf(*idx)); }
 };
 
 Made Make(const std::string& options, Key keys, Key stride = 4) {

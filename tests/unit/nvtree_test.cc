@@ -171,7 +171,7 @@ TEST(NvtreeAdaptive, XplineModelChargesTheReadsOfAnUncachedLeaf) {
 
 using testing::PoolAndIndex;
 
-NvTree* TreeOf(const PoolAndIndex& t) { return static_cast<NvTree*>(t.idx.get()); }
+NvTree* TreeOf(const PoolAndIndex& t) { return static_cast<NvTree*>(&::pmindex::TreeOf(*t.idx)); }
 
 PoolAndIndex Make(const std::string& opts) { return testing::MakeInMemory("nvtree", opts); }
 
@@ -254,7 +254,7 @@ TEST(NvtreeTree, RandomOpsTinyNodesAgainstOracle) {
     // Crash image: rebuild-from-LN.
     auto r = Reopen(t.pool.get());
     ASSERT_NE(r.idx, nullptr);
-    EXPECT_FALSE(static_cast<NvTree*>(r.idx.get())->recovered_clean());
+    EXPECT_FALSE(static_cast<NvTree*>(&::pmindex::TreeOf(*r.idx))->recovered_clean());
     ASSERT_TRUE(r.idx->verify().ok());
     ExpectSame(r.idx.get(), oracle);
     // And it keeps working.
@@ -269,13 +269,13 @@ TEST(NvtreeTree, CleanShutdownIsInstantRecovery) {
   ASSERT_TRUE(t.idx->close().ok());
   auto r = Reopen(t.pool.get());
   ASSERT_NE(r.idx, nullptr);
-  EXPECT_TRUE(static_cast<NvTree*>(r.idx.get())->recovered_clean());
+  EXPECT_TRUE(static_cast<NvTree*>(&::pmindex::TreeOf(*r.idx))->recovered_clean());
   ASSERT_TRUE(r.idx->verify().ok());
   for (Key k = 0; k < 3000; ++k) ASSERT_EQ(r.idx->lookup(k * 7 % 3001), k);
   // The clean bit was cleared at open: a crash now must rebuild from LNs.
   auto r2 = Reopen(r.pool.get());
   ASSERT_NE(r2.idx, nullptr);
-  EXPECT_FALSE(static_cast<NvTree*>(r2.idx.get())->recovered_clean());
+  EXPECT_FALSE(static_cast<NvTree*>(&::pmindex::TreeOf(*r2.idx))->recovered_clean());
   ASSERT_TRUE(r2.idx->verify().ok());
   EXPECT_EQ(r2.idx->stats().entries, 3000u);
 }
@@ -293,7 +293,7 @@ TEST(NvtreeTree, SnapshotThatDisagreesFallsBackToLns) {
   rec[4 + 2 * 3 + 1] ^= 64;
   auto idx = open_index(img.value().get());
   ASSERT_TRUE(idx.ok()) << idx.status().ToString();
-  EXPECT_FALSE(static_cast<NvTree*>(idx.value().get())->recovered_clean());
+  EXPECT_FALSE(static_cast<NvTree*>(&::pmindex::TreeOf(*idx.value()))->recovered_clean());
   ASSERT_TRUE(idx.value()->verify().ok());
   EXPECT_EQ(idx.value()->stats().entries, 500u);
 }

@@ -6,6 +6,7 @@
 
 #include "index/index.h"
 #include "index/registry.h"
+#include "support/kinds.h"
 
 namespace pmindex {
 namespace {
@@ -131,6 +132,43 @@ TEST(RegistryTest, SortedAndFindable) {
   ASSERT_NE(n, nullptr);
   EXPECT_FALSE(n->stores_data);
   EXPECT_EQ(Registry::Get().Find("no-such-index"), nullptr);
+}
+
+// The tests' table (support/kinds.h) and the library's registry agree: every
+// registered kind but the fixtures has test configs, each accepted by the
+// kind's validator, so the scenarios, pmcrash's `all` and the fuzzer run
+// it; and every entry names a kind this build registers.
+TEST(KindTableTest, EveryRegisteredKindHasValidTestConfigs) {
+  const testing::TestKinds& kinds = testing::TestKinds::Get();
+  size_t persistent = 0;
+  for (const IndexInfo* info : kinds.NonFixtures()) {
+    const testing::KindTests* t = kinds.Find(info->name);
+    ASSERT_NE(t, nullptr) << "index kind \"" << info->name
+                          << "\" has no test configs in tests/support/kinds.h";
+    ASSERT_FALSE(t->configs.empty()) << info->name;
+    for (const std::string& c : t->configs) {
+      auto opts = Options::Parse(c);
+      ASSERT_TRUE(opts.ok()) << info->name << " \"" << c << "\": " << opts.status().ToString();
+      Status s = info->validate ? info->validate(opts.value()) : opts.value().CheckKnown({});
+      EXPECT_TRUE(s.ok()) << info->name << " \"" << c << "\": " << s.ToString();
+    }
+    if (info->persistent) ++persistent;
+  }
+  EXPECT_GE(persistent, 10u);
+  for (const testing::KindTests& t : testing::BuiltinKindTests()) {
+    if (t.kind == "absl-btree") continue;  // built only where Abseil is installed
+    EXPECT_NE(Registry::Get().Find(t.kind), nullptr) << t.kind << " is not registered";
+    EXPECT_FALSE(kinds.IsFixture(t.kind)) << t.kind;
+  }
+}
+
+// The probe kinds of this binary (index_open_test, abandoned_open_test) are
+// fixtures: registered, openable, and left out of the per-kind lists.
+TEST(KindTableTest, FixturesAreRegisteredButNotListed) {
+  const testing::TestKinds& kinds = testing::TestKinds::Get();
+  ASSERT_NE(Registry::Get().Find("probe-open"), nullptr);
+  EXPECT_TRUE(kinds.IsFixture("probe-open"));
+  for (const IndexInfo* info : kinds.NonFixtures()) EXPECT_NE(info->name, "probe-open");
 }
 
 TEST(RegistryDeathTest, DuplicateNameAborts) {

@@ -18,9 +18,13 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
 #include "index/index.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
@@ -140,6 +144,82 @@ inline std::vector<std::byte> PoolImage(Pool& pool, std::unique_ptr<Index>* idx,
     std::memcpy(bytes.data() + offsetof(pm::PoolHeader, clean), &one, sizeof one);
   }
   return bytes;
+}
+
+// NUMA node-visit metering (alloc/numa_meter.h) of the sorted-node tree
+// `kind` on two simulated nodes: every node a lookup descends through is
+// one visit, local for the thread on the node that allocated the tree
+// (node 0) and remote for a thread on node 1; a scan adds one visit per
+// further leaf; an insert visits at least its path; with metering off
+// nothing is counted. (Call with ASSERT_NO_FATAL_FAILURE.)
+inline void ExpectNodeVisitsMetered(const std::string& kind) {
+  struct Scope {  // simulated nodes and metering for the pools made inside
+    std::shared_ptr<alloc::Topology> topo = alloc::Topology::Simulated(2);
+    Scope() {
+      alloc::Topology::SetDefault(topo);
+      alloc::SetNumaMetering(true);
+    }
+    ~Scope() {
+      alloc::SetNumaMetering(false);
+      alloc::Topology::SetDefault(nullptr);
+    }
+  } scope;
+  const std::string options = "node=256";
+  PoolOptions po;
+  po.size = 16ull << 20;
+  po.kind = kind;
+  po.index_options = options;
+  auto pool = Pool::CreateInMemory(po);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  alloc::Topology& topo = *scope.topo;
+  ASSERT_TRUE(topo.place_this_thread(0).ok());
+  auto made = create_index(kind, options, pool.value().get());
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  Index& t = *made.value();
+  const Key n = 4000;
+  std::vector<KV> load;
+  for (Key k = 1; k <= n; ++k) load.push_back(KV{2 * k, k});
+  ASSERT_TRUE(t.bulk_load(load, 0.7).ok());
+  const IndexStats st = t.stats();
+  ASSERT_GE(st.height, 3u);  // inner levels too, not only the root leaf
+
+  // n lookups of a bulk-loaded tree: height visits each, no B-link steps.
+  auto lookups = [&t, n] {
+    const pm::Counters before = pm::ThreadCounters();
+    for (Key k = 1; k <= n; ++k) EXPECT_EQ(t.lookup(2 * k).value_or(0), k);
+    return pm::ThreadCounters() - before;
+  };
+  const pm::Counters here = lookups();
+  EXPECT_EQ(here.numa_local_visits, n * st.height);
+  EXPECT_EQ(here.numa_remote_visits, 0u);
+  pm::Counters there;
+  std::thread other([&] {
+    EXPECT_TRUE(topo.place_this_thread(1).ok());
+    there = lookups();
+  });
+  other.join();
+  EXPECT_EQ(there.numa_remote_visits, n * st.height);
+  EXPECT_EQ(there.numa_local_visits, 0u);
+
+  // A scan of every pair: the descent, then each further leaf once.
+  std::vector<KV> out(n);
+  pm::Counters before = pm::ThreadCounters();
+  ASSERT_EQ(t.scan(0, n, out.data()), n);
+  pm::Counters d = pm::ThreadCounters() - before;
+  EXPECT_EQ(d.numa_local_visits, st.height + st.leaves - 1);
+
+  // Inserts: at least the path of each.
+  before = pm::ThreadCounters();
+  for (Key k = 1; k <= 100; ++k) ASSERT_TRUE(t.insert(2 * k + 1, k).ok());
+  d = pm::ThreadCounters() - before;
+  EXPECT_GE(d.numa_local_visits, 100 * st.height);
+
+  alloc::SetNumaMetering(false);
+  before = pm::ThreadCounters();
+  EXPECT_EQ(t.lookup(2).value_or(0), 1u);
+  ASSERT_EQ(t.scan(0, 10, out.data()), 10u);
+  d = pm::ThreadCounters() - before;
+  EXPECT_EQ(d.numa_local_visits + d.numa_remote_visits, 0u);
 }
 
 }  // namespace pmindex::testing_util

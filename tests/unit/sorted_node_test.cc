@@ -1,9 +1,12 @@
 // common/sorted_node.h: the node layout fastfair and circtree share (with
 // and without the Sentinel Array or fingerprints). The trees' own tests
 // (fastfair_test.cc, circtree_test.cc) run every search mode and option.
+#include "common/sorted_node.h"
+
 #include <gtest/gtest.h>
 
-#include "common/sorted_node.h"
+#include <algorithm>
+#include <vector>
 
 namespace pmindex::sorted_node {
 namespace {
@@ -46,6 +49,39 @@ TEST(SortedNodeLayout, CapacitiesWithAndWithoutAuxiliaryArrays) {
       }
     }
   }
+}
+
+// The four-at-a-time scans against std::lower_bound / upper_bound on
+// every length around the step of four and every key position (below all,
+// equal to each, between each pair, above all), for records and for the
+// sentinel search that uses them.
+TEST(SortedNodeSearch, LinearAndSentinelScansFindTheLowerBound) {
+  for (uint32_t n = 0; n <= 13; ++n) {
+    SCOPED_TRACE(n);
+    std::vector<Rec> recs(n + 1);
+    std::vector<Key> keys(n);
+    for (uint32_t i = 0; i < n; ++i) keys[i] = recs[i].key = 10 * (i + 1);
+    // Past n: a key a scan must not read as one of the n (it would stop there).
+    recs[n].key = 0;
+    std::vector<uint64_t> sentinels;
+    for (uint32_t i = 0; i < n; i += kRecsPerLine) sentinels.push_back(keys[i]);
+    sentinels.push_back(0);
+    for (Key k = 0; k <= 10 * n + 11; ++k) {
+      const uint32_t want =
+          static_cast<uint32_t>(std::lower_bound(keys.begin(), keys.end(), k) - keys.begin());
+      EXPECT_EQ(LinearLowerBound(recs.data(), n, k), want) << "k=" << k;
+      EXPECT_EQ(SentinelLowerBound(sentinels.data(), n, k, [&](uint32_t i) { return recs[i].key; }),
+                want)
+          << "k=" << k;
+      EXPECT_EQ((CountBelow<1, true>(keys.data(), n, k)),
+                static_cast<uint32_t>(std::upper_bound(keys.begin(), keys.end(), k) - keys.begin()))
+          << "k=" << k;
+    }
+  }
+  // The largest key: strict counting has no k + 1 to overflow into.
+  const uint64_t top[5] = {1, 2, 3, ~uint64_t{0}, 0};
+  EXPECT_EQ((CountBelow<1, true>(top, 4, ~uint64_t{0})), 4u);
+  EXPECT_EQ((CountBelow<1, false>(top, 4, ~uint64_t{0})), 3u);
 }
 
 }  // namespace

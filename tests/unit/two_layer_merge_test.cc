@@ -27,7 +27,7 @@ namespace {
 struct Made {
   std::unique_ptr<Pool> pool;
   std::unique_ptr<Index> idx;
-  TwoLayerTree* tree() const { return dynamic_cast<TwoLayerTree*>(idx.get()); }
+  TwoLayerTree* tree() const { return dynamic_cast<TwoLayerTree*>(&TreeOf(*idx)); }
 };
 
 Made Make(const std::string& kind, const std::string& options) {

@@ -44,9 +44,6 @@ class Map : public absl::btree_map<Key, Value> {
 
 class AbslBTree final : public Index {
  public:
-  std::string_view kind() const override { return "absl-btree"; }
-  bool persistent() const override { return false; }
-
   Status insert(Key k, Value v) override {
     std::unique_lock<std::shared_mutex> g(mu_);
     return map_.try_emplace(k, v).second ? Status::OK() : Status::AlreadyExists();
@@ -140,15 +137,13 @@ Result<std::unique_ptr<Index>> Create(const IndexEnv&, const Options&) {
 }  // namespace
 
 PMINDEX_REGISTER_INDEX(absl_btree, {
-    .name = "absl-btree",
-    .persistent = false,
-    .options_help = "",
-    .test_configs = {""},
-    .validate = nullptr,
-    .create = Create,
-    .open = nullptr,
-    .test_only = false,
-    .stores_data = true,
-});
+                                       .name = "absl-btree",
+                                       .persistent = false,
+                                       .options_help = "",
+                                       .validate = nullptr,
+                                       .create = Create,
+                                       .open = nullptr,
+                                       .stores_data = true,
+                                   });
 
 }  // namespace pmindex

@@ -686,27 +686,30 @@ Result<uint32_t> ParseNode(const Options& o) {
   return static_cast<uint32_t>(n.value());
 }
 
-PMINDEX_REGISTER_INDEX(cddstree, {
-    .name = "cddstree",
-    .persistent = true,
-    .options_help = "node=BYTES (node size: a multiple of 64 from 256 to 65536; default 1024; the paper used 512|1024|2048|4096)",
-    .test_configs = {"node=512", "node=4096", "node=256"},
-    .validate = [](const Options& o) -> Status { return ParseNode(o).status(); },
-    .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<uint32_t> n = ParseNode(o);
-      if (!n.ok()) return n.status();
-      return CddsTree::Create(env, n.value());
-    },
-    .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
-      Result<uint32_t> n = ParseNode(o);
-      if (!n.ok()) return n.status();
-      return CddsTree::Open(env, n.value());
-    },
-    .marks_in_use = true,
-    // Every write holds the tree's lock, which readers share, until it
-    // returns, past its last fence: a reader sees only durable writes.
-    .reads_see_only_durable = true,
-});
 }  // namespace
+
+PMINDEX_REGISTER_INDEX(
+    cddstree,
+    {
+        .name = "cddstree",
+        .persistent = true,
+        .options_help = "node=BYTES (node size: a multiple of 64 from 256 to 65536; default 1024; "
+                        "the paper used 512|1024|2048|4096)",
+        .validate = [](const Options& o) -> Status { return ParseNode(o).status(); },
+        .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<uint32_t> n = ParseNode(o);
+          if (!n.ok()) return n.status();
+          return CddsTree::Create(env, n.value());
+        },
+        .open = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
+          Result<uint32_t> n = ParseNode(o);
+          if (!n.ok()) return n.status();
+          return CddsTree::Open(env, n.value());
+        },
+        .marks_in_use = true,
+        // Every write holds the tree's lock, which readers share, until it
+        // returns, past its last fence: a reader sees only durable writes.
+        .reads_see_only_durable = true,
+    });
 
 }  // namespace pmindex::cddstree

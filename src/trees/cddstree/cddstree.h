@@ -103,8 +103,6 @@ class CddsTree final : public Index {
 
   ~CddsTree() override;
 
-  std::string_view kind() const override { return "cddstree"; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override;
   Status update(Key k, Value v) override;
   Status upsert(Key k, Value v) override;

@@ -14,9 +14,6 @@ namespace {
 template <int kNode>
 class DramBTree final : public Index {
  public:
-  std::string_view kind() const override { return "dram-btree"; }
-  bool persistent() const override { return false; }
-
   Status insert(Key k, Value v) override {
     return tree_.insert(k, v) ? Status::OK() : Status::AlreadyExists();
   }
@@ -103,18 +100,18 @@ Result<std::unique_ptr<Index>> Create(const IndexEnv&, const Options& o) {
 
 }  // namespace
 
-PMINDEX_REGISTER_INDEX(dram_btree, {
-    .name = "dram-btree",
-    .persistent = false,
-    .options_help =
-        "node=4|14|16|30|32|62|64|128 (keys per inner node and per leaf; default 62; 14, 30 and "
-        "62 fill 256 B, 512 B and 1 KiB nodes)",
-    .test_configs = {"node=4", "node=14", "node=30", "node=62", "node=128"},
-    .validate = Validate,
-    .create = Create,
-    .open = nullptr,
-    .test_only = false,
-    .stores_data = true,
-});
+PMINDEX_REGISTER_INDEX(
+    dram_btree,
+    {
+        .name = "dram-btree",
+        .persistent = false,
+        .options_help =
+            "node=4|14|16|30|32|62|64|128 (keys per inner node and per leaf; default 62; 14, 30 "
+            "and 62 fill 256 B, 512 B and 1 KiB nodes)",
+        .validate = Validate,
+        .create = Create,
+        .open = nullptr,
+        .stores_data = true,
+    });
 
 }  // namespace pmindex

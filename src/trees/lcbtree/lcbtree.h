@@ -78,8 +78,6 @@ class LcbTree final : public Index {
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, uint32_t node_bytes);
   ~LcbTree() override;
 
-  std::string_view kind() const override { return "lcbtree"; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override;
   Status update(Key k, Value v) override;
   Status upsert(Key k, Value v) override;

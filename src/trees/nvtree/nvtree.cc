@@ -85,7 +85,7 @@ NvTree::~NvTree() {
 void NvTree::Reclaim(uint64_t item) {
   if (item & 1) {
     auto* l = reinterpret_cast<Layout*>(item & ~uint64_t{1});
-    std::lock_guard g(layouts_mu_);
+    sync::MutexLock g(layouts_mu_);
     for (auto it = layouts_.begin(); it != layouts_.end(); ++it) {
       if (it->get() == l) {
         layouts_.erase(it);
@@ -267,7 +267,7 @@ void NvTree::LinkFrom(uint64_t left_raw, uint64_t new_raw) {
 }
 
 Status NvTree::WriteFull(Op op, Key k, Value v) {
-  std::lock_guard guard(structure_mu_);
+  sync::MutexLock guard(structure_mu_);
   // Under structure_mu_ no PLN changes but ours, so Locate is stable.
   Where w = Locate(k);
   Ln* x = w.ln;
@@ -561,7 +561,7 @@ void NvTree::Publish(std::unique_ptr<Layout> next, uint64_t locked_pln) {
   Layout* old = layout_.load(std::memory_order_relaxed);
   Layout* raw = next.get();
   {
-    std::lock_guard g(layouts_mu_);
+    sync::MutexLock g(layouts_mu_);
     layouts_.push_back(std::move(next));
   }
   layout_.store(raw, std::memory_order_release);
@@ -598,7 +598,10 @@ Result<std::unique_ptr<Index>> NvTree::Create(const IndexEnv& env, const Config&
   // means the tree exists) points to it.
   pm::fence();
   env.pool->WriteRoot(0, r.value().raw());
-  t->Publish(t->BuildLayout({PlnEntry{0, r.value().raw(), 0, 0}}, {}), 0);
+  {
+    sync::MutexLock g(t->structure_mu_);  // uncontended: the tree is not shared yet
+    t->Publish(t->BuildLayout({PlnEntry{0, r.value().raw(), 0, 0}}, {}), 0);
+  }
   t->n_leaves_.store(1);
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -753,6 +756,7 @@ Status NvTree::RebuildFromLn() {
     raw = ln->next_raw();
   }
   n_leaves_.store(entries.size());
+  sync::MutexLock g(structure_mu_);  // Open: uncontended
   Publish(BuildLayout(entries, {}), 0);
   return Status::OK();
 }
@@ -799,6 +803,7 @@ Status NvTree::LoadSnapshot(uint64_t raw) {
       return Status::Corruption("nvtree: LN " + Hex(e.ln) + " is not an allocated block");
   }
   n_leaves_.store(entries.size());
+  sync::MutexLock g(structure_mu_);  // Open: uncontended
   Publish(BuildLayout(entries, groups), 0);
   return Status::OK();
 }
@@ -808,7 +813,7 @@ Status NvTree::close() {
   closed_ = true;
   if (abandoned()) return Status::OK();  // the open was refused: write nothing
   if (layout_.load(std::memory_order_acquire) == nullptr) return Status::OK();
-  std::lock_guard g(structure_mu_);
+  sync::MutexLock g(structure_mu_);
   // Drain retired LNs (no operation runs any more).
   for (int i = 0; i < 4 && epoch_.pending() > 0; ++i) epoch_.Reclaim();
   // The content record first (common/content_record.h): it does not depend on the
@@ -848,7 +853,7 @@ Status NvTree::bulk_load(std::span<const KV> sorted, double fill) {
     if (sorted[i - 1].key >= sorted[i].key)
       return Status::InvalidArgument("nvtree: bulk_load keys not strictly ascending");
   alloc::EpochDomain::Guard eg(epoch_);
-  std::lock_guard g(structure_mu_);
+  sync::MutexLock g(structure_mu_);
   Layout* l = layout_.load(std::memory_order_acquire);
   uint64_t head = env_.pool->root(0);
   if (l->plns() != 1 || l->pln(0)->n != 1 || Ln::Load(ToLn(head)->n_element) != 0)
@@ -891,7 +896,7 @@ size_t NvTree::scan(Key from, size_t n, KV* out) {
   alloc::EpochDomain::Guard eg(epoch_);
   // structure_mu_ keeps the LN list fixed; appends go on (each LN is read
   // up to the nElement loaded once).
-  std::lock_guard g(structure_mu_);
+  sync::MutexLock g(structure_mu_);
   Where w = Locate(from);
   size_t got = 0;
   std::vector<KV> live;
@@ -911,7 +916,7 @@ size_t NvTree::scan(Key from, size_t n, KV* out) {
 
 Status NvTree::verify() {
   alloc::EpochDomain::Guard eg(epoch_);
-  std::lock_guard g(structure_mu_);
+  sync::MutexLock g(structure_mu_);
   Layout* l = layout_.load(std::memory_order_acquire);
   std::vector<PlnEntry> all = CollectEntries(*l);
   uint64_t raw = env_.pool->root(0);
@@ -951,7 +956,7 @@ Status NvTree::verify() {
 
 IndexStats NvTree::stats() {
   alloc::EpochDomain::Guard eg(epoch_);
-  std::lock_guard g(structure_mu_);
+  sync::MutexLock g(structure_mu_);
   Layout* l = layout_.load(std::memory_order_acquire);
   IndexStats s;
   s.height = l->height + 2;
@@ -970,7 +975,7 @@ IndexStats NvTree::stats() {
     ins += (l->plns() + span - 1) / span;
   }
   s.inner_nodes = ins + l->plns();
-  std::lock_guard g2(layouts_mu_);
+  sync::MutexLock g2(layouts_mu_);
   for (const auto& x : layouts_) s.dram_bytes += x->dram_bytes();
   s.extra = {{"rebuilds", static_cast<double>(rebuilds())},
              {"rebuild_s", rebuild_seconds()},
@@ -981,7 +986,7 @@ IndexStats NvTree::stats() {
 }
 
 Status NvTree::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::lock_guard g(structure_mu_);
+  sync::MutexLock g(structure_mu_);
   for (uint64_t raw = env_.pool->root(0); raw != 0; raw = ToLn(raw)->next_raw()) fn(PPtr(raw));
   uint64_t snap = env_.pool->root(1);
   if (snap & 1) fn(PPtr(snap & ~uint64_t{1}));
@@ -1015,6 +1020,8 @@ Result<Config> ParseConfig(const Options& o) {
   return c;
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     nvtree,
     {
@@ -1025,9 +1032,6 @@ PMINDEX_REGISTER_INDEX(
             "paper used 512|1024|2048|4096) adaptive=off|conservative|aggressive|balanced "
             "(default off) pln=BYTES (multiple of 64, 64..4096; default 256) "
             "fanout=N (2..1024; default 32)",
-        .test_configs = {"node=512,adaptive=off", "node=4096,adaptive=off",
-                         "node=1024,adaptive=aggressive", "node=128,pln=64,fanout=3",
-                         "node=256,pln=64,fanout=2,adaptive=balanced"},
         .validate = [](const Options& o) -> Status { return ParseConfig(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Config> c = ParseConfig(o);
@@ -1043,7 +1047,5 @@ PMINDEX_REGISTER_INDEX(
         .unreachable_after_clean = 1,  // the snapshot block, freed by recovery
         .verify_after_crash = 4,       // one writer's replaced LNs (registry.h)
     });
-
-}  // namespace
 
 }  // namespace pmindex::nvtree

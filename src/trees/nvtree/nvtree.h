@@ -56,6 +56,7 @@
 #include "common/content_record.h"
 #include "index/index.h"
 #include "index/registry.h"
+#include "sync/mutex.h"
 #include "sync/version_lock.h"
 #include "trees/nvtree/adaptive.h"
 #include "trees/nvtree/leaf.h"
@@ -125,8 +126,6 @@ class NvTree final : public Index {
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Config& cfg);
   ~NvTree() override;
 
-  std::string_view kind() const override { return "nvtree"; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override;
   Status update(Key k, Value v) override;
   Status upsert(Key k, Value v) override;
@@ -189,8 +188,9 @@ class NvTree final : public Index {
     uint64_t first_raw = 0;  // the first new LN, linked from the left sibling
   };
   bool LiveAfter(Ln* x, uint64_t n, Op op, Key k, Value v, std::vector<KV>* live) const;
-  Status MakeNewLeaves(const Where& w, std::vector<KV>* live, Rebuild* rb);
-  void ReplaceInPln(const Where& w, uint32_t pn, const Rebuild& rb);
+  Status MakeNewLeaves(const Where& w, std::vector<KV>* live, Rebuild* rb)
+      PMINDEX_REQUIRES(structure_mu_);
+  void ReplaceInPln(const Where& w, uint32_t pn, const Rebuild& rb) PMINDEX_REQUIRES(structure_mu_);
   void CountRestructure(Restructure kind);
   // What op needs appended, given the current value. Sets *st to the
   // result if nothing must be appended.
@@ -205,9 +205,9 @@ class NvTree final : public Index {
   std::unique_ptr<Layout> BuildLayout(const std::vector<PlnEntry>& entries,
                                       const std::vector<uint32_t>& groups) const;
   // Installs `next`; marks every PLN of the previous layout obsolete (the
-  // caller already write-locked `locked_pln` of it) and retires it.
-  // REQUIRES: structure_mu_ held, or no concurrent operation.
-  void Publish(std::unique_ptr<Layout> next, uint64_t locked_pln);
+  // caller already write-locked `locked_pln` of it) and retires it. Open
+  // and Create take structure_mu_ for it too (uncontended).
+  void Publish(std::unique_ptr<Layout> next, uint64_t locked_pln) PMINDEX_REQUIRES(structure_mu_);
   std::vector<PlnEntry> CollectEntries(const Layout& l) const;
   Status RebuildFromLn();
   Status LoadSnapshot(uint64_t raw);
@@ -228,9 +228,10 @@ class NvTree final : public Index {
   Config cfg_;
   const CostModel* model_;
   std::atomic<Layout*> layout_{nullptr};
-  std::mutex layouts_mu_;
-  std::vector<std::unique_ptr<Layout>> layouts_;  // live + retired-not-yet-reclaimed
-  mutable std::mutex structure_mu_;
+  sync::Mutex layouts_mu_;
+  // Live + retired-not-yet-reclaimed.
+  std::vector<std::unique_ptr<Layout>> layouts_ PMINDEX_GUARDED_BY(layouts_mu_);
+  mutable sync::Mutex structure_mu_;
   std::unique_ptr<std::atomic<uint32_t>[]> stripes_;
   std::atomic<uint64_t> n_reads_{0}, n_writes_{0}, n_leaves_{0};
   std::atomic<uint64_t> rebuilds_{0}, rebuild_ns_{0}, splits_{0}, replaces_{0}, merges_{0};

@@ -78,8 +78,6 @@ class PacTree final : public Index {
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Params& p);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Params& p);
 
-  std::string_view kind() const override { return kKind; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override { return Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return Write(Op::kUpdate, k, v); }
   Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }
@@ -669,6 +667,8 @@ Status PacTree::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     pactree,
     {
@@ -677,7 +677,6 @@ PMINDEX_REGISTER_INDEX(
         .options_help =
             "slots=4..64 (pairs per data node, default 64) updater=thread|inline (search-layer "
             "updates from per-NUMA logs by a background thread, default, or at once)",
-        .test_configs = {"", "slots=4"},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -690,8 +689,6 @@ PMINDEX_REGISTER_INDEX(
           return PacTree::Open(env, p.value());
         },
         .marks_in_use = true,
-        .test_numa_nodes = 2,
     });
 
-}  // namespace
 }  // namespace pmindex::pactree

@@ -163,8 +163,6 @@ class PmLeafTree final : public Index {
   }
 
   // ---------------------------------------------------------- Index
-  std::string_view kind() const override { return Policy::kName; }
-  bool persistent() const override { return true; }
 
   Status insert(Key k, Value v) override { return Write(k, v, Mode::kInsert); }
   Status upsert(Key k, Value v) override { return Write(k, v, Mode::kUpsert); }
@@ -1079,12 +1077,11 @@ IndexInfo PmLeafTreeInfo(std::string name) {
   return IndexInfo{
       .name = std::move(name),
       .persistent = true,
-      .options_help = "node=256|512|768|1024 (leaf bytes; default 256) rebuild_threads=N (default 1)",
-      .test_configs = {"node=256", "node=512", "node=1024"},
+      .options_help =
+          "node=256|512|768|1024 (leaf bytes; default 256) rebuild_threads=N (default 1)",
       .validate = ValidatePmLeafTreeOptions,
       .create = [](const IndexEnv& e, const Options& o) { return MakePmLeafTree<P>(e, o, false); },
       .open = [](const IndexEnv& e, const Options& o) { return MakePmLeafTree<P>(e, o, true); },
-      .test_only = false,
       .stores_data = true,
       .marks_in_use = true,
   };

@@ -14,31 +14,38 @@
 // one entry or slot word, made after everything it links is durable:
 // an insert into a leaf array's free slot, a new child of an inner node,
 // a grown node or a split leaf array replacing its parent's entry, a
-// delete clearing a slot or an entry, or replacing a two-child node by its
-// other child in the grandparent. A crash thus leaves the old or the new
+// delete clearing a slot or an entry, replacing a node left with few
+// children by a smaller copy, or replacing a two-child node by its other
+// child in the grandparent. A crash thus leaves the old or the new
 // tree, plus unlinked blocks that recovery gives back. Layout, persist
 // points and what open repairs: docs/layout/roart.md.
 //
-// Concurrency: one reader-writer lock (as the skip lists and lcbtree), not
-// ROART's optimistic lock coupling: lookups and scans share it, writers
-// hold it alone. Unlinked blocks are retired through the allocator's
-// epochs as every tree does.
+// Concurrency: ROART's optimistic lock coupling. Every inner node and
+// leaf array has a version lock (in DRAM: see LockOf); readers take no
+// lock and restart when a version they read changed, writers lock only
+// the nodes they write (TryWrite). Unlinked blocks are retired through
+// the allocator's epochs, which every operation enters. verify(),
+// stats() and for_each_block() walk without locks and require that no
+// writer runs (as Db::Verify does).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
 #include "common/content_record.h"
+#include "common/olc_btree.h"
 #include "common/sorted_node.h"
 #include "index/index.h"
 #include "index/registry.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
+#include "sync/version_lock.h"
 #include "trees/roart/roart_layout.h"
 #include "util/check.h"
 
@@ -85,8 +92,6 @@ class Roart final : public Index {
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Params& p);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Params& p);
 
-  std::string_view kind() const override { return kKind; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override { return Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return Write(Op::kUpdate, k, v); }
   Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }
@@ -104,13 +109,15 @@ class Roart final : public Index {
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
+  class Held;
 
   Roart(const IndexEnv& env, const Params& p)
       : env_(env),
         params_(p),
         base_(env.pool->base()),
         pool_id_(env.pool->id()),
-        full_mask_(p.leaf_array == 64 ? ~uint64_t{0} : (uint64_t{1} << p.leaf_array) - 1) {}
+        full_mask_(p.leaf_array == 64 ? ~uint64_t{0} : (uint64_t{1} << p.leaf_array) - 1),
+        locks_(new sync::VersionLock[size_t{1} << kLockBits]) {}
 
   uint64_t* At(uint64_t offset) const { return reinterpret_cast<uint64_t*>(base_ + offset); }
   uint64_t OffsetOf(const void* p) const {
@@ -123,6 +130,42 @@ class Roart final : public Index {
     return reinterpret_cast<uint8_t*>(node + kHeaderWords + 48);
   }
   size_t LaBytes() const { return LeafArrayBytes(params_.leaf_array); }
+  // NUMA metering (alloc/numa_meter.h): every block an operation reads or
+  // writes on its path counts one visit, each time the operation reaches
+  // it. Off (the default), one predictable branch.
+  void Visit(const void* block) const { alloc::MeterVisit(*env_.alloc, block); }
+  uint64_t* Root() const { return root_.load(std::memory_order_acquire); }
+
+  // Words that writers may change while optimistic readers read them are
+  // read with relaxed atomics; entry and slot words, which publish a
+  // block written before them (pm::naw stores with release), with acquire.
+  static uint64_t Ld(const uint64_t& w) { return sync::OlcLoad(w); }
+  static uint64_t LdAcq(const uint64_t& w) {
+    return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w)).load(std::memory_order_acquire);
+  }
+
+  // The version lock of an inner node or leaf array: optimistic lock
+  // coupling's per-node lock word, kept in DRAM (volatile state, nothing
+  // of it in PM, so a crash leaves no lock held). The words are a table
+  // indexed by a hash of the node's address: two nodes may share a word,
+  // which costs at most a needless restart (a writer that needs both
+  // takes the word once, see Held).
+  static constexpr unsigned kLockBits = 16;
+  sync::VersionLock& LockOf(const void* node) const {
+    const uint64_t line = reinterpret_cast<uintptr_t>(node) >> 6;
+    return locks_[(line * 0x9E3779B97F4A7C15ULL) >> (64 - kLockBits)];
+  }
+  // A reader's version of a node (waits while a writer holds it).
+  uint64_t ReadVersion(const void* node) const {
+    bool unused = false;  // the table's words are never marked obsolete
+    return LockOf(node).ReadLockOrRestart(unused);
+  }
+  // True iff the node's word still equals v (nothing written since).
+  bool Unchanged(const void* node, uint64_t v) const {
+    bool restart = false;
+    LockOf(node).ReadUnlockOrRestart(v, restart);
+    return !restart;
+  }
 
   // The entry word of byte b in inner node `node`, or nullptr if none.
   uint64_t* ChildSlot(uint64_t* node, unsigned b) const;
@@ -131,7 +174,13 @@ class Roart final : public Index {
   // Sets or clears slot i's bit in a leaf array's bitmap (word 1).
   static void SetUsed(uint64_t* la, unsigned i, bool used);
 
+  // One optimistic attempt of a write or a remove: nullopt when it must
+  // restart (a node changed under its reads or another writer holds one).
+  std::optional<Status> TryWrite(Op op, Key k, Value v);
+  std::optional<Status> TryRemove(Key k);
   Status Write(Op op, Key k, Value v);
+  // One optimistic attempt of a lookup: false when it must restart.
+  bool TryLookup(Key k, std::optional<Value>* out) const;
   // A new leaf of (k, v), written and flushed (not fenced); its offset.
   Result<uint64_t> NewLeaf(Key k, Value v);
   // A new leaf array holding `slots`, flushed (not fenced); its offset.
@@ -142,17 +191,37 @@ class Roart final : public Index {
                             std::span<const uint64_t> entries);
   // Adds entry e (byte b) to inner node `node`, whose entry in its parent
   // is *up (nullptr for the root). Grows the node if it is full.
+  // REQUIRES: node locked, and its parent too if node is full.
   Status AddChild(uint64_t* node, uint64_t* up, unsigned b, uint64_t e);
   // Replaces the full leaf array of entry *es (of inner node `parent`) by
   // an inner node over new leaf arrays, the new leaf (k, v) among them.
+  // REQUIRES: parent and the array locked.
   Status SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v);
-  // Clears entry *es (byte b) of inner node `node`.
+  // Clears entry *es (byte b) of inner node `node` (locked).
   void ClearEntry(uint64_t* node, uint64_t* es, unsigned b);
+  // Frees blocks made by an operation that failed (nothing links them)
+  // and takes their bytes off the count.
+  void Unmake(const std::vector<uint64_t>& offsets);
   // The used entries of an inner node in key-byte order into out[0..256);
   // returns their count.
-  unsigned SortedEntries(uint64_t* node, uint64_t* out) const;
-  size_t ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) const;
-  void FreeAll(const std::vector<uint64_t>& offsets);
+  // The entries of an inner node whose byte is at least `first`, in byte
+  // order (read with acquire loads; the caller validates the node's
+  // version before it uses one). N256 and N48 are walked in place, so a scan
+  // that stops early reads only the entries it uses; N4 and N16 are copied
+  // into `buf` and sorted. fn(e) returns false to stop.
+  template <typename Fn>
+  void ForEachEntryFrom(uint64_t* node, unsigned first, uint64_t* buf, Fn fn) const;
+  // Asks for the lines of the child an entry names that a scan reads
+  // first: a leaf array's header and slots, an inner node's header.
+  void PrefetchChild(uint64_t e) const {
+    const char* c = reinterpret_cast<const char*>(At(EntryOffset(e)));
+    const size_t bytes = EntryType(e) == kLeafArray ? LaBytes() : 128;
+    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i);
+  }
+  // Appends to out[got..n) the pairs below `node` (read at version v) with
+  // keys >= from; false if a node changed under the reads (the caller
+  // restarts after the last pair appended, which *got keeps).
+  bool ScanNode(uint64_t* node, uint64_t v, Key from, size_t n, KV* out, size_t* got) const;
   // Builds the subtree of sorted pairs below an inner node branching at
   // parent_depth; returns its entry (byte 0). Offsets made go to *made.
   Result<uint64_t> Build(std::span<const KV> kv, unsigned parent_depth, size_t cap,
@@ -170,48 +239,90 @@ class Roart final : public Index {
   Params params_;
   char* base_;
   uint16_t pool_id_;
-  uint64_t full_mask_;        // the bits of a leaf array's slots in its bitmap
-  uint64_t* root_ = nullptr;  // an N256 of depth 0, never replaced but by bulk_load
-  uint64_t size_ = 0;
-  uint64_t bytes_ = 0;
-  uint64_t splits_ = 0;
-  uint64_t grows_ = 0;
-  uint64_t collapses_ = 0;
+  uint64_t full_mask_;  // the bits of a leaf array's slots in its bitmap
+  // An N256 of depth 0, never replaced but by bulk_load (which holds its
+  // lock while it swaps it).
+  std::atomic<uint64_t*> root_{nullptr};
+  std::unique_ptr<sync::VersionLock[]> locks_;
+  olc_detail::StripedCounter size_;
+  olc_detail::StripedCounter bytes_;
+  olc_detail::StripedCounter splits_;
+  olc_detail::StripedCounter grows_;
+  olc_detail::StripedCounter collapses_;
+  olc_detail::StripedCounter shrinks_;
   bool ready_ = false;
   bool closed_ = false;
-  mutable std::shared_mutex mu_;
+};
+
+// The locks one attempt of a write holds (up to three: grandparent,
+// parent, leaf array), taken top-down by upgrading the versions the
+// descent read, never by waiting, so writers cannot deadlock: a word
+// changed or held by another writer makes the attempt restart.
+// Released (each word's version bumped) when the attempt ends.
+class Roart::Held {
+ public:
+  explicit Held(const Roart& t) : t_(t) {}
+  ~Held() {
+    for (unsigned i = 0; i < n_; ++i) words_[i]->WriteUnlock();
+  }
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+
+  // Locks `node` iff its word still holds version v; false: restart.
+  bool Lock(const void* node, uint64_t v) {
+    sync::VersionLock& w = t_.LockOf(node);
+    for (unsigned i = 0; i < n_; ++i)
+      if (words_[i] == &w) return locked_[i] == v + sync::VersionLock::kLockedBit;
+    bool restart = false;
+    w.UpgradeToWriteLockOrRestart(v, restart);
+    if (restart) return false;
+    words_[n_] = &w;
+    locked_[n_++] = v;
+    return true;
+  }
+
+ private:
+  const Roart& t_;
+  sync::VersionLock* words_[3] = {};
+  uint64_t locked_[3] = {};
+  unsigned n_ = 0;
 };
 
 uint64_t* Roart::ChildSlot(uint64_t* node, unsigned b) const {
-  const unsigned type = MetaType(node[0]);
+  const unsigned type = MetaType(Ld(node[0]));
   uint64_t* e = Entries(node);
   switch (type) {
     case kN4:
     case kN16: {
       const unsigned cap = Capacity(type);
-      for (unsigned i = 0; i < cap; ++i)
-        if (e[i] != 0 && EntryByte(e[i]) == b) return &e[i];
+      for (unsigned i = 0; i < cap; ++i) {
+        const uint64_t x = Ld(e[i]);
+        if (x != 0 && EntryByte(x) == b) return &e[i];
+      }
       return nullptr;
     }
     case kN48: {
-      const unsigned s = N48Index(node)[b];
-      return s == 0 ? nullptr : &e[s - 1];
+      const unsigned s = sync::OlcLoad(N48Index(node)[b]);
+      return s == 0 || s > 48 ? nullptr : &e[s - 1];
     }
     default:
-      return e[b] != 0 ? &e[b] : nullptr;
+      return Ld(e[b]) != 0 ? &e[b] : nullptr;
   }
 }
 
 uint64_t* Roart::FindInArray(uint64_t* la, Key k) const {
   const unsigned fp = Fingerprint(k);
   uint64_t* s = Entries(la);
+  Visit(la);
   pm::ModelRead(la, 16);  // the header and the bitmap
-  for (uint64_t used = la[1]; used != 0; used &= used - 1) {
+  for (uint64_t used = Ld(la[1]) & full_mask_; used != 0; used &= used - 1) {
     const unsigned i = static_cast<unsigned>(std::countr_zero(used));
     pm::ModelRead(&s[i], 8);
-    if (SlotFingerprint(s[i]) != fp) continue;
-    pm::ModelRead(LeafAt(s[i]), sizeof(Leaf));
-    if (LeafAt(s[i])->key == k) return &s[i];
+    const uint64_t slot = LdAcq(s[i]);
+    if (slot == 0 || SlotFingerprint(slot) != fp) continue;
+    Visit(LeafAt(slot));
+    pm::ModelRead(LeafAt(slot), sizeof(Leaf));
+    if (Ld(LeafAt(slot)->key) == k) return &s[i];
   }
   return nullptr;
 }
@@ -227,11 +338,12 @@ Result<uint64_t> Roart::NewLeaf(Key k, Value v) {
   Result<PPtr> a = env_.alloc->Alloc(kLeafBytes);
   if (!a.ok()) return a.status();
   Leaf* l = reinterpret_cast<Leaf*>(At(a.value().offset()));
+  Visit(l);
   pm::store(&l->meta, Meta(kLeaf, 0));
   pm::store(&l->key, k);
   pm::store(&l->value, v);
   pm::flush(l, sizeof(Leaf));
-  bytes_ += kLeafBytes;
+  bytes_.Add(kLeafBytes);
   return a.value().offset();
 }
 
@@ -239,13 +351,14 @@ Result<uint64_t> Roart::NewLeafArray(std::span<const uint64_t> slots) {
   Result<PPtr> a = env_.alloc->Alloc(LaBytes());
   if (!a.ok()) return a.status();
   uint64_t* la = At(a.value().offset());
+  Visit(la);
   pm::store(&la[0], Meta(kLeafArray, params_.leaf_array));
   const uint64_t n = slots.size();
   pm::store(&la[1], n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1);
   for (unsigned i = 0; i < params_.leaf_array; ++i)
     pm::store(&Entries(la)[i], i < n ? slots[i] : uint64_t{0});
   pm::flush(la, 8 * (kHeaderWords + params_.leaf_array));
-  bytes_ += LaBytes();
+  bytes_.Add(static_cast<int64_t>(LaBytes()));
   return a.value().offset();
 }
 
@@ -254,6 +367,7 @@ Result<uint64_t> Roart::NewInner(unsigned type, unsigned depth, Key prefix,
   Result<PPtr> a = env_.alloc->Alloc(InnerBytes(type));
   if (!a.ok()) return a.status();
   uint64_t* n = At(a.value().offset());
+  Visit(n);
   pm::store(&n[0], Meta(type, depth));
   pm::store(&n[1], prefix & PrefixMask(depth));
   const unsigned cap = Capacity(type);
@@ -271,12 +385,19 @@ Result<uint64_t> Roart::NewInner(unsigned type, unsigned depth, Key prefix,
       pm::store(&idx[EntryByte(entries[i])], static_cast<uint8_t>(i + 1));
   }
   pm::flush(n, InnerBytes(type));
-  bytes_ += InnerBytes(type);
+  bytes_.Add(static_cast<int64_t>(InnerBytes(type)));
   return a.value().offset();
 }
 
-void Roart::FreeAll(const std::vector<uint64_t>& offsets) {
-  for (uint64_t o : offsets) env_.alloc->Free(PPtr::Make(pool_id_, o));
+void Roart::Unmake(const std::vector<uint64_t>& offsets) {
+  for (uint64_t o : offsets) {
+    const unsigned type = MetaType(*At(o));  // written by New* before it returned
+    const size_t bytes = type == kLeaf        ? kLeafBytes
+                         : type == kLeafArray ? LaBytes()
+                                              : InnerBytes(type);
+    bytes_.Add(-static_cast<int64_t>(bytes));
+    env_.alloc->Free(PPtr::Make(pool_id_, o));
+  }
 }
 
 Status Roart::AddChild(uint64_t* node, uint64_t* up, unsigned b, uint64_t e) {
@@ -305,8 +426,8 @@ Status Roart::AddChild(uint64_t* node, uint64_t* up, unsigned b, uint64_t e) {
   pm::fence();
   pm::naw(up, Entry(n.value(), EntryByte(*up), bigger));
   env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(node)));
-  bytes_ -= InnerBytes(type);
-  ++grows_;
+  bytes_.Add(-static_cast<int64_t>(InnerBytes(type)));
+  grows_.Add(1);
   return Status::OK();
 }
 
@@ -315,13 +436,15 @@ Status Roart::SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v) {
   const uint64_t* slots = Entries(la);
   // The first key byte below the parent at which the leaves and k differ.
   uint64_t diff = 0;
-  for (unsigned i = 0; i < params_.leaf_array; ++i)
-    if (slots[i] != 0) diff |= LeafAt(slots[i])->key ^ k;
+  for (unsigned i = 0; i < params_.leaf_array; ++i) {
+    if (slots[i] == 0) continue;
+    Visit(LeafAt(slots[i]));  // read once more below, in the same cache lines
+    diff |= LeafAt(slots[i])->key ^ k;
+  }
   PMINDEX_CHECK(diff != 0, "roart: splitting a leaf array that holds only key %llu",
                 static_cast<unsigned long long>(k));
   const unsigned depth = static_cast<unsigned>(std::countl_zero(diff)) / 8;
   PMINDEX_CHECK(depth > MetaArg(parent[0]), "roart: leaf array keys differ above their parent");
-  const uint64_t bytes_before = bytes_;
   Result<uint64_t> leaf = NewLeaf(k, v);
   if (!leaf.ok()) return leaf.status();
   std::vector<uint64_t> made{leaf.value()};
@@ -335,8 +458,7 @@ Status Roart::SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v) {
     if (groups[b].empty()) continue;
     Result<uint64_t> a = NewLeafArray(groups[b]);
     if (!a.ok()) {
-      FreeAll(made);
-      bytes_ = bytes_before;
+      Unmake(made);
       return a.status();
     }
     made.push_back(a.value());
@@ -345,8 +467,7 @@ Status Roart::SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v) {
   const unsigned type = TypeFor(static_cast<unsigned>(entries.size()));
   Result<uint64_t> n = NewInner(type, depth, k, entries);
   if (!n.ok()) {
-    FreeAll(made);
-    bytes_ = bytes_before;
+    Unmake(made);
     return n.status();
   }
   // Everything new is flushed: one fence, then the parent's entry names
@@ -354,96 +475,158 @@ Status Roart::SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v) {
   pm::fence();
   pm::naw(es, Entry(n.value(), EntryByte(*es), type));
   env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(la)));
-  bytes_ -= LaBytes();
-  ++splits_;
+  bytes_.Add(-static_cast<int64_t>(LaBytes()));
+  splits_.Add(1);
   return Status::OK();
 }
 
-Status Roart::Write(Op op, Key k, Value v) {
-  std::unique_lock g(mu_);
-  uint64_t* node = root_;
+// Writers (insert, update, upsert, remove): optimistic lock coupling as in
+// ROART. The descent reads each node's version before its entry and
+// checks the parent's version again after reading the child's, so every
+// node it reaches was linked when its version was read. It then locks
+// only the nodes the change writes (the leaf array for a slot or a value;
+// the inner node for an entry; the node's parent too when the node is
+// replaced), each by upgrading the version the descent read: a node
+// changed since, or held by another writer, restarts the attempt. So a
+// locked node is still linked (whoever unlinks a node holds its lock and
+// bumps its version) and still holds what the descent read. The PM writes
+// under the locks are those of the single-threaded tree, in the same
+// order: the crash story does not change.
+std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
+  Held held(*this);
+  // The descent's reads: blocks another writer retires meanwhile stay
+  // allocated. Left as soon as the attempt holds its locks (a locked node
+  // stays linked, and so do the leaves of a locked array), before its PM
+  // writes: a locked instruction (the epoch's exit) after a flush would
+  // wait for the write-back.
+  std::optional<alloc::Allocator::EpochGuard> guard(std::in_place, *env_.alloc);
+  uint64_t* const root = Root();
+  // bulk_load swaps the root while it holds the old root's lock: a root
+  // locked after the swap is no longer the tree's.
+  const auto root_ok = [&](const uint64_t* locked) { return locked != root || Root() == root; };
+  uint64_t* node = root;
+  uint64_t vnode = ReadVersion(node);
+  uint64_t* parent = nullptr;  // node's parent, its version and node's entry in it
+  uint64_t vparent = 0;
   uint64_t* up = nullptr;
+  Visit(node);
   for (;;) {
-    const unsigned b = KeyByte(k, MetaArg(node[0]));
+    const unsigned b = KeyByte(k, MetaArg(Ld(node[0])));
     uint64_t* es = ChildSlot(node, b);
-    if (es == nullptr) {
+    const uint64_t e = es == nullptr ? 0 : LdAcq(*es);
+    if (!Unchanged(node, vnode)) return std::nullopt;
+    if (e == 0) {
+      // No child for the byte: a new leaf in a new one-leaf array, named by
+      // a new entry of node (or of its copy one size up, if it is full).
       if (op == Op::kUpdate) return Status::NotFound();
+      const unsigned type = MetaType(Ld(node[0]));
+      bool full = type != kN256;
+      for (unsigned i = 0; full && i < Capacity(type); ++i) full = Ld(Entries(node)[i]) != 0;
+      if (full && !held.Lock(parent, vparent)) return std::nullopt;
+      if (!held.Lock(node, vnode) || !root_ok(node)) return std::nullopt;
+      guard.reset();  // the locks now keep what this attempt writes and reads
+      std::vector<uint64_t> made;
       Result<uint64_t> leaf = NewLeaf(k, v);
       if (!leaf.ok()) return leaf.status();
+      made.push_back(leaf.value());
       const uint64_t s = Slot(leaf.value(), k);
       Result<uint64_t> la = NewLeafArray({&s, 1});
       if (!la.ok()) {
-        FreeAll({leaf.value()});
-        bytes_ -= kLeafBytes;
+        Unmake(made);
         return la.status();
       }
+      made.push_back(la.value());
       pm::fence();  // leaf and array durable before an entry names them
       Status st = AddChild(node, up, b, Entry(la.value(), b, kLeafArray));
       if (!st.ok()) {
-        FreeAll({leaf.value(), la.value()});
-        bytes_ -= kLeafBytes + LaBytes();
+        Unmake(made);
         return st;
       }
-      ++size_;
+      size_.Add(1);
       return Status::OK();
     }
-    const uint64_t e = *es;
     if (EntryType(e) == kLeafArray) {
       uint64_t* la = At(EntryOffset(e));
-      if (uint64_t* hit = FindInArray(la, k); hit != nullptr) {
+      const uint64_t vla = ReadVersion(la);
+      if (!Unchanged(node, vnode)) return std::nullopt;  // la was node's child at vla
+      uint64_t* hit = FindInArray(la, k);
+      const uint64_t used = Ld(la[1]) & full_mask_;
+      if (!Unchanged(la, vla)) return std::nullopt;
+      if (hit != nullptr) {
         if (op == Op::kInsert) return Status::AlreadyExists();
+        if (!held.Lock(la, vla)) return std::nullopt;
+        guard.reset();
         pm::naw(&LeafAt(*hit)->value, v);  // one word: old or new value
         return Status::OK();
       }
       if (op == Op::kUpdate) return Status::NotFound();
-      uint64_t* slots = Entries(la);
-      const uint64_t free = ~la[1] & full_mask_;
+      const uint64_t free = ~used & full_mask_;
       if (free != 0) {
+        if (!held.Lock(la, vla)) return std::nullopt;
+        guard.reset();
         const unsigned i = static_cast<unsigned>(std::countr_zero(free));
         Result<uint64_t> leaf = NewLeaf(k, v);
         if (!leaf.ok()) return leaf.status();
-        pm::fence();                                // the leaf durable ...
-        pm::naw(&slots[i], Slot(leaf.value(), k));  // ... before its slot (the commit)
+        pm::fence();                                      // the leaf durable ...
+        pm::naw(&Entries(la)[i], Slot(leaf.value(), k));  // ... before its slot (the commit)
         SetUsed(la, i, true);
-        ++size_;
+        size_.Add(1);
         return Status::OK();
       }
+      if (!held.Lock(node, vnode) || !held.Lock(la, vla) || !root_ok(node)) return std::nullopt;
+      guard.reset();
       PMINDEX_RETURN_IF_ERROR(SplitArray(node, es, k, v));
-      ++size_;
+      size_.Add(1);
       return Status::OK();
     }
     uint64_t* child = At(EntryOffset(e));
-    const unsigned cd = MetaArg(child[0]);
-    const uint64_t mismatch = (k ^ child[1]) & PrefixMask(cd);
+    Visit(child);
+    const uint64_t cprefix = Ld(child[1]);  // the header is written once, before e named it
+    const uint64_t mismatch = (k ^ cprefix) & PrefixMask(MetaArg(Ld(child[0])));
     if (mismatch != 0) {
       // k leaves the child's compressed path: a new N4 at the first
       // differing byte over the child and a new leaf array holding k.
       if (op == Op::kUpdate) return Status::NotFound();
+      if (!held.Lock(node, vnode) || !root_ok(node)) return std::nullopt;
+      guard.reset();
       const unsigned depth = static_cast<unsigned>(std::countl_zero(mismatch)) / 8;
+      std::vector<uint64_t> made;
       Result<uint64_t> leaf = NewLeaf(k, v);
       if (!leaf.ok()) return leaf.status();
+      made.push_back(leaf.value());
       const uint64_t s = Slot(leaf.value(), k);
       Result<uint64_t> la = NewLeafArray({&s, 1});
       if (!la.ok()) {
-        FreeAll({leaf.value()});
-        bytes_ -= kLeafBytes;
+        Unmake(made);
         return la.status();
       }
-      uint64_t two[2] = {Entry(EntryOffset(e), KeyByte(child[1], depth), EntryType(e)),
+      made.push_back(la.value());
+      uint64_t two[2] = {Entry(EntryOffset(e), KeyByte(cprefix, depth), EntryType(e)),
                          Entry(la.value(), KeyByte(k, depth), kLeafArray)};
       Result<uint64_t> n = NewInner(kN4, depth, k, two);
       if (!n.ok()) {
-        FreeAll({leaf.value(), la.value()});
-        bytes_ -= kLeafBytes + LaBytes();
+        Unmake(made);
         return n.status();
       }
       pm::fence();
       pm::naw(es, Entry(n.value(), b, kN4));  // the commit
-      ++size_;
+      size_.Add(1);
       return Status::OK();
     }
+    const uint64_t vchild = ReadVersion(child);
+    if (!Unchanged(node, vnode)) return std::nullopt;  // child was node's child at vchild
+    parent = node;
+    vparent = vnode;
     up = es;
     node = child;
+    vnode = vchild;
+  }
+}
+
+Status Roart::Write(Op op, Key k, Value v) {
+  for (;;) {
+    std::optional<Status> st = TryWrite(op, k, v);
+    if (st.has_value()) return *st;
   }
 }
 
@@ -452,141 +635,286 @@ void Roart::ClearEntry(uint64_t* node, uint64_t* es, unsigned b) {
   if (MetaType(node[0]) == kN48) pm::store(&N48Index(node)[b], uint8_t{0});  // rebuilt at open
 }
 
-Status Roart::remove(Key k) {
-  std::unique_lock g(mu_);
-  uint64_t* node = root_;
+std::optional<Status> Roart::TryRemove(Key k) {
+  Held held(*this);
+  std::optional<alloc::Allocator::EpochGuard> guard(std::in_place, *env_.alloc);  // as TryWrite's
+  uint64_t* const root = Root();
+  const auto root_ok = [&](const uint64_t* locked) { return locked != root || Root() == root; };
+  uint64_t* node = root;
+  uint64_t vnode = ReadVersion(node);
+  uint64_t* parent = nullptr;
+  uint64_t vparent = 0;
   uint64_t* up = nullptr;
+  Visit(node);
   for (;;) {
-    const unsigned b = KeyByte(k, MetaArg(node[0]));
+    const unsigned b = KeyByte(k, MetaArg(Ld(node[0])));
     uint64_t* es = ChildSlot(node, b);
-    if (es == nullptr) return Status::NotFound();
-    const uint64_t e = *es;
+    const uint64_t e = es == nullptr ? 0 : LdAcq(*es);
+    if (!Unchanged(node, vnode)) return std::nullopt;
+    if (e == 0) return Status::NotFound();
     if (EntryType(e) != kLeafArray) {
       uint64_t* child = At(EntryOffset(e));
-      if (((k ^ child[1]) & PrefixMask(MetaArg(child[0]))) != 0) return Status::NotFound();
+      Visit(child);
+      if (((k ^ Ld(child[1])) & PrefixMask(MetaArg(Ld(child[0])))) != 0) return Status::NotFound();
+      const uint64_t vchild = ReadVersion(child);
+      if (!Unchanged(node, vnode)) return std::nullopt;
+      parent = node;
+      vparent = vnode;
       up = es;
       node = child;
+      vnode = vchild;
       continue;
     }
     uint64_t* la = At(EntryOffset(e));
+    const uint64_t vla = ReadVersion(la);
+    if (!Unchanged(node, vnode)) return std::nullopt;
     uint64_t* hit = FindInArray(la, k);
+    const uint64_t used = Ld(la[1]) & full_mask_;
+    const uint64_t slot = hit == nullptr ? 0 : Ld(*hit);
+    if (!Unchanged(la, vla)) return std::nullopt;
     if (hit == nullptr) return Status::NotFound();
-    const uint64_t leaf = *hit & kOffsetMask;
-    if (std::popcount(la[1]) > 1) {
+    const uint64_t leaf = slot & kOffsetMask;
+    if (std::popcount(used) > 1) {
+      if (!held.Lock(la, vla)) return std::nullopt;
+      guard.reset();
       pm::naw(hit, uint64_t{0});  // the commit
       SetUsed(la, static_cast<unsigned>(hit - Entries(la)), false);
     } else {
       // The array's last leaf: the array goes with it, in one write.
-      // rest: the node's other children, counted up to 2.
-      uint64_t rest[2] = {0, 0};
+      // rest: the node's other children (read at vnode, which the locks
+      // below confirm).
+      std::array<uint64_t, 256> rest;
       unsigned others = 0;
-      if (node != root_) {
+      const unsigned type = MetaType(Ld(node[0]));
+      if (node != root) {
         const uint64_t* all = Entries(node);
-        const unsigned cap = Capacity(MetaType(node[0]));
-        for (unsigned i = 0; i < cap && others < 2; ++i)
-          if (all[i] != 0 && &all[i] != es) rest[others++] = all[i];
+        for (unsigned i = 0; i < Capacity(type); ++i) {
+          const uint64_t x = Ld(all[i]);
+          if (x != 0 && &all[i] != es) rest[others++] = x;
+        }
       }
-      if (node == root_ || others >= 2) {
+      bool shrunk = false;
+      if (node != root && others >= 2 && others <= ShrinkAt(type)) {
+        // Few children left: the parent's entry takes a copy of the node
+        // one type smaller without this entry (ART's shrinking).
+        if (!held.Lock(parent, vparent) || !held.Lock(node, vnode) || !held.Lock(la, vla) ||
+            !root_ok(parent))
+          return std::nullopt;
+        guard.reset();
+        const unsigned smaller = TypeFor(others);
+        Result<uint64_t> n = NewInner(smaller, MetaArg(node[0]), node[1], {rest.data(), others});
+        if (n.ok()) {   // out of space: the entry is cleared in place instead
+          pm::fence();  // the copy durable before the parent names it
+          pm::naw(up, Entry(n.value(), EntryByte(*up), smaller));  // the commit
+          env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(node)));
+          bytes_.Add(-static_cast<int64_t>(InnerBytes(type)));
+          shrinks_.Add(1);
+          shrunk = true;
+        }
+      }
+      if (shrunk) {
+        // node, array and leaf left the tree with the parent's entry
+      } else if (node == root || others >= 2) {
+        if (!held.Lock(node, vnode) || !held.Lock(la, vla) || !root_ok(node)) return std::nullopt;
+        guard.reset();
         ClearEntry(node, es, b);
       } else {
         // Two children: the grandparent's entry takes the other child
         // (self-describing: its own depth and prefix, or a leaf array),
         // which drops this node from the tree (path compression kept).
+        if (!held.Lock(parent, vparent) || !held.Lock(node, vnode) || !held.Lock(la, vla) ||
+            !root_ok(parent))
+          return std::nullopt;
+        guard.reset();
         const uint64_t keep =
             others == 0 ? 0 : Entry(EntryOffset(rest[0]), EntryByte(*up), EntryType(rest[0]));
         pm::naw(up, keep);
         env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(node)));
-        bytes_ -= InnerBytes(MetaType(node[0]));
-        ++collapses_;
+        bytes_.Add(-static_cast<int64_t>(InnerBytes(MetaType(node[0]))));
+        collapses_.Add(1);
       }
       env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(la)));
-      bytes_ -= LaBytes();
+      bytes_.Add(-static_cast<int64_t>(LaBytes()));
     }
     env_.alloc->Retire(PPtr::Make(pool_id_, leaf));
-    bytes_ -= kLeafBytes;
-    --size_;
+    bytes_.Add(-static_cast<int64_t>(kLeafBytes));
+    size_.Add(-1);
     return Status::OK();
   }
 }
 
-std::optional<Value> Roart::lookup(Key k) {
-  std::shared_lock g(mu_);
-  uint64_t* node = root_;
+Status Roart::remove(Key k) {
   for (;;) {
+    std::optional<Status> st = TryRemove(k);
+    if (st.has_value()) return *st;
+  }
+}
+
+// Lookups validate each node's version after reading it and restart if it
+// changed. They do not recheck the parent: a node unlinked after its
+// entry was read is frozen (its unlinker held its lock and bumped it, and
+// a writer upgrades only a version read while the node was linked), so
+// the one path a lookup follows shows the key as it was at some moment of
+// the operation. Scans recheck (ScanNode). Epochs keep unlinked blocks
+// allocated.
+bool Roart::TryLookup(Key k, std::optional<Value>* out) const {
+  uint64_t* node = Root();
+  uint64_t v = ReadVersion(node);
+  for (;;) {
+    Visit(node);
     pm::ModelRead(node, 16);  // the header: type, depth and prefix
-    const uint64_t* es = ChildSlot(node, KeyByte(k, MetaArg(node[0])));
-    if (es == nullptr) return std::nullopt;
-    pm::ModelRead(es, 8);
-    const uint64_t e = *es;
+    const uint64_t* es = ChildSlot(node, KeyByte(k, MetaArg(Ld(node[0]))));
+    if (es != nullptr) pm::ModelRead(es, 8);
+    const uint64_t e = es == nullptr ? 0 : LdAcq(*es);
+    if (!Unchanged(node, v)) return false;
+    if (e == 0) {
+      *out = std::nullopt;
+      return true;
+    }
     if (EntryType(e) == kLeafArray) {
-      const uint64_t* hit = FindInArray(At(EntryOffset(e)), k);
-      if (hit == nullptr) return std::nullopt;
-      return LeafAt(*hit)->value;
+      uint64_t* la = At(EntryOffset(e));
+      const uint64_t vla = ReadVersion(la);
+      const uint64_t* hit = FindInArray(la, k);
+      const Value val = hit == nullptr ? 0 : Ld(LeafAt(Ld(*hit))->value);
+      if (!Unchanged(la, vla)) return false;
+      *out = hit == nullptr ? std::nullopt : std::optional<Value>(val);
+      return true;
     }
-    node = At(EntryOffset(e));
-    if (((k ^ node[1]) & PrefixMask(MetaArg(node[0]))) != 0) return std::nullopt;
+    uint64_t* child = At(EntryOffset(e));
+    if (((k ^ Ld(child[1])) & PrefixMask(MetaArg(Ld(child[0])))) != 0) {
+      *out = std::nullopt;
+      return true;
+    }
+    v = ReadVersion(child);
+    node = child;
   }
 }
 
-unsigned Roart::SortedEntries(uint64_t* node, uint64_t* out) const {
-  unsigned n = 0;
-  const unsigned type = MetaType(node[0]);
+std::optional<Value> Roart::lookup(Key k) {
+  alloc::Allocator::EpochGuard guard(*env_.alloc);
+  std::optional<Value> out;
+  while (!TryLookup(k, &out)) {
+  }
+  return out;
+}
+
+template <typename Fn>
+void Roart::ForEachEntryFrom(uint64_t* node, unsigned first, uint64_t* buf, Fn fn) const {
+  const unsigned type = MetaType(Ld(node[0]));
   const uint64_t* es = Entries(node);
-  if (type == kN48) {
-    const uint8_t* idx = N48Index(node);
-    for (unsigned b = 0; b < 256; ++b)
-      if (idx[b] != 0) out[n++] = es[idx[b] - 1];
-    return n;
+  if (type == kN256 || type == kN48) {
+    const uint8_t* idx = type == kN48 ? N48Index(node) : nullptr;
+    // The entry of byte b, 0 if none.
+    const auto at = [&](unsigned b) -> uint64_t {
+      if (idx == nullptr) return LdAcq(es[b]);
+      const unsigned s = sync::OlcLoad(idx[b]);
+      return s == 0 || s > 48 ? 0 : LdAcq(es[s - 1]);
+    };
+    // One entry of look-ahead: the next child's lines are asked for while
+    // fn works on this one (a scan's misses are one child after another).
+    unsigned b = first;
+    uint64_t e = 0;
+    while (b < 256 && (e = at(b++)) == 0) {
+    }
+    while (e != 0) {
+      uint64_t next = 0;
+      while (b < 256 && (next = at(b++)) == 0) {
+      }
+      if (next != 0) PrefetchChild(next);
+      if (!fn(e)) return;
+      e = next;
+    }
+    return;
   }
-  for (unsigned i = 0; i < Capacity(type); ++i)
-    if (es[i] != 0) out[n++] = es[i];
-  if (type != kN256)
-    std::sort(out, out + n, [](uint64_t a, uint64_t b) { return EntryByte(a) < EntryByte(b); });
-  return n;
+  unsigned n = 0;
+  for (unsigned i = 0; i < Capacity(type); ++i) {
+    const uint64_t e = LdAcq(es[i]);
+    if (e != 0 && EntryByte(e) >= first) buf[n++] = e;
+  }
+  std::sort(buf, buf + n, [](uint64_t a, uint64_t b) { return EntryByte(a) < EntryByte(b); });
+  for (unsigned i = 0; i < n; ++i) {
+    if (!fn(buf[i])) return;
+  }
 }
 
-size_t Roart::ScanNode(uint64_t* node, Key from, size_t n, KV* out, size_t got) const {
-  const unsigned depth = MetaArg(node[0]);
-  const uint64_t low_bits = ~PrefixMask(depth + 1);
-  std::array<uint64_t, 256> entries;
-  const unsigned count = SortedEntries(node, entries.data());
-  for (unsigned i = 0; i < count && got < n; ++i) {
-    const uint64_t e = entries[i];
-    const Key lo = node[1] | (uint64_t{EntryByte(e)} << (56 - 8 * depth));
-    if ((lo | low_bits) < from) continue;  // every key below is smaller
+bool Roart::ScanNode(uint64_t* node, uint64_t v, Key from, size_t n, KV* out, size_t* got) const {
+  Visit(node);
+  const unsigned depth = MetaArg(Ld(node[0]));
+  const uint64_t prefix = Ld(node[1]);
+  // Where in this node keys >= from begin: entries below from's byte hold
+  // only smaller keys when from shares the node's prefix; a node whose
+  // prefix is below from's holds none (checked against v below).
+  const uint64_t from_prefix = from & PrefixMask(depth);
+  if (from_prefix > prefix) return Unchanged(node, v);
+  const unsigned first = from_prefix == prefix ? KeyByte(from, depth) : 0;
+  const auto by_key = [](const KV& a, const KV& b) { return a.key < b.key; };
+  uint64_t buf[16];
+  bool ok = true;
+  ForEachEntryFrom(node, first, buf, [&](uint64_t e) {
     uint64_t* c = At(EntryOffset(e));
+    const uint64_t vc = ReadVersion(c);
+    // Coupling, unlike lookups: each entry is used only if this node is
+    // unchanged since v after it was read (a node unlinked meanwhile may
+    // have a live child whose key range grew: a collapse moves a leaf array
+    // up), and the child from then on only at the version read here.
+    if (!Unchanged(node, v)) return ok = false;
     if (EntryType(e) != kLeafArray) {
-      got = ScanNode(c, from, n, out, got);
-      continue;
+      if (!ScanNode(c, vc, from, n, out, got)) return ok = false;
+      return *got < n;
     }
-    // The array's leaves at or above `from`, sorted: in place in out when
-    // they fit (the common case), else through a buffer.
-    const auto by_key = [](const KV& a, const KV& b) { return a.key < b.key; };
-    const uint64_t used = c[1];
-    if (static_cast<size_t>(std::popcount(used)) <= n - got) {
-      KV* first = out + got;
+    Visit(c);
+    // The array's leaves at or above `from`, sorted, kept only if the
+    // array did not change meanwhile: in place in out when they fit (the
+    // common case), else through a buffer.
+    const uint64_t used = Ld(c[1]) & full_mask_;
+    // Each leaf is its own block, so a scan's cost is a cache miss per
+    // pair: ask for all of the array's leaves before reading the first.
+    for (uint64_t u = used; u != 0; u &= u - 1) {
+      const uint64_t slot = LdAcq(Entries(c)[std::countr_zero(u)]);
+      if (slot != 0) __builtin_prefetch(LeafAt(slot));
+    }
+    const auto collect = [&](KV* dst) {
+      size_t m = 0;
       for (uint64_t u = used; u != 0; u &= u - 1) {
-        const Leaf* l = LeafAt(Entries(c)[std::countr_zero(u)]);
-        if (l->key >= from) out[got++] = KV{l->key, l->value};
+        const uint64_t slot = LdAcq(Entries(c)[std::countr_zero(u)]);
+        if (slot == 0) continue;
+        const Leaf* l = LeafAt(slot);
+        Visit(l);
+        const Key key = Ld(l->key);
+        if (key >= from) dst[m++] = KV{key, Ld(l->value)};
       }
-      std::sort(first, out + got, by_key);
-      continue;
+      return m;
+    };
+    if (static_cast<size_t>(std::popcount(used)) <= n - *got) {
+      const size_t m = collect(out + *got);
+      if (!Unchanged(c, vc)) return ok = false;
+      std::sort(out + *got, out + *got + m, by_key);
+      *got += m;
+      return *got < n;
     }
     KV tmp[64];  // KV's members have initializers: 1 KiB of stores, only here
-    size_t m = 0;
-    for (uint64_t u = used; u != 0; u &= u - 1) {
-      const Leaf* l = LeafAt(Entries(c)[std::countr_zero(u)]);
-      if (l->key >= from) tmp[m++] = KV{l->key, l->value};
-    }
+    const size_t m = collect(tmp);
+    if (!Unchanged(c, vc)) return ok = false;
     std::sort(tmp, tmp + m, by_key);
-    for (size_t i = 0; i < m && got < n; ++i) out[got++] = tmp[i];
-  }
-  return got;
+    for (size_t j = 0; j < m && *got < n; ++j) out[(*got)++] = tmp[j];
+    return *got < n;
+  });
+  return ok && Unchanged(node, v);
 }
 
 size_t Roart::scan(Key from, size_t n, KV* out) {
-  std::shared_lock g(mu_);
-  return n == 0 ? 0 : ScanNode(root_, from, n, out, 0);
+  if (n == 0) return 0;
+  alloc::Allocator::EpochGuard guard(*env_.alloc);
+  size_t got = 0;
+  for (;;) {
+    uint64_t* root = Root();
+    if (ScanNode(root, ReadVersion(root), from, n, out, &got)) return got;
+    // A node changed under the reads: go on after the last pair kept
+    // (each leaf array's pairs are kept whole or not at all).
+    if (got == 0) continue;
+    if (out[got - 1].key == UINT64_MAX) return got;
+    from = out[got - 1].key + 1;
+  }
 }
 
 Result<uint64_t> Roart::Build(std::span<const KV> kv, unsigned parent_depth, size_t cap,
@@ -625,14 +953,28 @@ Result<uint64_t> Roart::Build(std::span<const KV> kv, unsigned parent_depth, siz
 }
 
 Status Roart::bulk_load(std::span<const KV> sorted, double fill) {
-  std::unique_lock g(mu_);
-  if (size_ != 0) return Status::InvalidArgument("roart: bulk_load needs an empty index");
+  alloc::Allocator::EpochGuard guard(*env_.alloc);
+  // The root's lock, held to the end: no writer adds a child to the old
+  // root meanwhile, and its version bump sends readers of it to the new.
+  uint64_t* old = Root();
+  for (;;) {
+    LockOf(old).WriteLock();
+    if (Root() == old) break;
+    LockOf(old).WriteUnlock();  // another bulk_load swapped it first
+    old = Root();
+  }
+  struct Unlock {
+    sync::VersionLock& lock;
+    ~Unlock() { lock.WriteUnlock(); }
+  } unlock{LockOf(old)};
+  for (unsigned b = 0; b < 256; ++b)
+    if (Entries(old)[b] != 0)
+      return Status::InvalidArgument("roart: bulk_load needs an empty index");
   PMINDEX_RETURN_IF_ERROR(sorted_node::CheckBulkInput(kKind, sorted, fill));
   if (sorted.empty()) return Status::OK();
   // A new root and every node below it, written and flushed while nothing
   // reaches them; one fence, then root slot 0 names the new root.
   const size_t cap = std::max<size_t>(1, static_cast<size_t>(params_.leaf_array * fill));
-  const uint64_t bytes_before = bytes_;
   std::vector<uint64_t> made, entries;
   for (size_t i = 0; i < sorted.size();) {
     const unsigned b = KeyByte(sorted[i].key, 0);
@@ -640,8 +982,7 @@ Status Roart::bulk_load(std::span<const KV> sorted, double fill) {
     while (j < sorted.size() && KeyByte(sorted[j].key, 0) == b) ++j;
     Result<uint64_t> c = Build(sorted.subspan(i, j - i), 0, cap, &made);
     if (!c.ok()) {
-      FreeAll(made);
-      bytes_ = bytes_before;
+      Unmake(made);
       return c.status();
     }
     entries.push_back(c.value() | (uint64_t{b} << 48));
@@ -649,17 +990,15 @@ Status Roart::bulk_load(std::span<const KV> sorted, double fill) {
   }
   Result<uint64_t> r = NewInner(kN256, 0, 0, entries);
   if (!r.ok()) {
-    FreeAll(made);
-    bytes_ = bytes_before;
+    Unmake(made);
     return r.status();
   }
   pm::fence();
-  const uint64_t old = OffsetOf(root_);
   env_.pool->WriteRoot(0, Raw(r.value()));
-  root_ = At(r.value());
-  env_.alloc->Free(PPtr::Make(pool_id_, old));  // unreachable; the exclusive lock keeps readers out
-  bytes_ -= InnerBytes(kN256);
-  size_ = sorted.size();
+  root_.store(At(r.value()), std::memory_order_release);
+  env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(old)));
+  bytes_.Add(-static_cast<int64_t>(InnerBytes(kN256)));
+  size_.Add(static_cast<int64_t>(sorted.size()));
   return Status::OK();
 }
 
@@ -811,7 +1150,7 @@ Result<std::unique_ptr<Index>> Roart::Create(const IndexEnv& env, const Params& 
   if (!r.ok()) return r.status();
   pm::fence();  // durable before root slot 0 names it
   env.pool->WriteRoot(0, t->Raw(r.value()));
-  t->root_ = t->At(r.value());
+  t->root_.store(t->At(r.value()));
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -847,9 +1186,9 @@ Result<std::unique_ptr<Index>> Roart::Open(const IndexEnv& env, const Params& p)
     // by the next open, from the slots.
     pm::persist(&la[1], 8);
   }
-  t->root_ = t->At(PPtr(root_raw).offset());
-  t->size_ = w.count;
-  t->bytes_ = w.bytes;
+  t->root_.store(t->At(PPtr(root_raw).offset()));
+  t->size_.Set(w.count);
+  t->bytes_.Set(w.bytes);
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -857,39 +1196,36 @@ Result<std::unique_ptr<Index>> Roart::Open(const IndexEnv& env, const Params& p)
 Status Roart::close() {
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
-  std::unique_lock g(mu_);
   common::ContentSum content;
   Walked w;
-  IgnoreError(Walk(Raw(OffsetOf(root_)), &w, &content, false),
+  IgnoreError(Walk(Raw(OffsetOf(Root())), &w, &content, false),
               "the tree was valid at open and only this index wrote it since");
   common::WriteContentRecord(*env_.pool, content);
   return Status::OK();
 }
 
 Status Roart::verify() {
-  std::shared_lock g(mu_);
   Walked w;
-  PMINDEX_RETURN_IF_ERROR(Walk(Raw(OffsetOf(root_)), &w, nullptr, /*strict=*/true));
-  if (w.count != size_)
+  PMINDEX_RETURN_IF_ERROR(Walk(Raw(OffsetOf(Root())), &w, nullptr, /*strict=*/true));
+  if (w.count != size_.Sum())
     return Status::Corruption("roart: " + std::to_string(w.count) + " leaves reached, " +
-                              std::to_string(size_) + " counted");
-  if (w.bytes != bytes_)
+                              std::to_string(size_.Sum()) + " counted");
+  if (w.bytes != bytes_.Sum())
     return Status::Corruption("roart: " + std::to_string(w.bytes) + " bytes reached, " +
-                              std::to_string(bytes_) + " counted");
+                              std::to_string(bytes_.Sum()) + " counted");
   return Status::OK();
 }
 
 IndexStats Roart::stats() {
-  std::shared_lock g(mu_);
   Walked w;
   w.shape_only = true;
   IndexStats s;
-  if (!Walk(Raw(OffsetOf(root_)), &w, nullptr, false).ok()) return s;
-  s.entries = size_;
-  s.height = size_ == 0 ? 0 : w.height;
+  if (!Walk(Raw(OffsetOf(Root())), &w, nullptr, false).ok()) return s;
+  s.entries = size_.Sum();
+  s.height = s.entries == 0 ? 0 : w.height;
   s.inner_nodes = w.nodes[0] + w.nodes[1] + w.nodes[2] + w.nodes[3];
   s.leaves = w.nodes[kLeafArray - 1];
-  s.pm_bytes = bytes_;
+  s.pm_bytes = bytes_.Sum();
   s.extra.emplace_back("n4", static_cast<double>(w.nodes[0]));
   s.extra.emplace_back("n16", static_cast<double>(w.nodes[1]));
   s.extra.emplace_back("n48", static_cast<double>(w.nodes[2]));
@@ -899,20 +1235,22 @@ IndexStats Roart::stats() {
                        w.nodes[4] == 0 ? 0.0
                                        : static_cast<double>(w.slots_used) /
                                              static_cast<double>(w.nodes[4] * params_.leaf_array));
-  s.extra.emplace_back("splits", static_cast<double>(splits_));
-  s.extra.emplace_back("grows", static_cast<double>(grows_));
-  s.extra.emplace_back("collapses", static_cast<double>(collapses_));
+  s.extra.emplace_back("splits", static_cast<double>(splits_.Sum()));
+  s.extra.emplace_back("grows", static_cast<double>(grows_.Sum()));
+  s.extra.emplace_back("collapses", static_cast<double>(collapses_.Sum()));
+  s.extra.emplace_back("shrinks", static_cast<double>(shrinks_.Sum()));
   return s;
 }
 
 Status Roart::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::shared_lock g(mu_);
   Walked w;
   w.shape_only = true;
-  PMINDEX_RETURN_IF_ERROR(Walk(Raw(OffsetOf(root_)), &w, nullptr, false));
+  PMINDEX_RETURN_IF_ERROR(Walk(Raw(OffsetOf(Root())), &w, nullptr, false));
   for (uint64_t b : w.blocks) fn(PPtr(b));
   return Status::OK();
 }
+
+}  // namespace
 
 PMINDEX_REGISTER_INDEX(
     roart,
@@ -920,7 +1258,6 @@ PMINDEX_REGISTER_INDEX(
         .name = "roart",
         .persistent = true,
         .options_help = std::string(kOptionsHelp),
-        .test_configs = {"", "leaf_array=4"},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -943,5 +1280,4 @@ PMINDEX_REGISTER_INDEX(
         .reads_see_only_durable = true,
     });
 
-}  // namespace
 }  // namespace pmindex::roart

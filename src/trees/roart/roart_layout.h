@@ -73,6 +73,14 @@ constexpr size_t RoundLine(size_t n) { return (n + 63) / 64 * 64; }
 constexpr size_t InnerBytes(unsigned type) {
   return RoundLine(8 * (kHeaderWords + Capacity(type)) + (type == kN48 ? 256 : 0));
 }
+// A node of this type (not the root) left with at most this many children
+// by a remove is replaced by a copy of the smaller type TypeFor(n)
+// (ART's thresholds: below the next smaller type's capacity, so that a
+// node does not grow and shrink on alternate writes; an N4 collapses at
+// one child instead).
+constexpr unsigned ShrinkAt(unsigned type) {
+  return type == kN16 ? 3 : type == kN48 ? 12 : type == kN256 ? 37 : 0;
+}
 // The smallest inner type holding n children.
 constexpr unsigned TypeFor(unsigned n) {
   return n <= 4 ? kN4 : n <= 16 ? kN16 : n <= 48 ? kN48 : kN256;

@@ -21,8 +21,6 @@ class DramSkipList final : public Index {
  public:
   explicit DramSkipList(const Params& p) : list_(p.levels), heights_(p, kHeightSeed) {}
 
-  std::string_view kind() const override { return kKind; }
-  bool persistent() const override { return false; }
   Status insert(Key k, Value v) override { return Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return Write(Op::kUpdate, k, v); }
   Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }
@@ -107,13 +105,14 @@ class DramSkipList final : public Index {
   mutable std::shared_mutex mu_;
 };
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     skiplist_dram,
     {
         .name = "skiplist-dram",
         .persistent = false,
         .options_help = std::string(kOptionsHelp),
-        .test_configs = {""},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv&, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -121,9 +120,7 @@ PMINDEX_REGISTER_INDEX(
           return std::unique_ptr<Index>(std::make_unique<DramSkipList>(p.value()));
         },
         .open = nullptr,
-        .test_only = false,
         .stores_data = true,
     });
 
-}  // namespace
 }  // namespace pmindex::skiplist

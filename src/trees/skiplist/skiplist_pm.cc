@@ -58,8 +58,6 @@ class PmSkipList final : public Index {
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const Params& p);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const Params& p);
 
-  std::string_view kind() const override { return kKind; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override { return Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return Write(Op::kUpdate, k, v); }
   Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }
@@ -424,13 +422,14 @@ Status PmSkipList::for_each_block(const std::function<void(PPtr)>& fn) {
   return Status::OK();
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     skiplist_pm,
     {
         .name = "skiplist-pm",
         .persistent = true,
         .options_help = std::string(kOptionsHelp) + " (every level in PM)",
-        .test_configs = {""},
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);
@@ -445,5 +444,4 @@ PMINDEX_REGISTER_INDEX(
         .marks_in_use = true,
     });
 
-}  // namespace
 }  // namespace pmindex::skiplist

@@ -48,13 +48,12 @@ uint32_t CircTree::LowerBound(Header* x, Meta m, Key k) const {
     case Search::kLinear:
       break;
   }
-  // Linear from the logical first record: two runs of physical slots.
-  uint32_t ph = m.start;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (Ld(r[ph].key) >= k) return i;
-    if (++ph == lay_.cap) ph = 0;
-  }
-  return n;
+  // Linear from the logical first record: two runs of physical slots,
+  // [start, cap) and then [0, the rest).
+  const uint32_t first = std::min(n, lay_.cap - m.start);
+  const uint32_t p = sorted_node::LinearLowerBound(r + m.start, first, k);
+  if (p < first || first == n) return p;
+  return first + sorted_node::LinearLowerBound(r, n - first, k);
 }
 
 uint32_t CircTree::FingerprintFind(Header* x, Meta m, Key k) const {
@@ -316,6 +315,7 @@ Status CircTree::Write(Op op, Key k, Value v) {
   uint64_t raw = env_.pool->root(0);
   for (;;) {
     Header* x = H(raw);
+    alloc::MeterVisit(*env_.alloc, x);
     const Meta m = Meta::Unpack(x->meta);
     const uint32_t xp = LowerBound(x, m, k);
     if (uint64_t right = MoveRight(x, m, xp, k)) {
@@ -532,14 +532,13 @@ void CircTree::Repair(uint64_t raw) {
 
 // ------------------------------------------------------------------ registration
 
-namespace {
 // (An IndexInfo list-initialized from the engine's entry.)
-PMINDEX_REGISTER_INDEX(
-    circtree,
-    {sorted_node::RegistryEntry<CircTree>(
-        "node=BYTES (a multiple of 64 from 256 to 65536; default 512) sentinel=on|off (default on, off with "
-        "fingerprints=on) search=linear|binary|sentinel (default sentinel if sentinel=on, else linear) "
-        "fingerprints=on|off (default off: one byte per slot, for leaf lookups; needs sentinel=off)")});
-}  // namespace
+PMINDEX_REGISTER_INDEX(circtree, {sorted_node::RegistryEntry<CircTree>(
+                                     "node=BYTES (a multiple of 64 from 256 to 65536; default 512) "
+                                     "sentinel=on|off (default on, off with "
+                                     "fingerprints=on) search=linear|binary|sentinel (default "
+                                     "sentinel if sentinel=on, else linear) "
+                                     "fingerprints=on|off (default off: one byte per slot, for "
+                                     "leaf lookups; needs sentinel=off)")});
 
 }  // namespace pmindex::circtree

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "alloc/numa_meter.h"
 #include "common/content_record.h"
 #include "common/fingerprint.h"
 #include "common/sorted_node.h"
@@ -72,6 +73,7 @@
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
 #include "util/check.h"
+#include "util/prefetch.h"
 
 namespace pmindex::sorted_node {
 
@@ -93,9 +95,13 @@ class Engine : public Index {
   static constexpr uint32_t kRecsPerLine = sorted_node::kRecsPerLine;
   // The version word of a node merged away (odd: never locked again).
   static constexpr uint64_t kDead = ~uint64_t{0};
+  // A lock-free descent prefetches this much of each node it enters (all
+  // of a 512-byte node; of a 4 KiB one the header and the sentinel lines or
+  // first 28 records). Measured on pmbench lookups at 4 KiB: 1 or 1.5 KiB
+  // were no faster, the whole node slower (docs/RESULTS.md, "fastfair's
+  // 4 KiB lookups").
+  static constexpr uint32_t kPrefetchBytes = 512;
 
-  std::string_view kind() const override { return Slots::kName; }
-  bool persistent() const override { return true; }
   std::optional<Value> lookup(Key k) override;
   Status insert(Key k, Value v) override { return tree().Write(Op::kInsert, k, v); }
   Status update(Key k, Value v) override { return tree().Write(Op::kUpdate, k, v); }
@@ -132,7 +138,17 @@ class Engine : public Index {
   // is read between two loads of its version and read again if a writer
   // changed it; a node merged away (kDead) sends the descent back to the
   // root, since no parent names it any more.
-  uint64_t FindLeaf(Key k, uint64_t* version) const;
+  uint64_t FindLeaf(Key k, uint64_t* version) const {
+    decltype(tree().ReaderView(nullptr)) m;
+    uint32_t p;
+    return FindLeaf(k, version, &m, &p);
+  }
+  // The same, also giving what the descent read of the leaf under that
+  // version: its reader view (the tree's View) and p = LowerBound(leaf,
+  // view, k). A caller that reads more of the leaf validates against
+  // *version again; so a lookup searches its leaf once, not twice.
+  template <class View>
+  uint64_t FindLeaf(Key k, uint64_t* version, View* view, uint32_t* pos) const;
 
   // Allocates the new nodes an insert into the full leaf under
   // path[0, depth) (root first) needs: one for the leaf, one for each full
@@ -229,10 +245,17 @@ class Engine : public Index {
 // ------------------------------------------------------------------ readers
 
 template <class Tree, class Slots>
-uint64_t Engine<Tree, Slots>::FindLeaf(Key k, uint64_t* version) const {
+template <class View>
+uint64_t Engine<Tree, Slots>::FindLeaf(Key k, uint64_t* version, View* view, uint32_t* pos) const {
   uint64_t raw = env_.pool->root(0);
   for (;;) {
     Header* x = H(raw);
+    // The header's miss and those of the lines every search reads next
+    // (the sentinels, or the first records) overlap instead of queueing
+    // behind it: a 4 KiB node's search otherwise waits for the header,
+    // then line by line until the hardware prefetcher catches on.
+    PrefetchLines(x, std::min<uint32_t>(lay_.bytes, kPrefetchBytes));
+    alloc::MeterVisit(*env_.alloc, x);
     const uint64_t v = AwaitEven<kDead>(x->version);
     if (v == kDead) {
       raw = env_.pool->root(0);
@@ -249,6 +272,8 @@ uint64_t Engine<Tree, Slots>::FindLeaf(Key k, uint64_t* version) const {
       raw = right;
     } else if (level == 0) {
       *version = v;
+      *view = m;
+      *pos = p;
       return raw;
     } else {
       raw = child;
@@ -261,11 +286,13 @@ std::optional<Value> Engine<Tree, Slots>::lookup(Key k) {
   alloc::Allocator::EpochGuard eg(*env_.alloc);  // a node merged away stays readable
   for (;;) {
     uint64_t v = 0;
-    Header* x = H(FindLeaf(k, &v));
-    const auto m = tree().ReaderView(x);
+    decltype(tree().ReaderView(nullptr)) m;
+    uint32_t p = 0;
+    Header* x = H(FindLeaf(k, &v, &m, &p));
     const uint32_t n = tree().ViewCount(m);
-    const uint32_t p =
-        lay_.fingerprints ? tree().FingerprintFind(x, m, k) : tree().LowerBound(x, m, k);
+    // The descent's lower bound is k's slot if k is there; the fingerprint
+    // search instead probes the slots whose fingerprint matches.
+    if (lay_.fingerprints) p = tree().FingerprintFind(x, m, k);
     const Rec& r = R(x)[tree().ViewSlot(m, p < n ? p : 0)];
     const bool found = p < n && Ld(r.key) == k;
     const uint64_t val = found ? Ld(r.val) : 0;
@@ -284,9 +311,12 @@ size_t Engine<Tree, Slots>::scan(Key from, size_t n, KV* out) {
   bool inclusive = true;
   uint64_t v = 0;
   uint64_t raw = tree().FindLeaf(from, &v);
+  bool metered = true;  // FindLeaf metered the leaf it returned
   std::vector<KV> batch;
   while (raw != 0 && got < n) {
     Header* x = H(raw);
+    if (!metered) alloc::MeterVisit(*env_.alloc, x);
+    metered = false;
     uint64_t next = 0;
     for (;;) {
       v = AwaitEven<kDead>(x->version);
@@ -305,6 +335,7 @@ size_t Engine<Tree, Slots>::scan(Key from, size_t n, KV* out) {
     }
     if (v == kDead) {  // merged into its left neighbour: find the cursor's leaf again
       raw = tree().FindLeaf(cursor, &v);
+      metered = true;
       continue;
     }
     for (const KV& kv : batch) {
@@ -627,7 +658,6 @@ IndexInfo RegistryEntry(std::string options_help) {
   info.name = std::string(Tree::Slots::kName);
   info.persistent = true;
   info.options_help = std::move(options_help);
-  info.test_configs = {"node=256", "node=512,sentinel=off", "node=1024,search=binary", "node=512,fingerprints=on"};
   info.validate = [](const Options& o) -> Status { return parse(o).status(); };
   info.create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
     Result<Config> c = parse(o);

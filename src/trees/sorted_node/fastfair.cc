@@ -53,9 +53,7 @@ uint32_t FastFair::LowerBound(Header* x, uint32_t n, Key k) const {
     case Search::kLinear:
       break;
   }
-  for (uint32_t i = 0; i < n; ++i)
-    if (Ld(r[i].key) >= k) return i;
-  return n;
+  return sorted_node::LinearLowerBound(r, n, k);
 }
 
 uint32_t FastFair::FingerprintFind(Header* x, uint32_t n, Key k) const {
@@ -279,6 +277,7 @@ uint64_t FastFair::Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* dept
   uint64_t raw = env_.pool->root(0);
   for (;;) {
     Header* x = H(raw);
+    alloc::MeterVisit(*env_.alloc, x);
     if (x->level == 0) {  // a node's level never changes
       // A leaf's sibling changes only under mu_; its records under its lock.
       if (lock_leaf) Lock(x);
@@ -480,15 +479,14 @@ void FastFair::Repair(uint64_t raw) {
 
 // ------------------------------------------------------------------ registration
 
-namespace {
 // (An IndexInfo list-initialized from the engine's entry.)
-PMINDEX_REGISTER_INDEX(
-    fastfair,
-    {sorted_node::RegistryEntry<FastFair>(
-        "node=BYTES (a multiple of 64 from 256 to 65536; default 512; the paper used 512|1024|2048|4096) "
-        "sentinel=on|off (default on, off with fingerprints=on) search=linear|binary|sentinel (default sentinel "
-        "if sentinel=on, else linear) fingerprints=on|off (default off: one byte per slot, for leaf lookups; "
-        "needs sentinel=off)")});
-}  // namespace
+PMINDEX_REGISTER_INDEX(fastfair, {sorted_node::RegistryEntry<FastFair>(
+                                     "node=BYTES (a multiple of 64 from 256 to 65536; default 512; "
+                                     "the paper used 512|1024|2048|4096) "
+                                     "sentinel=on|off (default on, off with fingerprints=on) "
+                                     "search=linear|binary|sentinel (default sentinel "
+                                     "if sentinel=on, else linear) fingerprints=on|off (default "
+                                     "off: one byte per slot, for leaf lookups; "
+                                     "needs sentinel=off)")});
 
 }  // namespace pmindex::fastfair

@@ -47,6 +47,8 @@ Result<TwoLayerConfig> Parse(const Options& o) {
   return c;
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     nobtree,
     {
@@ -62,8 +64,6 @@ PMINDEX_REGISTER_INDEX(
             "accesses after which a node is judged; default 8) merge=on|off (a delete that leaves "
             "a leaf with fewer than 4 records merges it with a neighbour under the same parent "
             "when both fit in 8; the paper's log-free merge; default on)",
-        .test_configs = {"height=2,migrate=inline,sample=1,hot=2",
-                         "height=2,migrate=background,sample=1,hot=2", "migrate=off"},
         .validate = [](const Options& o) -> Status { return Parse(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<TwoLayerConfig> c = Parse(o);
@@ -76,8 +76,6 @@ PMINDEX_REGISTER_INDEX(
           return TwoLayerTree::Open(env, c.value(), "nobtree");
         },
         .marks_in_use = true,
-        .test_numa_nodes = 4,
     });
 
-}  // namespace
 }  // namespace pmindex::nobtree

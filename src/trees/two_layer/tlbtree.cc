@@ -26,6 +26,8 @@ Result<TwoLayerConfig> Parse(const Options& o) {
   return c;
 }
 
+}  // namespace
+
 PMINDEX_REGISTER_INDEX(
     tlbtree,
     {
@@ -38,7 +40,6 @@ PMINDEX_REGISTER_INDEX(
             "1..1048576; default 3, the authors' TLBtree rebuilding after a walk of more than 2) "
             "merge=off|on (NOBtree's log-free merge of underfull leaves; default off: the "
             "original TLBtree never merges)",
-        .test_configs = {"height=2,rebuild=1", "height=2", "height=3,rebuild=2"},
         .validate = [](const Options& o) -> Status { return Parse(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<TwoLayerConfig> c = Parse(o);
@@ -53,5 +54,4 @@ PMINDEX_REGISTER_INDEX(
         .marks_in_use = true,
     });
 
-}  // namespace
 }  // namespace pmindex::tlbtree

@@ -90,8 +90,6 @@ class TwoLayerTree : public Index {
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, const TwoLayerConfig& c, std::string name);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, const TwoLayerConfig& c, std::string name);
 
-  std::string_view kind() const override { return name_; }
-  bool persistent() const override { return true; }
   Status insert(Key k, Value v) override;
   Status update(Key k, Value v) override;
   Status upsert(Key k, Value v) override;

@@ -17,6 +17,7 @@
 #include <set>
 #include <span>
 #include <sstream>
+#include <thread>
 
 #include "alloc/allocator.h"
 #include "crash_workload.h"
@@ -158,7 +159,7 @@ std::string OneLine(std::string s) {
 
 class Session : public CrashTracer::Listener {
  public:
-  explicit Session(const Config& cfg) : cfg_(cfg) {}
+  explicit Session(const Config& cfg) : cfg_(cfg), owner_(std::this_thread::get_id()) {}
 
   RunStats Go();
   void OnCrashPoint(CrashTracer& t, const pm::Site& site) override;
@@ -214,6 +215,9 @@ class Session : public CrashTracer::Listener {
   bool seen_ = false;
   // The last crash point whose images were checked (to skip repeats).
   std::tuple<uint64_t, uint64_t, bool, uint64_t> last_checked_{~0ull, 0, false, 0};
+  // The thread that runs the workload. Crash points are its fences only.
+  std::thread::id owner_;
+  std::atomic<bool> foreign_fences_{false};  // another thread has fenced
 };
 
 void Session::Fail(uint64_t point, uint64_t image, const std::string& where,
@@ -298,6 +302,17 @@ void Session::ReadAtCrashPoint() {
 
 void Session::OnCrashPoint(CrashTracer& t, const pm::Site& site) {
   (void)t;
+  // A fence of another thread of the index (nobtree's migration
+  // coordinator) is no crash point: the workload thread goes on while it
+  // would be checked, so the operation, the oracle and the image would
+  // belong to different moments, and this bookkeeping is one thread's.
+  // The fence still takes effect in the model, and the workload thread's
+  // own crash points see that thread's stores in flight (the same moves
+  // run at chosen points on the workload thread with migrate=inline).
+  if (std::this_thread::get_id() != owner_) {
+    foreign_fences_.store(true, std::memory_order_relaxed);
+    return;
+  }
   ReadAtCrashPoint();
   std::string where = "op #" + std::to_string(cur_) + " " + subject_->Describe(cur_) +
                       ", before fence " + RelativeSourcePath(site.file_name()) + ":" +
@@ -343,15 +358,19 @@ void Session::CrashPoint(const std::string& where, bool op_end) {
   if (!cfg_.replay && key == last_checked_) return;
   last_checked_ = key;
   const uint64_t seed = Mix64(cfg_.seed ^ (point << 1));
-  ImageSet set = cfg_.mode == Mode::kEadr ? tracer_->EadrImages(!op_end, cfg_.budget, seed)
-                                           : tracer_->Images(cfg_.budget, seed);
+  // The persisted image is copied under the tracer's lock when it must
+  // outlive this call (deferred) or when another thread has fenced: that
+  // thread's next fence would change the model under the check, mixing
+  // a later persisted image with this moment's lines in play.
+  const bool own = !op_end || foreign_fences_.load(std::memory_order_relaxed);
+  ImageSet set = cfg_.mode == Mode::kEadr ? tracer_->EadrImages(!op_end, cfg_.budget, seed, own)
+                                           : tracer_->Images(cfg_.budget, seed, own);
   stats_.max_lines_in_play = std::max<uint64_t>(stats_.max_lines_in_play, set.lines_in_play());
   if (set.size() == 0) return;
   if (!op_end) {
     // Inside an operation the index may hold locks (its own, the
     // allocator's, process-wide ones): a child forked now could deadlock
     // on them. The images are kept and checked when the operation returns.
-    set.OwnBase();
     deferred_.push_back(Deferred{std::move(set), point, e, where});
     return;
   }

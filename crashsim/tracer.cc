@@ -380,10 +380,11 @@ std::vector<LineBytes> CrashTracer::VariantsOf(uint64_t line, const LineState& s
   return out;
 }
 
-ImageSet CrashTracer::Images(uint64_t budget, uint64_t seed) const {
+ImageSet CrashTracer::Images(uint64_t budget, uint64_t seed, bool own_base) const {
   std::lock_guard<std::mutex> g(mu_);
   ImageSet set;
   set.base_ = &persisted_;
+  if (own_base) set.OwnBase();
   // Lines in ascending address order, so image numbers are stable.
   std::vector<uint64_t> lines;
   lines.reserve(dirty_.size());
@@ -460,10 +461,11 @@ void CrashTracer::BeginOp() {
   op_log_.clear();
 }
 
-ImageSet CrashTracer::EadrImages(bool mid, uint64_t budget, uint64_t seed) const {
+ImageSet CrashTracer::EadrImages(bool mid, uint64_t budget, uint64_t seed, bool own_base) const {
   std::lock_guard<std::mutex> g(mu_);
   ImageSet set;
   set.base_ = &persisted_;
+  if (own_base) set.OwnBase();
   set.eadr_pieces_ = op_log_;
   const size_t n = op_log_.size();
   set.combinations_ = mid ? n : 1;

@@ -113,6 +113,8 @@ class ImageSet {
   bool exhaustive() const { return exhaustive_; }
   // Keeps a private copy of the persisted image, so the set stays valid
   // after the tracer moves on (checks deferred to the end of the operation).
+  // Only for a tracer no other thread fences on meanwhile; otherwise ask
+  // Images/EadrImages for an owned base (taken under the tracer's lock).
   void OwnBase() {
     owned_base_ = std::make_shared<const std::vector<uint8_t>>(*base_);
     base_ = owned_base_.get();
@@ -174,12 +176,15 @@ class CrashTracer final : public pm::Tracer {
   // Crash images of the current state (prefix, line and tear modes):
   // exhaustive over the lines in play when their product is <= budget,
   // else a structured set plus seeded random samples, <= budget images.
-  ImageSet Images(uint64_t budget, uint64_t seed) const;
+  // own_base: the set keeps a copy of the persisted image taken under the
+  // tracer's lock (as OwnBase), consistent with the lines in play even
+  // while another thread's fence changes the model.
+  ImageSet Images(uint64_t budget, uint64_t seed, bool own_base = false) const;
   // eADR: marks the start of an operation (everything before is durable).
   void BeginOp();
   // eADR: images after each proper prefix of the operation's stores
   // (`mid`), or the image after all of them (!mid). Sampled to budget.
-  ImageSet EadrImages(bool mid, uint64_t budget, uint64_t seed) const;
+  ImageSet EadrImages(bool mid, uint64_t budget, uint64_t seed, bool own_base = false) const;
   // eADR: the operation is over; its stores are durable.
   void EndOpEadr();
 

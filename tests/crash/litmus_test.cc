@@ -248,5 +248,28 @@ TEST_F(Litmus, ManyLinesAreSampledWithinBudget) {
   EXPECT_EQ(tracer_->Images(4096, 3).size(), 4096u);
 }
 
+// A set whose base is owned is the crash image of its moment: a fence that
+// comes after it (pmcrash: another thread of the index fencing while a
+// crash point's images wait for their check) changes nothing in it. An
+// unowned base is the tracer's live one, so such a fence would show line
+// 1's later store next to line 0's earlier lines in play, an image no
+// crash produces when line 1's store was fenced after line 0's.
+TEST_F(Litmus, OwnedBaseIgnoresLaterFences) {
+  Start(Mode::kPrefix);
+  uint64_t* a = mem_.line(0);
+  uint64_t* b = mem_.line(1);
+  watch_ = {a, b};
+  pm::store(a, uint64_t{1});
+  pm::flush(a, 8);
+  ImageSet owned = tracer_->Images(budget_, 1, /*own_base=*/true);
+  ImageSet live = tracer_->Images(budget_, 1);
+  pm::fence();  // a persisted, then b stored, flushed and fenced
+  pm::store(b, uint64_t{2});
+  pm::flush(b, 8);
+  pm::fence();
+  EXPECT_EQ(Collect(owned), (std::set<Snapshot>{{0, 0}, {1, 0}}));
+  EXPECT_EQ(Collect(live), (std::set<Snapshot>{{0, 2}, {1, 2}}));
+}
+
 }  // namespace
 }  // namespace pmindex::crash

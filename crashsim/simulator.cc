@@ -364,7 +364,7 @@ void Session::CrashPoint(const std::string& where, bool op_end) {
   // a later persisted image with this moment's lines in play.
   const bool own = !op_end || foreign_fences_.load(std::memory_order_relaxed);
   ImageSet set = cfg_.mode == Mode::kEadr ? tracer_->EadrImages(!op_end, cfg_.budget, seed, own)
-                                           : tracer_->Images(cfg_.budget, seed, own);
+                                          : tracer_->Images(cfg_.budget, seed, own);
   stats_.max_lines_in_play = std::max<uint64_t>(stats_.max_lines_in_play, set.lines_in_play());
   if (set.size() == 0) return;
   if (!op_end) {

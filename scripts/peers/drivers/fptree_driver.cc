@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
       std::vector<uint64_t> keys = peers::ReadKeys(argv[i + 2], n);
       long long ok = 0;
       unsigned long long lines0 = 0, fences0 = 0, lines1 = 0, fences1 = 0;
-      const bool counting = peers::PmemCounts(&lines0, &fences0);
+      const bool counting = peers::AllCounts(&lines0, &fences0);
       const long long c0 = peers::CpuNs();
       const long long t0 = peers::NowNs();
       if (cmd == "load" || cmd == "insert") {
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
       const long long t1 = peers::NowNs();
       const long long c1 = peers::CpuNs();
       peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok, c1 - c0);
-      if (counting && peers::PmemCounts(&lines1, &fences1))
+      if (counting && peers::AllCounts(&lines1, &fences1))
         printf("lines_flushed %llu fences %llu\n", lines1 - lines0, fences1 - fences0);
       i += 3;
     } else {

@@ -4,6 +4,7 @@
 #include "index/index.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -30,9 +31,19 @@ class IndexHandle final : public Index {
  public:
   IndexHandle(const IndexInfo& info, std::unique_ptr<Index> tree)
       : info_(info), tree_(std::move(tree)) {}
-  // Members go in reverse order: the tree (whose destructor closes it)
-  // before the lease, then the allocator it allocated from.
-  ~IndexHandle() override = default;
+  // Closes the tree if the caller did not (Index::close is idempotent, and
+  // writes nothing for an abandoned tree), so trees need no destructor of
+  // their own for it; a tree whose factory failed never reaches a handle and
+  // is destroyed without a close (it writes nothing). The members then go
+  // in reverse order: the tree before the lease, then the allocator.
+  ~IndexHandle() override {
+    Status s = tree_->close();
+    if (!s.ok()) {
+      // No caller to return it to: say it, rather than drop it.
+      std::fprintf(stderr, "pmindex: closing index kind \"%s\" on its destruction failed: %s\n",
+                   info_.name.c_str(), s.ToString().c_str());
+    }
+  }
 
   // For a persistent kind, once the open or create has succeeded.
   void Attach(Pool* pool, std::unique_ptr<alloc::Allocator> alloc, std::shared_ptr<void> lease) {

@@ -98,8 +98,8 @@ class Index : public detail::PointLookup {
   virtual void quiesce() {}
 
   // Clean shutdown (persist what open would otherwise rebuild, set flags).
-  // Idempotent; the destructor calls it. No operation may follow. An index
-  // whose open did not complete (abandoned()) writes nothing here.
+  // Idempotent; no operation may follow. The handle calls it if the index is
+  // destroyed without it (index.cc); an abandoned() index writes nothing.
   virtual Status close();
 
   // The allocator the index allocates from and the pool it lives in, held

@@ -88,17 +88,20 @@ INSTANTIATE_TEST_SUITE_P(Trees, AbandonedOpen,
 // The mechanism itself, with a test kind whose open succeeds but reports a
 // pointer the allocator refuses (so FinishRecovery fails after the index
 // object exists), and whose close() writes root slot 3 unless abandoned().
+// It has no destructor of its own: the library's handle closes it. With
+// root slot 2 holding kFailClose, its close fails instead.
 constexpr uint64_t kClosedMark = 0xC105ED;
+constexpr uint64_t kFailClose = 0xFA11;
 
 class AbandonProbe : public testing::StubIndex {
  public:
   explicit AbandonProbe(Pool* pool) : pool_(pool) {}
-  ~AbandonProbe() override { IgnoreError(close(), "a destructor has no caller to report to"); }
   std::string_view kind() const override { return "probe-abandon"; }
   Status close() override {
     if (closed_) return Status::OK();
     closed_ = true;
     if (abandoned()) return Status::OK();
+    if (pool_->root(2) == kFailClose) return Status::IOError("probe: close failed");
     pool_->WriteRoot(3, kClosedMark);
     return Status::OK();
   }
@@ -159,6 +162,36 @@ TEST(AbandonedOpenProbe, IndexRefusedByFinishRecoveryNeverWritesAtClose) {
   ASSERT_FALSE(idx.ok());
   EXPECT_TRUE(idx.status().is_corruption()) << idx.status().ToString();
   EXPECT_EQ(img.value()->root(3), 0u) << "the abandoned index wrote at destruction";
+}
+
+// An index destroyed without close() is closed by the handle, once, and an
+// error of that close is reported on stderr, naming the kind and the error.
+TEST(AbandonedOpenProbe, ImplicitCloseReportsItsErrorOnStderr) {
+  PoolOptions po;
+  po.size = 4ull << 20;
+  po.max_size = 16ull << 20;
+  po.kind = "probe-abandon";
+  auto pool = Pool::CreateInMemory(po);
+  PMINDEX_ASSERT_OK(pool);
+  auto idx = create_index("probe-abandon", "", pool.value().get());
+  PMINDEX_ASSERT_OK(idx);
+  pool.value()->WriteRoot(2, kFailClose);
+  ::testing::internal::CaptureStderr();
+  idx.value().reset();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("probe-abandon"), std::string::npos) << err;
+  EXPECT_NE(err.find("probe: close failed"), std::string::npos) << err;
+  EXPECT_EQ(pool.value()->root(3), 0u);
+  // An explicit close reports to its caller, and the handle adds nothing.
+  auto pool2 = Pool::CreateInMemory(po);
+  PMINDEX_ASSERT_OK(pool2);
+  auto idx2 = create_index("probe-abandon", "", pool2.value().get());
+  PMINDEX_ASSERT_OK(idx2);
+  pool2.value()->WriteRoot(2, kFailClose);
+  EXPECT_EQ(idx2.value()->close().code(), Status::Code::kIOError);
+  ::testing::internal::CaptureStderr();
+  idx2.value().reset();
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 }  // namespace

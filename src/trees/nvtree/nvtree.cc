@@ -78,10 +78,6 @@ NvTree::NvTree(const IndexEnv& env, const Config& cfg)
   for (size_t i = 0; i < kStripes; ++i) stripes_[i].store(0, std::memory_order_relaxed);
 }
 
-NvTree::~NvTree() {
-  IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
-}
-
 void NvTree::Reclaim(uint64_t item) {
   if (item & 1) {
     auto* l = reinterpret_cast<Layout*>(item & ~uint64_t{1});
@@ -114,6 +110,9 @@ void NvTree::LockStripe(uint64_t raw) const {
 }
 
 void NvTree::UnlockStripe(uint64_t raw) const { Stripe(raw).store(0, std::memory_order_release); }
+
+// Defined here, where Layout is complete.
+NvTree::~NvTree() = default;
 
 NvTree::Where NvTree::Locate(Key k) const {
   for (;;) {

@@ -90,9 +90,6 @@ class PacTree final : public Index {
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   void quiesce() override { logs_.Drain(); }
   Status close() override;
-  ~PacTree() override {
-    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
-  }
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };

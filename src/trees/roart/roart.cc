@@ -103,9 +103,6 @@ class Roart final : public Index {
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   Status close() override;
-  ~Roart() override {
-    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
-  }
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };

@@ -87,7 +87,6 @@ TwoLayerTree::TwoLayerTree(const IndexEnv& env, const TwoLayerConfig& c, std::st
 }
 
 TwoLayerTree::~TwoLayerTree() {
-  IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
   StopCoordinator();
   top_epochs_.Reclaim();  // no thread is inside: frees every replaced top layer
   for (uint32_t i = 0; i < ntops_; ++i) delete tops_[i].load(std::memory_order_acquire);

@@ -36,7 +36,7 @@ char* MapChunk(size_t size) {
 
 void* NodeArena::Allocate(size_t bytes) {
   bytes = (bytes + 63) & ~size_t{63};
-  std::lock_guard<std::mutex> g(mu_);
+  sync::MutexLock g(mu_);
   if (left_ < bytes) NewChunk(bytes);
   void* p = cur_;
   cur_ += bytes;
@@ -56,7 +56,7 @@ void NodeArena::NewChunk(size_t min_bytes) {
 }
 
 void NodeArena::Release() {
-  std::lock_guard<std::mutex> g(mu_);
+  sync::MutexLock g(mu_);
   for (const Chunk& c : chunks_) munmap(c.base, c.size);
   chunks_.clear();
   cur_ = nullptr;

@@ -46,7 +46,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <new>
 #include <optional>
 #include <span>
@@ -56,6 +55,7 @@
 
 #include "index/index.h"
 #include "pmindex/status.h"
+#include "sync/mutex.h"
 #include "sync/version_lock.h"
 #include "util/check.h"
 #include "util/prefetch.h"
@@ -76,9 +76,9 @@ class NodeArena {
   NodeArena& operator=(const NodeArena&) = delete;
 
   // 64-byte aligned, zero-filled, never null (aborts when out of memory).
-  void* Allocate(size_t bytes);
+  void* Allocate(size_t bytes) PMINDEX_EXCLUDES(mu_);
   // REQUIRES: no thread uses memory from this arena any more.
-  void Release();
+  void Release() PMINDEX_EXCLUDES(mu_);
   // Bytes of chunks mapped.
   uint64_t bytes_mapped() const { return mapped_.load(std::memory_order_relaxed); }
 
@@ -87,13 +87,13 @@ class NodeArena {
     char* base;
     size_t size;
   };
-  void NewChunk(size_t min_bytes);
+  void NewChunk(size_t min_bytes) PMINDEX_REQUIRES(mu_);
 
-  std::mutex mu_;
-  std::vector<Chunk> chunks_;
-  char* cur_ = nullptr;
-  size_t left_ = 0;
-  size_t next_size_ = 64 << 10;
+  sync::Mutex mu_;
+  std::vector<Chunk> chunks_ PMINDEX_GUARDED_BY(mu_);
+  char* cur_ PMINDEX_GUARDED_BY(mu_) = nullptr;
+  size_t left_ PMINDEX_GUARDED_BY(mu_) = 0;
+  size_t next_size_ PMINDEX_GUARDED_BY(mu_) = 64 << 10;
   std::atomic<uint64_t> mapped_{0};
 };
 

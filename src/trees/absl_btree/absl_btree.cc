@@ -4,7 +4,7 @@
 // not only our own dram-btree.
 //
 // Thread safety: absl::btree_map is not thread-safe, so one reader-writer
-// lock (std::shared_mutex) guards the whole map: lookups and scans share
+// lock (sync::SharedMutex) guards the whole map: lookups and scans share
 // it, writers hold it alone. A single thread pays the uncontended lock and
 // unlock (two atomic read-modify-writes per operation); with several
 // threads writers serialize, so multi-thread figures of this index measure
@@ -22,12 +22,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 
 #include "index/index.h"
 #include "index/registry.h"
+#include "sync/mutex.h"
 
 namespace pmindex {
 namespace {
@@ -45,33 +44,33 @@ class Map : public absl::btree_map<Key, Value> {
 class AbslBTree final : public Index {
  public:
   Status insert(Key k, Value v) override {
-    std::unique_lock<std::shared_mutex> g(mu_);
+    sync::WriterLock g(mu_);
     return map_.try_emplace(k, v).second ? Status::OK() : Status::AlreadyExists();
   }
   Status update(Key k, Value v) override {
-    std::unique_lock<std::shared_mutex> g(mu_);
+    sync::WriterLock g(mu_);
     auto it = map_.find(k);
     if (it == map_.end()) return Status::NotFound();
     it->second = v;
     return Status::OK();
   }
   Status upsert(Key k, Value v) override {
-    std::unique_lock<std::shared_mutex> g(mu_);
+    sync::WriterLock g(mu_);
     map_.insert_or_assign(k, v);
     return Status::OK();
   }
   std::optional<Value> lookup(Key k) override {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    sync::ReaderLock g(mu_);
     auto it = map_.find(k);
     if (it == map_.end()) return std::nullopt;
     return it->second;
   }
   Status remove(Key k) override {
-    std::unique_lock<std::shared_mutex> g(mu_);
+    sync::WriterLock g(mu_);
     return map_.erase(k) != 0 ? Status::OK() : Status::NotFound();
   }
   size_t scan(Key from, size_t n, KV* out) override {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    sync::ReaderLock g(mu_);
     size_t i = 0;
     for (auto it = map_.lower_bound(from); it != map_.end() && i < n; ++it) out[i++] = KV{it->first, it->second};
     return i;
@@ -82,7 +81,7 @@ class AbslBTree final : public Index {
       return Status::InvalidArgument("bulk_load: fill " + std::to_string(fill) +
                                      " is outside (0, 1]");
     }
-    std::unique_lock<std::shared_mutex> g(mu_);
+    sync::WriterLock g(mu_);
     if (!map_.empty()) return Status::InvalidArgument("bulk_load: the index is not empty");
     for (size_t i = 1; i < sorted.size(); ++i) {
       if (sorted[i - 1].key >= sorted[i].key) {
@@ -96,7 +95,7 @@ class AbslBTree final : public Index {
   }
 
   Status verify() override {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    sync::ReaderLock g(mu_);
     size_t n = 0;
     bool first = true;
     Key prev = 0;
@@ -115,7 +114,7 @@ class AbslBTree final : public Index {
   }
 
   IndexStats stats() override {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    sync::ReaderLock g(mu_);
     IndexStats s;
     s.entries = map_.size();
     s.height = static_cast<uint32_t>(map_.tree_height());
@@ -126,8 +125,8 @@ class AbslBTree final : public Index {
   }
 
  private:
-  mutable std::shared_mutex mu_;
-  Map map_;
+  mutable sync::SharedMutex mu_;
+  Map map_ PMINDEX_GUARDED_BY(mu_);
 };
 
 Result<std::unique_ptr<Index>> Create(const IndexEnv&, const Options&) {

@@ -276,7 +276,7 @@ int CddsTree::FindLive(Node* x, Key k) const {
 }
 
 std::optional<Value> CddsTree::lookup(Key k) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   Node* x = N(meta_->root);
   pm::ModelRead(x, Node::kHeader + sizeof(Entry) * x->n);
   while (!x->leaf) {
@@ -458,7 +458,7 @@ Status CddsTree::Restructure(uint64_t parent, int pidx, uint64_t x_raw) {
 }
 
 Status CddsTree::Write(Op op, Key k, Value v) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   for (;;) {
     if (op != Op::kRemove) {
       // Decide from the current state first: an operation that changes
@@ -510,7 +510,7 @@ void CddsTree::Walk(uint64_t raw, const std::function<void(uint64_t, Node*)>& fn
 }
 
 size_t CddsTree::scan(Key from, size_t n, KV* out) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   size_t got = 0;
   const uint64_t v = gv();
   // In-order descent, skipping children whose next live sibling starts at
@@ -539,7 +539,7 @@ Status CddsTree::bulk_load(std::span<const KV> sorted, double fill) {
   for (size_t i = 1; i < sorted.size(); ++i)
     if (sorted[i - 1].key >= sorted[i].key)
       return Status::InvalidArgument("cddstree: bulk_load keys not strictly ascending");
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   Node* root = N(meta_->root);
   if (!root->leaf) return Status::InvalidArgument("cddstree: bulk_load needs an empty index");
   for (uint32_t i = 0; i < root->n; ++i)
@@ -615,15 +615,11 @@ Status CddsTree::VerifyNode(uint64_t raw, uint32_t depth, Key lo, bool has_hi, K
   return Status::OK();
 }
 
-CddsTree::~CddsTree() {
-  IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
-}
-
 Status CddsTree::close() {
   if (closed_) return Status::OK();
   closed_ = true;
   if (abandoned() || meta_ == nullptr) return Status::OK();  // a refused open: write nothing
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   const uint64_t v = gv();
   uint64_t entries = 0, leaves = 0;
   common::ContentSum content;
@@ -643,14 +639,14 @@ Status CddsTree::close() {
 }
 
 Status CddsTree::verify() {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   uint32_t leaf_depth = UINT32_MAX;
   uint64_t entries = 0;
   return VerifyNode(meta_->root, 0, 0, false, 0, &leaf_depth, &entries);
 }
 
 IndexStats CddsTree::stats() {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   IndexStats s;
   const uint64_t v = gv();
   Walk(meta_->root, [&](uint64_t, Node* x) {
@@ -671,7 +667,7 @@ IndexStats CddsTree::stats() {
 }
 
 Status CddsTree::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   fn(env_.pool->to_pptr(meta_));
   Walk(meta_->root, [&](uint64_t raw, Node*) { fn(PPtr(raw)); });
   return Status::OK();

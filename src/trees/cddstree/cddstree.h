@@ -43,15 +43,15 @@
 
 #include <cstdint>
 #include <memory>
-#include <shared_mutex>
 #include <unordered_set>
 #include <vector>
 
 #include "alloc/allocator.h"
 #include "common/content_record.h"
-#include "pm/persist.h"
 #include "index/index.h"
 #include "index/registry.h"
+#include "pm/persist.h"
+#include "sync/mutex.h"
 
 namespace pmindex::cddstree {
 
@@ -101,8 +101,6 @@ class CddsTree final : public Index {
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, uint32_t node_bytes);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, uint32_t node_bytes);
 
-  ~CddsTree() override;
-
   Status insert(Key k, Value v) override;
   Status update(Key k, Value v) override;
   Status upsert(Key k, Value v) override;
@@ -130,11 +128,11 @@ class CddsTree final : public Index {
   Status Write(Op op, Key k, Value v);
   // Makes room on the path to k; returns true if it changed the tree
   // (the caller descends again).
-  Result<bool> MakeRoom(Key k);
-  Status Restructure(uint64_t parent, int parent_idx, uint64_t x_raw);
+  Result<bool> MakeRoom(Key k) PMINDEX_REQUIRES(mu_);
+  Status Restructure(uint64_t parent, int parent_idx, uint64_t x_raw) PMINDEX_REQUIRES(mu_);
   // Inserts e into x at its sorted position by shifting (x has room).
-  void ShiftInsert(Node* x, const Entry& e);
-  void Commit(uint64_t nv);
+  void ShiftInsert(Node* x, const Entry& e) PMINDEX_REQUIRES(mu_);
+  void Commit(uint64_t nv) PMINDEX_REQUIRES(mu_);
   // Open: Validate (reads only; collects every node, checks each node's
   // repaired copy as verify() would, counts the live leaf entries) before
   // Recover (repairs) so a refused open writes nothing.
@@ -158,7 +156,8 @@ class CddsTree final : public Index {
   // and after close().
   bool closed_ = true;
   uint64_t salvage_cuts_ = 0;  // subtrees SalvageCut cut off (stats().extra)
-  mutable std::shared_mutex mu_;
+  // Readers share it, every write holds it alone (the tree's one lock).
+  mutable sync::SharedMutex mu_;
 };
 
 }  // namespace pmindex::cddstree

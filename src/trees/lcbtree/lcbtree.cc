@@ -108,15 +108,11 @@ Result<std::unique_ptr<Index>> LcbTree::Open(const IndexEnv& env, uint32_t node_
   return std::unique_ptr<Index>(std::move(t));
 }
 
-LcbTree::~LcbTree() {
-  IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
-}
-
 Status LcbTree::close() {
   if (closed_) return Status::OK();
   closed_ = true;
   if (abandoned() || meta_ == nullptr) return Status::OK();  // a refused open: write nothing
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   // Every operation committed (no writer runs), so the leaves reached from
   // the root hold what an open's validation will sum.
   common::ContentSum content;
@@ -250,7 +246,7 @@ uint32_t LcbTree::LeafPos(Node* leaf, Key k) const {
 }
 
 std::optional<Value> LcbTree::lookup(Key k) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   std::vector<uint64_t> path;
   std::vector<uint32_t> pos;
   Descend(k, &path, &pos);
@@ -261,7 +257,7 @@ std::optional<Value> LcbTree::lookup(Key k) {
 }
 
 Status LcbTree::update(Key k, Value v) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   return UpdateLocked(k, v);
 }
 
@@ -285,7 +281,7 @@ Status LcbTree::UpdateLocked(Key k, Value v) {
 }
 
 Status LcbTree::remove(Key k) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   std::vector<uint64_t> path;
   std::vector<uint32_t> pos;
   Descend(k, &path, &pos);
@@ -311,7 +307,7 @@ Status LcbTree::remove(Key k) {
 }
 
 Status LcbTree::insert(Key k, Value v) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   std::vector<uint64_t> path;
   std::vector<uint32_t> pos;
   Descend(k, &path, &pos);
@@ -322,7 +318,7 @@ Status LcbTree::insert(Key k, Value v) {
 }
 
 Status LcbTree::upsert(Key k, Value v) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   std::vector<uint64_t> path;
   std::vector<uint32_t> pos;
   Descend(k, &path, &pos);
@@ -473,7 +469,7 @@ void LcbTree::GrowRoot(uint64_t left_raw, Key sep, uint64_t right_raw, uint64_t 
 }
 
 size_t LcbTree::scan(Key from, size_t n, KV* out) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   std::vector<uint64_t> path;
   std::vector<uint32_t> pos;
   Descend(from, &path, &pos);
@@ -490,7 +486,7 @@ Status LcbTree::bulk_load(std::span<const KV> sorted, double fill) {
   for (size_t i = 1; i < sorted.size(); ++i)
     if (sorted[i - 1].key >= sorted[i].key)
       return Status::InvalidArgument("lcbtree: bulk_load keys not strictly ascending");
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   Node* root = N(meta_->root);
   if (!root->leaf || root->n != 0) return Status::InvalidArgument("lcbtree: bulk_load needs an empty index");
   if (sorted.empty()) return Status::OK();
@@ -589,7 +585,7 @@ Status LcbTree::VerifyNode(uint64_t raw, uint32_t depth, bool has_lo, Key lo, bo
 }
 
 Status LcbTree::verify() {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   if (log_->count != 0) return Status::Corruption("lcbtree: undo log not empty");
   std::vector<uint64_t> leaves;
   uint64_t entries = 0;
@@ -610,7 +606,7 @@ Status LcbTree::verify() {
 }
 
 IndexStats LcbTree::stats() {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   IndexStats s;
   std::vector<uint64_t> stack{meta_->root};
   while (!stack.empty()) {
@@ -631,7 +627,7 @@ IndexStats LcbTree::stats() {
 }
 
 Status LcbTree::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   fn(env_.pool->to_pptr(meta_));
   fn(env_.pool->to_pptr(log_));
   std::vector<uint64_t> stack{meta_->root};

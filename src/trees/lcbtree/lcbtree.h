@@ -28,15 +28,15 @@
 
 #include <cstdint>
 #include <memory>
-#include <shared_mutex>
 #include <utility>
 #include <vector>
 
 #include "alloc/allocator.h"
 #include "common/content_record.h"
-#include "pm/persist.h"
 #include "index/index.h"
 #include "index/registry.h"
+#include "pm/persist.h"
+#include "sync/mutex.h"
 
 namespace pmindex::lcbtree {
 
@@ -76,7 +76,6 @@ class LcbTree final : public Index {
 
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, uint32_t node_bytes);
   static Result<std::unique_ptr<Index>> Open(const IndexEnv& env, uint32_t node_bytes);
-  ~LcbTree() override;
 
   Status insert(Key k, Value v) override;
   Status update(Key k, Value v) override;
@@ -101,14 +100,16 @@ class LcbTree final : public Index {
   std::byte* LogRecord(uint32_t i) const;
 
   // Descends to the leaf for k; path[i] = node raw at depth i, pos[i] = child index.
-  void Descend(Key k, std::vector<uint64_t>* path, std::vector<uint32_t>* pos) const;
+  void Descend(Key k, std::vector<uint64_t>* path, std::vector<uint32_t>* pos) const
+      PMINDEX_REQUIRES_SHARED(mu_);
   uint32_t LeafPos(Node* leaf, Key k) const;  // first index with key >= k
   // Undo logging.
-  void LogNodes(const std::vector<uint64_t>& nodes);
-  void Commit();
+  void LogNodes(const std::vector<uint64_t>& nodes) PMINDEX_REQUIRES(mu_);
+  void Commit() PMINDEX_REQUIRES(mu_);
   Status Undo();
-  Status UpdateLocked(Key k, Value v);
-  Status InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vector<uint32_t>& pos);
+  Status UpdateLocked(Key k, Value v) PMINDEX_REQUIRES(mu_);
+  Status InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vector<uint32_t>& pos)
+      PMINDEX_REQUIRES(mu_);
   // InsertNew's steps. Reserve: the nodes the insert changes in place (the
   // leaf, every full ancestor and the first ancestor with room) into
   // *logged, and every new node it needs allocated into *fresh, so that
@@ -117,9 +118,11 @@ class LcbTree final : public Index {
   // flushed; returns the separator. GrowRoot: a new root over left_raw and
   // right_raw, flushed, named by the meta block (flushed, not committed).
   Status ReserveForInsert(const std::vector<uint64_t>& path, std::vector<uint64_t>* logged,
-                          std::vector<PPtr>* fresh);
-  Key SplitNode(Node* x, uint32_t i, Key up_key, uint64_t up_val, uint64_t r_raw);
-  void GrowRoot(uint64_t left_raw, Key sep, uint64_t right_raw, uint64_t nr_raw);
+                          std::vector<PPtr>* fresh) PMINDEX_REQUIRES(mu_);
+  Key SplitNode(Node* x, uint32_t i, Key up_key, uint64_t up_val, uint64_t r_raw)
+      PMINDEX_REQUIRES(mu_);
+  void GrowRoot(uint64_t left_raw, Key sep, uint64_t right_raw, uint64_t nr_raw)
+      PMINDEX_REQUIRES(mu_);
   // Recovery, read-only: decodes the undo log's records into undo_view_
   // (target node -> its logged original) so the tree can be validated as
   // Undo will leave it before Undo writes anything.
@@ -145,7 +148,8 @@ class LcbTree final : public Index {
   Meta* meta_ = nullptr;
   LogHeader* log_ = nullptr;
   std::vector<std::pair<uint64_t, const Node*>> undo_view_;  // open only
-  mutable std::shared_mutex mu_;
+  // Readers share it, every write holds it alone (the tree's one lock).
+  mutable sync::SharedMutex mu_;
   bool closed_ = true;  // until Create or Open succeeds
 };
 

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <deque>
 #include <memory>
-#include <mutex>
 
 #include "pm/persist.h"
+#include "sync/mutex.h"
 #include "trees/nvtree/leaf.h"
 
 namespace pmindex::nvtree {
@@ -140,9 +140,9 @@ const CostModel& CostModel::Measured() {
   // One measurement per PM model a process runs under (pmbench may switch
   // models between runs; the model is set only while no PM work runs).
   // Entries are never removed, so a returned reference stays valid.
-  static std::mutex mu;
+  static sync::Mutex mu;
   static std::deque<std::pair<ModelKey, CostModel>> measured;
-  std::lock_guard<std::mutex> lock(mu);
+  sync::MutexLock lock(mu);
   const ModelKey key = ActiveKey();
   for (const auto& [k, m] : measured) {
     if (k == key) return m;

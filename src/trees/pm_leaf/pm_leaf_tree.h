@@ -89,30 +89,30 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "common/content_record.h"
 #include "common/olc_btree.h"
-#include "trees/pm_leaf/split_log.h"
-#include "trees/pm_leaf/small_sort.h"
-#include "pm/persist.h"
-#include "pm/pptr_decode.h"
 #include "index/index.h"
+#include "index/registry.h"
+#include "pm/persist.h"
 #include "pm/pool.h"
 #include "pm/pool_format.h"
-#include "index/registry.h"
-#include "common/content_record.h"
-#include "util/prefetch.h"
+#include "pm/pptr_decode.h"
 #include "pmindex/status.h"
+#include "sync/mutex.h"
 #include "sync/version_lock.h"
+#include "trees/pm_leaf/small_sort.h"
+#include "trees/pm_leaf/split_log.h"
 #include "util/check.h"
+#include "util/prefetch.h"
 
 namespace pmindex::common {
 
@@ -146,10 +146,6 @@ class PmLeafTree final : public Index {
         rebuild_threads_(std::max(1, rebuild_threads)),
         salvage_(env.salvage),
         pairs_(env.pairs) {}
-  ~PmLeafTree() override {
-    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
-  }
-
   // ---------------------------------------------------------- factories
   static Result<std::unique_ptr<Index>> Create(const IndexEnv& env, int rebuild_threads) {
     auto t = std::make_unique<PmLeafTree>(env, rebuild_threads);
@@ -866,8 +862,8 @@ class PmLeafTree final : public Index {
   // Rewrites the hints from the routing map's leaves. Serialized by
   // hint_mu_; safe alongside splits (leaves are only added, and every
   // routed leaf is on the PM list).
-  void WriteHints() {
-    std::lock_guard<std::mutex> g(hint_mu_);
+  void WriteHints() PMINDEX_EXCLUDES(hint_mu_) {
+    sync::MutexLock g(hint_mu_);
     HintBlock* h = hints();
     std::vector<const LeafT*> chain;
     chain.reserve(leaves_.Sum());
@@ -1034,7 +1030,7 @@ class PmLeafTree final : public Index {
   Policy policy_;
   Routing routing_;
   LeafT* head_ = nullptr;  // the PM list's head (changed only by bulk_load and open)
-  std::mutex hint_mu_;
+  sync::Mutex hint_mu_;    // one WriteHints at a time
   // Striped (no line shared by every writer on the split path).
   olc_detail::StripedCounter leaves_;
   std::atomic<uint64_t> hinted_leaves_{0};

@@ -15,8 +15,6 @@
 // unreachable and recovery's reclaim gives it back. Layout, persist points
 // and recovery: docs/layout/skiplist-divided.md.
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -26,6 +24,7 @@
 #include "index/registry.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
+#include "sync/mutex.h"
 #include "trees/skiplist/skiplist_common.h"
 #include "trees/skiplist/skiplist_persist.h"
 
@@ -65,9 +64,6 @@ class Divided final : public Index {
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   Status close() override;
-  ~Divided() override {
-    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
-  }
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
@@ -80,7 +76,8 @@ class Divided final : public Index {
   // With kCount, adds the towers (DRAM) and elements (PM) whose key it
   // read to visits[0] and visits[1] (stats() only).
   template <bool kCount = false>
-  Bottom* Seek(Key k, TowerList::Tower** preds, uint64_t* visits = nullptr) const {
+  Bottom* Seek(Key k, TowerList::Tower** preds, uint64_t* visits = nullptr) const
+      PMINDEX_REQUIRES_SHARED(mu_) {
     const TowerList::Tower* t = upper_.FloorBelow<kCount>(k, preds, visits);
     Bottom* b = t == upper_.head() ? head_ : reinterpret_cast<Bottom*>(t->payload);
     pm::ModelRead(b, sizeof(Bottom));
@@ -95,7 +92,7 @@ class Divided final : public Index {
   }
   Status Write(Op op, Key k, Value v);
   // Rebuilds the DRAM levels from the bottom list.
-  void Rebuild();
+  void Rebuild() PMINDEX_REQUIRES(mu_);
   // Read-only walk of the bottom list from the head: every element decoded
   // and tagged, keys strictly ascending. Adds each element to *blocks and
   // its pair to *content (either may be null).
@@ -105,12 +102,14 @@ class Divided final : public Index {
   Params params_;
   uint64_t head_raw_ = 0;
   Bottom* head_ = nullptr;
-  TowerList upper_;  // levels 1 .. levels-1 of the skip list, as levels 0 .. levels-2
-  HeightGen heights_;
-  uint64_t size_ = 0;
+  // Readers share mu_, writers hold it alone; it guards the PM list too.
+  mutable sync::SharedMutex mu_;
+  // Levels 1 .. levels-1 of the skip list, as levels 0 .. levels-2.
+  TowerList upper_ PMINDEX_GUARDED_BY(mu_);
+  HeightGen heights_ PMINDEX_GUARDED_BY(mu_);
+  uint64_t size_ PMINDEX_GUARDED_BY(mu_) = 0;
   bool ready_ = false;
   bool closed_ = false;
-  mutable std::shared_mutex mu_;
 };
 
 Result<std::unique_ptr<Index>> Divided::Create(const IndexEnv& env, const Params& p) {
@@ -131,7 +130,7 @@ Result<std::unique_ptr<Index>> Divided::Create(const IndexEnv& env, const Params
 }
 
 Status Divided::Write(Op op, Key k, Value v) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   TowerList::Tower* preds[kMaxLevels];
   Bottom* pred = Seek(k, preds);
   const uint64_t succ = pred->next;
@@ -160,7 +159,7 @@ Status Divided::Write(Op op, Key k, Value v) {
 }
 
 Status Divided::remove(Key k) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   TowerList::Tower* preds[kMaxLevels];
   Bottom* pred = Seek(k, preds);
   const uint64_t victim = pred->next;
@@ -179,7 +178,7 @@ Status Divided::remove(Key k) {
 }
 
 std::optional<Value> Divided::lookup(Key k) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   const uint64_t n = Seek(k, nullptr)->next;
   if (n == 0) return std::nullopt;
   const Bottom* x = B(n);
@@ -188,7 +187,7 @@ std::optional<Value> Divided::lookup(Key k) {
 }
 
 size_t Divided::scan(Key from, size_t n, KV* out) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   size_t got = 0;
   for (uint64_t r = Seek(from, nullptr)->next; r != 0 && got < n; r = B(r)->next)
     out[got++] = KV{B(r)->key, B(r)->value};
@@ -196,7 +195,7 @@ size_t Divided::scan(Key from, size_t n, KV* out) {
 }
 
 Status Divided::bulk_load(std::span<const KV> sorted, double fill) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   if (head_->next != 0)
     return Status::InvalidArgument("skiplist-divided: bulk_load needs an empty index");
   PMINDEX_RETURN_IF_ERROR(CheckBulkInput(kKind, sorted, fill));
@@ -282,7 +281,10 @@ Result<std::unique_ptr<Index>> Divided::Open(const IndexEnv& env, const Params& 
       common::CheckContentRecord(*env.pool, env.salvage, content, "skiplist-divided"));
   PMINDEX_RETURN_IF_ERROR(AdoptBlocks(env, blocks, kKind));
   // Nothing in PM to repair: every crash leaves a well-formed list.
-  t->Rebuild();
+  {
+    sync::WriterLock g(t->mu_);  // uncontended: the tree is not shared yet
+    t->Rebuild();
+  }
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -290,7 +292,7 @@ Result<std::unique_ptr<Index>> Divided::Open(const IndexEnv& env, const Params& 
 Status Divided::close() {
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   common::ContentSum content;
   for (uint64_t r = head_->next; r != 0; r = B(r)->next) content.Add(B(r)->key, B(r)->value);
   common::WriteContentRecord(*env_.pool, content);
@@ -298,7 +300,7 @@ Status Divided::close() {
 }
 
 Status Divided::verify() {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   if (head_->tag != kHeadTag) return Status::Corruption("skiplist-divided: the head lost its tag");
   uint64_t n = 0;
   PMINDEX_RETURN_IF_ERROR(Walk(nullptr, nullptr, &n));
@@ -318,7 +320,7 @@ Status Divided::verify() {
 }
 
 IndexStats Divided::stats() {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   IndexStats s;
   s.entries = size_;
   s.height = size_ == 0 ? 0 : upper_.used_levels() + 1;
@@ -336,7 +338,7 @@ IndexStats Divided::stats() {
 }
 
 Status Divided::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   fn(PPtr(head_raw_));
   for (uint64_t r = head_->next; r != 0; r = B(r)->next) fn(PPtr(r));
   return Status::OK();

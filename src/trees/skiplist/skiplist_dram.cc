@@ -3,12 +3,11 @@
 // DRAM, the value in the tower. One reader-writer lock, as absl-btree
 // (skiplist_common.h).
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 
 #include "index/index.h"
 #include "index/registry.h"
+#include "sync/mutex.h"
 #include "trees/skiplist/skiplist_common.h"
 
 namespace pmindex::skiplist {
@@ -26,7 +25,7 @@ class DramSkipList final : public Index {
   Status upsert(Key k, Value v) override { return Write(Op::kUpsert, k, v); }
 
   Status remove(Key k) override {
-    std::unique_lock g(mu_);
+    sync::WriterLock g(mu_);
     Tower* preds[kMaxLevels];
     list_.FloorBelow(k, preds);
     Tower* t = preds[0]->next()[0];
@@ -36,14 +35,14 @@ class DramSkipList final : public Index {
   }
 
   std::optional<Value> lookup(Key k) override {
-    std::shared_lock g(mu_);
+    sync::ReaderLock g(mu_);
     const Tower* t = list_.FloorBelow(k, nullptr)->next()[0];
     if (t == nullptr || t->key != k) return std::nullopt;
     return t->payload;
   }
 
   size_t scan(Key from, size_t n, KV* out) override {
-    std::shared_lock g(mu_);
+    sync::ReaderLock g(mu_);
     size_t got = 0;
     for (const Tower* t = list_.FloorBelow(from, nullptr)->next()[0]; t != nullptr && got < n;
          t = t->next()[0])
@@ -52,7 +51,7 @@ class DramSkipList final : public Index {
   }
 
   Status bulk_load(std::span<const KV> sorted, double fill) override {
-    std::unique_lock g(mu_);
+    sync::WriterLock g(mu_);
     if (list_.towers() != 0)
       return Status::InvalidArgument("skiplist-dram: bulk_load needs an empty index");
     PMINDEX_RETURN_IF_ERROR(CheckBulkInput(kKind, sorted, fill));
@@ -62,12 +61,12 @@ class DramSkipList final : public Index {
   }
 
   Status verify() override {
-    std::shared_lock g(mu_);
+    sync::ReaderLock g(mu_);
     return list_.Verify(kKind, [](const Tower*) { return Status::OK(); });
   }
 
   IndexStats stats() override {
-    std::shared_lock g(mu_);
+    sync::ReaderLock g(mu_);
     IndexStats s;
     s.entries = list_.towers();
     s.height = list_.used_levels();
@@ -86,7 +85,7 @@ class DramSkipList final : public Index {
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
 
   Status Write(Op op, Key k, Value v) {
-    std::unique_lock g(mu_);
+    sync::WriterLock g(mu_);
     Tower* preds[kMaxLevels];
     list_.FloorBelow(k, preds);
     Tower* t = preds[0]->next()[0];
@@ -100,9 +99,10 @@ class DramSkipList final : public Index {
     return Status::OK();
   }
 
-  TowerList list_;
-  HeightGen heights_;
-  mutable std::shared_mutex mu_;
+  // Readers share mu_, writers hold it alone.
+  mutable sync::SharedMutex mu_;
+  TowerList list_ PMINDEX_GUARDED_BY(mu_);
+  HeightGen heights_ PMINDEX_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -15,8 +15,6 @@
 // a tower linked above its height, is a persist the code lost: Corruption.
 // Layout and persist points: docs/layout/skiplist-pm.md.
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -26,6 +24,7 @@
 #include "index/registry.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
+#include "sync/mutex.h"
 #include "trees/skiplist/skiplist_common.h"
 #include "trees/skiplist/skiplist_persist.h"
 #include "util/check.h"
@@ -69,9 +68,6 @@ class PmSkipList final : public Index {
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   Status close() override;
-  ~PmSkipList() override {
-    IgnoreError(close(), "a destructor has no caller to report to; close() returns it");
-  }
 
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
@@ -115,12 +111,13 @@ class PmSkipList final : public Index {
   Params params_;
   uint64_t head_raw_ = 0;
   Tower* head_ = nullptr;
-  HeightGen heights_;
-  uint64_t size_ = 0;
-  uint64_t bytes_ = 0;  // PM bytes of the towers and the head
+  // Readers share mu_, writers hold it alone; it guards the PM list too.
+  mutable sync::SharedMutex mu_;
+  HeightGen heights_ PMINDEX_GUARDED_BY(mu_);
+  uint64_t size_ PMINDEX_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ PMINDEX_GUARDED_BY(mu_) = 0;  // PM bytes of the towers and the head
   bool ready_ = false;
   bool closed_ = false;
-  mutable std::shared_mutex mu_;
 };
 
 Result<std::unique_ptr<Index>> PmSkipList::Create(const IndexEnv& env, const Params& p) {
@@ -137,13 +134,16 @@ Result<std::unique_ptr<Index>> PmSkipList::Create(const IndexEnv& env, const Par
   for (uint32_t i = 0; i < p.levels; ++i) pm::store(&Next(t->head_)[i], uint64_t{0});
   pm::persist(t->head_, sizeof(Tower) + 8 * p.levels);  // durable before root slot 0 names it
   env.pool->WriteRoot(0, t->head_raw_);
-  t->bytes_ = bytes;
+  {
+    sync::WriterLock g(t->mu_);  // uncontended: the tree is not shared yet
+    t->bytes_ = bytes;
+  }
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
 
 Status PmSkipList::Write(Op op, Key k, Value v) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   Tower* preds[kMaxLevels];
   Seek(k, preds);
   const uint64_t succ = Next(preds[0])[0];
@@ -177,7 +177,7 @@ Status PmSkipList::Write(Op op, Key k, Value v) {
 }
 
 Status PmSkipList::remove(Key k) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   Tower* preds[kMaxLevels];
   Seek(k, preds);
   const uint64_t victim = Next(preds[0])[0];
@@ -199,7 +199,7 @@ Status PmSkipList::remove(Key k) {
 }
 
 std::optional<Value> PmSkipList::lookup(Key k) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   const uint64_t n = Next(Seek(k, nullptr))[0];
   if (n == 0) return std::nullopt;
   const Tower* x = T(n);
@@ -208,7 +208,7 @@ std::optional<Value> PmSkipList::lookup(Key k) {
 }
 
 size_t PmSkipList::scan(Key from, size_t n, KV* out) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   size_t got = 0;
   for (uint64_t r = Next(Seek(from, nullptr))[0]; r != 0 && got < n; r = Next(T(r))[0])
     out[got++] = KV{T(r)->key, T(r)->value};
@@ -216,7 +216,7 @@ size_t PmSkipList::scan(Key from, size_t n, KV* out) {
 }
 
 Status PmSkipList::bulk_load(std::span<const KV> sorted, double fill) {
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   if (Next(head_)[0] != 0)
     return Status::InvalidArgument("skiplist-pm: bulk_load needs an empty index");
   PMINDEX_RETURN_IF_ERROR(CheckBulkInput(kKind, sorted, fill));
@@ -368,8 +368,11 @@ Result<std::unique_ptr<Index>> PmSkipList::Open(const IndexEnv& env, const Param
     // above them are never read again.
     pm::naw(&w.partial->height, uint64_t{w.partial_linked});
   }
-  t->size_ = w.count;
-  t->bytes_ = w.bytes;
+  {
+    sync::WriterLock g(t->mu_);  // uncontended: the tree is not shared yet
+    t->size_ = w.count;
+    t->bytes_ = w.bytes;
+  }
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -377,7 +380,7 @@ Result<std::unique_ptr<Index>> PmSkipList::Open(const IndexEnv& env, const Param
 Status PmSkipList::close() {
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
-  std::unique_lock g(mu_);
+  sync::WriterLock g(mu_);
   common::ContentSum content;
   for (uint64_t r = Next(head_)[0]; r != 0; r = Next(T(r))[0]) content.Add(T(r)->key, T(r)->value);
   common::WriteContentRecord(*env_.pool, content);
@@ -385,7 +388,7 @@ Status PmSkipList::close() {
 }
 
 Status PmSkipList::verify() {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   Walked w;
   PMINDEX_RETURN_IF_ERROR(Walk(head_raw_, &w, nullptr));
   if (w.partial != nullptr)
@@ -398,7 +401,7 @@ Status PmSkipList::verify() {
 }
 
 IndexStats PmSkipList::stats() {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   IndexStats s;
   s.entries = size_;
   uint32_t h = params_.levels;
@@ -416,7 +419,7 @@ IndexStats PmSkipList::stats() {
 }
 
 Status PmSkipList::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::shared_lock g(mu_);
+  sync::ReaderLock g(mu_);
   fn(PPtr(head_raw_));
   for (uint64_t r = Next(head_)[0]; r != 0; r = Next(T(r))[0]) fn(PPtr(r));
   return Status::OK();

@@ -63,7 +63,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -79,6 +78,7 @@
 #include "index/index.h"
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
+#include "sync/mutex.h"
 #include "util/check.h"
 #include "util/prefetch.h"
 
@@ -120,10 +120,9 @@ class Engine : public Index {
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
   // Writes the content record (common/content_record.h) of a created or
-  // opened tree; nothing after a refused open. Runs once; the destructor
-  // calls it.
+  // opened tree; nothing after a refused open. Runs once; the library's
+  // handle calls it if the caller did not (index/index.h).
   Status close() override;
-  ~Engine() override { IgnoreError(close(), "a destructor has no caller to report to; close() returns it"); }
 
  protected:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
@@ -172,19 +171,19 @@ class Engine : public Index {
   // sibling pointer), if node is parent's only child, or if a node no
   // parent names lies between the two. Under mu_ (the parent is stable).
   bool MergePair(uint64_t parent, uint64_t node, uint64_t* l_raw, uint64_t* r_raw,
-                 uint32_t* sep_idx) const;
+                 uint32_t* sep_idx) const PMINDEX_REQUIRES(mu_);
   // After a delete left `node` underfull: bottom up from node's parent
   // path[depth - 1] (path[0, depth) is the descent, root first), merges
   // the level's node with its neighbour (MergePair) while the tree agrees
   // (its MergeIfRoom: node still underfull, the two fit) and the parent,
   // which lost a separator, is underfull and not the root; then
   // shrinks the root (CollapseRoot). Under mu_.
-  void MergeUpward(const uint64_t* path, uint32_t depth, uint64_t node);
+  void MergeUpward(const uint64_t* path, uint32_t depth, uint64_t node) PMINDEX_REQUIRES(mu_);
   // An inner root left with no record (and no sibling: a root split a
   // crash cut short keeps its top level) hands root slot 0 to its only
   // child, as often as that holds; the old root ends kDead and is retired.
   // Under mu_.
-  void CollapseRoot();
+  void CollapseRoot() PMINDEX_REQUIRES(mu_);
   // Merging l and r keeps a quarter of a node free, so that deletes and
   // inserts at one boundary do not merge and split in turn. Their slot
   // fields must be stable (no writer running on either).
@@ -261,10 +260,19 @@ class Engine : public Index {
   bool closed_ = false;
   // fastfair: structure changes (splits, merges) and bulk loads; circtree:
   // every writer. Both: verify, stats and the block walk.
-  std::mutex mu_;
+  sync::Mutex mu_;
 
  private:
   Tree& tree() { return static_cast<Tree&>(*this); }
+  // The tree's steps that need mu_, called through tree(): the analysis
+  // cannot see that tree().mu_ is this->mu_, so these state it once.
+  bool TreeMergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
+                       uint32_t sep_idx) PMINDEX_REQUIRES(mu_) PMINDEX_NO_THREAD_SAFETY_ANALYSIS {
+    return tree().MergeIfRoom(node, l_raw, r_raw, parent, sep_idx);
+  }
+  void TreeWriteLock(Header* x) PMINDEX_REQUIRES(mu_) PMINDEX_NO_THREAD_SAFETY_ANALYSIS {
+    tree().WriteLock(x);
+  }
   const Tree& tree() const { return static_cast<const Tree&>(*this); }
 };
 
@@ -428,7 +436,7 @@ void Engine<Tree, Slots>::MergeUpward(const uint64_t* path, uint32_t depth, uint
     uint64_t l_raw = 0, r_raw = 0;
     uint32_t sep_idx = 0;
     if (!MergePair(parent, node, &l_raw, &r_raw, &sep_idx)) break;
-    if (!tree().MergeIfRoom(node, l_raw, r_raw, parent, sep_idx)) break;
+    if (!TreeMergeIfRoom(node, l_raw, r_raw, parent, sep_idx)) break;
     if (parent == env_.pool->root(0) || !tree().Underfull(H(parent))) break;
     node = parent;
   }
@@ -441,7 +449,7 @@ void Engine<Tree, Slots>::CollapseRoot() {
     const uint64_t raw = env_.pool->root(0);
     Header* x = H(raw);
     if (x->level == 0 || Slots::Read(x).count != 0 || x->sibling != 0) return;
-    tree().WriteLock(x);
+    TreeWriteLock(x);
     env_.pool->WriteRoot(0, x->leftmost);
     pm::store(&x->version, kDead, std::memory_order_release);
     env_.alloc->Retire(PPtr(raw));
@@ -492,7 +500,7 @@ template <class Tree, class Slots>
 Status Engine<Tree, Slots>::close() {
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
-  std::lock_guard g(mu_);
+  sync::MutexLock g(mu_);
   return WriteContentRecord(
       env_, [this](uint64_t raw) { return H(raw); },
       [this](uint64_t raw, uint32_t level, NodeView* v) { return ViewNode(raw, level, v); });
@@ -500,7 +508,7 @@ Status Engine<Tree, Slots>::close() {
 
 template <class Tree, class Slots>
 Status Engine<Tree, Slots>::bulk_load(std::span<const KV> sorted, double fill) {
-  std::lock_guard g(mu_);
+  sync::MutexLock g(mu_);
   const uint64_t old = env_.pool->root(0);
   Header* o = H(old);
   if (o->level != 0 || Slots::Read(o).count != 0 || o->sibling != 0)
@@ -628,7 +636,10 @@ Result<std::unique_ptr<Index>> Engine<Tree, Slots>::OpenTree(const IndexEnv& env
   PMINDEX_RETURN_IF_ERROR(t->Validate(root, &nodes, &content));  // reads only
   PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, Slots::kName));
   PMINDEX_RETURN_IF_ERROR(AdoptNodes(env, nodes, Slots::kName));  // no write before
-  for (uint64_t n : nodes) t->Repair(n);
+  {
+    sync::MutexLock g(t->mu_);  // uncontended: the tree is not shared yet
+    for (uint64_t n : nodes) t->Repair(n);
+  }
   pm::fence();
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
@@ -668,7 +679,7 @@ Status Engine<Tree, Slots>::VerifyNode(uint64_t raw, uint32_t level, uint64_t* e
 
 template <class Tree, class Slots>
 Status Engine<Tree, Slots>::verify() {
-  std::lock_guard g(mu_);
+  sync::MutexLock g(mu_);
   return VerifyTree(Slots::kName, env_.pool->root(0), [this](uint64_t y) { return H(y); },
                     [this](uint64_t y, uint32_t level, uint64_t* entries, std::vector<uint64_t>* leaves) {
                       return VerifyNode(y, level, entries, leaves);
@@ -677,7 +688,7 @@ Status Engine<Tree, Slots>::verify() {
 
 template <class Tree, class Slots>
 IndexStats Engine<Tree, Slots>::stats() {
-  std::lock_guard g(mu_);
+  sync::MutexLock g(mu_);
   IndexStats s;
   s.height = H(env_.pool->root(0))->level + 1;
   WalkLevels([&](uint64_t, Header* x) {
@@ -694,7 +705,7 @@ IndexStats Engine<Tree, Slots>::stats() {
 
 template <class Tree, class Slots>
 Status Engine<Tree, Slots>::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::lock_guard g(mu_);
+  sync::MutexLock g(mu_);
   WalkLevels([&](uint64_t raw, Header*) { fn(PPtr(raw)); });
   return Status::OK();
 }

@@ -302,7 +302,7 @@ uint64_t FastFair::Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* dept
 }
 
 Status FastFair::SplitInsert(Op op, Key k, Value v) {
-  std::lock_guard g(mu_);
+  sync::MutexLock g(mu_);
   uint64_t path[kMaxHeight];
   uint32_t depth = 0;
   const uint64_t raw = Descend(k, true, path, &depth);
@@ -357,7 +357,7 @@ Status FastFair::SplitInsert(Op op, Key k, Value v) {
 // ------------------------------------------------------------------ merges
 
 void FastFair::Rebalance(Key k) {
-  std::lock_guard g(mu_);
+  sync::MutexLock g(mu_);
   uint64_t path[kMaxHeight];
   uint32_t depth = 0;
   const uint64_t node = Descend(k, false, path, &depth);

@@ -173,16 +173,16 @@ class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
   Status LeafOp(Header* leaf, Op op, Key k, Value v, bool* changed, bool* full);
   // Under mu_: the leaf for k (locked iff lock_leaf) and the inner
   // nodes above it, root first, in path[0, *depth).
-  uint64_t Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* depth);
+  uint64_t Descend(Key k, bool lock_leaf, uint64_t* path, uint32_t* depth) PMINDEX_REQUIRES(mu_);
   // Under mu_ (taken here): an insert whose leaf is full.
-  Status SplitInsert(Op op, Key k, Value v);
+  Status SplitInsert(Op op, Key k, Value v) PMINDEX_EXCLUDES(mu_);
   // Under mu_ (taken here): merges the underfull nodes on k's path
   // with their neighbours, bottom up, then shrinks the root.
-  void Rebalance(Key k);
+  void Rebalance(Key k) PMINDEX_EXCLUDES(mu_);
   // The engine's merge step (MergeUpward): locks l and r, and merges them
   // iff node is still underfull and the two fit; true iff merged.
-  bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
-                   uint32_t sep_idx);
+  bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent, uint32_t sep_idx)
+      PMINDEX_REQUIRES(mu_);
   void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
   // The engine's CollapseRoot: the root it hands down is locked for good.
   void WriteLock(Header* x) { Lock(x); }
@@ -201,7 +201,7 @@ class FastFair final : public sorted_node::Engine<FastFair, FlatSlots> {
   }
 
   // Open's repair of one node (after the read-only validation).
-  void Repair(uint64_t raw);
+  void Repair(uint64_t raw) PMINDEX_REQUIRES(mu_);
 
   Faults faults_;
 };

@@ -650,6 +650,17 @@ struct Allocator::Impl final : ThreadSlotOwner {
       DistributeFree(m);
       return Status::OK();
     }
+    PMINDEX_RETURN_IF_ERROR(LoadPageWords(m));
+    PMINDEX_RETURN_IF_ERROR(CheckSpans(m));
+    DistributeFree(m);
+    return Status::OK();
+  }
+
+  // LoadPageTable's first step: each page's word, resolved from its two
+  // copies (a repair is queued in word_repairs, written later), decoded
+  // into its PageInfo. Corruption for copies that disagree beyond repair,
+  // an invalid word, or a page in use beyond the mapped m pages.
+  Status LoadPageWords(size_t m) {
     char buf[200];
     word_repairs.clear();
     for (size_t i = 0; i < entries; ++i) {
@@ -700,8 +711,15 @@ struct Allocator::Impl final : ThreadSlotOwner {
       p.span.store(pw.span, std::memory_order_relaxed);
       p.kind.store(pw.kind, std::memory_order_relaxed);
     }
-    // Spans: a head's tails must all be there (they are written first and
-    // cleared last); tails that no head covers are orphans of a crash.
+    return Status::OK();
+  }
+
+  // LoadPageTable's second step, over the loaded pages [0, m): a large
+  // block's head must have all its tails (they are written first and
+  // cleared last; Corruption otherwise), and tails that no head covers are
+  // marked orphans of a crash.
+  Status CheckSpans(size_t m) {
+    char buf[200];
     for (size_t i = 0; i < m; ++i) {
       PageInfo& p = Page(static_cast<uint32_t>(i));
       PageKind k = p.kind.load(std::memory_order_relaxed);
@@ -729,7 +747,6 @@ struct Allocator::Impl final : ThreadSlotOwner {
         p.orphan_tail = !covered;
       }
     }
-    DistributeFree(m);
     return Status::OK();
   }
 

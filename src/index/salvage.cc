@@ -85,10 +85,11 @@ bool SalvageRead::ReportsLoss() const {
          repeated != 0;
 }
 
-Result<SalvageRead> ReadForSalvage(const std::string& path, bool* image_opened) {
-  if (image_opened != nullptr) *image_opened = false;
-  auto info = Pool::Inspect(path);  // header, checksum, segment files; no lock, no write
-  if (!info.ok()) return info.status();
+namespace {
+
+// An in-memory copy of the pool at path (validated like Pool::Open); the
+// files are only read, and unmapped and unlocked before it returns.
+Result<std::unique_ptr<Pool>> CopyOfPool(const std::string& path) {
   pm::PoolHeader h;
   {
     int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -107,6 +108,55 @@ Result<SalvageRead> ReadForSalvage(const std::string& path, bool* image_opened) 
     if (!img.ok()) return img.status();
     copy = std::move(img).value();
   }
+  return copy;
+}
+
+// Every entry the index reaches, by scans in batches, into out->entries.
+// A pool of S bytes holds fewer than S / 16 pairs (`most`), and each round
+// either moves `from` strictly up or stops, so the walk ends whatever the
+// damage; out->scan_cut says why it stopped early.
+void ScanEverything(Index& index, uint64_t most, SalvageRead* out) {
+  std::vector<KV> batch(4096);
+  Key from = 0;
+  for (;;) {
+    const size_t n = index.scan(from, batch.size(), batch.data());
+    out->entries.insert(out->entries.end(), batch.begin(),
+                        batch.begin() + static_cast<ptrdiff_t>(n));
+    if (out->entries.size() > most) {
+      out->scan_cut = "the scans returned more entries than the pool can hold";
+      break;
+    }
+    if (n < batch.size() || out->entries.back().key == UINT64_MAX) break;
+    if (out->entries.back().key < from) {
+      out->scan_cut = "a scan went backwards";
+      break;
+    }
+    from = out->entries.back().key + 1;
+  }
+}
+
+// A damaged index may scan out of order or repeat a key: the entries are
+// sorted and the first of each key kept, and the drops counted.
+void SortAndDropRepeats(SalvageRead* out) {
+  auto by_key = [](const KV& x, const KV& y) { return x.key < y.key; };
+  if (!std::is_sorted(out->entries.begin(), out->entries.end(), by_key)) {
+    std::stable_sort(out->entries.begin(), out->entries.end(), by_key);
+  }
+  auto last = std::unique(out->entries.begin(), out->entries.end(),
+                          [](const KV& x, const KV& y) { return x.key == y.key; });
+  out->repeated = static_cast<uint64_t>(out->entries.end() - last);
+  out->entries.erase(last, out->entries.end());
+}
+
+}  // namespace
+
+Result<SalvageRead> ReadForSalvage(const std::string& path, bool* image_opened) {
+  if (image_opened != nullptr) *image_opened = false;
+  auto info = Pool::Inspect(path);  // header, checksum, segment files; no lock, no write
+  if (!info.ok()) return info.status();
+  auto copied = CopyOfPool(path);
+  if (!copied.ok()) return copied.status();
+  std::unique_ptr<Pool> copy = std::move(copied).value();
   SalvageRead out;
   out.kind = info->kind;
   out.index_options = info->index_options;
@@ -126,27 +176,7 @@ Result<SalvageRead> ReadForSalvage(const std::string& path, bool* image_opened) 
   std::unique_ptr<Index> index = std::move(idx).value();
   out.report = index->allocator()->recovery_report();
   out.verify = index->verify();
-  // Every entry the index reaches, by scans in batches. A pool of S bytes
-  // holds fewer than S / 16 pairs, and each round either moves `from`
-  // strictly up or stops, so the walk ends whatever the damage.
-  const uint64_t most = copy->size() / sizeof(KV);
-  std::vector<KV> batch(4096);
-  Key from = 0;
-  for (;;) {
-    const size_t n = index->scan(from, batch.size(), batch.data());
-    out.entries.insert(out.entries.end(), batch.begin(),
-                       batch.begin() + static_cast<ptrdiff_t>(n));
-    if (out.entries.size() > most) {
-      out.scan_cut = "the scans returned more entries than the pool can hold";
-      break;
-    }
-    if (n < batch.size() || out.entries.back().key == UINT64_MAX) break;
-    if (out.entries.back().key < from) {
-      out.scan_cut = "a scan went backwards";
-      break;
-    }
-    from = out.entries.back().key + 1;
-  }
+  ScanEverything(*index, copy->size() / sizeof(KV), &out);
   const IndexStats st = index->stats();
   out.index_entries = st.entries;
   out.leaves = st.leaves;
@@ -155,16 +185,7 @@ Result<SalvageRead> ReadForSalvage(const std::string& path, bool* image_opened) 
   }
   IgnoreError(index->close(), "the in-memory copy is dropped: its close has nothing to keep");
   index.reset();
-  // A damaged index may scan out of order or repeat a key: the entries are
-  // sorted and the first of each key kept, and the drops counted.
-  auto by_key = [](const KV& x, const KV& y) { return x.key < y.key; };
-  if (!std::is_sorted(out.entries.begin(), out.entries.end(), by_key)) {
-    std::stable_sort(out.entries.begin(), out.entries.end(), by_key);
-  }
-  auto last = std::unique(out.entries.begin(), out.entries.end(),
-                          [](const KV& x, const KV& y) { return x.key == y.key; });
-  out.repeated = static_cast<uint64_t>(out.entries.end() - last);
-  out.entries.erase(last, out.entries.end());
+  SortAndDropRepeats(&out);
   if (content_rec != 0) {
     uint64_t sum = 0;
     for (const KV& kv : out.entries) sum += pm::ContentTerm(kv.key, kv.value);

@@ -635,7 +635,11 @@ Status Store::Reshape(const Where& w, const Slot* add, bool append, Reshaped* r)
   }
   // The root's new entries.
   r->old.push_back(w.path[0].raw);
-  int level = static_cast<int>(w.depth - 1);
+  return ReshapeRoot(cur, static_cast<int>(w.depth - 1), append, t.up, r);
+}
+
+Status Store::ReshapeRoot(std::vector<Slot>& cur, int level, bool append, std::vector<Slot>& up,
+                          Reshaped* r) {
   if (cur.empty()) return Status::OK();  // no key left: the prefix goes
   if (cur.size() == 1) {
     // A root of one entry gives way to its child (a bucket of one key to
@@ -653,7 +657,6 @@ Status Store::Reshape(const Where& w, const Slot* add, bool append, Reshaped* r)
     return Status::OK();
   }
   for (;;) {
-    std::vector<Slot>& up = t.up;
     up.clear();
     PMINDEX_RETURN_IF_ERROR(BuildLevel(level, cur, append, level < kMaxLevel, &up, r));
     if (up.size() == 1) {

@@ -300,6 +300,13 @@ class Store {
   // an underfull node with a neighbour, splitting a full one, collapsing a
   // root of one entry) into r. REQUIRES w.depth >= 1.
   Status Reshape(const Where& w, const Slot* add, bool append, Reshaped* r);
+  // Reshape's last step: the root of the new tree over `cur`, the new
+  // entries of the old root's `level` (none: the prefix goes; one: the
+  // root gives way to its child as often as that holds; more than the
+  // fanout: root splits add levels above). r->value names it. `up` is
+  // scratch space.
+  Status ReshapeRoot(std::vector<Slot>& cur, int level, bool append, std::vector<Slot>& up,
+                     Reshaped* r);
   void DropNode(uint64_t raw, Reshaped* r);
   void FreeFresh(Reshaped* r);
   void RetireOld(const Reshaped& r);

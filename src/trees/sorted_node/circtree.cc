@@ -145,68 +145,80 @@ void CircTree::ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v) {
     pm::fence();
     StoreMeta(x, Meta{s, n + 1, m.left});
   } else if (!left) {
-    // Right side moves right. The last record is copied into the free slot
-    // after the range, durable before the metadata word takes the slot in
-    // (side = right: of the equal pair now at the end the right one is
-    // valid), and that word durable before any slot of the range changes.
-    const uint32_t st = m.start;
-    MoveValFirst(r, Phys(st, n), Phys(st, n - 1));
-    pm::flush(&r[Phys(st, n)], sizeof(Rec));
-    pm::fence();
-    StoreMeta(x, Meta{st, n + 1, false});
-    // From the end: value first, then key. Mid-record, slot j shows the
-    // key of slot j+1, whose record is complete; the right one of two
-    // equal keys is the valid one. A line left is made durable first.
-    for (uint32_t j = n - 1; j > p; --j) {
-      if (LineOf(Phys(st, j)) != LineOf(Phys(st, j + 1)) && j + 1 != n) {
-        pm::flush(&r[Phys(st, j + 1)], sizeof(Rec));
-        pm::fence();
-      }
-      MoveValFirst(r, Phys(st, j), Phys(st, j - 1));
-    }
-    if (LineOf(Phys(st, p)) != LineOf(Phys(st, p + 1)) && p + 1 != n) {
-      pm::flush(&r[Phys(st, p + 1)], sizeof(Rec));
-      pm::fence();
-    }
-    // The new record: its key store commits the insert.
-    const uint32_t s = Phys(st, p);
-    pm::store(&r[s].val, v);
-    pm::store(&r[s].key, k);
-    pm::flush(&r[s], sizeof(Rec));
-    pm::fence();
+    ShiftRightAndInsert(x, m, p, k, v);
   } else {
-    // Left side moves left: the mirror image. The first record is copied
-    // into the free slot before the range, then the metadata word moves
-    // start onto it (side = left: the left one of an equal pair is valid).
-    const uint32_t st = Phys(m.start, -1);  // the new start
-    MoveValFirst(r, st, m.start);
-    pm::flush(&r[st], sizeof(Rec));
-    pm::fence();
-    StoreMeta(x, Meta{st, n + 1, true});
-    // In the new numbering: record j+1 into slot j for j = 1 .. p-1, value
-    // first; mid-record slot j shows the key of slot j-1, complete.
-    for (uint32_t j = 1; j < p; ++j) {
-      if (LineOf(Phys(st, j)) != LineOf(Phys(st, j - 1)) && j - 1 != 0) {
-        pm::flush(&r[Phys(st, j - 1)], sizeof(Rec));
-        pm::fence();
-      }
-      MoveValFirst(r, Phys(st, j), Phys(st, j + 1));
-    }
-    if (LineOf(Phys(st, p)) != LineOf(Phys(st, p - 1)) && p - 1 != 0) {
-      pm::flush(&r[Phys(st, p - 1)], sizeof(Rec));
-      pm::fence();
-    }
-    const uint32_t s = Phys(st, p);
-    pm::store(&r[s].val, v);
-    pm::store(&r[s].key, k);  // commits the insert
-    pm::flush(&r[s], sizeof(Rec));
-    pm::fence();
+    ShiftLeftAndInsert(x, m, p, k, v);
   }
   if (left) {
     SetAux(x, p, 0, p + 1);
   } else {
     SetAux(x, p, p, n + 1);
   }
+}
+
+void CircTree::ShiftRightAndInsert(Header* x, Meta m, uint32_t p, Key k, uint64_t v) {
+  const uint32_t n = m.count;
+  Rec* r = R(x);
+  // Right side moves right. The last record is copied into the free slot
+  // after the range, durable before the metadata word takes the slot in
+  // (side = right: of the equal pair now at the end the right one is
+  // valid), and that word durable before any slot of the range changes.
+  const uint32_t st = m.start;
+  MoveValFirst(r, Phys(st, n), Phys(st, n - 1));
+  pm::flush(&r[Phys(st, n)], sizeof(Rec));
+  pm::fence();
+  StoreMeta(x, Meta{st, n + 1, false});
+  // From the end: value first, then key. Mid-record, slot j shows the
+  // key of slot j+1, whose record is complete; the right one of two
+  // equal keys is the valid one. A line left is made durable first.
+  for (uint32_t j = n - 1; j > p; --j) {
+    if (LineOf(Phys(st, j)) != LineOf(Phys(st, j + 1)) && j + 1 != n) {
+      pm::flush(&r[Phys(st, j + 1)], sizeof(Rec));
+      pm::fence();
+    }
+    MoveValFirst(r, Phys(st, j), Phys(st, j - 1));
+  }
+  if (LineOf(Phys(st, p)) != LineOf(Phys(st, p + 1)) && p + 1 != n) {
+    pm::flush(&r[Phys(st, p + 1)], sizeof(Rec));
+    pm::fence();
+  }
+  // The new record: its key store commits the insert.
+  const uint32_t s = Phys(st, p);
+  pm::store(&r[s].val, v);
+  pm::store(&r[s].key, k);
+  pm::flush(&r[s], sizeof(Rec));
+  pm::fence();
+}
+
+void CircTree::ShiftLeftAndInsert(Header* x, Meta m, uint32_t p, Key k, uint64_t v) {
+  const uint32_t n = m.count;
+  Rec* r = R(x);
+  // Left side moves left: the mirror image. The first record is copied
+  // into the free slot before the range, then the metadata word moves
+  // start onto it (side = left: the left one of an equal pair is valid).
+  const uint32_t st = Phys(m.start, -1);  // the new start
+  MoveValFirst(r, st, m.start);
+  pm::flush(&r[st], sizeof(Rec));
+  pm::fence();
+  StoreMeta(x, Meta{st, n + 1, true});
+  // In the new numbering: record j+1 into slot j for j = 1 .. p-1, value
+  // first; mid-record slot j shows the key of slot j-1, complete.
+  for (uint32_t j = 1; j < p; ++j) {
+    if (LineOf(Phys(st, j)) != LineOf(Phys(st, j - 1)) && j - 1 != 0) {
+      pm::flush(&r[Phys(st, j - 1)], sizeof(Rec));
+      pm::fence();
+    }
+    MoveValFirst(r, Phys(st, j), Phys(st, j + 1));
+  }
+  if (LineOf(Phys(st, p)) != LineOf(Phys(st, p - 1)) && p - 1 != 0) {
+    pm::flush(&r[Phys(st, p - 1)], sizeof(Rec));
+    pm::fence();
+  }
+  const uint32_t s = Phys(st, p);
+  pm::store(&r[s].val, v);
+  pm::store(&r[s].key, k);  // commits the insert
+  pm::flush(&r[s], sizeof(Rec));
+  pm::fence();
 }
 
 void CircTree::ShiftDelete(Header* x, uint32_t p, bool left) {
@@ -309,24 +321,10 @@ void CircTree::NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh) {
 
 Status CircTree::Write(Op op, Key k, Value v) {
   alloc::Allocator::EpochGuard eg(*env_.alloc);
-  std::lock_guard g(mu_);
+  sync::MutexLock g(mu_);
   uint64_t path[kMaxHeight];
   uint32_t depth = 0;
-  uint64_t raw = env_.pool->root(0);
-  for (;;) {
-    Header* x = H(raw);
-    alloc::MeterVisit(*env_.alloc, x);
-    const Meta m = Meta::Unpack(x->meta);
-    const uint32_t xp = LowerBound(x, m, k);
-    if (uint64_t right = MoveRight(x, m, xp, k)) {
-      raw = right;
-      continue;
-    }
-    if (x->level == 0) break;
-    PMINDEX_CHECK(depth < kMaxHeight, "circtree: tree deeper than %u", kMaxHeight);
-    path[depth++] = raw;
-    raw = ChildAt(x, m, xp, k);
-  }
+  const uint64_t raw = DescendToLeaf(k, path, &depth);
   Header* leaf = H(raw);
   const Meta lm = Meta::Unpack(leaf->meta);
   const uint32_t n = lm.count;
@@ -358,12 +356,35 @@ Status CircTree::Write(Op op, Key k, Value v) {
     EndWrite(leaf);
     return Status::OK();
   }
+  return SplitInsert(raw, path, depth, k, v);
+}
+
+uint64_t CircTree::DescendToLeaf(Key k, uint64_t* path, uint32_t* depth) {
+  uint64_t raw = env_.pool->root(0);
+  for (;;) {
+    Header* x = H(raw);
+    alloc::MeterVisit(*env_.alloc, x);
+    const Meta m = Meta::Unpack(x->meta);
+    const uint32_t xp = LowerBound(x, m, k);
+    if (uint64_t right = MoveRight(x, m, xp, k)) {
+      raw = right;
+      continue;
+    }
+    if (x->level == 0) return raw;
+    PMINDEX_CHECK(*depth < kMaxHeight, "circtree: tree deeper than %u", kMaxHeight);
+    path[(*depth)++] = raw;
+    raw = ChildAt(x, m, xp, k);
+  }
+}
+
+Status CircTree::SplitInsert(uint64_t raw, const uint64_t* path, uint32_t depth, Key k, Value v) {
+  Header* leaf = H(raw);
   // Splits: the leaf, each full ancestor, and a new root if they all are.
   // Every node is allocated first, so OutOfSpace changes nothing.
   uint64_t fresh[kMaxHeight + 2];
   uint32_t need = 0;
   PMINDEX_RETURN_IF_ERROR(AllocSplitNodes(path, depth, fresh, &need));
-  auto insert_into = [&](Header* t, Key key, uint64_t val) {
+  auto insert_into = [&](Header* t, Key key, uint64_t val) PMINDEX_REQUIRES(mu_) {
     BeginWrite(t);
     ShiftInsert(t, LowerBound(t, Meta::Unpack(t->meta), key), key, val);
     EndWrite(t);

@@ -187,20 +187,33 @@ class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
   uint32_t ViewSlot(Meta m, uint32_t p) const { return Phys(m.start, p); }
 
   // Writers (under mu_).
-  Status Write(Op op, Key k, Value v);
-  void BeginWrite(Header* x);
-  void EndWrite(Header* x);
+  Status Write(Op op, Key k, Value v) PMINDEX_EXCLUDES(mu_);
+  // Write's steps. DescendToLeaf: the leaf for k, the inner nodes above it
+  // in path[0, *depth) (root first). SplitInsert: inserts k into the full
+  // leaf at raw, splitting it and each full ancestor on path (a new root
+  // if they all are), every node allocated first.
+  uint64_t DescendToLeaf(Key k, uint64_t* path, uint32_t* depth) PMINDEX_REQUIRES(mu_);
+  Status SplitInsert(uint64_t raw, const uint64_t* path, uint32_t depth, Key k, Value v)
+      PMINDEX_REQUIRES(mu_);
+  void BeginWrite(Header* x) PMINDEX_REQUIRES(mu_);
+  void EndWrite(Header* x) PMINDEX_REQUIRES(mu_);
   // Stores, flushes and fences the metadata word. Each caller is its own
   // flush and fence site for pmcrash --mutate (site = the call).
   void StoreMeta(Header* x, Meta m, pm::Site site = pm::Site::current());
   // Inserts (k, v) at logical position p of the non-full node x, shifting
   // the shorter side.
-  void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v);
+  void ShiftInsert(Header* x, uint32_t p, Key k, uint64_t v) PMINDEX_REQUIRES(mu_);
+  // ShiftInsert's shifting cases (0 < p < count; m is x's metadata word):
+  // the records right of p move one slot right, or those left of p one
+  // slot left (the ring's start with them); then the new record's key
+  // store commits the insert.
+  void ShiftRightAndInsert(Header* x, Meta m, uint32_t p, Key k, uint64_t v) PMINDEX_REQUIRES(mu_);
+  void ShiftLeftAndInsert(Header* x, Meta m, uint32_t p, Key k, uint64_t v) PMINDEX_REQUIRES(mu_);
   // Removes logical record p, shifting the left side right (left) or the
   // right side left.
-  void ShiftDelete(Header* x, uint32_t p, bool left);
-  Key Split(uint64_t x_raw, uint64_t fresh);
-  void NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh);
+  void ShiftDelete(Header* x, uint32_t p, bool left) PMINDEX_REQUIRES(mu_);
+  Key Split(uint64_t x_raw, uint64_t fresh) PMINDEX_REQUIRES(mu_);
+  void NewRoot(uint64_t left, Key sep, uint64_t right, uint64_t fresh) PMINDEX_REQUIRES(mu_);
   void InitNode(Header* x, uint32_t level, uint64_t leftmost, uint64_t sibling, bool has_low, Key low) {
     RingSlots::Init(x, level, leftmost, sibling, has_low, low);
   }
@@ -212,11 +225,12 @@ class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
   bool Underfull(const Header* x) const { return Meta::Unpack(x->meta).count * 4 < lay_.cap; }
   // The engine's merge step: merges l and r (named by parent, adjacent)
   // iff node is still underfull and the two fit; true iff merged.
-  bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent,
-                   uint32_t sep_idx);
-  void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx);
+  bool MergeIfRoom(uint64_t node, uint64_t l_raw, uint64_t r_raw, uint64_t parent, uint32_t sep_idx)
+      PMINDEX_REQUIRES(mu_);
+  void Merge(uint64_t l_raw, uint64_t r_raw, uint64_t p_raw, uint32_t sep_idx)
+      PMINDEX_REQUIRES(mu_);
   // The engine's CollapseRoot: the root it hands down stays odd for good.
-  void WriteLock(Header* x) { BeginWrite(x); }
+  void WriteLock(Header* x) PMINDEX_REQUIRES(mu_) { BeginWrite(x); }
   // The side a delete of logical p of x shifts (the shorter; on a tie the
   // one the metadata word names).
   static bool DeleteSide(Meta m, uint32_t p) {
@@ -225,7 +239,7 @@ class CircTree final : public sorted_node::Engine<CircTree, RingSlots> {
   }
 
   // Open's repair of one node (after the read-only validation).
-  void Repair(uint64_t raw);
+  void Repair(uint64_t raw) PMINDEX_REQUIRES(mu_);
 };
 
 }  // namespace pmindex::circtree

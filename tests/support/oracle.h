@@ -6,6 +6,9 @@
 //                                       image and its index recovered
 //   RunOracle(index, OracleOptions)     random writes, reads and scans
 //                                       checked against a std::map
+//   RunKeyRangeOracle(pool, index, ...) random writes on a small key range
+//                                       checked against a std::map, then
+//                                       the pool's bytes reopened
 #pragma once
 
 #include <gtest/gtest.h>
@@ -157,6 +160,75 @@ inline void RunOracle(Index& t, const OracleOptions& o) {
   if (o.lookup_all_at_end) {
     for (const auto& [k, v] : oracle) ASSERT_EQ(t.lookup(k).value_or(~v), v) << k;
   }
+}
+
+// The oracle loop of the all-PM trees with one lock (lcbtree, cddstree):
+// `ops` operations, each drawing its key from [0, keys - 1) (keys - 1
+// stands for UINT64_MAX), then its value, then insert, update, remove or
+// upsert uniformly, from one generator seeded with `seed`; every answer is
+// checked against a std::map, verify() runs every `verify_every` ops (and
+// with lookup_each a lookup of the key follows each op). At the end:
+// verify(), the entry count and one scan of everything against the map;
+// then the bytes of `pool` (what a crash leaves with every store durable)
+// reopened must verify and hold every pair. Call with
+// ASSERT_NO_FATAL_FAILURE.
+struct KeyRangeOracle {
+  uint64_t seed = 42;
+  int ops = 20000;
+  Key keys = 2000;
+  int verify_every = 4000;
+  bool lookup_each = false;
+};
+
+inline void RunKeyRangeOracle(const Pool& pool, Index& t, const KeyRangeOracle& o) {
+  std::mt19937_64 rng(o.seed);
+  std::map<Key, Value> oracle;
+  for (int i = 0; i < o.ops; ++i) {
+    Key k = rng() % o.keys;
+    if (k == o.keys - 1) k = UINT64_MAX;
+    const Value v = rng();
+    const bool present = oracle.count(k) != 0;
+    SCOPED_TRACE(::testing::Message() << "seed " << o.seed << " op " << i << " key " << k);
+    switch (rng() % 4) {
+      case 0: {
+        const Status s = t.insert(k, v);
+        ASSERT_EQ(s.ok(), !present) << s.ToString();
+        if (!present) oracle[k] = v;
+        break;
+      }
+      case 1:
+        ASSERT_EQ(t.update(k, v).ok(), present);
+        if (present) oracle[k] = v;
+        break;
+      case 2:
+        ASSERT_EQ(t.remove(k).ok(), present);
+        oracle.erase(k);
+        break;
+      case 3:
+        PMINDEX_ASSERT_OK(t.upsert(k, v));
+        oracle[k] = v;
+        break;
+    }
+    if (o.lookup_each) ASSERT_EQ(t.lookup(k).has_value(), oracle.count(k) != 0);
+    if (o.verify_every > 0 && i % o.verify_every == 0) {
+      const Status s = t.verify();
+      PMINDEX_ASSERT_OK(s);
+    }
+  }
+  const Status s = t.verify();
+  PMINDEX_ASSERT_OK(s);
+  EXPECT_EQ(t.stats().entries, oracle.size());
+  std::vector<KV> all(oracle.size() + 1);
+  ASSERT_EQ(t.scan(0, all.size(), all.data()), oracle.size());
+  size_t i = 0;
+  for (const auto& [k, v] : oracle) {
+    ASSERT_EQ(all[i].key, k);
+    ASSERT_EQ(all[i++].value, v);
+  }
+  Reopened re;
+  PMINDEX_ASSERT_OK(ReopenBytes(pool.bytes(), &re));
+  PMINDEX_ASSERT_OK(re.idx->verify());
+  for (const auto& [k, v] : oracle) ASSERT_EQ(re.idx->lookup(k), v);
 }
 
 }  // namespace pmindex::testing

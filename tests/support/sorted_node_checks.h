@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <map>
@@ -28,6 +29,7 @@
 #include "pm/pool.h"
 #include "pm/pool_format.h"
 #include "pmindex/db.h"
+#include "support/oracle.h"
 #include "support/seed.h"
 #include "support/status.h"
 
@@ -221,6 +223,109 @@ inline void ExpectNodeVisitsMetered(const std::string& kind) {
   ASSERT_EQ(t.scan(0, 10, out.data()), 10u);
   d = pm::ThreadCounters() - before;
   EXPECT_EQ(d.numa_local_visits + d.numa_remote_visits, 0u);
+}
+
+// The oracle test of the sorted-node trees (fastfair, circtree), through
+// Db: `inserts` inserts (op i draws key(i, rng), then a value that is 0
+// one time in three, from a generator seeded with `seed`; an existing key
+// must answer AlreadyExists), Verify() every verify_every inserts (0:
+// never); then three quarters of the keys removed in random order (with
+// interleave, every fourth removal is followed by an insert of a random
+// key), the first eighth removed again (NotFound) and upserted back.
+// Checked at the end: Verify(), every pair of the map by Get, every
+// removed key NotFound, and the ranges (ExpectRangesMatch). Call with
+// ASSERT_NO_FATAL_FAILURE.
+struct InsertRemoveOracle {
+  uint64_t seed = 0;
+  int inserts = 30000;
+  std::function<Key(int, std::mt19937_64&)> key;
+  int verify_every = 0;
+  bool interleave = false;
+};
+
+inline void RunInsertRemoveOracle(Db& d, const InsertRemoveOracle& o) {
+  std::mt19937_64 rng(o.seed);
+  std::map<Key, Value> oracle;
+  std::vector<Key> keys;
+  for (int i = 0; i < o.inserts; ++i) {
+    const Key k = o.key(i, rng);
+    const Value v = rng() % 3 == 0 ? 0 : rng();  // equal values are allowed
+    Status s = d.Insert(k, v);
+    if (oracle.count(k)) {
+      ASSERT_TRUE(s.is_already_exists()) << k;
+    } else {
+      PMINDEX_ASSERT_OK(s);
+      oracle[k] = v;
+      keys.push_back(k);
+    }
+    if (o.verify_every > 0 && i % o.verify_every == o.verify_every - 1) {
+      PMINDEX_ASSERT_OK(d.Verify());
+    }
+  }
+  PMINDEX_ASSERT_OK(d.Verify());
+  // Remove three quarters in random order: leaves empty out.
+  std::shuffle(keys.begin(), keys.end(), rng);
+  for (size_t i = 0; i < keys.size() * 3 / 4; ++i) {
+    PMINDEX_ASSERT_OK(d.Remove(keys[i]));
+    oracle.erase(keys[i]);
+    if (o.interleave && i % 4 == 0) {  // both shift directions after deletes
+      const Key k = rng();
+      if (!oracle.count(k)) {
+        PMINDEX_ASSERT_OK(d.Insert(k, k ^ 1));
+        oracle[k] = k ^ 1;
+      }
+    }
+  }
+  for (size_t i = 0; i < keys.size() / 8; ++i) {
+    ASSERT_TRUE(d.Remove(keys[i]).is_not_found());
+    PMINDEX_ASSERT_OK(d.Upsert(keys[i], i));
+    oracle[keys[i]] = i;
+  }
+  PMINDEX_ASSERT_OK(d.Verify());
+  for (const auto& [k, v] : oracle) {
+    Result<Value> got = d.Get(k);
+    PMINDEX_ASSERT_OK(got) << k;
+    EXPECT_EQ(got.value(), v) << k;
+  }
+  for (Key k : keys) {
+    if (!oracle.count(k)) EXPECT_TRUE(d.Get(k).status().is_not_found()) << k;
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectRangesMatch(d, oracle));
+}
+
+// The reopen test of trees that rebuild a DRAM part at open (pactree's
+// search layer, the divided skip list's upper levels): keys 0, 3, ..,
+// 5997 (value k / 3) bulk-loaded into the empty *idx at `fill`, a second
+// bulk_load refused, every other key removed and 500 keys inserted between
+// them; then from a crash image and from a clean close's (*idx closed and
+// destroyed), the reopened index verifies, holds exactly those 1,500
+// pairs, passes check_stats (what the rebuilt part must show) and closes.
+// Call with ASSERT_NO_FATAL_FAILURE.
+inline void ExpectBulkLoadSurvivesReopen(
+    Pool& pool, std::unique_ptr<Index>* idx, double fill,
+    const std::function<void(const IndexStats&)>& check_stats) {
+  std::vector<KV> load;
+  for (Key k = 0; k < 2000; ++k) load.push_back(KV{k * 3, k});
+  PMINDEX_ASSERT_OK((*idx)->bulk_load(load, fill));
+  EXPECT_TRUE((*idx)->bulk_load(load, 1.0).is_invalid_argument());  // not empty any more
+  for (Key k = 0; k < 2000; k += 2) PMINDEX_ASSERT_OK((*idx)->remove(k * 3));
+  for (Key k = 0; k < 500; ++k) PMINDEX_ASSERT_OK((*idx)->insert(k * 3 + 1, k));
+  PMINDEX_ASSERT_OK((*idx)->verify());
+  for (bool crash : {true, false}) {
+    SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
+    const std::vector<std::byte> bytes = PoolImage(pool, idx, crash);
+    testing::Reopened re;
+    PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
+    Index& t = *re.idx;
+    PMINDEX_ASSERT_OK(t.verify());
+    const IndexStats s = t.stats();
+    EXPECT_EQ(s.entries, 1500u);
+    check_stats(s);
+    for (Key k = 0; k < 2000; ++k)
+      ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
+    for (Key k = 0; k < 500; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
+    PMINDEX_ASSERT_OK(t.close());
+  }
 }
 
 }  // namespace pmindex::testing_util

@@ -15,6 +15,7 @@
 #include "index/index.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "support/oracle.h"
 #include "support/pools.h"
 #include "support/seed.h"
 #include "support/status.h"
@@ -34,51 +35,11 @@ TEST(CddstreeTree, RandomOpsAgainstOracle) {
   for (std::string opts : {"node=256", "node=512"}) {
     SCOPED_TRACE(opts);
     auto t = Make(opts);
-    std::mt19937_64 rng(seed);
-    std::map<Key, Value> oracle;
-    for (int i = 0; i < 20000; ++i) {
-      Key k = rng() % 2000;
-      if (k == 1999) k = UINT64_MAX;
-      Value v = rng();
-      bool present = oracle.count(k) != 0;
-      switch (rng() % 4) {
-        case 0:
-          { Status s = t.idx->insert(k, v); ASSERT_EQ(s.ok(), !present) << s.ToString() << " i=" << i; }
-          if (!present) oracle[k] = v;
-          break;
-        case 1:
-          ASSERT_EQ(t.idx->update(k, v).ok(), present);
-          if (present) oracle[k] = v;
-          break;
-        case 2:
-          ASSERT_EQ(t.idx->remove(k).ok(), present);
-          oracle.erase(k);
-          break;
-        case 3:
-          PMINDEX_ASSERT_OK(t.idx->upsert(k, v));
-          oracle[k] = v;
-          break;
-      }
-      auto got = t.idx->lookup(k);
-      ASSERT_EQ(got.has_value(), oracle.count(k) != 0) << i;
-      if (i % 4000 == 0) {
-        PMINDEX_ASSERT_OK(t.idx->verify());
-      }
-    }
-    PMINDEX_ASSERT_OK(t.idx->verify());
-    EXPECT_EQ(t.idx->stats().entries, oracle.size());
-    std::vector<KV> all(oracle.size() + 1);
-    ASSERT_EQ(t.idx->scan(0, all.size(), all.data()), oracle.size());
-    size_t i = 0;
-    for (auto& [k, v] : oracle) {
-      ASSERT_EQ(all[i].key, k);
-      ASSERT_EQ(all[i++].value, v);
-    }
-    auto img = Pool::OpenImage(t.pool->bytes());
-    auto idx = open_index(img.value().get());
-    PMINDEX_ASSERT_OK(idx);
-    PMINDEX_ASSERT_OK(idx.value()->verify());
-    for (auto& [k, v] : oracle) ASSERT_EQ(idx.value()->lookup(k), v);
+    testing::KeyRangeOracle o;
+    o.seed = seed;
+    o.keys = 2000;
+    o.lookup_each = true;
+    ASSERT_NO_FATAL_FAILURE(testing::RunKeyRangeOracle(*t.pool, *t.idx, o));
   }
 }
 

@@ -13,6 +13,7 @@
 #include "index/index.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "support/oracle.h"
 #include "support/pools.h"
 #include "support/seed.h"
 #include "support/status.h"
@@ -26,56 +27,16 @@ using testing::PoolAndIndex;
 
 PoolAndIndex Make(const std::string& opts) { return testing::MakeInMemory("lcbtree", opts); }
 
-// What a crash leaves with every store durable: a byte copy of the pool.
-PoolAndIndex Reopen(Pool* p) { return testing::ReopenImage(p); }
-
 TEST(LcbtreeTree, RandomOpsAgainstOracle) {
   uint64_t seed = TestSeed();
   PMINDEX_SEED_TRACE(seed);
   for (std::string opts : {"node=128", "node=512"}) {
     SCOPED_TRACE(opts);
     auto t = Make(opts);
-    std::mt19937_64 rng(seed);
-    std::map<Key, Value> oracle;
-    for (int i = 0; i < 20000; ++i) {
-      Key k = rng() % 3000;
-      if (k == 2999) k = UINT64_MAX;
-      Value v = rng();
-      bool present = oracle.count(k) != 0;
-      switch (rng() % 4) {
-        case 0:
-          ASSERT_EQ(t.idx->insert(k, v).ok(), !present);
-          if (!present) oracle[k] = v;
-          break;
-        case 1:
-          ASSERT_EQ(t.idx->update(k, v).ok(), present);
-          if (present) oracle[k] = v;
-          break;
-        case 2:
-          ASSERT_EQ(t.idx->remove(k).ok(), present);
-          oracle.erase(k);
-          break;
-        case 3:
-          PMINDEX_ASSERT_OK(t.idx->upsert(k, v));
-          oracle[k] = v;
-          break;
-      }
-      if (i % 4000 == 0) {
-        PMINDEX_ASSERT_OK(t.idx->verify());
-      }
-    }
-    PMINDEX_ASSERT_OK(t.idx->verify());
-    EXPECT_EQ(t.idx->stats().entries, oracle.size());
-    std::vector<KV> all(oracle.size() + 1);
-    ASSERT_EQ(t.idx->scan(0, all.size(), all.data()), oracle.size());
-    size_t i = 0;
-    for (auto& [k, v] : oracle) {
-      ASSERT_EQ(all[i].key, k);
-      ASSERT_EQ(all[i++].value, v);
-    }
-    auto r = Reopen(t.pool.get());
-    PMINDEX_ASSERT_OK(r.idx->verify());
-    for (auto& [k, v] : oracle) ASSERT_EQ(r.idx->lookup(k), v);
+    testing::KeyRangeOracle o;
+    o.seed = seed;
+    o.keys = 3000;
+    ASSERT_NO_FATAL_FAILURE(testing::RunKeyRangeOracle(*t.pool, *t.idx, o));
   }
 }
 

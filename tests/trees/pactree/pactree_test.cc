@@ -103,28 +103,9 @@ TEST(PacTreeOpen, RebuildsTheSearchLayer) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("slots=8", &pool);
   PMINDEX_ASSERT_OK(idx);
-  std::vector<KV> load;
-  for (Key k = 0; k < 2000; ++k) load.push_back(KV{k * 3, k});
-  PMINDEX_ASSERT_OK(idx.value()->bulk_load(load, 0.75));
-  EXPECT_TRUE(idx.value()->bulk_load(load, 1.0).is_invalid_argument());  // not empty any more
-  for (Key k = 0; k < 2000; k += 2) PMINDEX_ASSERT_OK(idx.value()->remove(k * 3));
-  for (Key k = 0; k < 500; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 3 + 1, k));
-  PMINDEX_ASSERT_OK(idx.value()->verify());
-  for (bool crash : {true, false}) {
-    SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
-    const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
-    testing::Reopened re;
-    PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
-    Index& t = *re.idx;
-    PMINDEX_ASSERT_OK(t.verify());
-    const IndexStats s = t.stats();
-    EXPECT_EQ(s.entries, 1500u);
-    EXPECT_GE(s.leaves, 2000u / 6);  // bulk-loaded 6 per node
-    for (Key k = 0; k < 2000; ++k)
-      ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
-    for (Key k = 0; k < 500; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
-    PMINDEX_ASSERT_OK(t.close());
-  }
+  ASSERT_NO_FATAL_FAILURE(testing_util::ExpectBulkLoadSurvivesReopen(
+      *pool, &idx.value(), 0.75,
+      [](const IndexStats& s) { EXPECT_GE(s.leaves, 2000u / 6); }));  // bulk-loaded 6 per node
 }
 
 // Data-node words (data_node.h): version, tag, anchor, next, bitmap, pad x3,

@@ -70,29 +70,11 @@ TEST(SkipListDivided, OpenRebuildsTheUpperLevels) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("skiplist-divided", "levels=8,p=0.5", &pool);
   PMINDEX_ASSERT_OK(idx);
-  std::vector<KV> load;
-  for (Key k = 0; k < 2000; ++k) load.push_back(KV{k * 3, k});
-  PMINDEX_ASSERT_OK(idx.value()->bulk_load(load, 1.0));
-  EXPECT_TRUE(idx.value()->bulk_load(load, 1.0).is_invalid_argument());  // not empty any more
-  for (Key k = 0; k < 2000; k += 2) PMINDEX_ASSERT_OK(idx.value()->remove(k * 3));
-  for (Key k = 0; k < 500; ++k) PMINDEX_ASSERT_OK(idx.value()->insert(k * 3 + 1, k));
-  PMINDEX_ASSERT_OK(idx.value()->verify());
-  for (bool crash : {true, false}) {
-    SCOPED_TRACE(crash ? "after a crash" : "after a clean close");
-    const std::vector<std::byte> bytes = PoolImage(*pool, &idx.value(), crash);
-    testing::Reopened re;
-    PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
-    Index& t = *re.idx;
-    PMINDEX_ASSERT_OK(t.verify());
-    const IndexStats s = t.stats();
-    EXPECT_EQ(s.entries, 1500u);
-    EXPECT_GT(s.inner_nodes, 300u);  // about half the elements have an upper element at p = 0.5
-    EXPECT_GT(s.dram_bytes, 0u);
-    for (Key k = 0; k < 2000; ++k)
-      ASSERT_EQ(t.lookup(k * 3), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
-    for (Key k = 0; k < 500; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
-    PMINDEX_ASSERT_OK(t.close());
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      testing_util::ExpectBulkLoadSurvivesReopen(*pool, &idx.value(), 1.0, [](const IndexStats& s) {
+        EXPECT_GT(s.inner_nodes, 300u);  // about half the elements have an upper element at p = 0.5
+        EXPECT_GT(s.dram_bytes, 0u);
+      }));
 }
 
 // A bottom list whose keys no longer ascend is refused at open, unchanged.

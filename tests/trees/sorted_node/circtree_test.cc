@@ -68,60 +68,20 @@ TEST_P(CircTreeOracle, MatchesAMapThroughSplitsAndDeletes) {
   PMINDEX_SEED_TRACE(seed);
   auto db = Db::CreateInMemory("circtree", GetParam());
   PMINDEX_ASSERT_OK(db);
-  Db& d = *db.value();
-  std::mt19937_64 rng(seed);
-  std::map<Key, Value> oracle;
-  std::vector<Key> keys;
-  for (int i = 0; i < 30000; ++i) {
-    // Small and huge keys, 0 and UINT64_MAX among them; runs of ascending
-    // and descending keys fill rings from either end.
-    Key k = i == 0 ? 0 : i == 1 ? UINT64_MAX
-                   : (i / 1000) % 3 == 1 ? 1000000 + i
-                   : (i / 1000) % 3 == 2 ? 900000 - i
-                                         : (rng() % 4 == 0 ? rng() % 5000 : rng());
-    Value v = rng() % 3 == 0 ? 0 : rng();  // equal values are allowed
-    Status s = d.Insert(k, v);
-    if (oracle.count(k)) {
-      ASSERT_TRUE(s.is_already_exists());
-    } else {
-      PMINDEX_ASSERT_OK(s);
-      oracle[k] = v;
-      keys.push_back(k);
-    }
-    if (i % 5000 == 4999) {
-      PMINDEX_ASSERT_OK(d.Verify());
-    }
-  }
-  PMINDEX_ASSERT_OK(d.Verify());
-  // Remove three quarters in random order: leaves empty out.
-  std::shuffle(keys.begin(), keys.end(), rng);
-  for (size_t i = 0; i < keys.size() * 3 / 4; ++i) {
-    PMINDEX_ASSERT_OK(d.Remove(keys[i]));
-    oracle.erase(keys[i]);
-    if (i % 4 == 0) {  // interleaved inserts: both shift directions after deletes
-      Key k = rng();
-      if (!oracle.count(k)) {
-        PMINDEX_ASSERT_OK(d.Insert(k, k ^ 1));
-        oracle[k] = k ^ 1;
-      }
-    }
-  }
-  for (size_t i = 0; i < keys.size() / 8; ++i) {
-    ASSERT_TRUE(d.Remove(keys[i]).is_not_found());
-    PMINDEX_ASSERT_OK(d.Upsert(keys[i], i));
-    oracle[keys[i]] = i;
-  }
-  PMINDEX_ASSERT_OK(d.Verify());
-  for (const auto& [k, v] : oracle) {
-    Result<Value> got = d.Get(k);
-    PMINDEX_ASSERT_OK(got) << k;
-    EXPECT_EQ(got.value(), v) << k;
-  }
-  for (size_t i = keys.size() / 8; i < keys.size() * 3 / 4; ++i)
-    if (!oracle.count(keys[i])) {
-      EXPECT_TRUE(d.Get(keys[i]).status().is_not_found()) << keys[i];
-    }
-  ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
+  testing_util::InsertRemoveOracle o;
+  o.seed = seed;
+  // Small and huge keys, 0 and UINT64_MAX among them; runs of ascending
+  // and descending keys fill rings from either end.
+  o.key = [](int i, std::mt19937_64& rng) -> Key {
+    return i == 0                ? 0
+           : i == 1              ? UINT64_MAX
+           : (i / 1000) % 3 == 1 ? 1000000 + i
+           : (i / 1000) % 3 == 2 ? 900000 - i
+                                 : (rng() % 4 == 0 ? rng() % 5000 : rng());
+  };
+  o.verify_every = 5000;
+  o.interleave = true;  // inserts between the removals: both shift directions
+  ASSERT_NO_FATAL_FAILURE(testing_util::RunInsertRemoveOracle(*db.value(), o));
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, CircTreeOracle,

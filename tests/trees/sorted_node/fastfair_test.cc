@@ -41,47 +41,13 @@ TEST_P(FastFairOracle, MatchesAMapThroughSplitsAndDeletes) {
   PMINDEX_SEED_TRACE(seed);
   auto db = Db::CreateInMemory("fastfair", GetParam());
   PMINDEX_ASSERT_OK(db);
-  Db& d = *db.value();
-  std::mt19937_64 rng(seed);
-  std::map<Key, Value> oracle;
-  std::vector<Key> keys;
-  for (int i = 0; i < 30000; ++i) {
-    // Small and huge keys, 0 and UINT64_MAX among them.
-    Key k = i == 0 ? 0 : i == 1 ? UINT64_MAX : (rng() % 4 == 0 ? rng() % 5000 : rng());
-    Value v = rng() % 3 == 0 ? 0 : rng();  // equal values are allowed
-    Status s = d.Insert(k, v);
-    if (oracle.count(k)) {
-      ASSERT_TRUE(s.is_already_exists());
-    } else {
-      PMINDEX_ASSERT_OK(s);
-      oracle[k] = v;
-      keys.push_back(k);
-    }
-  }
-  PMINDEX_ASSERT_OK(d.Verify());
-  // Remove three quarters in random order: leaves empty out.
-  std::shuffle(keys.begin(), keys.end(), rng);
-  for (size_t i = 0; i < keys.size() * 3 / 4; ++i) {
-    PMINDEX_ASSERT_OK(d.Remove(keys[i]));
-    oracle.erase(keys[i]);
-  }
-  for (size_t i = 0; i < keys.size() / 8; ++i) {
-    ASSERT_TRUE(d.Remove(keys[i]).is_not_found());
-    PMINDEX_ASSERT_OK(d.Upsert(keys[i], i));
-    oracle[keys[i]] = i;
-  }
-  PMINDEX_ASSERT_OK(d.Verify());
-  for (Key k : keys) {
-    auto it = oracle.find(k);
-    Result<Value> v = d.Get(k);
-    if (it == oracle.end()) {
-      EXPECT_TRUE(v.status().is_not_found()) << k;
-    } else {
-      PMINDEX_ASSERT_OK(v) << k;
-      EXPECT_EQ(v.value(), it->second) << k;
-    }
-  }
-  ASSERT_NO_FATAL_FAILURE(testing_util::ExpectRangesMatch(d, oracle));
+  testing_util::InsertRemoveOracle o;
+  o.seed = seed;
+  // Small and huge keys, 0 and UINT64_MAX among them.
+  o.key = [](int i, std::mt19937_64& rng) -> Key {
+    return i == 0 ? 0 : i == 1 ? UINT64_MAX : (rng() % 4 == 0 ? rng() % 5000 : rng());
+  };
+  ASSERT_NO_FATAL_FAILURE(testing_util::RunInsertRemoveOracle(*db.value(), o));
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, FastFairOracle,

@@ -580,164 +580,197 @@ std::string RegionKey(uint32_t ns, uint16_t region) {
   return k;
 }
 
+// VerifyCollections' reading and checks of one database's records.
+class DatabaseCheck {
+ public:
+  DatabaseCheck(Store& base, uint32_t ns, int db, size_t max_problems, CollectionReport* report)
+      : base_(base),
+        ns_(ns),
+        where_("db" + std::to_string(db) + ": "),
+        max_problems_(max_problems),
+        report_(*report) {}
+
+  void Run() {
+    Walk(base_, RegionKey(ns_, 0), RegionKey(ns_, collection_keys::kElementRegion),
+         [this](const std::string& k, const std::string& v) { ReadKeyRecord(k, v); });
+    Walk(base_, RegionKey(ns_, collection_keys::kGarbageRegion),
+         RegionKey(ns_, collection_keys::kGarbageRegion + 1),
+         [this](const std::string& k, const std::string& v) { ReadGarbageRecord(k, v); });
+    Walk(base_, RegionKey(ns_, collection_keys::kElementRegion),
+         RegionKey(ns_, collection_keys::kGarbageRegion),
+         [this](const std::string& k, const std::string&) { ReadElement(k); });
+    for (const auto& [gen, b] : large_) CheckLargeValue(b);
+    for (const auto& [gen, l] : live_) CheckCollection(l);
+  }
+
+ private:
+  struct Live {
+    std::string key;
+    CollectionMeta meta;
+    std::map<char, uint64_t> counts;  // elements per sub-space
+  };
+  struct Large {
+    std::string key;
+    chunk_codec::Head head;
+    uint64_t pieces = 0;
+  };
+
+  void Problem(std::string text) {
+    if (report_.problems.size() < max_problems_) report_.problems.push_back(where_ + text);
+  }
+
+  // A key's record: a large value's head or a collection's metadata (a
+  // plain value is neither), each generation used once.
+  void ReadKeyRecord(const std::string& k, const std::string& v) {
+    const std::string key =
+        k.size() > Databases::kHeaderBytes ? k.substr(Databases::kHeaderBytes) : std::string();
+    if (chunk_codec::IsHead(v)) {
+      chunk_codec::Head h;
+      if (!chunk_codec::DecodeHead(v, &h)) {
+        Problem("key '" + key + "': large value's head does not decode");
+        return;
+      }
+      ++report_.large_values;
+      if (large_.count(h.gen) != 0) {
+        Problem("keys '" + large_[h.gen].key + "' and '" + key + "' share generation " +
+                std::to_string(h.gen));
+        return;
+      }
+      large_[h.gen] = Large{key, h, 0};
+      return;
+    }
+    if (!collection_codec::IsCollection(v)) return;
+    CollectionMeta m;
+    if (!collection_codec::Decode(v, &m)) {
+      Problem("key '" + key + "': metadata record does not decode");
+      return;
+    }
+    ++report_.collections;
+    if (live_.count(m.gen) != 0) {
+      Problem("keys '" + live_[m.gen].key + "' and '" + key + "' share generation " +
+              std::to_string(m.gen));
+      return;
+    }
+    live_[m.gen] = Live{key, m, {}};
+  }
+
+  // A garbage record: a generation no live key may use.
+  void ReadGarbageRecord(const std::string& k, const std::string& v) {
+    uint64_t gen = 0;
+    uint16_t slot = 0;
+    if (!collection_keys::DecodeGarbage(k, v, &gen, &slot)) {
+      Problem("a garbage record does not decode");
+      return;
+    }
+    ++report_.garbage_generations;
+    garbage_[gen] = slot;
+    if (live_.count(gen) != 0)
+      Problem("generation " + std::to_string(gen) + " of key '" + live_[gen].key +
+              "' is garbage-listed");
+    if (large_.count(gen) != 0)
+      Problem("generation " + std::to_string(gen) + " of key '" + large_[gen].key +
+              "' is garbage-listed");
+  }
+
+  // An element record: a piece of a large value, an element of a live
+  // collection, or garbage; anything else is a problem.
+  void ReadElement(const std::string& k) {
+    if (k.size() < 15) {
+      Problem("an element record is too short");
+      return;
+    }
+    const uint16_t slot =
+        static_cast<uint16_t>(((static_cast<uint8_t>(k[4]) << 8) | static_cast<uint8_t>(k[5])) &
+                              (collection_keys::kElementRegion - 1));
+    const uint64_t gen = GetBig64(std::string_view(k).substr(6));
+    auto big = large_.find(gen);
+    if (big != large_.end() && big->second.head.slot == slot && k[14] == chunk_codec::kPieceSpace) {
+      ++report_.pieces;
+      ++big->second.pieces;
+      return;
+    }
+    auto l = live_.find(gen);
+    if (l != live_.end() && l->second.meta.slot == slot) {
+      ++report_.elements;
+      ++l->second.counts[k[14]];
+      return;
+    }
+    auto g = garbage_.find(gen);
+    if (g != garbage_.end() && g->second == slot) {
+      ++report_.garbage_elements;
+      return;
+    }
+    Problem("an element of generation " + std::to_string(gen) + " (slot " + std::to_string(slot) +
+            ") belongs to no collection and is not garbage");
+  }
+
+  void CheckLargeValue(const Large& b) {
+    if (b.pieces != b.head.pieces())
+      Problem("key '" + b.key + "': a value of " + std::to_string(b.head.bytes) + " bytes in " +
+              std::to_string(b.head.pieces()) + " pieces, but " + std::to_string(b.pieces) +
+              " pieces stored");
+  }
+
+  // A collection's count against its elements, in the sub-space its type
+  // uses (and nothing in the others); a sorted set's two indexes and a
+  // list's ends agree with it.
+  void CheckCollection(const Live& l) {
+    const CollectionMeta& m = l.meta;
+    auto n = [&l](char sub) {
+      auto it = l.counts.find(sub);
+      return it == l.counts.end() ? uint64_t{0} : it->second;
+    };
+    uint64_t others = 0;
+    char sub = 0;
+    switch (m.type) {
+      case CollectionType::kHash:
+        sub = sub_space::kHashField;
+        break;
+      case CollectionType::kSet:
+        sub = sub_space::kSetMember;
+        break;
+      case CollectionType::kZset:
+        sub = sub_space::kZsetMember;
+        if (n(sub_space::kZsetByScore) != n(sub))
+          Problem("sorted set '" + l.key + "': " + std::to_string(n(sub)) + " members but " +
+                  std::to_string(n(sub_space::kZsetByScore)) + " score entries");
+        break;
+      case CollectionType::kList:
+        sub = sub_space::kListItem;
+        if (static_cast<uint64_t>(m.tail - m.head) != m.count)
+          Problem("list '" + l.key + "': ends " + std::to_string(m.head) + ".." +
+                  std::to_string(m.tail) + " disagree with count " + std::to_string(m.count));
+        break;
+    }
+    const uint64_t found = n(sub);
+    for (const auto& [s, c] : l.counts)
+      if (s != sub && !(m.type == CollectionType::kZset && s == sub_space::kZsetByScore))
+        others += c;
+    if (found != m.count || m.count == 0) {
+      Problem("key '" + l.key + "': count " + std::to_string(m.count) + " but " +
+              std::to_string(found) + " elements");
+    }
+    if (others != 0)
+      Problem("key '" + l.key + "': " + std::to_string(others) +
+              " elements in sub-spaces its type does not use");
+  }
+
+  Store& base_;
+  const uint32_t ns_;
+  const std::string where_;
+  const size_t max_problems_;
+  CollectionReport& report_;
+  std::map<uint64_t, Live> live_;
+  std::map<uint64_t, uint16_t> garbage_;
+  std::map<uint64_t, Large> large_;
+};
+
 }  // namespace
 
 CollectionReport VerifyCollections(Databases& dbs, size_t max_problems) {
   CollectionReport report;
-  auto problem = [&](std::string text) {
-    if (report.problems.size() < max_problems) report.problems.push_back(std::move(text));
-  };
-  Store& base = dbs.base();
   for (int db = 0; db < dbs.count(); ++db) {
-    const uint32_t ns = dbs.ns(db);
-    const std::string where = "db" + std::to_string(db) + ": ";
-    struct Live {
-      std::string key;
-      CollectionMeta meta;
-      std::map<char, uint64_t> counts;  // elements per sub-space
-    };
-    std::map<uint64_t, Live> live;
-    std::map<uint64_t, uint16_t> garbage;
-    struct Large {
-      std::string key;
-      chunk_codec::Head head;
-      uint64_t pieces = 0;
-    };
-    std::map<uint64_t, Large> large;
-    Walk(base, RegionKey(ns, 0), RegionKey(ns, collection_keys::kElementRegion),
-         [&](const std::string& k, const std::string& v) {
-           const std::string key = k.size() > Databases::kHeaderBytes
-                                       ? k.substr(Databases::kHeaderBytes)
-                                       : std::string();
-           if (chunk_codec::IsHead(v)) {
-             chunk_codec::Head h;
-             if (!chunk_codec::DecodeHead(v, &h)) {
-               problem(where + "key '" + key + "': large value's head does not decode");
-               return;
-             }
-             ++report.large_values;
-             if (large.count(h.gen) != 0) {
-               problem(where + "keys '" + large[h.gen].key + "' and '" + key +
-                       "' share generation " + std::to_string(h.gen));
-               return;
-             }
-             large[h.gen] = Large{key, h, 0};
-             return;
-           }
-           if (!collection_codec::IsCollection(v)) return;
-           CollectionMeta m;
-           if (!collection_codec::Decode(v, &m)) {
-             problem(where + "key '" + key + "': metadata record does not decode");
-             return;
-           }
-           ++report.collections;
-           if (live.count(m.gen) != 0) {
-             problem(where + "keys '" + live[m.gen].key + "' and '" + key +
-                     "' share generation " + std::to_string(m.gen));
-             return;
-           }
-           live[m.gen] = Live{key, m, {}};
-         });
-    Walk(base, RegionKey(ns, collection_keys::kGarbageRegion),
-         RegionKey(ns, collection_keys::kGarbageRegion + 1),
-         [&](const std::string& k, const std::string& v) {
-           uint64_t gen = 0;
-           uint16_t slot = 0;
-           if (!collection_keys::DecodeGarbage(k, v, &gen, &slot)) {
-             problem(where + "a garbage record does not decode");
-             return;
-           }
-           ++report.garbage_generations;
-           garbage[gen] = slot;
-           if (live.count(gen) != 0)
-             problem(where + "generation " + std::to_string(gen) + " of key '" + live[gen].key +
-                     "' is garbage-listed");
-           if (large.count(gen) != 0)
-             problem(where + "generation " + std::to_string(gen) + " of key '" + large[gen].key +
-                     "' is garbage-listed");
-         });
-    Walk(base, RegionKey(ns, collection_keys::kElementRegion),
-         RegionKey(ns, collection_keys::kGarbageRegion),
-         [&](const std::string& k, const std::string&) {
-           if (k.size() < 15) {
-             problem(where + "an element record is too short");
-             return;
-           }
-           const uint16_t slot = static_cast<uint16_t>(
-               ((static_cast<uint8_t>(k[4]) << 8) | static_cast<uint8_t>(k[5])) &
-               (collection_keys::kElementRegion - 1));
-           const uint64_t gen = GetBig64(std::string_view(k).substr(6));
-           auto big = large.find(gen);
-           if (big != large.end() && big->second.head.slot == slot &&
-               k[14] == chunk_codec::kPieceSpace) {
-             ++report.pieces;
-             ++big->second.pieces;
-             return;
-           }
-           auto l = live.find(gen);
-           if (l != live.end() && l->second.meta.slot == slot) {
-             ++report.elements;
-             ++l->second.counts[k[14]];
-             return;
-           }
-           auto g = garbage.find(gen);
-           if (g != garbage.end() && g->second == slot) {
-             ++report.garbage_elements;
-             return;
-           }
-           problem(where + "an element of generation " + std::to_string(gen) + " (slot " +
-                   std::to_string(slot) + ") belongs to no collection and is not garbage");
-         });
-    for (const auto& [gen, b] : large) {
-      if (b.pieces != b.head.pieces())
-        problem(where + "key '" + b.key + "': a value of " + std::to_string(b.head.bytes) +
-                " bytes in " + std::to_string(b.head.pieces()) + " pieces, but " +
-                std::to_string(b.pieces) + " pieces stored");
-    }
-    for (const auto& [gen, l] : live) {
-      const CollectionMeta& m = l.meta;
-      // Captures `counts`, not the binding `l`: a lambda capturing a
-      // structured binding is C++20 that Clang accepts only from 16 on.
-      const auto& counts = l.counts;
-      auto n = [&counts](char sub) {
-        auto it = counts.find(sub);
-        return it == counts.end() ? uint64_t{0} : it->second;
-      };
-      uint64_t found = 0, others = 0;
-      char sub = 0;
-      switch (m.type) {
-        case CollectionType::kHash:
-          sub = sub_space::kHashField;
-          break;
-        case CollectionType::kSet:
-          sub = sub_space::kSetMember;
-          break;
-        case CollectionType::kZset:
-          sub = sub_space::kZsetMember;
-          if (n(sub_space::kZsetByScore) != n(sub))
-            problem(where + "sorted set '" + l.key + "': " + std::to_string(n(sub)) +
-                    " members but " + std::to_string(n(sub_space::kZsetByScore)) +
-                    " score entries");
-          break;
-        case CollectionType::kList:
-          sub = sub_space::kListItem;
-          if (static_cast<uint64_t>(m.tail - m.head) != m.count)
-            problem(where + "list '" + l.key + "': ends " + std::to_string(m.head) + ".." +
-                    std::to_string(m.tail) + " disagree with count " + std::to_string(m.count));
-          break;
-      }
-      found = n(sub);
-      for (const auto& [s, c] : l.counts)
-        if (s != sub && !(m.type == CollectionType::kZset && s == sub_space::kZsetByScore))
-          others += c;
-      if (found != m.count || m.count == 0) {
-        problem(where + "key '" + l.key + "': count " + std::to_string(m.count) + " but " +
-                std::to_string(found) + " elements");
-      }
-      if (others != 0)
-        problem(where + "key '" + l.key + "': " + std::to_string(others) +
-                " elements in sub-spaces its type does not use");
-    }
+    DatabaseCheck(dbs.base(), dbs.ns(db), db, max_problems, &report).Run();
   }
   return report;
 }

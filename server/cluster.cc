@@ -103,6 +103,63 @@ Status WriteFileDurably(const std::string& path, std::string_view text) {
   return Status::OK();
 }
 
+// A migrating or importing line, applied once every node is known.
+struct MapMove {
+  int line;
+  bool migrating;
+  std::vector<std::pair<uint16_t, uint16_t>> ranges;
+  std::string peer;
+};
+
+// Parse's node line `w` ("node ID HOST:PORT [SLOTS...]"): the node added
+// to *m, its slots owned. What is wrong with the line, or "".
+std::string AddNodeLine(const std::vector<std::string_view>& w, ClusterMap* m,
+                        std::set<std::string>* ids, std::set<std::string>* addresses) {
+  if (w.size() < 3) return "expected 'node ID HOST:PORT [SLOTS...]'";
+  if (m->nodes.size() >= static_cast<size_t>(INT16_MAX)) return "too many nodes";
+  ClusterNode n;
+  n.id = std::string(w[1]);
+  if (!IsNodeId(n.id)) return "a node id is 40 lower-case hex digits, not '" + n.id + "'";
+  if (!ids->insert(n.id).second) return "node id " + n.id + " appears twice";
+  const size_t colon = w[2].rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string_view::npos || colon == 0 ||
+      !ParseUnsigned(w[2].substr(colon + 1), &port) || port == 0 || port > 65535)
+    return "expected HOST:PORT, not '" + std::string(w[2]) + "'";
+  n.host = std::string(w[2].substr(0, colon));
+  n.port = static_cast<int>(port);
+  if (!addresses->insert(n.address()).second) return n.address() + " appears twice";
+  for (size_t i = 3; i < w.size(); ++i) {
+    if (!ParseRanges(w[i], &n.ranges))
+      return "bad slots '" + std::string(w[i]) + "' (0 to 16383, as N or N-M)";
+  }
+  const auto index = static_cast<int16_t>(m->nodes.size());
+  for (const auto& [lo, hi] : n.ranges) {
+    for (uint32_t s = lo; s <= hi; ++s) {
+      if (m->owner[s] != ClusterMap::kNoOwner)
+        return "slot " + std::to_string(s) + " is given to two nodes";
+      m->owner[s] = index;
+    }
+  }
+  m->nodes.push_back(std::move(n));
+  return "";
+}
+
+// A move line into m's migrating or importing table. What is wrong, or "".
+std::string ApplyMove(const MapMove& mv, ClusterMap* m) {
+  const int peer = m->Find(mv.peer);
+  if (peer < 0) return "no node " + mv.peer + " in the map";
+  auto& table = mv.migrating ? m->migrating : m->importing;
+  for (const auto& [lo, hi] : mv.ranges) {
+    for (uint32_t s = lo; s <= hi; ++s) {
+      if (m->migrating[s] != ClusterMap::kNoOwner || m->importing[s] != ClusterMap::kNoOwner)
+        return "slot " + std::to_string(s) + " is moved twice";
+      table[s] = static_cast<int16_t>(peer);
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<ClusterMap> ClusterMap::Parse(std::string_view text) {
@@ -112,13 +169,7 @@ Result<ClusterMap> ClusterMap::Parse(std::string_view text) {
   m.importing.fill(kNoOwner);
   std::set<std::string> ids, addresses;
   // Move lines name nodes that may come later in the file.
-  struct Move {
-    int line;
-    bool migrating;
-    std::vector<std::pair<uint16_t, uint16_t>> ranges;
-    std::string peer;
-  };
-  std::vector<Move> moves;
+  std::vector<MapMove> moves;
   int line_no = 0;
   auto bad = [&line_no](const std::string& what) {
     return Status::InvalidArgument("cluster map, line " + std::to_string(line_no) + ": " + what);
@@ -140,53 +191,20 @@ Result<ClusterMap> ClusterMap::Parse(std::string_view text) {
       continue;
     }
     if (w[0] == "migrating" || w[0] == "importing") {
-      Move mv{line_no, w[0] == "migrating", {}, w.size() == 3 ? std::string(w[2]) : ""};
+      MapMove mv{line_no, w[0] == "migrating", {}, w.size() == 3 ? std::string(w[2]) : ""};
       if (w.size() != 3 || !ParseRanges(w[1], &mv.ranges))
         return bad("expected '" + std::string(w[0]) + " SLOTS NODE-ID'");
       moves.push_back(std::move(mv));
       continue;
     }
     if (w[0] != "node") return bad("unknown line '" + std::string(w[0]) + "'");
-    if (w.size() < 3) return bad("expected 'node ID HOST:PORT [SLOTS...]'");
-    if (m.nodes.size() >= static_cast<size_t>(INT16_MAX)) return bad("too many nodes");
-    ClusterNode n;
-    n.id = std::string(w[1]);
-    if (!IsNodeId(n.id)) return bad("a node id is 40 lower-case hex digits, not '" + n.id + "'");
-    if (!ids.insert(n.id).second) return bad("node id " + n.id + " appears twice");
-    const size_t colon = w[2].rfind(':');
-    uint32_t port = 0;
-    if (colon == std::string_view::npos || colon == 0 ||
-        !ParseUnsigned(w[2].substr(colon + 1), &port) || port == 0 || port > 65535)
-      return bad("expected HOST:PORT, not '" + std::string(w[2]) + "'");
-    n.host = std::string(w[2].substr(0, colon));
-    n.port = static_cast<int>(port);
-    if (!addresses.insert(n.address()).second) return bad(n.address() + " appears twice");
-    for (size_t i = 3; i < w.size(); ++i) {
-      if (!ParseRanges(w[i], &n.ranges))
-        return bad("bad slots '" + std::string(w[i]) + "' (0 to 16383, as N or N-M)");
-    }
-    const auto index = static_cast<int16_t>(m.nodes.size());
-    for (const auto& [lo, hi] : n.ranges) {
-      for (uint32_t s = lo; s <= hi; ++s) {
-        if (m.owner[s] != kNoOwner)
-          return bad("slot " + std::to_string(s) + " is given to two nodes");
-        m.owner[s] = index;
-      }
-    }
-    m.nodes.push_back(std::move(n));
+    const std::string wrong = AddNodeLine(w, &m, &ids, &addresses);
+    if (!wrong.empty()) return bad(wrong);
   }
-  for (const Move& mv : moves) {
+  for (const MapMove& mv : moves) {
     line_no = mv.line;
-    const int peer = m.Find(mv.peer);
-    if (peer < 0) return bad("no node " + mv.peer + " in the map");
-    auto& table = mv.migrating ? m.migrating : m.importing;
-    for (const auto& [lo, hi] : mv.ranges) {
-      for (uint32_t s = lo; s <= hi; ++s) {
-        if (m.migrating[s] != kNoOwner || m.importing[s] != kNoOwner)
-          return bad("slot " + std::to_string(s) + " is moved twice");
-        table[s] = static_cast<int16_t>(peer);
-      }
-    }
+    const std::string wrong = ApplyMove(mv, &m);
+    if (!wrong.empty()) return bad(wrong);
   }
   line_no = 0;
   if (m.epoch == 0) return bad("no 'epoch N' line");

@@ -204,6 +204,158 @@ void SortStoreKey(std::span<const std::string_view> args, std::vector<std::strin
   if (dest) keys->push_back(*dest);
 }
 
+// What SORT reads before sorting: the source's elements in its own order
+// and the options as the source's type adjusts them.
+struct SortInput {
+  bool dontsort = false;
+  bool alpha = false;
+  std::optional<std::string_view> by;
+  CollectionType type = CollectionType::kList;
+  std::vector<std::string> elements;
+};
+
+// The elements of the list, set or sorted set at `key` (none if absent;
+// WRONGTYPE for a hash or a plain value), into *in.
+Status ReadSortInput(TxnScope& scope, int db, std::string_view key, const SortOptions& o,
+                     SortInput* in) {
+  in->dontsort = o.dontsort;
+  in->alpha = o.alpha;
+  in->by = o.by;
+  std::optional<Collection> source;
+  Result<Collection> found = FindAnyCollection(scope, db, key);
+  if (found.ok()) {
+    in->type = found->type();
+    if (in->type == CollectionType::kHash) return WrongTypeError();
+    source.emplace(std::move(found.value()));
+  } else if (!found.status().is_not_found()) {
+    return found.status();
+  }
+  // A set without an order to sort by is stored sorted (Redis's rule).
+  if (in->dontsort && in->type == CollectionType::kSet && o.store) {
+    in->dontsort = false;
+    in->alpha = true;
+    in->by.reset();
+  }
+  if (!source) return Status::OK();
+  if (in->type == CollectionType::kList) {
+    List list(std::move(*source));
+    return list.Read(0, list.size(), &in->elements);
+  }
+  if (in->type == CollectionType::kSet) {
+    AllMembers(*source, sub_space::kSetMember, &in->elements);
+  } else {
+    // The score index, 8 bytes of score then the member: score order.
+    AllMembers(*source, sub_space::kZsetByScore, &in->elements);
+    for (std::string& e : in->elements) e.erase(0, 8);
+  }
+  return Status::OK();
+}
+
+// The entries in SORT's order: the source's own (reversed by DESC) with
+// DONTSORT, else by score or bytes, of the element or of BY's value.
+// False when a weight is not a number (the caller replies the error).
+Result<bool> SortEntries(TxnScope& scope, int db, const SortOptions& o, SortInput& in,
+                         std::vector<Entry>* v) {
+  v->reserve(in.elements.size());
+  if (in.dontsort && in.type != CollectionType::kSet) {
+    // A list's or sorted set's own order, reversed by DESC.
+    if (o.desc) std::reverse(in.elements.begin(), in.elements.end());
+  }
+  for (std::string& e : in.elements) v->push_back({std::move(e), 0, std::nullopt});
+  if (in.dontsort) return true;
+  bool not_a_number = false;
+  for (Entry& e : *v) {
+    std::optional<std::string> weight;
+    if (in.by) {
+      Result<std::optional<std::string>> w = LookupByPattern(scope, db, *in.by, e.element);
+      if (!w.ok()) return w.status();
+      if (!w.value()) continue;
+      weight = std::move(w.value());
+    }
+    if (in.alpha) {
+      if (in.by) e.by = std::move(weight);
+    } else if (!ParseWeight(in.by ? *weight : e.element, &e.score)) {
+      not_a_number = true;
+    }
+  }
+  if (not_a_number) return false;
+  const bool desc = o.desc, alpha = in.alpha, by_pattern = in.by.has_value();
+  auto compare = [alpha, by_pattern](const Entry& a, const Entry& b) -> int {
+    if (!alpha) {
+      if (a.score != b.score) return a.score < b.score ? -1 : 1;
+      return a.element.compare(b.element);
+    }
+    if (!by_pattern) return a.element.compare(b.element);
+    if (!a.by || !b.by) return (a.by ? 1 : 0) - (b.by ? 1 : 0);  // a missing value first
+    return a.by->compare(*b.by);
+  };
+  std::stable_sort(v->begin(), v->end(), [&](const Entry& a, const Entry& b) {
+    const int r = compare(a, b);
+    return desc ? r > 0 : r < 0;
+  });
+  return true;
+}
+
+// The output: each entry of LIMIT's range (clamped as Redis clamps it), or
+// its GETs' values; without STORE, a reply over kMaxMultiReplyBytes is an
+// error.
+Status SortOutput(TxnScope& scope, int db, const SortOptions& o, const std::vector<Entry>& v,
+                  std::vector<std::optional<std::string>>* out) {
+  const auto n = static_cast<int64_t>(v.size());
+  int64_t start = std::min(std::max<int64_t>(o.limit_start, 0), n);
+  const int64_t count = std::min(std::max<int64_t>(o.limit_count, -1), n);
+  int64_t end = count < 0 ? n - 1 : start + count - 1;
+  if (start >= n) {
+    start = n - 1;
+    end = n - 2;
+  }
+  if (end >= n) end = n - 1;
+  size_t bytes = 0;
+  for (int64_t j = start; j <= end; ++j) {
+    const std::string& e = v[static_cast<size_t>(j)].element;
+    if (o.gets.empty()) {
+      bytes += e.size() + 16;
+      out->emplace_back(e);
+    }
+    for (std::string_view pattern : o.gets) {
+      Result<std::optional<std::string>> g = LookupByPattern(scope, db, pattern, e);
+      if (!g.ok()) return g.status();
+      bytes += (g.value() ? g.value()->size() : 0) + 16;
+      out->push_back(std::move(g.value()));
+    }
+    if (!o.store && bytes > kMaxMultiReplyBytes)
+      return Status::InvalidArgument("ERR reply too large");
+  }
+  return Status::OK();
+}
+
+// STORE: the output as a list at the destination (deleted when the
+// output is empty), checked before anything is written (an error must
+// leave the destination as it was). *stored: a list was written.
+Status StoreSorted(TxnScope& scope, int db, std::string_view dest_key,
+                   const std::vector<std::optional<std::string>>& out, bool* stored) {
+  if (scope.databases() != nullptr) {
+    const size_t max = scope.databases()->databases().base().max_value_bytes();
+    for (const auto& s : out) {
+      if (s && s->size() > max) {
+        return Status::InvalidArgument("ERR value too long (at most " + std::to_string(max) +
+                                       " bytes)");
+      }
+    }
+  }
+  Result<bool> deleted = DeleteKey(scope, db, dest_key);
+  if (!deleted.ok()) return deleted.status();
+  if (out.empty()) return Status::OK();
+  Result<List> dest = FindOrCreateList(scope, db, dest_key);
+  if (!dest.ok()) return dest.status();
+  for (const auto& s : out)
+    PMINDEX_RETURN_IF_ERROR(
+        dest->Push(List::End::kRight, s ? std::string_view(*s) : std::string_view()));
+  PMINDEX_RETURN_IF_ERROR(dest->Save());
+  *stored = true;
+  return Status::OK();
+}
+
 void SortCommand(CommandCall& c, bool readonly) {
   SortOptions o;
   if (!ParseOptions(c, readonly, &o)) return;
@@ -211,110 +363,17 @@ void SortCommand(CommandCall& c, bool readonly) {
   bool stored = false;
   RunInTransaction(c, [&](TxnScope& scope, RespReply& reply) -> Status {
     stored = false;
-    bool dontsort = o.dontsort;
-    bool alpha = o.alpha;
-    std::optional<std::string_view> by = o.by;
-    std::vector<std::string> elements;  // in the collection's own order
-    CollectionType type = CollectionType::kList;
-    std::optional<Collection> source;
-    Result<Collection> found = FindAnyCollection(scope, db, c.args[1]);
-    if (found.ok()) {
-      type = found->type();
-      if (type == CollectionType::kHash) return WrongTypeError();
-      source.emplace(std::move(found.value()));
-    } else if (!found.status().is_not_found()) {
-      return found.status();
-    }
-    // A set without an order to sort by is stored sorted (Redis's rule).
-    if (dontsort && type == CollectionType::kSet && o.store) {
-      dontsort = false;
-      alpha = true;
-      by.reset();
-    }
-    if (source) {
-      if (type == CollectionType::kList) {
-        List list(std::move(*source));
-        PMINDEX_RETURN_IF_ERROR(list.Read(0, list.size(), &elements));
-      } else if (type == CollectionType::kSet) {
-        AllMembers(*source, sub_space::kSetMember, &elements);
-      } else {
-        // The score index, 8 bytes of score then the member: score order.
-        AllMembers(*source, sub_space::kZsetByScore, &elements);
-        for (std::string& e : elements) e.erase(0, 8);
-      }
-    }
-    // LIMIT, as Redis clamps it: [start, end] of the sorted elements.
-    const auto n = static_cast<int64_t>(elements.size());
-    int64_t start = std::min(std::max<int64_t>(o.limit_start, 0), n);
-    const int64_t count = std::min(std::max<int64_t>(o.limit_count, -1), n);
-    int64_t end = count < 0 ? n - 1 : start + count - 1;
-    if (start >= n) {
-      start = n - 1;
-      end = n - 2;
-    }
-    if (end >= n) end = n - 1;
-
+    SortInput in;
+    PMINDEX_RETURN_IF_ERROR(ReadSortInput(scope, db, c.args[1], o, &in));
     std::vector<Entry> v;
-    v.reserve(elements.size());
-    if (dontsort && type != CollectionType::kSet) {
-      // A list's or sorted set's own order, reversed by DESC.
-      if (o.desc) std::reverse(elements.begin(), elements.end());
+    Result<bool> sorted = SortEntries(scope, db, o, in, &v);
+    if (!sorted.ok()) return sorted.status();
+    if (!sorted.value()) {
+      reply.Error("ERR One or more scores can't be converted into double");
+      return Status::OK();
     }
-    for (std::string& e : elements) v.push_back({std::move(e), 0, std::nullopt});
-    if (!dontsort) {
-      bool not_a_number = false;
-      for (Entry& e : v) {
-        std::optional<std::string> weight;
-        if (by) {
-          Result<std::optional<std::string>> w = LookupByPattern(scope, db, *by, e.element);
-          if (!w.ok()) return w.status();
-          if (!w.value()) continue;
-          weight = std::move(w.value());
-        }
-        if (alpha) {
-          if (by) e.by = std::move(weight);
-        } else if (!ParseWeight(by ? *weight : e.element, &e.score)) {
-          not_a_number = true;
-        }
-      }
-      if (not_a_number) {
-        reply.Error("ERR One or more scores can't be converted into double");
-        return Status::OK();
-      }
-      const bool desc = o.desc, by_pattern = by.has_value();
-      auto compare = [alpha, by_pattern](const Entry& a, const Entry& b) -> int {
-        if (!alpha) {
-          if (a.score != b.score) return a.score < b.score ? -1 : 1;
-          return a.element.compare(b.element);
-        }
-        if (!by_pattern) return a.element.compare(b.element);
-        if (!a.by || !b.by) return (a.by ? 1 : 0) - (b.by ? 1 : 0);  // a missing value first
-        return a.by->compare(*b.by);
-      };
-      std::stable_sort(v.begin(), v.end(), [&](const Entry& a, const Entry& b) {
-        const int r = compare(a, b);
-        return desc ? r > 0 : r < 0;
-      });
-    }
-
-    // The output: each element in [start, end], or its GETs' values.
     std::vector<std::optional<std::string>> out;
-    size_t bytes = 0;
-    for (int64_t j = start; j <= end; ++j) {
-      const std::string& e = v[static_cast<size_t>(j)].element;
-      if (o.gets.empty()) {
-        bytes += e.size() + 16;
-        out.emplace_back(e);
-      }
-      for (std::string_view pattern : o.gets) {
-        Result<std::optional<std::string>> g = LookupByPattern(scope, db, pattern, e);
-        if (!g.ok()) return g.status();
-        bytes += (g.value() ? g.value()->size() : 0) + 16;
-        out.push_back(std::move(g.value()));
-      }
-      if (!o.store && bytes > kMaxMultiReplyBytes)
-        return Status::InvalidArgument("ERR reply too large");
-    }
+    PMINDEX_RETURN_IF_ERROR(SortOutput(scope, db, o, v, &out));
     if (!o.store) {
       reply.Array(out.size());
       for (const auto& s : out) {
@@ -326,28 +385,7 @@ void SortCommand(CommandCall& c, bool readonly) {
       }
       return Status::OK();
     }
-    // STORE: checked before anything is written (an error must leave the
-    // destination as it was).
-    if (scope.databases() != nullptr) {
-      const size_t max = scope.databases()->databases().base().max_value_bytes();
-      for (const auto& s : out) {
-        if (s && s->size() > max) {
-          return Status::InvalidArgument("ERR value too long (at most " + std::to_string(max) +
-                                         " bytes)");
-        }
-      }
-    }
-    Result<bool> deleted = DeleteKey(scope, db, *o.store);
-    if (!deleted.ok()) return deleted.status();
-    if (!out.empty()) {
-      Result<List> dest = FindOrCreateList(scope, db, *o.store);
-      if (!dest.ok()) return dest.status();
-      for (const auto& s : out)
-        PMINDEX_RETURN_IF_ERROR(
-            dest->Push(List::End::kRight, s ? std::string_view(*s) : std::string_view()));
-      PMINDEX_RETURN_IF_ERROR(dest->Save());
-      stored = true;
-    }
+    PMINDEX_RETURN_IF_ERROR(StoreSorted(scope, db, *o.store, out, &stored));
     reply.Integer(static_cast<int64_t>(out.size()));
     return Status::OK();
   });

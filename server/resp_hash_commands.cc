@@ -282,6 +282,28 @@ void HIncrByFloat(CommandCall& c) {
   });
 }
 
+// HRANDFIELD's candidates among the `size` fields of h: every field of a
+// hash small enough, else fields found from random points of the field
+// space (enough for `count` distinct ones when uniq, at most 1024 else).
+Status RandomFieldCandidates(Collection& h, uint64_t size, uint64_t count, bool uniq,
+                             std::mt19937_64& rng,
+                             std::vector<std::pair<std::string, std::string>>* pool) {
+  if (size <= kUniformLimit) return AllFields(h, pool);
+  const uint64_t want = std::min<uint64_t>(uniq ? count : std::min<uint64_t>(count, 1024), size);
+  std::unordered_set<std::string> seen;
+  for (int probe = 0; pool->size() < want && probe < 64 + static_cast<int>(want) * 4; ++probe) {
+    std::string from(8, '\0');
+    for (char& ch : from) ch = static_cast<char>(rng() & 0xff);
+    std::vector<std::pair<std::string, std::string>> got;
+    h.Range(kField, from, std::nullopt, 1, &got);
+    if (got.empty()) h.Range(kField, "", std::nullopt, 1, &got);
+    for (auto& kv : got) {
+      if (seen.insert(kv.first).second) pool->push_back(std::move(kv));
+    }
+  }
+  return Status::OK();
+}
+
 // HRANDFIELD key [count [WITHVALUES]]
 void HRandField(CommandCall& c) {
   const bool with_count = c.argc() >= 3;
@@ -324,26 +346,8 @@ void HRandField(CommandCall& c) {
       reply.Array(0);
       return Status::OK();
     }
-    // The candidates: every field of a hash small enough, else fields
-    // found from random points of the field space.
     std::vector<std::pair<std::string, std::string>> pool;
-    if (size <= kUniformLimit) {
-      PMINDEX_RETURN_IF_ERROR(AllFields(h, &pool));
-    } else {
-      const uint64_t want =
-          std::min<uint64_t>(uniq ? count : std::min<uint64_t>(count, 1024), size);
-      std::unordered_set<std::string> seen;
-      for (int probe = 0; pool.size() < want && probe < 64 + static_cast<int>(want) * 4; ++probe) {
-        std::string from(8, '\0');
-        for (char& ch : from) ch = static_cast<char>(rng() & 0xff);
-        std::vector<std::pair<std::string, std::string>> got;
-        h.Range(kField, from, std::nullopt, 1, &got);
-        if (got.empty()) h.Range(kField, "", std::nullopt, 1, &got);
-        for (auto& kv : got) {
-          if (seen.insert(kv.first).second) pool.push_back(std::move(kv));
-        }
-      }
-    }
+    PMINDEX_RETURN_IF_ERROR(RandomFieldCandidates(h, size, count, uniq, rng, &pool));
     if (pool.empty()) {
       // The count said fields exist but none was found: a metadata
       // record that disagrees with its elements (--verify reports it).

@@ -352,6 +352,59 @@ void Smove(CommandCall& c) {
 
 enum class SetOp : uint8_t { kUnion, kInter, kDiff };
 
+// The intersection of `sets` (empty if one is missing), read by probing
+// the others with each member of the smallest; stops at `limit` members
+// when limit > 0 (SINTERCARD's LIMIT).
+Status IntersectSets(std::vector<std::optional<Collection>>& sets, int64_t limit,
+                     std::set<std::string>* result) {
+  bool any_empty = false;
+  size_t smallest = 0;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    if (!sets[i]) any_empty = true;
+    if (!any_empty && sets[i]->count() < sets[smallest]->count()) smallest = i;
+  }
+  if (any_empty) return Status::OK();
+  Status failed;
+  ForEachMember(*sets[smallest], [&](const std::string& m) {
+    for (size_t i = 0; i < sets.size(); ++i) {
+      if (i == smallest) continue;
+      Result<bool> in = IsMember(*sets[i], m);
+      if (!in.ok()) {
+        failed = in.status();
+        return false;
+      }
+      if (!*in) return true;
+    }
+    result->insert(m);
+    return !(limit > 0 && static_cast<int64_t>(result->size()) >= limit);
+  });
+  return failed;
+}
+
+// The union of `sets` (op kUnion) or the first minus the others (kDiff).
+void UniteOrSubtract(SetOp op, std::vector<std::optional<Collection>>& sets,
+                     std::set<std::string>* result) {
+  if (op == SetOp::kUnion) {
+    for (auto& s : sets) {
+      if (!s) continue;
+      ForEachMember(*s, [&](const std::string& m) {
+        result->insert(m);
+        return true;
+      });
+    }
+    return;
+  }
+  if (!sets[0]) return;
+  *result = AllMembers(*sets[0]);
+  for (size_t i = 1; i < sets.size() && !result->empty(); ++i) {
+    if (!sets[i]) continue;
+    ForEachMember(*sets[i], [&](const std::string& m) {
+      result->erase(m);
+      return true;
+    });
+  }
+}
+
 // SINTER/SUNION/SDIFF key [key ...], their STORE forms (destination
 // first), SINTERCARD numkeys key [key ...] [LIMIT limit]. Every key's type
 // is checked before anything is computed.
@@ -384,47 +437,10 @@ void SetOpCommand(CommandCall& c, SetOp op, bool store, bool card) {
       sets.push_back(std::move(s.value()));
     }
     std::set<std::string> result;
-    if (op == SetOp::kUnion) {
-      for (auto& s : sets) {
-        if (!s) continue;
-        ForEachMember(*s, [&](const std::string& m) {
-          result.insert(m);
-          return true;
-        });
-      }
-    } else if (op == SetOp::kInter) {
-      bool any_empty = false;
-      size_t smallest = 0;
-      for (size_t i = 0; i < sets.size(); ++i) {
-        if (!sets[i]) any_empty = true;
-        if (!any_empty && sets[i]->count() < sets[smallest]->count()) smallest = i;
-      }
-      if (!any_empty) {
-        Status failed;
-        ForEachMember(*sets[smallest], [&](const std::string& m) {
-          for (size_t i = 0; i < sets.size(); ++i) {
-            if (i == smallest) continue;
-            Result<bool> in = IsMember(*sets[i], m);
-            if (!in.ok()) {
-              failed = in.status();
-              return false;
-            }
-            if (!*in) return true;
-          }
-          result.insert(m);
-          return !(card && limit > 0 && static_cast<int64_t>(result.size()) >= limit);
-        });
-        PMINDEX_RETURN_IF_ERROR(failed);
-      }
-    } else if (sets[0]) {
-      result = AllMembers(*sets[0]);
-      for (size_t i = 1; i < sets.size() && !result.empty(); ++i) {
-        if (!sets[i]) continue;
-        ForEachMember(*sets[i], [&](const std::string& m) {
-          result.erase(m);
-          return true;
-        });
-      }
+    if (op == SetOp::kInter) {
+      PMINDEX_RETURN_IF_ERROR(IntersectSets(sets, card ? limit : 0, &result));
+    } else {
+      UniteOrSubtract(op, sets, &result);
     }
     if (card) {
       reply.Integer(static_cast<int64_t>(result.size()));

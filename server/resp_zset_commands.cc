@@ -432,32 +432,60 @@ bool ReplyTooLarge(const std::vector<ScoredMember>& v) {
 
 // ---------------------------------------------------------------- ZADD
 
+struct ZaddFlags {
+  bool nx = false, xx = false, gt = false, lt = false, ch = false, incr = false;
+};
+
+// ZADD's flags from args[2] on, in any order and repeated; returns the
+// index of the first argument that is not one (the first score).
+size_t ParseZaddFlags(const CommandCall& c, ZaddFlags* f) {
+  size_t i = 2;
+  for (; i < c.argc(); ++i) {
+    const std::string_view o = c.args[i];
+    if (EqualsIgnoreCase(o, "nx")) {
+      f->nx = true;
+    } else if (EqualsIgnoreCase(o, "xx")) {
+      f->xx = true;
+    } else if (EqualsIgnoreCase(o, "ch")) {
+      f->ch = true;
+    } else if (EqualsIgnoreCase(o, "incr")) {
+      f->incr = true;
+    } else if (EqualsIgnoreCase(o, "gt")) {
+      f->gt = true;
+    } else if (EqualsIgnoreCase(o, "lt")) {
+      f->lt = true;
+    } else {
+      break;
+    }
+  }
+  return i;
+}
+
+// The sorted set at `key` into *z: found, else created unless xx (then *z
+// stays empty). WRONGTYPE for a key of another type.
+Status FindOrCreateZset(TxnScope& scope, int db, std::string_view key, bool xx,
+                        std::optional<Zset>* z) {
+  Result<Collection> found = Collection::Find(scope, db, key, CollectionType::kZset);
+  if (found.ok()) {
+    z->emplace(std::move(found.value()));
+    return Status::OK();
+  }
+  if (!found.status().is_not_found()) return found.status();
+  if (xx) return Status::OK();
+  Result<Collection> created = Collection::Create(scope, db, key, CollectionType::kZset);
+  if (!created.ok()) return created.status();
+  z->emplace(std::move(created.value()));
+  return Status::OK();
+}
+
 // ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...];
 // ZINCRBY key increment member.
 void Zadd(CommandCall& c) {
   const bool zincrby = c.command.name == "zincrby";
-  bool nx = false, xx = false, gt = false, lt = false, ch = false, incr = zincrby;
-  size_t i = 2;
-  if (!zincrby) {
-    for (; i < c.argc(); ++i) {
-      const std::string_view o = c.args[i];
-      if (EqualsIgnoreCase(o, "nx")) {
-        nx = true;
-      } else if (EqualsIgnoreCase(o, "xx")) {
-        xx = true;
-      } else if (EqualsIgnoreCase(o, "ch")) {
-        ch = true;
-      } else if (EqualsIgnoreCase(o, "incr")) {
-        incr = true;
-      } else if (EqualsIgnoreCase(o, "gt")) {
-        gt = true;
-      } else if (EqualsIgnoreCase(o, "lt")) {
-        lt = true;
-      } else {
-        break;
-      }
-    }
-  }
+  ZaddFlags f;
+  f.incr = zincrby;
+  const size_t i = zincrby ? 2 : ParseZaddFlags(c, &f);
+  const bool nx = f.nx, xx = f.xx, gt = f.gt, lt = f.lt, ch = f.ch, incr = f.incr;
   const size_t pairs_args = c.argc() - i;
   if (pairs_args == 0 || pairs_args % 2 != 0) return c.reply.Error(kSyntax);
   if (nx && xx) return c.reply.Error("ERR XX and NX options at the same time are not compatible");
@@ -474,23 +502,15 @@ void Zadd(CommandCall& c) {
   }
   const int db = c.client.db;
   RunInTransaction(c, [&](TxnScope& scope, RespReply& reply) -> Status {
-    Result<Collection> found = Collection::Find(scope, db, c.args[1], CollectionType::kZset);
     std::optional<Zset> z;
-    if (found.ok()) {
-      z.emplace(std::move(found.value()));
-    } else if (!found.status().is_not_found()) {
-      return found.status();
-    } else if (xx) {
+    PMINDEX_RETURN_IF_ERROR(FindOrCreateZset(scope, db, c.args[1], xx, &z));
+    if (!z) {  // XX on a missing key
       if (incr) {
         reply.NullBulk();
       } else {
         reply.Integer(0);
       }
       return Status::OK();
-    } else {
-      Result<Collection> created = Collection::Create(scope, db, c.args[1], CollectionType::kZset);
-      if (!created.ok()) return created.status();
-      z.emplace(std::move(created.value()));
     }
     for (size_t j = 0; j < n; ++j) {
       if (c.args[i + 2 * j + 1].size() > z->max_member_bytes())
@@ -1129,6 +1149,98 @@ double Combine(Aggregate a, double x, double y) {
   return x;
 }
 
+// The options of a sorted-set operation after its keys.
+struct ZsetOpOptions {
+  std::vector<double> weights;
+  Aggregate agg = Aggregate::kSum;
+  bool withscores = false;
+  int64_t limit = 0;
+};
+
+// Parses args[from..] for an operation over `nsrcs` keys: WEIGHTS and
+// AGGREGATE (not for ZDIFF nor ZINTERCARD), WITHSCORES (not for a STORE
+// form nor ZINTERCARD), LIMIT (ZINTERCARD only). The error to reply, or OK.
+Status ParseZsetOpOptions(const CommandCall& c, size_t from, SetOp op, bool store, bool card,
+                          size_t nsrcs, ZsetOpOptions* o) {
+  o->weights.assign(nsrcs, 1.0);
+  for (size_t j = from; j < c.argc();) {
+    const size_t left = c.argc() - j;
+    if (op != SetOp::kDiff && !card && left >= nsrcs + 1 &&
+        EqualsIgnoreCase(c.args[j], "weights")) {
+      ++j;
+      for (size_t w = 0; w < nsrcs; ++w, ++j) {
+        if (!ParseScore(c.args[j], &o->weights[w])) return Error("ERR weight value is not a float");
+      }
+    } else if (op != SetOp::kDiff && !card && left >= 2 &&
+               EqualsIgnoreCase(c.args[j], "aggregate")) {
+      const std::string_view a = c.args[j + 1];
+      if (EqualsIgnoreCase(a, "sum")) {
+        o->agg = Aggregate::kSum;
+      } else if (EqualsIgnoreCase(a, "min")) {
+        o->agg = Aggregate::kMin;
+      } else if (EqualsIgnoreCase(a, "max")) {
+        o->agg = Aggregate::kMax;
+      } else {
+        return Error(kSyntax);
+      }
+      j += 2;
+    } else if (!store && !card && EqualsIgnoreCase(c.args[j], "withscores")) {
+      o->withscores = true;
+      ++j;
+    } else if (card && left >= 2 && EqualsIgnoreCase(c.args[j], "limit")) {
+      if (!ParseNumber(c.args[j + 1], &o->limit) || o->limit < 0)
+        return Error("ERR LIMIT can't be negative");
+      j += 2;
+    } else {
+      return Error(kSyntax);
+    }
+  }
+  return Status::OK();
+}
+
+// The members and scores of the union, intersection (ZINTERCARD: members
+// only, up to LIMIT) or difference of `srcs`, weighted and aggregated.
+std::map<std::string, double> CombineZsets(SetOp op, bool card, const ZsetOpOptions& o,
+                                           const std::vector<std::map<std::string, double>>& srcs) {
+  auto weighted = [&](size_t i, double s) {
+    const double v = s * o.weights[i];
+    return std::isnan(v) ? 0.0 : v;
+  };
+  std::map<std::string, double> result;
+  if (op == SetOp::kUnion) {
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      for (const auto& [m, s] : srcs[i]) {
+        auto [it, fresh] = result.emplace(m, weighted(i, s));
+        if (!fresh) it->second = Combine(o.agg, it->second, weighted(i, s));
+      }
+    }
+  } else if (op == SetOp::kInter) {
+    size_t smallest = 0;
+    for (size_t i = 1; i < srcs.size(); ++i)
+      if (srcs[i].size() < srcs[smallest].size()) smallest = i;
+    for (const auto& [m, s] : srcs[smallest]) {
+      bool all = true;
+      for (size_t i = 0; i < srcs.size() && all; ++i) all = srcs[i].count(m) > 0;
+      if (!all) continue;
+      if (card) {
+        result.emplace(m, 0);
+        if (o.limit > 0 && static_cast<int64_t>(result.size()) >= o.limit) break;
+        continue;
+      }
+      double v = weighted(0, srcs[0].at(m));
+      for (size_t i = 1; i < srcs.size(); ++i) v = Combine(o.agg, v, weighted(i, srcs[i].at(m)));
+      result.emplace(m, v);
+    }
+  } else {
+    for (const auto& [m, s] : srcs[0]) {
+      bool elsewhere = false;
+      for (size_t i = 1; i < srcs.size() && !elsewhere; ++i) elsewhere = srcs[i].count(m) > 0;
+      if (!elsewhere) result.emplace(m, s);
+    }
+  }
+  return result;
+}
+
 // ZUNION/ZINTER/ZDIFF numkeys key... [WEIGHTS w...] [AGGREGATE a]
 // [WITHSCORES], their STORE forms (destination first), and ZINTERCARD
 // numkeys key... [LIMIT n].
@@ -1153,78 +1265,9 @@ void SetOpCommand(CommandCall& c, SetOp op, bool store, bool card) {
       if (!m.ok()) return m.status();
       srcs.push_back(std::move(m.value()));
     }
-    std::vector<double> weights(srcs.size(), 1.0);
-    Aggregate agg = Aggregate::kSum;
-    bool withscores = false;
-    int64_t limit = 0;
-    for (size_t j = end; j < c.argc();) {
-      const size_t left = c.argc() - j;
-      if (op != SetOp::kDiff && !card && left >= srcs.size() + 1 &&
-          EqualsIgnoreCase(c.args[j], "weights")) {
-        ++j;
-        for (size_t w = 0; w < srcs.size(); ++w, ++j) {
-          if (!ParseScore(c.args[j], &weights[w])) return Error("ERR weight value is not a float");
-        }
-      } else if (op != SetOp::kDiff && !card && left >= 2 &&
-                 EqualsIgnoreCase(c.args[j], "aggregate")) {
-        const std::string_view a = c.args[j + 1];
-        if (EqualsIgnoreCase(a, "sum")) {
-          agg = Aggregate::kSum;
-        } else if (EqualsIgnoreCase(a, "min")) {
-          agg = Aggregate::kMin;
-        } else if (EqualsIgnoreCase(a, "max")) {
-          agg = Aggregate::kMax;
-        } else {
-          return Error(kSyntax);
-        }
-        j += 2;
-      } else if (!store && !card && EqualsIgnoreCase(c.args[j], "withscores")) {
-        withscores = true;
-        ++j;
-      } else if (card && left >= 2 && EqualsIgnoreCase(c.args[j], "limit")) {
-        if (!ParseNumber(c.args[j + 1], &limit) || limit < 0)
-          return Error("ERR LIMIT can't be negative");
-        j += 2;
-      } else {
-        return Error(kSyntax);
-      }
-    }
-    auto weighted = [&](size_t i, double s) {
-      const double v = s * weights[i];
-      return std::isnan(v) ? 0.0 : v;
-    };
-    std::map<std::string, double> result;
-    if (op == SetOp::kUnion) {
-      for (size_t i = 0; i < srcs.size(); ++i) {
-        for (const auto& [m, s] : srcs[i]) {
-          auto [it, fresh] = result.emplace(m, weighted(i, s));
-          if (!fresh) it->second = Combine(agg, it->second, weighted(i, s));
-        }
-      }
-    } else if (op == SetOp::kInter) {
-      size_t smallest = 0;
-      for (size_t i = 1; i < srcs.size(); ++i)
-        if (srcs[i].size() < srcs[smallest].size()) smallest = i;
-      for (const auto& [m, s] : srcs[smallest]) {
-        bool all = true;
-        for (size_t i = 0; i < srcs.size() && all; ++i) all = srcs[i].count(m) > 0;
-        if (!all) continue;
-        if (card) {
-          result.emplace(m, 0);
-          if (limit > 0 && static_cast<int64_t>(result.size()) >= limit) break;
-          continue;
-        }
-        double v = weighted(0, srcs[0].at(m));
-        for (size_t i = 1; i < srcs.size(); ++i) v = Combine(agg, v, weighted(i, srcs[i].at(m)));
-        result.emplace(m, v);
-      }
-    } else {
-      for (const auto& [m, s] : srcs[0]) {
-        bool elsewhere = false;
-        for (size_t i = 1; i < srcs.size() && !elsewhere; ++i) elsewhere = srcs[i].count(m) > 0;
-        if (!elsewhere) result.emplace(m, s);
-      }
-    }
+    ZsetOpOptions o;
+    PMINDEX_RETURN_IF_ERROR(ParseZsetOpOptions(c, end, op, store, card, srcs.size(), &o));
+    const std::map<std::string, double> result = CombineZsets(op, card, o, srcs);
     if (card) {
       reply.Integer(static_cast<int64_t>(result.size()));
       return Status::OK();
@@ -1240,7 +1283,7 @@ void SetOpCommand(CommandCall& c, SetOp op, bool store, bool card) {
       return Status::OK();
     }
     if (ReplyTooLarge(sorted)) return Error("ERR reply too large");
-    ReplyScored(reply, sorted, withscores);
+    ReplyScored(reply, sorted, o.withscores);
     return Status::OK();
   });
 }

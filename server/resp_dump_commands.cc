@@ -407,34 +407,59 @@ void AppendCommand(std::initializer_list<std::string_view> args, std::string* ou
     out->append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
 }
 
+// MIGRATE's options from args[6] on: COPY, REPLACE, AUTH, AUTH2, and KEYS
+// (which takes the rest); the key argument joins *keys. False after
+// replying the error.
+bool ParseMigrateOptions(CommandCall& c, bool* copy, bool* replace,
+                         std::vector<std::string_view>* keys, std::vector<std::string_view>* auth) {
+  for (size_t i = 6; i < c.argc(); ++i) {
+    if (EqualsIgnoreCase(c.args[i], "copy")) {
+      *copy = true;
+    } else if (EqualsIgnoreCase(c.args[i], "replace")) {
+      *replace = true;
+    } else if (EqualsIgnoreCase(c.args[i], "auth") && i + 1 < c.argc()) {
+      *auth = {c.args[++i]};
+    } else if (EqualsIgnoreCase(c.args[i], "auth2") && i + 2 < c.argc()) {
+      *auth = {c.args[i + 1], c.args[i + 2]};
+      i += 2;
+    } else if (EqualsIgnoreCase(c.args[i], "keys")) {
+      if (!c.args[3].empty()) {
+        c.reply.Error(
+            "ERR When using MIGRATE KEYS option, the key argument must be set to the empty "
+            "string");
+        return false;
+      }
+      keys->assign(c.args.begin() + static_cast<ptrdiff_t>(i) + 1, c.args.end());
+      break;
+    } else {
+      c.reply.Error(kSyntax);
+      return false;
+    }
+  }
+  if (!c.args[3].empty()) keys->push_back(c.args[3]);
+  return true;
+}
+
+// A key the target took, removed here only as it was copied: a newer
+// write (outside a cluster move, where nothing holds the slot) stays. A
+// collection goes with its elements (garbage-listed), if its metadata is
+// unchanged.
+Status RemoveMigrated(CommandCall& c, std::string_view key, uint64_t version, bool collection) {
+  if (!collection) return c.items.store().RemoveIfVersion(key, version).status();
+  return RunOnItems(c.items, [&](TxnScope& scope, int db) -> Status {
+    Result<StoredValue> cur = scope.db(db).Get(key);
+    if (!cur.ok() || cur->version != version)
+      return cur.ok() || cur.status().is_not_found() ? Status::OK() : cur.status();
+    return DeleteKey(scope, db, key).status();
+  });
+}
+
 // MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
 //         [AUTH password] [AUTH2 username password] [KEYS key [key ...]]
 void Migrate(CommandCall& c) {
   bool copy = false, replace = false;
   std::vector<std::string_view> keys, auth;
-  size_t i = 6;
-  for (; i < c.argc(); ++i) {
-    if (EqualsIgnoreCase(c.args[i], "copy")) {
-      copy = true;
-    } else if (EqualsIgnoreCase(c.args[i], "replace")) {
-      replace = true;
-    } else if (EqualsIgnoreCase(c.args[i], "auth") && i + 1 < c.argc()) {
-      auth = {c.args[++i]};
-    } else if (EqualsIgnoreCase(c.args[i], "auth2") && i + 2 < c.argc()) {
-      auth = {c.args[i + 1], c.args[i + 2]};
-      i += 2;
-    } else if (EqualsIgnoreCase(c.args[i], "keys")) {
-      if (!c.args[3].empty())
-        return c.reply.Error(
-            "ERR When using MIGRATE KEYS option, the key argument must be set to the empty "
-            "string");
-      keys.assign(c.args.begin() + static_cast<ptrdiff_t>(i) + 1, c.args.end());
-      break;
-    } else {
-      return c.reply.Error(kSyntax);
-    }
-  }
-  if (!c.args[3].empty()) keys.push_back(c.args[3]);
+  if (!ParseMigrateOptions(c, &copy, &replace, &keys, &auth)) return;
   for (std::string_view k : keys)
     if (!CheckKey(c, k)) return;
   int64_t db = 0, timeout = 0;
@@ -502,20 +527,7 @@ void Migrate(CommandCall& c) {
       continue;  // kept here: the target did not take it
     }
     if (!copy) {
-      // Removed only as it was copied: a newer write (outside a cluster
-      // move, where nothing holds the slot) stays. A collection goes with
-      // its elements (garbage-listed), if its metadata is unchanged.
-      Status s;
-      if (m.collection) {
-        s = RunOnItems(c.items, [&](TxnScope& scope, int db) -> Status {
-          Result<StoredValue> cur = scope.db(db).Get(m.key);
-          if (!cur.ok() || cur->version != m.version)
-            return cur.ok() || cur.status().is_not_found() ? Status::OK() : cur.status();
-          return DeleteKey(scope, db, m.key).status();
-        });
-      } else {
-        s = c.items.store().RemoveIfVersion(m.key, m.version).status();
-      }
+      Status s = RemoveMigrated(c, m.key, m.version, m.collection);
       if (!s.ok()) return ReplyStoreError(c, s);
     }
   }

@@ -209,7 +209,9 @@ inline void RunKeyRangeOracle(const Pool& pool, Index& t, const KeyRangeOracle& 
         oracle[k] = v;
         break;
     }
-    if (o.lookup_each) ASSERT_EQ(t.lookup(k).has_value(), oracle.count(k) != 0);
+    if (o.lookup_each) {
+      ASSERT_EQ(t.lookup(k).has_value(), oracle.count(k) != 0);
+    }
     if (o.verify_every > 0 && i % o.verify_every == 0) {
       const Status s = t.verify();
       PMINDEX_ASSERT_OK(s);

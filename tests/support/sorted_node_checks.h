@@ -288,7 +288,9 @@ inline void RunInsertRemoveOracle(Db& d, const InsertRemoveOracle& o) {
     EXPECT_EQ(got.value(), v) << k;
   }
   for (Key k : keys) {
-    if (!oracle.count(k)) EXPECT_TRUE(d.Get(k).status().is_not_found()) << k;
+    if (!oracle.count(k)) {
+      EXPECT_TRUE(d.Get(k).status().is_not_found()) << k;
+    }
   }
   ASSERT_NO_FATAL_FAILURE(ExpectRangesMatch(d, oracle));
 }

@@ -135,12 +135,16 @@ PMINDEX_REGISTER_TEST_INDEX(probe_abandon, {},
                              .open = OpenAbandonProbe,
                              .stores_data = false});
 
-TEST(AbandonedOpenProbe, IndexRefusedByFinishRecoveryNeverWritesAtClose) {
+PoolOptions ProbePoolOptions() {
   PoolOptions po;
   po.size = 4ull << 20;
   po.max_size = 16ull << 20;
   po.kind = "probe-abandon";
-  auto pool = Pool::CreateInMemory(po);
+  return po;
+}
+
+TEST(AbandonedOpenProbe, IndexRefusedByFinishRecoveryNeverWritesAtClose) {
+  auto pool = Pool::CreateInMemory(ProbePoolOptions());
   PMINDEX_ASSERT_OK(pool);
   {
     auto idx = create_index("probe-abandon", "", pool.value().get());
@@ -167,11 +171,7 @@ TEST(AbandonedOpenProbe, IndexRefusedByFinishRecoveryNeverWritesAtClose) {
 // An index destroyed without close() is closed by the handle, once, and an
 // error of that close is reported on stderr, naming the kind and the error.
 TEST(AbandonedOpenProbe, ImplicitCloseReportsItsErrorOnStderr) {
-  PoolOptions po;
-  po.size = 4ull << 20;
-  po.max_size = 16ull << 20;
-  po.kind = "probe-abandon";
-  auto pool = Pool::CreateInMemory(po);
+  auto pool = Pool::CreateInMemory(ProbePoolOptions());
   PMINDEX_ASSERT_OK(pool);
   auto idx = create_index("probe-abandon", "", pool.value().get());
   PMINDEX_ASSERT_OK(idx);
@@ -183,7 +183,7 @@ TEST(AbandonedOpenProbe, ImplicitCloseReportsItsErrorOnStderr) {
   EXPECT_NE(err.find("probe: close failed"), std::string::npos) << err;
   EXPECT_EQ(pool.value()->root(3), 0u);
   // An explicit close reports to its caller, and the handle adds nothing.
-  auto pool2 = Pool::CreateInMemory(po);
+  auto pool2 = Pool::CreateInMemory(ProbePoolOptions());
   PMINDEX_ASSERT_OK(pool2);
   auto idx2 = create_index("probe-abandon", "", pool2.value().get());
   PMINDEX_ASSERT_OK(idx2);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,8 @@
 
 #include "index/index.h"
 #include "pm/pool.h"
+#include "support/pools.h"
+#include "support/seed.h"
 #include "support/status.h"
 
 namespace pmindex::testing {
@@ -231,6 +234,21 @@ inline void RunKeyRangeOracle(const Pool& pool, Index& t, const KeyRangeOracle& 
   PMINDEX_ASSERT_OK(ReopenBytes(pool.bytes(), &re));
   PMINDEX_ASSERT_OK(re.idx->verify());
   for (const auto& [k, v] : oracle) ASSERT_EQ(re.idx->lookup(k), v);
+}
+
+// RunKeyRangeOracle on a new in-memory index of `kind` for each options
+// string of `configs`, seeded with the test seed (support/seed.h).
+inline void RunKeyRangeOracleOnConfigs(const std::string& kind,
+                                       std::initializer_list<const char*> configs,
+                                       KeyRangeOracle o) {
+  o.seed = TestSeed();
+  PMINDEX_SEED_TRACE(o.seed);
+  for (const char* opts : configs) {
+    SCOPED_TRACE(opts);
+    PoolAndIndex t = MakeInMemory(kind, opts);
+    ASSERT_NE(t.idx, nullptr);
+    ASSERT_NO_FATAL_FAILURE(RunKeyRangeOracle(*t.pool, *t.idx, o));
+  }
 }
 
 }  // namespace pmindex::testing

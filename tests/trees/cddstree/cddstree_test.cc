@@ -23,24 +23,16 @@
 namespace pmindex::cddstree {
 namespace {
 
-using testing::TestSeed;
-
 using testing::PoolAndIndex;
 
 PoolAndIndex Make(const std::string& opts) { return testing::MakeInMemory("cddstree", opts); }
 
 TEST(CddstreeTree, RandomOpsAgainstOracle) {
-  uint64_t seed = TestSeed();
-  PMINDEX_SEED_TRACE(seed);
-  for (std::string opts : {"node=256", "node=512"}) {
-    SCOPED_TRACE(opts);
-    auto t = Make(opts);
-    testing::KeyRangeOracle o;
-    o.seed = seed;
-    o.keys = 2000;
-    o.lookup_each = true;
-    ASSERT_NO_FATAL_FAILURE(testing::RunKeyRangeOracle(*t.pool, *t.idx, o));
-  }
+  testing::KeyRangeOracle o;
+  o.keys = 2000;
+  o.lookup_each = true;
+  ASSERT_NO_FATAL_FAILURE(
+      testing::RunKeyRangeOracleOnConfigs("cddstree", {"node=256", "node=512"}, o));
 }
 
 TEST(CddstreeTree, UncommittedVersionsAreUndone) {

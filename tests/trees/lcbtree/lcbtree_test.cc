@@ -21,23 +21,15 @@
 namespace pmindex::lcbtree {
 namespace {
 
-using testing::TestSeed;
-
 using testing::PoolAndIndex;
 
 PoolAndIndex Make(const std::string& opts) { return testing::MakeInMemory("lcbtree", opts); }
 
 TEST(LcbtreeTree, RandomOpsAgainstOracle) {
-  uint64_t seed = TestSeed();
-  PMINDEX_SEED_TRACE(seed);
-  for (std::string opts : {"node=128", "node=512"}) {
-    SCOPED_TRACE(opts);
-    auto t = Make(opts);
-    testing::KeyRangeOracle o;
-    o.seed = seed;
-    o.keys = 3000;
-    ASSERT_NO_FATAL_FAILURE(testing::RunKeyRangeOracle(*t.pool, *t.idx, o));
-  }
+  testing::KeyRangeOracle o;
+  o.keys = 3000;
+  ASSERT_NO_FATAL_FAILURE(
+      testing::RunKeyRangeOracleOnConfigs("lcbtree", {"node=128", "node=512"}, o));
 }
 
 // A crash after the log was declared valid and some nodes were changed in

@@ -201,8 +201,8 @@ TEST(RoartMerge, UnderfullLeafArraysMergeIntoOne) {
   const IndexStats s = t->stats();
   EXPECT_EQ(s.inner_nodes, 1u);  // the root over the two merged arrays
   EXPECT_EQ(s.entries, 4u);
-  EXPECT_EQ(s.pm_bytes, roart::InnerBytes(roart::kN256) + 2 * roart::LeafArrayBytes(4) +
-                            4 * roart::kLeafBytes);
+  EXPECT_EQ(s.pm_bytes,
+            roart::InnerBytes(roart::kN256) + 2 * roart::LeafArrayBytes(4) + 4 * roart::kLeafBytes);
   const std::map<Key, Value> want = {{0x100, 0x100}, {0x200, 0x200}, {key(0), 0}, {key(1), 1}};
   const std::vector<std::byte> bytes = PoolImage(*pool, &t, /*crash=*/true);
   testing::Reopened re;

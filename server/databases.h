@@ -256,6 +256,9 @@ class Databases {
   // Pieces of large values read so far (chunked_values.h), by every read
   // path: what tests check a partial read against.
   uint64_t pieces_read() const { return pieces_read_.load(std::memory_order_relaxed); }
+  // Pieces written so far by patches (Store::PatchIfVersion of a large
+  // value): what tests check APPEND, SETRANGE and SETBIT against.
+  uint64_t pieces_written() const { return pieces_written_.load(std::memory_order_relaxed); }
 
   // The stored form of `key` in namespace `ns`; the prefix of a namespace.
   static std::string Encode(uint32_t ns, std::string_view key);
@@ -292,6 +295,7 @@ class Databases {
   const int count_;
   OpEpochs epochs_;
   std::atomic<uint64_t> pieces_read_{0};
+  std::atomic<uint64_t> pieces_written_{0};
   sync::Mutex meta_mu_;
   Table table_ PMINDEX_GUARDED_BY(meta_mu_);
   uint64_t installs_ PMINDEX_GUARDED_BY(meta_mu_) = 0;  // tables installed since open

@@ -206,7 +206,6 @@ Status ReplaceInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_val
   return tx.Put(stored_key, chunk_codec::EncodeHead(*value, *gen, slot, piece));
 }
 
-
 // Bytes [h + offset, h + offset + length) of the value whose head record
 // is `head` (of version `version`, namespace `ns`), where h = header(its
 // prefix), read from only the pieces they are in through `range` (the
@@ -261,10 +260,10 @@ Result<StoredPart> ReadPartOfHead(std::string_view head, uint64_t version, uint3
 // fall in and those past the old end are written (the ones that existed
 // read first), then the head with the new length and prefix. Counts the
 // pieces read and written. Nothing is durable before tx commits.
-Status PatchInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_value_bytes,
-                          uint32_t ns, std::string_view stored_key, std::string_view key,
-                          const std::string& cur, const std::vector<ByteWrite>& writes,
-                          std::atomic<uint64_t>& read, std::atomic<uint64_t>& written) {
+Status PatchInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_value_bytes, uint32_t ns,
+                          std::string_view stored_key, std::string_view key, const std::string& cur,
+                          const std::vector<ByteWrite>& writes, std::atomic<uint64_t>& read,
+                          std::atomic<uint64_t>& written) {
   if (!chunk_codec::IsHead(cur)) {
     std::string v = cur;
     ApplyWrites(&v, writes);
@@ -303,8 +302,9 @@ Status PatchInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_value
       const uint64_t lo = std::max(w.offset, at);
       const uint64_t hi = std::min<uint64_t>(w.offset + w.bytes.size(), at + data.size());
       if (lo < hi)
-        data.replace(static_cast<size_t>(lo - at), static_cast<size_t>(hi - lo),
-                     w.bytes.substr(static_cast<size_t>(lo - w.offset), static_cast<size_t>(hi - lo)));
+        data.replace(
+            static_cast<size_t>(lo - at), static_cast<size_t>(hi - lo),
+            w.bytes.substr(static_cast<size_t>(lo - w.offset), static_cast<size_t>(hi - lo)));
     }
     PMINDEX_RETURN_IF_ERROR(tx.Put(k, data));
     written.fetch_add(1, std::memory_order_relaxed);
@@ -314,7 +314,8 @@ Status PatchInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_value
   prefix.resize(static_cast<size_t>(std::min<uint64_t>(size, chunk_codec::kPrefixBytes)), '\0');
   for (const ByteWrite& w : writes) {
     if (w.offset >= prefix.size()) continue;
-    const size_t n = std::min<size_t>(w.bytes.size(), prefix.size() - static_cast<size_t>(w.offset));
+    const size_t n =
+        std::min<size_t>(w.bytes.size(), prefix.size() - static_cast<size_t>(w.offset));
     prefix.replace(static_cast<size_t>(w.offset), n, w.bytes.substr(0, n));
   }
   return tx.Put(stored_key, chunk_codec::EncodeHeadOf(size, prefix, h.gen, h.slot, h.piece_bytes));
@@ -533,8 +534,8 @@ class Databases::View final : public Store {
         if (cur.status().is_aborted()) continue;
         return cur.status();
       }
-      const RangeFn range = [&tx](std::string_view f, std::optional<std::string_view> t,
-                                  size_t l, std::vector<std::pair<std::string, std::string>>* o) {
+      const RangeFn range = [&tx](std::string_view f, std::optional<std::string_view> t, size_t l,
+                                  std::vector<std::pair<std::string, std::string>>* o) {
         return tx->Range(f, t, l, o);
       };
       Result<T> out = read(*cur, range);
@@ -641,8 +642,8 @@ Result<WriteOutcome> Databases::View::PatchIfVersion(std::string_view key, uint6
       return now.status();
     }
     if (now->version != version) return WriteOutcome::kChanged;
-    Status s = PatchInTransaction(*tx, dbs_, max, ns, k, key, now->value, writes,
-                                  dbs_.pieces_read_, dbs_.pieces_written_);
+    Status s = PatchInTransaction(*tx, dbs_, max, ns, k, key, now->value, writes, dbs_.pieces_read_,
+                                  dbs_.pieces_written_);
     if (s.ok()) s = tx->Commit();
     if (s.ok()) return WriteOutcome::kDone;
     if (!s.is_aborted()) return s;

@@ -8,7 +8,7 @@
 //   [8 bytes]     expiry, unix time in ms, little endian, > 0  (if bit 1)
 //   rest          the data
 //
-// Bit 2 records that a RESP APPEND, SETRANGE or SETBIT wrote the data
+// Bit 2 records that a RESP APPEND, SETRANGE, SETBIT or BITFIELD wrote the data
 // last: Redis turns such a value into its `raw` encoding, and OBJECT
 // ENCODING says so until a command writes the value whole again (SET,
 // INCR, ...). An edit that keeps the data (EXPIRE, PERSIST, TOUCH) keeps

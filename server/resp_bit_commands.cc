@@ -69,7 +69,8 @@ bool ClampRange(int64_t start, int64_t end, int64_t len, int64_t* from, int64_t*
 uint64_t CountBits(std::string_view data, int64_t first, int64_t last) {
   uint64_t n = 0;
   int64_t b = first;
-  for (; b <= last && b % 8 != 0; ++b) n += static_cast<uint64_t>(BitAt(data, static_cast<uint64_t>(b)));
+  for (; b <= last && b % 8 != 0; ++b)
+    n += static_cast<uint64_t>(BitAt(data, static_cast<uint64_t>(b)));
   for (; b + 7 <= last; b += 8)
     n += static_cast<uint64_t>(std::popcount(static_cast<unsigned char>(data[b / 8])));
   for (; b <= last; ++b) n += static_cast<uint64_t>(BitAt(data, static_cast<uint64_t>(b)));
@@ -331,7 +332,7 @@ std::optional<int64_t> RunFieldOp(const FieldOp& op, std::string* data) {
   // its value as the 64-bit pattern Redis reads it as (so -1 overflows up).
   __int128 want = op.kind == FieldOp::Kind::kIncrBy ? old + op.value
                   : op.is_signed                    ? static_cast<__int128>(op.value)
-                                                    : static_cast<__int128>(static_cast<uint64_t>(op.value));
+                                 : static_cast<__int128>(static_cast<uint64_t>(op.value));
   const __int128 hi = op.is_signed ? (static_cast<__int128>(1) << (op.bits - 1)) - 1
                                    : static_cast<__int128>(LowBits(op.bits));
   const __int128 lo = op.is_signed ? -hi - 1 : 0;

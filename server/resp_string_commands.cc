@@ -334,14 +334,14 @@ void Append(CommandCall& c) {
   const std::string_view tail = c.args[2];
   bool too_long = false;
   uint64_t length = 0;
-  Status s = c.items.Patch(
-      c.args[1], 0, 0, /*raw_if_new=*/false,  // new: Redis encodes it as SET
-      [&](const Item*, uint64_t size) -> std::optional<std::vector<DataWrite>> {
-        length = size + tail.size();
-        too_long = length > MaxString(c);
-        if (too_long) return std::nullopt;
-        return std::vector<DataWrite>{{size, std::string(tail)}};
-      });
+  Status s =
+      c.items.Patch(c.args[1], 0, 0, /*raw_if_new=*/false,  // new: Redis encodes it as SET
+                    [&](const Item*, uint64_t size) -> std::optional<std::vector<DataWrite>> {
+                      length = size + tail.size();
+                      too_long = length > MaxString(c);
+                      if (too_long) return std::nullopt;
+                      return std::vector<DataWrite>{{size, std::string(tail)}};
+                    });
   if (!s.ok()) return ReplyStoreError(c, s);
   if (too_long) return c.reply.Error(kTooLong);
   c.reply.Integer(static_cast<int64_t>(length));

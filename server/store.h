@@ -131,8 +131,9 @@ class StoreTransaction {
   [[nodiscard]] virtual Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
                                                             const std::vector<ByteWrite>& writes) {
     Result<StoredValue> r = Get(key);
-    if (!r.ok()) return r.status().is_not_found() ? Result<WriteOutcome>(WriteOutcome::kAbsent)
-                                                  : Result<WriteOutcome>(r.status());
+    if (!r.ok())
+      return r.status().is_not_found() ? Result<WriteOutcome>(WriteOutcome::kAbsent)
+                                       : Result<WriteOutcome>(r.status());
     if (r->version != version) return WriteOutcome::kChanged;
     ApplyWrites(&r->value, writes);
     PMINDEX_RETURN_IF_ERROR(Put(key, r->value));
@@ -213,8 +214,9 @@ class Store {
   [[nodiscard]] virtual Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
                                                             const std::vector<ByteWrite>& writes) {
     Result<StoredValue> r = Get(key);
-    if (!r.ok()) return r.status().is_not_found() ? Result<WriteOutcome>(WriteOutcome::kAbsent)
-                                                  : Result<WriteOutcome>(r.status());
+    if (!r.ok())
+      return r.status().is_not_found() ? Result<WriteOutcome>(WriteOutcome::kAbsent)
+                                       : Result<WriteOutcome>(r.status());
     if (r->version != version) return WriteOutcome::kChanged;
     if (PatchedSize(r->value.size(), writes) > max_value_bytes())
       return Status::InvalidArgument("the value is too large");

@@ -4,10 +4,9 @@
 // inside MULTI/EXEC.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
-
-#include <memory>
 
 #include "server/databases.h"
 #include "server/keyspace.h"
@@ -131,9 +130,8 @@ TEST(BitCommands, BitfieldOverflowRules) {
   EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "k", "INCRBY", "i5", "100", "1", "GET", "u4", "0"})),
             Ints({1, 0}));
   // Redis's documented SAT sequence on u2 fields.
-  const std::string sat =
-      Cmd({"BITFIELD", "s", "incrby", "u2", "100", "1", "OVERFLOW", "SAT", "incrby", "u2", "102",
-           "1"});
+  const std::string sat = Cmd(
+      {"BITFIELD", "s", "incrby", "u2", "100", "1", "OVERFLOW", "SAT", "incrby", "u2", "102", "1"});
   EXPECT_EQ(h.Feed(sat), Ints({1, 1}));
   EXPECT_EQ(h.Feed(sat), Ints({2, 2}));
   EXPECT_EQ(h.Feed(sat), Ints({3, 3}));
@@ -141,24 +139,25 @@ TEST(BitCommands, BitfieldOverflowRules) {
   // FAIL: no write, a null reply.
   EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u2", "0", "3"})),
             Ints({3}));
-  EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u2", "0", "1", "GET",
-                        "u2", "0"})),
+  EXPECT_EQ(h.Feed(Cmd(
+                {"BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u2", "0", "1", "GET", "u2", "0"})),
             "*2\r\n$-1\r\n" + Int(3));
   // Signed wrap and saturation; SET replies the old value; # offsets.
-  EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "w", "SET", "i8", "#1", "127", "INCRBY", "i8", "8", "1",
-                        "OVERFLOW", "SAT", "INCRBY", "i8", "#1", "-1", "SET", "u8", "0", "-1"})),
-            Ints({0, -128, -128, 0}));
+  EXPECT_EQ(
+      h.Feed(Cmd({"BITFIELD", "w",   "SET",    "i8", "#1", "127", "INCRBY", "i8", "8", "1",
+                  "OVERFLOW", "SAT", "INCRBY", "i8", "#1", "-1",  "SET",    "u8", "0", "-1"})),
+      Ints({0, -128, -128, 0}));
   EXPECT_EQ(h.Feed(Cmd({"GET", "w"})), Bulk("\xff\x80"));
   EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "w", "OVERFLOW", "SAT", "SET", "u8", "0", "-1", "SET", "i4",
                         "0", "100"})),
             Ints({255, -1}));
   // 64-bit signed edges.
-  EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "b", "SET", "i64", "0", "-9223372036854775808", "INCRBY",
-                        "i64", "0", "-1", "GET", "u63", "1"})),
+  EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "b", "SET", "i64", "0", "-9223372036854775808", "INCRBY", "i64",
+                        "0", "-1", "GET", "u63", "1"})),
             Ints({0, INT64_MAX, INT64_MAX}));
   // A field across bytes; reads past the end are zeros.
-  EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "x", "SET", "u12", "4", "4095", "GET", "u16", "0", "GET",
-                        "u8", "100"})),
+  EXPECT_EQ(h.Feed(Cmd({"BITFIELD", "x", "SET", "u12", "4", "4095", "GET", "u16", "0", "GET", "u8",
+                        "100"})),
             Ints({0, 4095, 0}));
   EXPECT_EQ(h.Feed(Cmd({"GET", "x"})), Bulk("\x0f\xff"));
 }

@@ -194,7 +194,7 @@ TEST(StringParts, AppendSetrangeSetbitWriteOnlyTheirPieces) {
       {{"SETRANGE", "k", std::to_string(2 * m - 2), "XYZW"}, 2},  // across pieces 1 and 2
       {{"SETBIT", "k", std::to_string(8 * 3 * m + 2), "1"}, 1},
       {{"SETBIT", "k", std::to_string(8 * 3 * m + 2), "1"}, 0},  // unchanged: nothing
-      {{"SETRANGE", "k", std::to_string(8 * m), "end"}, 3},  // pieces 6 (grown), 7, 8
+      {{"SETRANGE", "k", std::to_string(8 * m), "end"}, 3},      // pieces 6 (grown), 7, 8
   };
   for (const Step& step : steps) {
     SCOPED_TRACE(step.command[0] + " " + step.command[2].substr(0, 20));

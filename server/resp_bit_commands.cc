@@ -5,9 +5,9 @@
 // Bits are numbered as SETBIT numbers them: bit 0 is the most significant
 // bit of byte 0, and a bitfield's first bit is its most significant one.
 // A missing key is an empty string. The reads read the whole value;
-// BITFIELD's writes are one Items::Edit (atomic for the key, durable
-// before the reply) and BITOP's one transaction (RunAtomically), so both
-// run inside MULTI/EXEC unchanged.
+// BITFIELD's writes are one Items::Patch of the bytes its fields are in
+// (atomic for the key, durable before the reply) and BITOP's one
+// transaction (RunAtomically), so both run inside MULTI/EXEC unchanged.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -383,15 +383,32 @@ void BitField(CommandCall& c) {
     return c.reply.Error("ERR BITFIELD_RO only supports the GET subcommand");
   if (need > MaxString(c))
     return c.reply.Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
-  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
-    std::string data = live ? live->data : std::string();
-    if (data.size() < need) data.resize(need, '\0');
-    results.clear();
-    for (const FieldOp& op : ops) results.push_back(RunFieldOp(op, &data));
-    if (live && data == live->data) return ItemEdit::Keep();
-    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0,
-                         /*raw=*/true);
-  });
+  // Only bytes [lo, hi), where the fields are, are read and written
+  // (Items::Patch: for a large value, the pieces they are in).
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const FieldOp& op : ops) {
+    lo = std::min(lo, op.offset / 8);
+    hi = std::max(hi, (op.offset + static_cast<uint64_t>(op.bits) - 1) / 8 + 1);
+  }
+  Status s =
+      c.items.Patch(c.args[1], lo, hi - lo, /*raw_if_new=*/true,
+                    [&](const Item* live, uint64_t size) -> std::optional<std::vector<DataWrite>> {
+                      std::string window = live ? live->data : std::string();  // zeros past the end
+                      window.resize(static_cast<size_t>(hi - lo), '\0');
+                      const std::string before = window;
+                      results.clear();
+                      for (FieldOp op : ops) {
+                        op.offset -= lo * 8;
+                        results.push_back(RunFieldOp(op, &window));
+                      }
+                      // The string grows to the fields written, not to those only read.
+                      const uint64_t end = std::max(live ? size : 0, need);
+                      const auto keep = static_cast<size_t>(std::min(hi, end) - lo);
+                      window.resize(keep);
+                      if (live && size >= need && window == before.substr(0, keep))
+                        return std::nullopt;
+                      return std::vector<DataWrite>{{lo, std::move(window)}};
+                    });
   if (!s.ok()) return ReplyStoreError(c, s);
   ReplyFieldResults(c, results);
 }

@@ -175,7 +175,7 @@ TEST(StringParts, GetrangeReadsOnlyThePiecesOfItsRange) {
 
 // Pieces are kMiB bytes; the stored value is the item's 1-byte header,
 // then the data.
-TEST(StringParts, AppendSetrangeSetbitWriteOnlyTheirPieces) {
+TEST(StringParts, AppendSetrangeSetbitBitfieldWriteOnlyTheirPieces) {
   Server s;
   const int64_t m = static_cast<int64_t>(kMiB);
   std::string v = Pattern(5 * kMiB, 3);  // pieces 0..5, the last holding one byte
@@ -194,7 +194,8 @@ TEST(StringParts, AppendSetrangeSetbitWriteOnlyTheirPieces) {
       {{"SETRANGE", "k", std::to_string(2 * m - 2), "XYZW"}, 2},  // across pieces 1 and 2
       {{"SETBIT", "k", std::to_string(8 * 3 * m + 2), "1"}, 1},
       {{"SETBIT", "k", std::to_string(8 * 3 * m + 2), "1"}, 0},  // unchanged: nothing
-      {{"SETRANGE", "k", std::to_string(8 * m), "end"}, 3},      // pieces 6 (grown), 7, 8
+      {{"BITFIELD", "k", "SET", "u8", std::to_string(8 * 4 * m), "7"}, 1},
+      {{"SETRANGE", "k", std::to_string(8 * m), "end"}, 3},  // pieces 6 (grown), 7, 8
   };
   for (const Step& step : steps) {
     SCOPED_TRACE(step.command[0] + " " + step.command[2].substr(0, 20));
@@ -207,7 +208,8 @@ TEST(StringParts, AppendSetrangeSetbitWriteOnlyTheirPieces) {
       v.replace(at, step.command[3].size(), step.command[3]);
     }
     if (step.command[0] == "SETBIT") v[3 * kMiB] = static_cast<char>(v[3 * kMiB] | 0x20);
-    if (step.command[0] != "SETBIT") {
+    if (step.command[0] == "BITFIELD") v[4 * kMiB] = 7;
+    if (step.command[0] != "SETBIT" && step.command[0] != "BITFIELD") {
       EXPECT_EQ(reply, Int(static_cast<int64_t>(v.size())));
     }
     EXPECT_EQ(s.dbs->pieces_written() - before, step.pieces);

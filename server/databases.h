@@ -22,7 +22,10 @@
 // value limit as a head record and pieces (chunked_values.h), written in
 // one transaction of the base store; their Get, Range and the
 // transactions' reads return the whole value, so nothing above them sees
-// pieces. A write over a head garbage-lists its pieces.
+// pieces. A write over a head garbage-lists its pieces; a patch
+// (PatchIfVersion) rewrites only the pieces it touches, with the head, in
+// one transaction, and GetPart reads only the pieces asked for (both in
+// the views and in their transactions).
 //
 // The table of databases (one value, written whole): each database's
 // namespace, the next unused namespace, and the namespaces whose keys are

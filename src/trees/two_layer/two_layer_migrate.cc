@@ -141,7 +141,7 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
     release(false);
     return give_up();
   }
-  Result<PPtr> a = AllocNode(node);
+  Result<PPtr> a = AllocNode(level, node);
   if (!a.ok()) {
     release(false);
     return give_up();

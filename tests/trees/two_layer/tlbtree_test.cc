@@ -390,7 +390,8 @@ TEST(TlbTreePlacement, InnerNodesTakeAClassOfTheirOwn) {
     auto re = open_index(pool.value().get());
     PMINDEX_ASSERT_OK(re);
     PMINDEX_ASSERT_OK(re.value()->verify());
-    for (const KV& kv : kvs) ASSERT_EQ(re.value()->lookup(kv.key).value_or(~0ull), kv.value) << kv.key;
+    for (const KV& kv : kvs)
+      ASSERT_EQ(re.value()->lookup(kv.key).value_or(~0ull), kv.value) << kv.key;
     PMINDEX_ASSERT_OK(re.value()->close());
   }
 }

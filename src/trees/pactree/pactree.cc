@@ -436,26 +436,24 @@ Result<std::unique_ptr<Index>> PacTree::Create(const IndexEnv& env, const Params
   t->head_raw_ = h.value().raw();
   std::unique_ptr<PmTrie> trie;
   if (p.pm_search) {
-    // An empty trie, durable before the head names it.
-    Result<uint64_t> root = PmTrie::MakeRoot(*env.pool, *env.alloc);
+    // A trie holding the head's leaf, flushed; the head's persist fences both.
+    Result<uint64_t> root = PmTrie::MakeRoot(*env.pool, *env.alloc, t->head_raw_);
     if (!root.ok()) {
       env.alloc->Free(h.value());
       return root.status();
     }
-    trie = std::make_unique<PmTrie>(*env.pool, *env.alloc, root.value(), 1, 0);
+    trie = std::make_unique<PmTrie>(*env.pool, *env.alloc, root.value(), 1, 1);
   }
   // (Not N(): GCC then warns that the null it maps 0 to is written.)
   auto* x = reinterpret_cast<NodeHeader*>(env.pool->base() + h.value().offset());
   pm::fill(x, 0, sizeof(NodeHeader));
   pm::store(&x->tag, kNodeTag);
   if (trie) pm::store(&x->search, trie->root_raw());
-  // Line 0 durable before root slot 0 names the head. Line 1 (zero
-  // fingerprints) need not be: a slot's fingerprint is persisted with its
-  // pair before the slot's bit is set, and no bit is set yet.
+  // Line 0 (and the trie's root, flushed) durable before root slot 0
+  // names the head. Line 1 (zero fingerprints) need not be: a slot's
+  // fingerprint is persisted with its pair before the slot's bit is set,
+  // and no bit is set yet.
   pm::persist(x, 64);
-  // The head's leaf: durable before the head is linked, harmless if not
-  // (open queues an anchor the trie lacks).
-  if (trie) trie->Insert(0, t->head_raw_);
   env.pool->WriteRoot(0, t->head_raw_);
   if (!trie) t->dram_.Insert(0, t->head_raw_);
   t->StartSearchLayer(std::move(trie));

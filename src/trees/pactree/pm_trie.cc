@@ -122,7 +122,7 @@ PmTrie::PmTrie(Pool& pool, alloc::Allocator& alloc, uint64_t root_raw, uint64_t 
       size_(leaves),
       nodes_(nodes) {}
 
-Result<uint64_t> PmTrie::MakeRoot(Pool& pool, alloc::Allocator& alloc) {
+Result<uint64_t> PmTrie::MakeRoot(Pool& pool, alloc::Allocator& alloc, uint64_t head) {
   const uint64_t bytes = TrieNodeBytes(kRootBits);
   Result<PPtr> a = alloc.Alloc(bytes);
   if (!a.ok()) return a.status();
@@ -131,7 +131,10 @@ Result<uint64_t> PmTrie::MakeRoot(Pool& pool, alloc::Allocator& alloc) {
   pm::store(&n->tag, kTrieTag);
   pm::store(&n->shift, kRootShift);
   pm::store(&n->bits, kRootBits);
-  pm::persist(n, bytes);
+  if (head != 0) pm::store(&Children(n)[0], head | 1);  // anchor 0: top digit 0
+  // pmcrash-redundant(flush-late): nothing durable names the root until
+  // root slot 0 names a head that names it, after the caller's fence.
+  pm::flush(n, bytes);
   return a.value().raw();
 }
 
@@ -285,7 +288,14 @@ uint32_t PmTrie::Height() const {
 
 void PmTrie::Store(uint64_t* word, uint64_t v) {
   pm::store(word, v, std::memory_order_release);  // publishes a new node's content
-  pm::persist(word, sizeof(uint64_t));
+  // No fence: the word is durable at the next one (any later insert's, a
+  // split's, close's). A word lost in a crash is anchors the trie lacks,
+  // and open finds every one (it compares the leaves with the chain it
+  // walks anyway) and queues it; what keeps the trie sound is that the
+  // node a word names was durable before the word was stored.
+  // pmcrash-redundant(drop-flush,flush-late): the flush only keeps open's
+  // repair small, as said above.
+  pm::flush(word, sizeof(uint64_t));
 }
 
 uint64_t PmTrie::Fork(Key a, uint64_t a_word, Key other_key, uint64_t other) {

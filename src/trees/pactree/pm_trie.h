@@ -18,7 +18,8 @@
 // 8-byte stores of child words (0 -> leaf, leaf -> new node holding it and
 // the new leaf, node -> new node above it holding it and the new leaf); a
 // new node is written and persisted while unreachable, then the child
-// store is persisted. A crash leaves the old or the new word, and at most
+// word is stored and flushed (durable at the next fence: a lost word is
+// only anchors the trie lacks, which open restores). A crash leaves the old or the new word, and at most
 // one unreachable node, which recovery reclaims. Nothing is ever freed
 // while the index is open, so readers need no epoch.
 //
@@ -60,9 +61,10 @@ class PmTrie final : public SearchLayer {
   // accepted (its counts).
   PmTrie(Pool& pool, alloc::Allocator& alloc, uint64_t root_raw, uint64_t nodes, uint64_t leaves);
 
-  // Allocates an empty root and persists it (unreachable until the caller
-  // links it). OutOfSpace changes nothing.
-  static Result<uint64_t> MakeRoot(Pool& pool, alloc::Allocator& alloc);
+  // Allocates a root, empty or holding the leaf of data node `head`
+  // (anchor 0), and flushes it; the caller fences before anything durable
+  // names it. OutOfSpace changes nothing.
+  static Result<uint64_t> MakeRoot(Pool& pool, alloc::Allocator& alloc, uint64_t head = 0);
 
   // Open's read-only check of the trie at root_raw against the data
   // layer's chain (raws in chain order, anchors ascending): every node

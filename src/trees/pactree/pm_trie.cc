@@ -132,9 +132,7 @@ Result<uint64_t> PmTrie::MakeRoot(Pool& pool, alloc::Allocator& alloc, uint64_t 
   pm::store(&n->shift, kRootShift);
   pm::store(&n->bits, kRootBits);
   if (head != 0) pm::store(&Children(n)[0], head | 1);  // anchor 0: top digit 0
-  // pmcrash-redundant(flush-late): nothing durable names the root until
-  // root slot 0 names a head that names it, after the caller's fence.
-  pm::flush(n, bytes);
+  pm::flush(n, bytes);  // the caller's fence makes it durable before it is named
   return a.value().raw();
 }
 

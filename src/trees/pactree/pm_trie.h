@@ -3,8 +3,9 @@
 // (docs/layout/pactree.md "The persistent search layer").
 //
 // A trie node branches on `bits` bits of the key starting at bit `shift`:
-// the root on the top 8 bits (256 children, never replaced), every other
-// node on one 4-bit digit (16 children). A node stores the key bits above
+// the root on the top 12 bits (4096 children, never replaced: the top
+// levels of a radix tree are dense, and one wide node saves one or two node
+// visits per lookup), every other node on one 4-bit digit (16 children). A node stores the key bits above
 // its digit in full (`prefix`), so a chain of one-child nodes is never
 // built (path compression), and a child word is either 0, an inner node's
 // PPtr raw, or a data node's PPtr raw | 1 (a leaf: the data node itself,
@@ -53,7 +54,7 @@ static_assert(sizeof(TrieHeader) == 64);
 
 class PmTrie final : public SearchLayer {
  public:
-  static constexpr uint32_t kRootBits = 8;
+  static constexpr uint32_t kRootBits = 12;
   static constexpr uint32_t kRootShift = 64 - kRootBits;
   static constexpr uint32_t kDigitBits = 4;
 

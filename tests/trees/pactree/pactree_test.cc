@@ -232,7 +232,7 @@ TEST(PacTreeOpen, DamagedNodesAreRefused) {
 }
 
 // search=pm: the trie root the head names (data_node.h's `search`, word 6),
-// and its 256 child words (pm_trie.h: a 64-byte header, then the children).
+// and its 4096 child words (pm_trie.h: a 64-byte header, then the children).
 uint64_t* TrieRootChildren(Pool& p) {
   const uint64_t* head = p.to_ptr<uint64_t>(PPtr(p.root(0)));
   return p.to_ptr<uint64_t>(PPtr(head[6])) + 8;
@@ -266,7 +266,7 @@ TEST(PacTreeOpen, RestoresAnchorsTheTrieLost) {
     auto img = Pool::OpenImage(bytes);
     PMINDEX_ASSERT_OK(img);
     uint64_t* child = TrieRootChildren(*img.value());
-    for (int c = 0; c < 256; ++c) child[c] = 0;
+    for (int c = 0; c < 4096; ++c) child[c] = 0;
     child[0] = img.value()->root(0) | 1;  // the head's leaf (anchor 0)
     bytes = PoolImage(*img.value(), nullptr, true);
   }
@@ -293,10 +293,10 @@ TEST(PacTreeOpen, DamagedTrieIsRefused) {
       {"no trie tag", [](Pool&, uint64_t* c) { c[-8] = 1; }},
       {"names no search layer",
        [](Pool& p, uint64_t*) { p.to_ptr<uint64_t>(PPtr(p.root(0)))[6] = 0; }},
-      {"not a data node of the chain", [](Pool& p, uint64_t* c) { c[255] = p.root(0) + 64 + 1; }},
+      {"not a data node of the chain", [](Pool& p, uint64_t* c) { c[4095] = p.root(0) + 64 + 1; }},
       {"path",
        [](Pool& p, uint64_t* c) {
-         c[255] = c[0];  // a subtree or leaf at a path its keys do not have
+         c[4095] = c[0];  // a subtree or leaf at a path its keys do not have
          (void)p;
        }},
   };

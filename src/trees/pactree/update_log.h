@@ -1,5 +1,5 @@
 // PACTree's asynchronous search-layer updates (docs/layout/pactree.md,
-// "Search layer"): a split appends (anchor, node) to the update log of the
+// "How this differs from the paper"): a split appends (anchor, node) to the update log of the
 // NUMA node its thread runs on, and returns; an updater thread applies the
 // logs to the search layer (search_layer.h). Until it has, readers reach
 // the new node from its left sibling (the data layer is the truth), so no

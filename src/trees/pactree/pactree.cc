@@ -176,7 +176,7 @@ class PacTree final : public Index {
   uint64_t live_mask_;
   uint64_t head_raw_ = 0;
   // Destroyed after logs_, which applies to them until it stops.
-  DramSearch dram_;              // search=dram
+  DramSearch dram_;               // search=dram
   std::unique_ptr<PmTrie> trie_;  // search=pm
   SearchLayer* search_ = &dram_;
   std::unique_ptr<UpdateLogs> logs_;
@@ -512,7 +512,7 @@ Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
     pm::store(&y->high, c + 1 < count ? sorted[e].key : Key{0});
     pm::store(&y->bitmap, cnt == 64 ? ~uint64_t{0} : (uint64_t{1} << cnt) - 1);
     pm::store(&y->search, uint64_t{0});
-  pm::store(&y->pad, uint64_t{0});
+    pm::store(&y->pad, uint64_t{0});
     for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
     pm::flush(y, sizeof(NodeHeader) + cnt * sizeof(KV));
   }
@@ -691,8 +691,7 @@ Result<std::unique_ptr<Index>> PacTree::Open(const IndexEnv& env, const Params& 
 
 Status PacTree::CheckTrie(const Chain& chain, PmTrie::Census* census) const {
   const uint64_t root = N(chain.raws[0])->search;
-  if (root == 0)
-    return Status::Corruption("pactree: the head names no search layer (search=pm)");
+  if (root == 0) return Status::Corruption("pactree: the head names no search layer (search=pm)");
   return PmTrie::Check(*env_.pool, root, chain.raws, chain.anchors, census);
 }
 
@@ -763,8 +762,8 @@ Status PacTree::VerifySearchLayer(const Chain& chain) const {
   skipped += chain.raws.size() - std::min(i, chain.raws.size());
   if (skipped != logs_->pending())
     return Status::Corruption("pactree: the search layer lacks " + std::to_string(skipped) +
-                              " of the chain's anchors, with " +
-                              std::to_string(logs_->pending()) + " update-log entries pending");
+                              " of the chain's anchors, with " + std::to_string(logs_->pending()) +
+                              " update-log entries pending");
   return Status::OK();
 }
 

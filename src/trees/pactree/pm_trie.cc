@@ -265,11 +265,7 @@ void PmTrie::ForEach(const std::function<void(Key, uint64_t)>& fn) const {
 
 void PmTrie::ForEachBlock(const std::function<void(uint64_t)>& fn) const {
   Walk(
-      root_, 0,
-      [&](const TrieHeader* n, uint32_t) {
-        fn(pool_.to_pptr(n).raw());
-      },
-      nullptr);
+      root_, 0, [&](const TrieHeader* n, uint32_t) { fn(pool_.to_pptr(n).raw()); }, nullptr);
 }
 
 uint64_t PmTrie::Bytes() const {
@@ -278,7 +274,8 @@ uint64_t PmTrie::Bytes() const {
 
 uint32_t PmTrie::Height() const {
   uint32_t h = 0;
-  Walk(root_, 0, [&](const TrieHeader*, uint32_t d) { h = std::max(h, d + 1); }, nullptr);
+  Walk(
+      root_, 0, [&](const TrieHeader*, uint32_t d) { h = std::max(h, d + 1); }, nullptr);
   return h;
 }
 

@@ -139,9 +139,8 @@ class UpdateLogs {
         sleeping_.store(true, std::memory_order_seq_cst);
         // Append wakes it; the timeout retries entries left pending (open
         // had not finished, or the layer was out of space).
-        wake_.wait_for(l, std::chrono::milliseconds(50), [&] {
-          return stop_ || appended_.load(std::memory_order_seq_cst) != seen;
-        });
+        wake_.wait_for(l, std::chrono::milliseconds(50),
+                       [&] { return stop_ || appended_.load(std::memory_order_seq_cst) != seen; });
         sleeping_.store(false, std::memory_order_relaxed);
         if (stop_) return;
       }

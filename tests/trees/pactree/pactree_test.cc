@@ -32,16 +32,14 @@ Result<std::unique_ptr<Index>> Make(const std::string& options, std::unique_ptr<
 }
 
 TEST(PacTreeOptions, BadOptionsAreRefused) {
-  for (const char* bad :
-       {"slots=3", "slots=65", "slots=x", "updater=lazy", "levels=4", "slots=8,slots=8",
-        "search=ssd"}) {
+  for (const char* bad : {"slots=3", "slots=65", "slots=x", "updater=lazy", "levels=4",
+                          "slots=8,slots=8", "search=ssd"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(bad, &pool);
     EXPECT_TRUE(idx.status().is_invalid_argument()) << bad << ": " << idx.status().ToString();
   }
-  for (const char* good :
-       {"", "slots=4", "slots=64", "slots=17,updater=inline", "updater=thread", "search=dram",
-        "search=pm,slots=4"}) {
+  for (const char* good : {"", "slots=4", "slots=64", "slots=17,updater=inline", "updater=thread",
+                           "search=dram", "search=pm,slots=4"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(good, &pool);
     PMINDEX_EXPECT_OK(idx) << good;
@@ -138,7 +136,6 @@ TEST(PacTreeOpen, KeepsOrRebuildsTheSearchLayer) {
     ReopenWithEveryAnchor(opt);
   }
 }
-
 
 // Data-node words (data_node.h): version, tag, anchor, next, bitmap, pad x3,
 // fingerprint words x8, then the slots (key, value) from word 16.

@@ -1,15 +1,17 @@
 // search=pm: PACTree's persistent search layer (the paper's PDL-ART), a
 // trie over the data nodes' anchor keys, in the pool
-// (docs/layout/pactree.md "The persistent search layer").
+// (docs/layout/pactree.md "The trie (search=pm)").
 //
 // A trie node branches on `bits` bits of the key starting at bit `shift`:
 // the root on the top 12 bits (4096 children, never replaced: the top
-// levels of a radix tree are dense, and one wide node saves one or two node
-// visits per lookup), every other node on one 4-bit digit (16 children). A node stores the key bits
-// above its digit in full (`prefix`), so a chain of one-child nodes is never built (path
-// compression), and a child word is either 0, an inner node's PPtr raw, or a data node's PPtr raw |
-// 1 (a leaf: the data node itself, whose `anchor` is the key; the only anchor under that child, as
-// ART's lazy expansion).
+// levels of a radix tree are dense, and one wide node saves one or two
+// node visits per lookup), every other node on one 4-bit digit (16
+// children). A node stores the key bits above its digit in full
+// (`prefix`), so a chain of one-child nodes is never built (path
+// compression), and a child word is either 0, an inner node's PPtr raw,
+// or a data node's PPtr raw | 1 (a leaf: the data node itself, whose
+// `anchor` is the key; the only anchor under that child, as ART's lazy
+// expansion).
 //
 //   line 0     tag kTrieTag, prefix, shift (u32), bits (u32), pad
 //   line 1..   child[1 << bits], 8 bytes each
@@ -19,9 +21,10 @@
 // the new leaf, node -> new node above it holding it and the new leaf); a
 // new node is written and persisted while unreachable, then the child
 // word is stored and flushed (durable at the next fence: a lost word is
-// only anchors the trie lacks, which open restores). A crash leaves the old or the new word, and at
-// most one unreachable node, which recovery reclaims. Nothing is ever freed while the index is
-// open, so readers need no epoch.
+// only anchors the trie lacks, which open restores). A crash leaves the
+// old or the new word, and at most one unreachable node, which recovery
+// reclaims. Nothing is ever freed while the index is open, so readers
+// need no epoch.
 //
 // Thread safety: one mutator at a time (Insert); Floor and ForEach from
 // any thread, lock-free: child words are read with acquire loads and a new

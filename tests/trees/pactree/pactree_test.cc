@@ -16,11 +16,14 @@
 #include <vector>
 
 #include "common/fingerprint.h"
+#include "alloc/allocator.h"
 #include "index/index.h"
 #include "pm/pool.h"
 #include "support/oracle.h"
 #include "support/sorted_node_checks.h"
 #include "support/status.h"
+#include "trees/pactree/data_node.h"
+#include "trees/pactree/pm_trie.h"
 
 namespace pmindex {
 namespace {
@@ -309,6 +312,65 @@ TEST(PacTreeOpen, DamagedTrieIsRefused) {
     ASSERT_TRUE(re.status().is_corruption()) << re.status().ToString();
     EXPECT_NE(re.status().ToString().find(c.what), std::string::npos) << re.status().ToString();
   }
+}
+
+// The trie's floor is exactly the greatest anchor at or below the key once
+// it holds every anchor (the index would stay correct with a worse one,
+// only slower, so its oracle cannot tell): anchors spread over the key
+// space, dense small ones and a cluster sharing a long prefix; queries at,
+// beside and between them.
+TEST(PacTreeTrie, FloorIsTheGreatestAnchorAtOrBelow) {
+  PoolOptions po;
+  po.size = 16 << 20;
+  po.max_size = 16 << 20;
+  auto pool = Pool::CreateInMemory(po);
+  PMINDEX_ASSERT_OK(pool);
+  Pool& p = *pool.value();
+  auto alloc = alloc::Allocator::Attach(&p, true);
+  PMINDEX_ASSERT_OK(alloc);
+  auto root = pactree::PmTrie::MakeRoot(p, *alloc.value());
+  PMINDEX_ASSERT_OK(root);
+  pactree::PmTrie trie(p, *alloc.value(), root.value(), 1, 0);
+  std::map<Key, uint64_t> anchors;
+  auto add = [&](Key a) {
+    if (anchors.count(a) != 0) return;
+    auto b = alloc.value()->Alloc(sizeof(pactree::NodeHeader));
+    ASSERT_TRUE(b.ok());
+    auto* x = p.to_ptr<pactree::NodeHeader>(b.value());
+    x->tag = pactree::kNodeTag;
+    x->anchor = a;
+    ASSERT_TRUE(trie.Insert(a, b.value().raw()));
+    anchors[a] = b.value().raw();
+  };
+  std::mt19937_64 rng(11);
+  add(0);
+  for (Key i = 1; i <= 600; ++i) {
+    add(rng());
+    add(i * 5);
+    add(0xABCD000000000000ull + i * 3);
+  }
+  ASSERT_TRUE(trie.Insert(0, anchors[0]));  // idempotent
+  PMINDEX_ASSERT_OK(trie.Verify());
+  EXPECT_EQ(trie.Size(), anchors.size());
+  std::vector<Key> queries = {0, 1, ~Key{0}, 0xABCCFFFFFFFFFFFFull};
+  for (const auto& [a, raw] : anchors) {
+    queries.push_back(a);
+    queries.push_back(a + 1);
+    if (a != 0) queries.push_back(a - 1);
+  }
+  for (int i = 0; i < 2000; ++i) queries.push_back(rng());
+  for (Key q : queries) {
+    auto it = std::prev(anchors.upper_bound(q));
+    ASSERT_EQ(trie.Floor(q), it->second) << "key " << q;
+  }
+  auto it = anchors.begin();
+  trie.ForEach([&](Key a, uint64_t raw) {
+    ASSERT_NE(it, anchors.end());
+    EXPECT_EQ(a, it->first);
+    EXPECT_EQ(raw, it->second);
+    ++it;
+  });
+  EXPECT_EQ(it, anchors.end());
 }
 
 }  // namespace

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/fingerprint.h"
 #include "alloc/allocator.h"
+#include "common/fingerprint.h"
 #include "index/index.h"
 #include "pm/pool.h"
 #include "support/oracle.h"

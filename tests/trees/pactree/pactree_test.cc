@@ -3,8 +3,8 @@
 // search layer, concurrent writers whose readers meet stale anchors, the
 // search layer kept (search=pm) or rebuilt (search=dram) at open, anchors
 // the persistent search layer lost restored by open, open's repair of a
-// split cut short between its link and its bitmap store, and damaged data
-// and trie nodes refused at open.
+// split cut short between its link and its bitmap store, damaged data
+// and trie nodes refused at open, and the trie's floor against a std::map.
 #include <gtest/gtest.h>
 
 #include <atomic>

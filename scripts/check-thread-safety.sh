@@ -4,7 +4,8 @@
 # -Wthread-safety, the thread-safety group as errors. Nothing is built or
 # linked; a CMake configure (build dir, default build/clang-tsa) only
 # provides the compile commands (compile_commands.json) and the generated
-# headers. The annotations are the PMINDEX_* macros of
+# headers (precompiled headers off: nothing is built, and so every unit is
+# checked to include what it uses). The annotations are the PMINDEX_* macros of
 # src/sync/thread_annotations.h; GCC builds ignore them, so this step is what
 # checks them. Other Clang warnings are shown but do not fail the step.
 #   scripts/check-thread-safety.sh [BUILD_DIR]     (PMINDEX_JOBS: parallel jobs)
@@ -20,7 +21,7 @@ command -v "$clangxx" >/dev/null || {
 
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$clangxx" \
   -DPMINDEX_BUILD_TESTS=OFF -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_BUILD_CRASHSIM=OFF \
-  -DPMINDEX_BUILD_TOOLS=OFF -DPMINDEX_BUILD_SERVER=ON >/dev/null
+  -DPMINDEX_BUILD_TOOLS=OFF -DPMINDEX_BUILD_SERVER=ON -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON >/dev/null
 
 # One line per translation unit of src/ and server/: the directory, then the
 # compile command with its output (-o FILE) and its -c dropped.

@@ -21,15 +21,20 @@ T GetLittle(std::string_view s, size_t pos) {
 }  // namespace
 
 std::string EncodeHead(std::string_view value, uint64_t gen, uint16_t slot, uint32_t piece_bytes) {
+  return EncodeHeadOf(value.size(), value.substr(0, kPrefixBytes), gen, slot, piece_bytes);
+}
+
+std::string EncodeHeadOf(uint64_t bytes, std::string_view prefix, uint64_t gen, uint16_t slot,
+                         uint32_t piece_bytes) {
   std::string h;
   h.reserve(kFixedBytes + kPrefixBytes);
   h.push_back(static_cast<char>(kTag));
   h.push_back(static_cast<char>(kFormat));
-  PutLittle<uint64_t>(value.size(), &h);
+  PutLittle<uint64_t>(bytes, &h);
   PutLittle<uint64_t>(gen, &h);
   PutLittle<uint16_t>(slot, &h);
   PutLittle<uint32_t>(piece_bytes, &h);
-  h.append(value.substr(0, kPrefixBytes));
+  h.append(prefix.substr(0, kPrefixBytes));
   return h;
 }
 

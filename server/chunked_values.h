@@ -14,11 +14,16 @@
 // expired or flushed value's pieces are reclaimed as a collection's
 // elements are: garbage-listed in the transaction that drops the head
 // (Databases::ReclaimGarbageStep removes them later), or with the whole
-// namespace. A generation is never reused, so the pieces a head names are
-// never rewritten: a reader that finds them all has exactly the value the
-// head was written with; one that misses any knows the head was replaced
-// and reads it again. Head and pieces are written in one store
-// transaction, so a crash keeps all of a value or none of it.
+// namespace. A generation is never reused. A value replaced whole gets a
+// new generation; a patch of it (APPEND, SETRANGE, SETBIT: the store's
+// PatchIfVersion) rewrites in place only the pieces it touches, adds the
+// pieces past the old end, and rewrites the head (its length and
+// prefix), all in one store transaction. So a piece changes only in a
+// transaction that writes its head too: a reader reads a head and its
+// pieces in one transaction whose commit validates the head, and then
+// has exactly the value that head was written with. Head and pieces are
+// written in one store transaction, so a crash keeps all of a value (or
+// of a patch) or none of it.
 //
 // The head record's value:
 //   byte 0      0x70 (no item or collection record starts so)
@@ -69,6 +74,10 @@ inline bool NeedsPieces(std::string_view value, size_t max_value_bytes) {
 }
 // The head of `value` (its prefix taken from it).
 std::string EncodeHead(std::string_view value, uint64_t gen, uint16_t slot, uint32_t piece_bytes);
+// The head of a value of `bytes` bytes whose first min(bytes,
+// kPrefixBytes) bytes are `prefix`.
+std::string EncodeHeadOf(uint64_t bytes, std::string_view prefix, uint64_t gen, uint16_t slot,
+                         uint32_t piece_bytes);
 // False: not a well-formed head.
 bool DecodeHead(std::string_view stored, Head* out);
 // [ns][0x4000|slot][gen]['c']: every piece of the generation follows it.

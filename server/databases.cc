@@ -206,6 +206,121 @@ Status ReplaceInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_val
   return tx.Put(stored_key, chunk_codec::EncodeHead(*value, *gen, slot, piece));
 }
 
+// Bytes [h + offset, h + offset + length) of the value whose head record
+// is `head` (of version `version`, namespace `ns`), where h = header(its
+// prefix), read from only the pieces they are in through `range` (the
+// store's or a transaction's): Store::GetPart's answer. NotFound: a piece
+// is missing or not of the head's length (the head was replaced or
+// patched after it was read).
+Result<StoredPart> ReadPartOfHead(std::string_view head, uint64_t version, uint32_t ns,
+                                  const RangeFn& range, std::atomic<uint64_t>& counter,
+                                  HeaderBytesFn header, uint64_t offset, uint64_t length) {
+  chunk_codec::Head h;
+  if (!chunk_codec::DecodeHead(head, &h))
+    return Status::Corruption("a large value's head record does not decode");
+  StoredPart p;
+  p.prefix = h.prefix.substr(0, Store::kPeekBytes);
+  p.size = h.bytes;
+  p.version = version;
+  const uint64_t skip = std::min<uint64_t>(header(p.prefix), h.bytes);
+  if (length == 0 || offset >= h.bytes - skip) return p;
+  const uint64_t begin = skip + offset;
+  const uint64_t end = begin + std::min(length, h.bytes - begin);  // [begin, end)
+  const uint64_t first = begin / h.piece_bytes, last = (end - 1) / h.piece_bytes;
+  std::string from = chunk_codec::PieceKey(ns, h.slot, h.gen, static_cast<uint32_t>(first));
+  const std::string to = chunk_codec::PiecePrefix(ns, h.slot, h.gen + 1);
+  std::vector<std::pair<std::string, std::string>> batch;
+  for (uint64_t next = first; next <= last;) {
+    batch.clear();
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kPieceBatch, last - next + 1));
+    const size_t n = range(from, to, want, &batch);
+    counter.fetch_add(batch.size(), std::memory_order_relaxed);
+    for (const auto& [pk, pv] : batch) {
+      const uint64_t at = next * h.piece_bytes;  // the piece's first byte
+      if (pk != chunk_codec::PieceKey(ns, h.slot, h.gen, static_cast<uint32_t>(next)) ||
+          pv.size() != std::min<uint64_t>(h.piece_bytes, h.bytes - at))
+        return Status::NotFound("a piece of the value is gone");
+      const uint64_t lo = std::max(begin, at), hi = std::min(end, at + pv.size());
+      p.part.append(pv, static_cast<size_t>(lo - at), static_cast<size_t>(hi - lo));
+      ++next;
+    }
+    if (next <= last && n < want) return Status::NotFound("a piece of the value is gone");
+    if (!batch.empty()) {
+      from = batch.back().first;
+      from.push_back('\0');
+    }
+  }
+  return p;
+}
+
+// Patches, in `tx`, the value at `stored_key` (client key `key` in
+// namespace `ns`), whose record there is `cur` (a head or a whole value),
+// with `writes` (ApplyWrites). A whole value is rewritten (in pieces if it
+// now needs them); a head keeps its generation: the pieces the writes
+// fall in and those past the old end are written (the ones that existed
+// read first), then the head with the new length and prefix. Counts the
+// pieces read and written. Nothing is durable before tx commits.
+Status PatchInTransaction(StoreTransaction& tx, Databases& dbs, size_t max_value_bytes, uint32_t ns,
+                          std::string_view stored_key, std::string_view key, const std::string& cur,
+                          const std::vector<ByteWrite>& writes, std::atomic<uint64_t>& read,
+                          std::atomic<uint64_t>& written) {
+  if (!chunk_codec::IsHead(cur)) {
+    std::string v = cur;
+    ApplyWrites(&v, writes);
+    const std::string_view nv = v;
+    return ReplaceInTransaction(tx, dbs, max_value_bytes, ns, stored_key, key, &nv, &cur);
+  }
+  chunk_codec::Head h;
+  if (!chunk_codec::DecodeHead(cur, &h))
+    return Status::Corruption("a large value's head record does not decode");
+  const uint64_t size = PatchedSize(h.bytes, writes);
+  const uint64_t piece = h.piece_bytes;
+  if (size > Databases::kMaxValueBytes || (size - 1) / piece >= UINT32_MAX)
+    return Status::InvalidArgument("the value is too large");
+  std::set<uint64_t> touched;
+  for (const ByteWrite& w : writes) {
+    if (w.bytes.empty()) continue;
+    for (uint64_t i = w.offset / piece; i <= (w.offset + w.bytes.size() - 1) / piece; ++i)
+      touched.insert(i);
+  }
+  if (size > h.bytes)
+    for (uint64_t i = h.bytes / piece; i <= (size - 1) / piece; ++i) touched.insert(i);
+  for (uint64_t i : touched) {
+    const uint64_t at = i * piece;
+    const std::string k = chunk_codec::PieceKey(ns, h.slot, h.gen, static_cast<uint32_t>(i));
+    std::string data;
+    if (i < h.pieces()) {
+      Result<StoredValue> old = tx.Get(k);
+      read.fetch_add(1, std::memory_order_relaxed);
+      if (!old.ok() && !old.status().is_not_found()) return old.status();
+      if (!old.ok() || old->value.size() != std::min<uint64_t>(piece, h.bytes - at))
+        return Status::Corruption("a large value's pieces are missing");
+      data = std::move(old->value);
+    }
+    data.resize(static_cast<size_t>(std::min<uint64_t>(piece, size - at)), '\0');
+    for (const ByteWrite& w : writes) {
+      const uint64_t lo = std::max(w.offset, at);
+      const uint64_t hi = std::min<uint64_t>(w.offset + w.bytes.size(), at + data.size());
+      if (lo < hi)
+        data.replace(
+            static_cast<size_t>(lo - at), static_cast<size_t>(hi - lo),
+            w.bytes.substr(static_cast<size_t>(lo - w.offset), static_cast<size_t>(hi - lo)));
+    }
+    PMINDEX_RETURN_IF_ERROR(tx.Put(k, data));
+    written.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The prefix: the old one, grown and patched as the value is.
+  std::string prefix = h.prefix;
+  prefix.resize(static_cast<size_t>(std::min<uint64_t>(size, chunk_codec::kPrefixBytes)), '\0');
+  for (const ByteWrite& w : writes) {
+    if (w.offset >= prefix.size()) continue;
+    const size_t n =
+        std::min<size_t>(w.bytes.size(), prefix.size() - static_cast<size_t>(w.offset));
+    prefix.replace(static_cast<size_t>(w.offset), n, w.bytes.substr(0, n));
+  }
+  return tx.Put(stored_key, chunk_codec::EncodeHeadOf(size, prefix, h.gen, h.slot, h.piece_bytes));
+}
+
 }  // namespace
 
 std::string Databases::NamespacePrefix(uint32_t ns) {
@@ -303,55 +418,20 @@ class Databases::View final : public Store {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
     const uint32_t ns = Ns();
     const std::string k = Encode(ns, key);
-    for (;;) {
-      Result<StoredValue> r = base().Get(k);
-      if (!r.ok()) return r.status();
-      if (!chunk_codec::IsHead(r->value))
-        return CutPart(r->value, r->version, header, offset, length);
-      chunk_codec::Head h;
-      if (!chunk_codec::DecodeHead(r->value, &h))
-        return Status::Corruption("a large value's head record does not decode");
-      StoredPart p;
-      p.prefix = h.prefix.substr(0, kPeekBytes);
-      p.size = h.bytes;
-      p.version = r->version;
-      const uint64_t skip = std::min<uint64_t>(header(p.prefix), h.bytes);
-      if (length == 0 || offset >= h.bytes - skip) return p;
-      const uint64_t begin = skip + offset;
-      const uint64_t end = begin + std::min(length, h.bytes - begin);  // [begin, end)
-      const uint64_t first = begin / h.piece_bytes, last = (end - 1) / h.piece_bytes;
-      std::string from = chunk_codec::PieceKey(ns, h.slot, h.gen, static_cast<uint32_t>(first));
-      const std::string to = chunk_codec::PiecePrefix(ns, h.slot, h.gen + 1);
-      std::vector<std::pair<std::string, std::string>> batch;
-      uint64_t next = first;
-      bool whole = true;  // every piece in [first, last] found, in order
-      while (whole && next <= last) {
-        batch.clear();
-        const size_t want = static_cast<size_t>(std::min<uint64_t>(kPieceBatch, last - next + 1));
-        const size_t n = base().Range(from, to, want, &batch);
-        dbs_.pieces_read_.fetch_add(batch.size(), std::memory_order_relaxed);
-        for (const auto& [pk, pv] : batch) {
-          const uint64_t at = next * h.piece_bytes;  // the piece's first byte
-          if (pk != chunk_codec::PieceKey(ns, h.slot, h.gen, static_cast<uint32_t>(next)) ||
-              pv.size() != std::min<uint64_t>(h.piece_bytes, h.bytes - at)) {
-            whole = false;
-            break;
-          }
-          const uint64_t lo = std::max(begin, at), hi = std::min(end, at + pv.size());
-          p.part.append(pv, static_cast<size_t>(lo - at), static_cast<size_t>(hi - lo));
-          ++next;
-        }
-        if (n < want) break;
-        from = batch.back().first;
-        from.push_back('\0');
-      }
-      if (whole && next == last + 1) return p;
-      // A piece is gone: the head was replaced since it was read.
-      Result<StoredValue> again = base().Get(k);
-      if (again.ok() && again->version == r->version)
-        return Status::Corruption("a large value's pieces are missing");
-    }
+    Result<StoredValue> r = base().Get(k);
+    if (!r.ok()) return r.status();
+    if (!chunk_codec::IsHead(r->value))
+      return CutPart(r->value, r->version, header, offset, length);
+    return ReadHeadConsistently<StoredPart>(
+        k, [&](const StoredValue& cur, const RangeFn& range) -> Result<StoredPart> {
+          if (!chunk_codec::IsHead(cur.value))
+            return CutPart(cur.value, cur.version, header, offset, length);
+          return ReadPartOfHead(cur.value, cur.version, ns, range, dbs_.pieces_read_, header,
+                                offset, length);
+        });
   }
+  Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
+                                      const std::vector<ByteWrite>& writes) override;
   Status Put(std::string_view key, std::string_view value) override {
     return Write(key, &value, Cond::kNone, 0).status();
   }
@@ -435,25 +515,50 @@ class Databases::View final : public Store {
   Store& base() { return dbs_.base_; }
   uint32_t Ns() const { return dbs_.live_ns_[i_].load(std::memory_order_acquire); }
 
-  // The value at stored key `k`, a head's assembled from its pieces (read
-  // again while its pieces go, i.e. it was replaced since it was read).
-  Result<StoredValue> ReadWhole(uint32_t ns, const std::string& k) {
+  // Runs `read` on the record at stored key `k` (of this view's
+  // namespace) inside a transaction of the base store, with that
+  // transaction's range reads, and commits it to validate the record: so
+  // a head's pieces read are the ones of the head read, even while a
+  // patch rewrites pieces in place (chunked_values.h). Run again on a
+  // conflict. A head whose pieces are missing at a validated read is
+  // Corruption.
+  template <class T>
+  Result<T> ReadHeadConsistently(
+      const std::string& k,
+      const std::function<Result<T>(const StoredValue& cur, const RangeFn& range)>& read) {
     for (;;) {
-      Result<StoredValue> r = base().Get(k);
-      if (!r.ok() || !chunk_codec::IsHead(r->value)) return r;
-      Result<std::string> whole = ReadPieces(
-          r->value, ns,
-          [this](std::string_view f, std::optional<std::string_view> t, size_t l,
-                 std::vector<std::pair<std::string, std::string>>* o) {
-            return base().Range(f, t, l, o);
-          },
-          dbs_.pieces_read_);
-      if (whole.ok()) return StoredValue{std::move(*whole), r->version};
-      if (!whole.status().is_not_found()) return whole.status();
-      Result<StoredValue> again = base().Get(k);
-      if (again.ok() && again->version == r->version)
-        return Status::Corruption("a large value's pieces are missing");
+      std::unique_ptr<StoreTransaction> tx = base().Begin();
+      if (tx == nullptr) return Status::NotSupported("the store has no transactions");
+      Result<StoredValue> cur = tx->Get(k);
+      if (!cur.ok()) {
+        if (cur.status().is_aborted()) continue;
+        return cur.status();
+      }
+      const RangeFn range = [&tx](std::string_view f, std::optional<std::string_view> t, size_t l,
+                                  std::vector<std::pair<std::string, std::string>>* o) {
+        return tx->Range(f, t, l, o);
+      };
+      Result<T> out = read(*cur, range);
+      if (!out.ok() && !out.status().is_not_found()) return out.status();
+      Status s = tx->Commit();
+      if (s.is_aborted()) continue;
+      if (!s.ok()) return s;
+      if (!out.ok()) return Status::Corruption("a large value's pieces are missing");
+      return out;
     }
+  }
+
+  // The value at stored key `k`, a head's assembled from its pieces.
+  Result<StoredValue> ReadWhole(uint32_t ns, const std::string& k) {
+    Result<StoredValue> r = base().Get(k);
+    if (!r.ok() || !chunk_codec::IsHead(r->value)) return r;
+    return ReadHeadConsistently<StoredValue>(
+        k, [&](const StoredValue& cur, const RangeFn& range) -> Result<StoredValue> {
+          if (!chunk_codec::IsHead(cur.value)) return cur;
+          Result<std::string> whole = ReadPieces(cur.value, ns, range, dbs_.pieces_read_);
+          if (!whole.ok()) return whole.status();
+          return StoredValue{std::move(*whole), cur.version};
+        });
   }
 
   // Every write: `value` nullptr removes. kAbsent: only if the key is
@@ -506,6 +611,45 @@ class Databases::View final : public Store {
   const size_t i_;
 };
 
+// Neither the old nor the new value in pieces: one conditional write of
+// the base store; else a transaction (PatchInTransaction) on the record
+// read, which must still be of `version`.
+Result<WriteOutcome> Databases::View::PatchIfVersion(std::string_view key, uint64_t version,
+                                                     const std::vector<ByteWrite>& writes) {
+  OpEpochs::Guard g = dbs_.epochs_.Enter();
+  const uint32_t ns = Ns();
+  const std::string k = Encode(ns, key);
+  const size_t max = base().max_value_bytes();
+  for (;;) {
+    Result<StoredValue> cur = base().Get(k);
+    if (!cur.ok()) {
+      if (cur.status().is_not_found()) return WriteOutcome::kAbsent;
+      return cur.status();
+    }
+    if (cur->version != version) return WriteOutcome::kChanged;
+    const bool head = chunk_codec::IsHead(cur->value);
+    if (!head && PatchedSize(cur->value.size(), writes) <= max) {
+      std::string v = std::move(cur->value);
+      ApplyWrites(&v, writes);
+      if (!chunk_codec::NeedsPieces(v, max)) return base().PutIfVersion(k, v, version);
+    }
+    std::unique_ptr<StoreTransaction> tx = base().Begin();
+    if (tx == nullptr) return Status::NotSupported("the store has no transactions");
+    Result<StoredValue> now = tx->Get(k);
+    if (!now.ok()) {
+      if (now.status().is_aborted()) continue;
+      if (now.status().is_not_found()) return WriteOutcome::kAbsent;
+      return now.status();
+    }
+    if (now->version != version) return WriteOutcome::kChanged;
+    Status s = PatchInTransaction(*tx, dbs_, max, ns, k, key, now->value, writes, dbs_.pieces_read_,
+                                  dbs_.pieces_written_);
+    if (s.ok()) s = tx->Commit();
+    if (s.ok()) return WriteOutcome::kDone;
+    if (!s.is_aborted()) return s;
+  }
+}
+
 // One database's view of a DbTransaction's underlying transaction; values
 // in pieces as the database's view stores them.
 class DbTransaction::View final : public StoreTransaction {
@@ -522,6 +666,33 @@ class DbTransaction::View final : public StoreTransaction {
                  ? Status::Corruption("a large value's pieces are missing")
                  : whole.status();
     return StoredValue{std::move(*whole), r->version};
+  }
+  // The snapshot holds every piece of every head it holds.
+  Result<StoredPart> GetPart(std::string_view key, HeaderBytesFn header, uint64_t offset,
+                             uint64_t length) override {
+    Result<StoredValue> r = tx().Get(Key(key));
+    if (!r.ok()) return r.status();
+    if (!chunk_codec::IsHead(r->value))
+      return CutPart(r->value, r->version, header, offset, length);
+    Result<StoredPart> p = ReadPartOfHead(r->value, r->version, t_.ns(i_), Reader(),
+                                          t_.dbs_.pieces_read_, header, offset, length);
+    if (!p.ok() && p.status().is_not_found())
+      return Status::Corruption("a large value's pieces are missing");
+    return p;
+  }
+  Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
+                                      const std::vector<ByteWrite>& writes) override {
+    const std::string k = Key(key);
+    Result<StoredValue> cur = tx().Get(k);
+    if (!cur.ok()) {
+      if (cur.status().is_not_found()) return WriteOutcome::kAbsent;
+      return cur.status();
+    }
+    if (cur->version != version) return WriteOutcome::kChanged;
+    PMINDEX_RETURN_IF_ERROR(PatchInTransaction(tx(), t_.dbs_, t_.dbs_.base_.max_value_bytes(),
+                                               t_.ns(i_), k, key, cur->value, writes,
+                                               t_.dbs_.pieces_read_, t_.dbs_.pieces_written_));
+    return WriteOutcome::kDone;
   }
   Status Put(std::string_view key, std::string_view value) override {
     return Replace(key, &value).status();
@@ -583,6 +754,14 @@ class SingleDbTransaction final : public StoreTransaction {
  public:
   SingleDbTransaction(std::unique_ptr<DbTransaction> t, int i) : t_(std::move(t)), v_(t_->db(i)) {}
   Result<StoredValue> Get(std::string_view key) override { return v_.Get(key); }
+  Result<StoredPart> GetPart(std::string_view key, HeaderBytesFn header, uint64_t offset,
+                             uint64_t length) override {
+    return v_.GetPart(key, header, offset, length);
+  }
+  Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
+                                      const std::vector<ByteWrite>& writes) override {
+    return v_.PatchIfVersion(key, version, writes);
+  }
   Status Put(std::string_view key, std::string_view value) override { return v_.Put(key, value); }
   Result<WriteOutcome> Remove(std::string_view key) override { return v_.Remove(key); }
   size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,

@@ -22,7 +22,10 @@
 // value limit as a head record and pieces (chunked_values.h), written in
 // one transaction of the base store; their Get, Range and the
 // transactions' reads return the whole value, so nothing above them sees
-// pieces. A write over a head garbage-lists its pieces.
+// pieces. A write over a head garbage-lists its pieces; a patch
+// (PatchIfVersion) rewrites only the pieces it touches, with the head, in
+// one transaction, and GetPart reads only the pieces asked for (both in
+// the views and in their transactions).
 //
 // The table of databases (one value, written whole): each database's
 // namespace, the next unused namespace, and the namespaces whose keys are
@@ -256,6 +259,9 @@ class Databases {
   // Pieces of large values read so far (chunked_values.h), by every read
   // path: what tests check a partial read against.
   uint64_t pieces_read() const { return pieces_read_.load(std::memory_order_relaxed); }
+  // Pieces written so far by patches (Store::PatchIfVersion of a large
+  // value): what tests check APPEND, SETRANGE and SETBIT against.
+  uint64_t pieces_written() const { return pieces_written_.load(std::memory_order_relaxed); }
 
   // The stored form of `key` in namespace `ns`; the prefix of a namespace.
   static std::string Encode(uint32_t ns, std::string_view key);
@@ -292,6 +298,7 @@ class Databases {
   const int count_;
   OpEpochs epochs_;
   std::atomic<uint64_t> pieces_read_{0};
+  std::atomic<uint64_t> pieces_written_{0};
   sync::Mutex meta_mu_;
   Table table_ PMINDEX_GUARDED_BY(meta_mu_);
   uint64_t installs_ PMINDEX_GUARDED_BY(meta_mu_) = 0;  // tables installed since open

@@ -391,6 +391,64 @@ Status Items::Edit(std::string_view key, const std::function<ItemEdit(const Item
   return r.status();
 }
 
+Status Items::Patch(
+    std::string_view key, uint64_t offset, uint64_t length, bool raw_if_new,
+    const std::function<std::optional<std::vector<DataWrite>>(const Item*, uint64_t size)>&
+        decide) {
+  PMINDEX_RETURN_IF_ERROR(MaybeFlush());
+  for (;;) {
+    Result<StoredPart> r = store_.GetPart(key, &item_codec::HeaderBytes, offset, length);
+    if (!r.ok() && !r.status().is_not_found()) return r.status();
+    const bool present = r.ok();
+    std::optional<Item> live;
+    uint64_t size = 0;
+    size_t header = 0;
+    if (present && collection_codec::IsCollection(r->prefix)) {
+      if (!collection_codec::ExpiredAt(r->prefix, now_ms_())) return WrongTypeError();
+      // An expired collection in the way goes with its elements first.
+      Result<bool> dropped = DropCollection(key, r->version);
+      if (!dropped.ok()) return dropped.status();
+      if (*dropped) continue;
+    } else if (present) {
+      Item item;
+      header = item_codec::HeaderBytes(r->prefix);
+      if (!item_codec::Decode(std::string_view(r->prefix).substr(0, item_codec::kMaxHeaderBytes),
+                              &item) ||
+          header > r->size)
+        return Status::Corruption("the stored value is not a pmserver item");
+      size = r->size - header;
+      item.version = r->version;
+      if (!Expired(item)) {
+        item.data = std::move(r->part);
+        live = std::move(item);
+      }
+    }
+    std::optional<std::vector<DataWrite>> writes = decide(live ? &*live : nullptr, size);
+    if (!writes) return Status::OK();
+    Result<WriteOutcome> w = WriteOutcome::kDone;
+    if (live) {
+      // The header keeps its length: only the raw bit of its tag changes.
+      const char tag = static_cast<char>(static_cast<uint8_t>(r->prefix[0]) | item_codec::kRaw);
+      std::vector<ByteWrite> bw;
+      if (!live->raw) bw.push_back({0, std::string_view(&tag, 1)});
+      for (const DataWrite& d : *writes) bw.push_back({header + d.offset, d.bytes});
+      w = store_.PatchIfVersion(key, r->version, bw);
+    } else {
+      std::string data;
+      for (const DataWrite& d : *writes) {
+        if (data.size() < d.offset + d.bytes.size()) data.resize(d.offset + d.bytes.size(), '\0');
+        data.replace(d.offset, d.bytes.size(), d.bytes);
+      }
+      std::string value;
+      item_codec::Encode(data, 0, 0, &value, raw_if_new);
+      w = present ? store_.PutIfVersion(key, value, r->version) : store_.PutIfAbsent(key, value);
+    }
+    if (!w.ok()) return w.status();
+    if (*w == WriteOutcome::kDone) return Status::OK();
+    // The key changed between the read and the write: decide again.
+  }
+}
+
 Result<ItemOutcome> Items::Delete(std::string_view key) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());
   // The data is not needed: a large value's pieces are not read.

@@ -8,7 +8,7 @@
 //   [8 bytes]     expiry, unix time in ms, little endian, > 0  (if bit 1)
 //   rest          the data
 //
-// Bit 2 records that a RESP APPEND, SETRANGE or SETBIT wrote the data
+// Bit 2 records that a RESP APPEND, SETRANGE, SETBIT or BITFIELD wrote the data
 // last: Redis turns such a value into its `raw` encoding, and OBJECT
 // ENCODING says so until a command writes the value whole again (SET,
 // INCR, ...). An edit that keeps the data (EXPIRE, PERSIST, TOUCH) keeps
@@ -104,6 +104,12 @@ struct ItemEdit {
   static ItemEdit Remove() { return {Kind::kRemove, {}, 0, 0, false}; }
 };
 
+// One write of Items::Patch: `bytes` at byte `offset` of an item's data.
+struct DataWrite {
+  uint64_t offset = 0;
+  std::string bytes;
+};
+
 // Unix time in milliseconds (std::chrono::system_clock).
 int64_t WallClockMs();
 
@@ -170,6 +176,21 @@ class Items {
   // keeps is removed lazily (only that version of it).
   [[nodiscard]] Status Edit(std::string_view key,
                             const std::function<ItemEdit(const Item*)>& decide);
+  // The read-modify-write of part of an item's data (RESP APPEND,
+  // SETRANGE, SETBIT): `decide` is given the live item (nullptr if absent
+  // or expired) with its data cut to bytes [offset, offset + length), and
+  // the whole data's bytes; it returns the writes to make (each at a data
+  // offset; one past the end grows the data with zero bytes), or nullopt
+  // to change nothing. A live item keeps its flags and expiry and gets the
+  // raw bit (item_codec::kRaw); only the bytes written are written (a
+  // large value's pieces they fall in: Store::PatchIfVersion). An absent
+  // key becomes an item of the writes alone, without flags or expiry, raw
+  // iff `raw_if_new`. As Edit: applied only if the key still holds what
+  // was read (else `decide` runs again), durable when Patch returns OK.
+  [[nodiscard]] Status Patch(
+      std::string_view key, uint64_t offset, uint64_t length, bool raw_if_new,
+      const std::function<std::optional<std::vector<DataWrite>>(const Item*, uint64_t size)>&
+          decide);
   // Up to `limit` live keys from `from` on, in the store's order
   // (Store::Range: bytewise, or (slot, key) in a database), examining at
   // most `limit` stored keys; *next is the key to continue from, or empty

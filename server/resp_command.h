@@ -213,6 +213,7 @@ std::vector<std::pair<std::string, std::string>> KeyspaceInfo(Items& items);
 
 // The command groups (one file each).
 void RegisterStringCommands(CommandTable& table);      // resp_string_commands.cc
+void RegisterBitCommands(CommandTable& table);         // resp_bit_commands.cc
 void RegisterKeyspaceCommands(CommandTable& table);    // resp_keyspace_commands.cc
 void RegisterDatabaseCommands(CommandTable& table);    // resp_database_commands.cc
 void RegisterConnectionCommands(CommandTable& table);  // resp_connection_commands.cc

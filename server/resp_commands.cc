@@ -48,6 +48,7 @@ const CommandTable& RespCommands() {
   static const CommandTable table = [] {
     CommandTable t;
     RegisterStringCommands(t);
+    RegisterBitCommands(t);
     RegisterKeyspaceCommands(t);
     RegisterDatabaseCommands(t);
     RegisterConnectionCommands(t);

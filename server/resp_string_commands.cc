@@ -328,23 +328,20 @@ void MSet(CommandCall& c) {
 
 // ---- APPEND, STRLEN, SETRANGE, GETRANGE
 
+// Only the appended bytes are written (for a large value, its last piece
+// and the new ones: Items::Patch).
 void Append(CommandCall& c) {
+  const std::string_view tail = c.args[2];
   bool too_long = false;
-  size_t length = 0;
-  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
-    too_long = false;
-    if (!live) {
-      length = c.args[2].size();
-      too_long = length > MaxString(c);
-      if (too_long) return ItemEdit::Keep();
-      return ItemEdit::Put(std::string(c.args[2]), 0, 0);  // new: Redis encodes it as SET
-    }
-    length = live->data.size() + c.args[2].size();
-    too_long = length > MaxString(c);
-    if (too_long) return ItemEdit::Keep();
-    return ItemEdit::Put(live->data + std::string(c.args[2]), live->flags, live->expiry_ms,
-                         /*raw=*/true);
-  });
+  uint64_t length = 0;
+  Status s =
+      c.items.Patch(c.args[1], 0, 0, /*raw_if_new=*/false,  // new: Redis encodes it as SET
+                    [&](const Item*, uint64_t size) -> std::optional<std::vector<DataWrite>> {
+                      length = size + tail.size();
+                      too_long = length > MaxString(c);
+                      if (too_long) return std::nullopt;
+                      return std::vector<DataWrite>{{size, std::string(tail)}};
+                    });
   if (!s.ok()) return ReplyStoreError(c, s);
   if (too_long) return c.reply.Error(kTooLong);
   c.reply.Integer(static_cast<int64_t>(length));
@@ -357,28 +354,27 @@ void StrLen(CommandCall& c) {
   ReplyStoreError(c, r.status());
 }
 
-// SETRANGE key offset value: zero bytes fill the gap past the end.
+// SETRANGE key offset value: zero bytes fill the gap past the end. Only
+// the bytes written (and the gap) are written: Items::Patch.
 void SetRange(CommandCall& c) {
   int64_t offset = 0;
   if (!ParseNumber(c.args[2], &offset)) return c.reply.Error(kNotInteger);
   if (offset < 0) return c.reply.Error("ERR offset is out of range");
   const std::string_view value = c.args[3];
   bool too_long = false;
-  size_t length = 0;
-  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
-    too_long = false;
-    length = live ? live->data.size() : 0;
-    if (value.empty()) return ItemEdit::Keep();  // nothing to write: the length
-    const uint64_t end = static_cast<uint64_t>(offset) + value.size();
-    too_long = end > MaxString(c);
-    if (too_long) return ItemEdit::Keep();
-    std::string data = live ? live->data : std::string();
-    if (data.size() < end) data.resize(end, '\0');
-    data.replace(static_cast<size_t>(offset), value.size(), value);
-    length = data.size();
-    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0,
-                         /*raw=*/true);
-  });
+  uint64_t length = 0;
+  Status s = c.items.Patch(
+      c.args[1], 0, 0, /*raw_if_new=*/true,
+      [&](const Item*, uint64_t size) -> std::optional<std::vector<DataWrite>> {
+        too_long = false;
+        length = size;
+        if (value.empty()) return std::nullopt;  // nothing to write: the length
+        const uint64_t end = static_cast<uint64_t>(offset) + value.size();
+        too_long = end > MaxString(c);
+        if (too_long) return std::nullopt;
+        length = std::max(size, end);
+        return std::vector<DataWrite>{{static_cast<uint64_t>(offset), std::string(value)}};
+      });
   if (!s.ok()) return ReplyStoreError(c, s);
   if (too_long) return c.reply.Error(kTooLong);
   c.reply.Integer(static_cast<int64_t>(length));
@@ -450,25 +446,27 @@ int BitAt(std::string_view data, uint64_t offset) {
   return (static_cast<unsigned char>(data[byte]) >> (7 - offset % 8)) & 1;
 }
 
+// Reads and writes the one byte of the bit (Items::Patch).
 void SetBit(CommandCall& c) {
   uint64_t offset = 0;
   if (!BitOffset(c, c.args[2], &offset)) return;
   if (c.args[3] != "0" && c.args[3] != "1")
     return c.reply.Error("ERR bit is not an integer or out of range");
   const bool on = c.args[3] == "1";
+  const uint64_t byte = offset / 8;
   int old = 0;
-  Status s = c.items.Edit(c.args[1], [&](const Item* live) {
-    std::string data = live ? live->data : std::string();
-    old = BitAt(data, offset);
-    const uint64_t byte = offset / 8;
-    if (live && old == static_cast<int>(on) && byte < data.size()) return ItemEdit::Keep();
-    if (data.size() <= byte) data.resize(byte + 1, '\0');
-    const auto mask = static_cast<unsigned char>(1u << (7 - offset % 8));
-    auto& b = reinterpret_cast<unsigned char&>(data[byte]);
-    b = on ? (b | mask) : (b & ~mask);
-    return ItemEdit::Put(std::move(data), live ? live->flags : 0, live ? live->expiry_ms : 0,
-                         /*raw=*/true);
-  });
+  Status s = c.items.Patch(
+      c.args[1], byte, 1, /*raw_if_new=*/true,
+      [&](const Item* live, uint64_t size) -> std::optional<std::vector<DataWrite>> {
+        // live->data is the bit's byte, or empty past the end.
+        const std::string_view data = live ? std::string_view(live->data) : std::string_view();
+        old = BitAt(data, offset % 8);
+        if (live && old == static_cast<int>(on) && byte < size) return std::nullopt;
+        const auto mask = static_cast<unsigned char>(1u << (7 - offset % 8));
+        auto b = static_cast<unsigned char>(data.empty() ? 0 : data[0]);
+        b = on ? (b | mask) : (b & ~mask);
+        return std::vector<DataWrite>{{byte, std::string(1, static_cast<char>(b))}};
+      });
   if (!s.ok()) return ReplyStoreError(c, s);
   c.reply.Integer(old);
 }

@@ -68,6 +68,21 @@ using HeaderBytesFn = size_t (*)(std::string_view prefix);
 inline StoredPart CutPart(std::string_view value, uint64_t version, HeaderBytesFn header,
                           uint64_t offset, uint64_t length);
 
+// One write of a patch (Store::PatchIfVersion): `bytes` at byte `offset`
+// of a stored value.
+struct ByteWrite {
+  uint64_t offset = 0;
+  std::string_view bytes;
+};
+// Applies `writes` to *value in order; a write past the end first grows
+// it with zero bytes up to the write's offset.
+inline void ApplyWrites(std::string* value, const std::vector<ByteWrite>& writes);
+// The length of a value of `size` bytes after `writes`.
+inline uint64_t PatchedSize(uint64_t size, const std::vector<ByteWrite>& writes) {
+  for (const ByteWrite& w : writes) size = std::max<uint64_t>(size, w.offset + w.bytes.size());
+  return size;
+}
+
 struct StoreInfo {
   uint64_t keys = 0;      // keys stored (expired items not yet removed included)
   std::string engine;     // e.g. "kvstore lbtree", "map (test)"
@@ -103,6 +118,27 @@ class StoreTransaction {
   // As Store::Range, with this transaction's writes.
   virtual size_t Range(std::string_view from, std::optional<std::string_view> to, size_t limit,
                        std::vector<std::pair<std::string, std::string>>* out) = 0;
+  // As Store::GetPart and Store::PatchIfVersion, in the transaction (the
+  // patch's writes buffered like Put's). A transaction over a store that
+  // keeps large values in pieces reads and writes only the pieces
+  // concerned (GETRANGE, APPEND... inside EXEC).
+  [[nodiscard]] virtual Result<StoredPart> GetPart(std::string_view key, HeaderBytesFn header,
+                                                   uint64_t offset, uint64_t length) {
+    Result<StoredValue> r = Get(key);
+    if (!r.ok()) return r.status();
+    return CutPart(r->value, r->version, header, offset, length);
+  }
+  [[nodiscard]] virtual Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
+                                                            const std::vector<ByteWrite>& writes) {
+    Result<StoredValue> r = Get(key);
+    if (!r.ok())
+      return r.status().is_not_found() ? Result<WriteOutcome>(WriteOutcome::kAbsent)
+                                       : Result<WriteOutcome>(r.status());
+    if (r->version != version) return WriteOutcome::kChanged;
+    ApplyWrites(&r->value, writes);
+    PMINDEX_RETURN_IF_ERROR(Put(key, r->value));
+    return WriteOutcome::kDone;
+  }
   // OK: every write is durable and visible. Aborted: a conflict (above),
   // nothing changed. Other errors: the store failed, nothing changed.
   [[nodiscard]] virtual Status Commit() = 0;
@@ -170,6 +206,23 @@ class Store {
   // A new transaction (see StoreTransaction); nullptr from a store that is
   // itself a transaction's view (no nesting).
   virtual std::unique_ptr<StoreTransaction> Begin() = 0;
+  // Writes `writes` into the key's value (ApplyWrites) iff its version is
+  // `version`: kDone, kAbsent or kChanged; InvalidArgument if the value
+  // would outgrow max_value_bytes(). A store that keeps large values in
+  // pieces reads and writes only the pieces the writes fall in (RESP
+  // APPEND, SETRANGE, SETBIT of a large value), all in one transaction.
+  [[nodiscard]] virtual Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
+                                                            const std::vector<ByteWrite>& writes) {
+    Result<StoredValue> r = Get(key);
+    if (!r.ok())
+      return r.status().is_not_found() ? Result<WriteOutcome>(WriteOutcome::kAbsent)
+                                       : Result<WriteOutcome>(r.status());
+    if (r->version != version) return WriteOutcome::kChanged;
+    if (PatchedSize(r->value.size(), writes) > max_value_bytes())
+      return Status::InvalidArgument("the value is too large");
+    ApplyWrites(&r->value, writes);
+    return PutIfVersion(key, r->value, version);
+  }
 };
 
 inline StoredPart CutPart(std::string_view value, uint64_t version, HeaderBytesFn header,
@@ -184,6 +237,14 @@ inline StoredPart CutPart(std::string_view value, uint64_t version, HeaderBytesF
                                static_cast<size_t>(std::min<uint64_t>(length, value.size()))));
   }
   return p;
+}
+
+inline void ApplyWrites(std::string* value, const std::vector<ByteWrite>& writes) {
+  for (const ByteWrite& w : writes) {
+    const uint64_t end = w.offset + w.bytes.size();
+    if (value->size() < end) value->resize(static_cast<size_t>(end), '\0');
+    value->replace(static_cast<size_t>(w.offset), w.bytes.size(), w.bytes);
+  }
 }
 
 // Sets *key to the smallest key after it among keys of at most `max`

@@ -44,6 +44,14 @@ class TxnStore final : public Store {
   size_t max_value_bytes() const override { return base_.max_value_bytes(); }
 
   Result<StoredValue> Get(std::string_view key) override { return Note(tx_.Get(key)); }
+  Result<StoredPart> GetPart(std::string_view key, HeaderBytesFn header, uint64_t offset,
+                             uint64_t length) override {
+    return Note(tx_.GetPart(key, header, offset, length));
+  }
+  Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
+                                      const std::vector<ByteWrite>& writes) override {
+    return Note(tx_.PatchIfVersion(key, version, writes));
+  }
   Status Put(std::string_view key, std::string_view value) override {
     return Note(tx_.Put(key, value));
   }

@@ -48,11 +48,13 @@ Nothing is fetched from the network: --peer-checkout is a local checkout
 (docs/benchmarking.md, "Side by side with the originals").
 """
 import argparse
+import glob
 import json
 import os
 import random
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -194,11 +196,14 @@ def peer_cmd(args, files, binary, pm_file):
 
 
 def remove_pm(path):
-    """Removes a PM file, or the pool directory of an original that makes several (pactree)."""
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.exists(path):
-        os.remove(path)
+    """Removes a run's PM file, or the pool directory of an original that makes
+    several (pactree), and the files an original derives from that name
+    (roart's PATH.part.data): an original that crashes leaves them behind."""
+    for p in [path] + glob.glob(glob.escape(path) + ".*"):
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif os.path.lexists(p):
+            os.remove(p)
 
 
 def parse_peer(out):
@@ -287,6 +292,12 @@ def main():
     if not os.access(binary, os.X_OK):
         die(f"no build of {args.tree} at {binary}")
 
+    # Every run's PM files: the original's (removed after each run, crashed or
+    # not, by run_original) and pmbench's pool directory; both removed again
+    # when compare.py ends, whatever ends it (an error of pmbench, Ctrl-C).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `finally` runs
+    pm_file = os.path.join(args.pm_dir, f"pmindex-peer-{args.tree}-{os.getpid()}.pm")
+    pool_dir = os.path.join(args.pm_dir, f"pmindex-peer-pmbench-{os.getpid()}")
     tmp = None
     work = args.work_dir
     if not work:
@@ -298,8 +309,6 @@ def main():
         files = make_keys(args, work)
         env = dict(os.environ, PMEM_IS_PMEM_FORCE="1")
         pin = ["taskset", "-c", args.cpu]
-        pm_file = os.path.join(args.pm_dir, f"pmindex-peer-{args.tree}-{os.getpid()}.pm")
-        pool_dir = os.path.join(args.pm_dir, f"pmindex-peer-pmbench-{os.getpid()}")
         m = args.ops
         by_inserts = args.tree in LOAD_BY_INSERTS
         scans = args.tree in SCANS
@@ -431,6 +440,8 @@ def main():
         if args.json:
             json.dump(summary, open(args.json, "w"), indent=1)
     finally:
+        remove_pm(pm_file)
+        shutil.rmtree(pool_dir, ignore_errors=True)
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 

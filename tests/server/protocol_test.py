@@ -621,9 +621,33 @@ def test_kill9_under_collection_load_keeps_every_acknowledged_write(ctx):
         except Exception:  # killed: what was acknowledged is recorded
             return
 
+    # APPENDs to a value in pieces (each writes only the value's last
+    # pieces and its head, in one transaction): after the restart it holds
+    # every acknowledged block, and the block in flight whole or not at all.
+    app_base = random.Random(7).randbytes((1 << 20) + 3)
+    app_state = {"set": False, "acked": 0}
+
+    def app_block(i):
+        return bytes([i % 251]) * (100 + (i * 7919) % 20_000)
+
+    def appender():
+        try:
+            r = s.redis()
+            if r.set("app", app_base) is not True:
+                return
+            app_state["set"] = True
+            i = 0
+            while not stop.is_set():
+                r.append("app", app_block(i))
+                app_state["acked"] = i + 1
+                i += 1
+        except Exception:  # killed: what was acknowledged is recorded
+            return
+
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
     threads.append(threading.Thread(target=transactions))
     threads.append(threading.Thread(target=big_writer))
+    threads.append(threading.Thread(target=appender))
     for t in threads:
         t.start()
     time.sleep(2.0)
@@ -661,8 +685,15 @@ def test_kill9_under_collection_load_keeps_every_acknowledged_write(ctx):
             i = int.from_bytes(v[:8], "little")
             assert i in (acked, big_sent[k]), (k, i, acked, big_sent[k])
             assert v == big(i), f"{k}: the value of write {i} is not whole"
-        print(f"    {len(tx_acked)} transactions and {max(big_acked.values()) + 1} values in "
-              "pieces acknowledged, all whole after the restart")
+        if app_state["set"]:
+            n = app_state["acked"]
+            acked = app_base + b"".join(app_block(i) for i in range(n))
+            v = r.get("app")
+            assert v in (acked, acked + app_block(n)), (
+                f"APPEND: {len(v)} bytes, acknowledged {len(acked)} ({n} blocks)")
+        print(f"    {len(tx_acked)} transactions, {max(big_acked.values()) + 1} values in "
+              f"pieces and {app_state['acked']} APPENDs to one acknowledged, all whole after "
+              "the restart")
     finally:
         code, out, err = s.stop()
         assert code == 0, (code, out, err)

@@ -173,6 +173,82 @@ TEST(StringParts, GetrangeReadsOnlyThePiecesOfItsRange) {
   EXPECT_EQ(s.dbs->pieces_read() - before, 6u);
 }
 
+// Pieces are kMiB bytes; the stored value is the item's 1-byte header,
+// then the data.
+TEST(StringParts, AppendSetrangeSetbitBitfieldWriteOnlyTheirPieces) {
+  Server s;
+  const int64_t m = static_cast<int64_t>(kMiB);
+  std::string v = Pattern(5 * kMiB, 3);  // pieces 0..5, the last holding one byte
+  ASSERT_EQ(s.Feed({"SET", "k", v}), "+OK\r\n");
+  struct Step {
+    std::vector<std::string> command;
+    uint64_t pieces;
+  };
+  const std::string big = Pattern(kMiB + 10, 9);
+  const Step steps[] = {
+      // Piece 0 for the header's raw bit (the first change in place), and
+      // the last piece, extended.
+      {{"APPEND", "k", "tail"}, 2},
+      {{"APPEND", "k", "more"}, 1},
+      {{"APPEND", "k", big}, 2},  // the last piece filled, one new piece
+      {{"SETRANGE", "k", std::to_string(2 * m - 2), "XYZW"}, 2},  // across pieces 1 and 2
+      {{"SETBIT", "k", std::to_string(8 * 3 * m + 2), "1"}, 1},
+      {{"SETBIT", "k", std::to_string(8 * 3 * m + 2), "1"}, 0},  // unchanged: nothing
+      {{"BITFIELD", "k", "SET", "u8", std::to_string(8 * 4 * m), "7"}, 1},
+      {{"SETRANGE", "k", std::to_string(8 * m), "end"}, 3},  // pieces 6 (grown), 7, 8
+  };
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.command[0] + " " + step.command[2].substr(0, 20));
+    const uint64_t before = s.dbs->pieces_written();
+    const std::string reply = s.Feed(step.command);
+    if (step.command[0] == "APPEND") v += step.command[2];
+    if (step.command[0] == "SETRANGE") {
+      const size_t at = std::stoul(step.command[2]);
+      if (v.size() < at + step.command[3].size()) v.resize(at + step.command[3].size(), '\0');
+      v.replace(at, step.command[3].size(), step.command[3]);
+    }
+    if (step.command[0] == "SETBIT") v[3 * kMiB] = static_cast<char>(v[3 * kMiB] | 0x20);
+    if (step.command[0] == "BITFIELD") v[4 * kMiB] = 7;
+    if (step.command[0] != "SETBIT" && step.command[0] != "BITFIELD") {
+      EXPECT_EQ(reply, Int(static_cast<int64_t>(v.size())));
+    }
+    EXPECT_EQ(s.dbs->pieces_written() - before, step.pieces);
+  }
+  EXPECT_TRUE(s.Feed({"GET", "k"}) == Bulk(v)) << "the value after the patches";
+  EXPECT_EQ(s.Feed({"OBJECT", "ENCODING", "k"}), Bulk("raw"));
+  // A SET replaces the value whole (a new generation), and patches go on.
+  ASSERT_EQ(s.Feed({"SET", "k", v}), "+OK\r\n");
+  EXPECT_EQ(s.Feed({"APPEND", "k", "!"}), Int(static_cast<int64_t>(v.size() + 1)));
+  EXPECT_TRUE(s.Feed({"GETRANGE", "k", "-3", "-1"}) == Bulk(v.substr(v.size() - 2) + "!"));
+}
+
+TEST(StringParts, InsideExecOnlyTheirPiecesAreReadAndWritten) {
+  Server s;
+  const int64_t m = static_cast<int64_t>(kMiB);
+  std::string v = Pattern(5 * kMiB, 5);
+  ASSERT_EQ(s.Feed({"SET", "k", v}), "+OK\r\n");
+  const uint64_t read = s.dbs->pieces_read(), written = s.dbs->pieces_written();
+  const int bit = (static_cast<unsigned char>(v[4 * kMiB]) >> 7) & 1;
+  // GETRANGE: piece 1; GETBIT: piece 4; APPEND: pieces 0 (raw bit) and 5;
+  // SETRANGE at 1: piece 0 again (the transaction's own).
+  std::string out;
+  for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
+           {"MULTI"},
+           {"GETRANGE", "k", std::to_string(m), std::to_string(m + 10)},
+           {"GETBIT", "k", std::to_string(8 * 4 * m)},
+           {"APPEND", "k", "xy"},
+           {"SETRANGE", "k", "1", "Q"},
+           {"EXEC"}})
+    out += s.Feed(command);
+  EXPECT_EQ(out, "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*4\r\n" +
+                     Bulk(v.substr(kMiB, 11)) + Int(bit) + Int(5 * m + 2) + Int(5 * m + 2));
+  EXPECT_EQ(s.dbs->pieces_read() - read, 5u);
+  EXPECT_EQ(s.dbs->pieces_written() - written, 3u);
+  v += "xy";
+  v[1] = 'Q';
+  EXPECT_TRUE(s.Feed({"GET", "k"}) == Bulk(v));
+}
+
 TEST(StringParts, ObjectEncodingIsRawAfterAChangeInPlace) {
   // Redis's suite: "SETRANGE against integer-encoded key".
   Server s;

@@ -12,7 +12,9 @@
 //            high      the next node's anchor (when next != 0), kept here so
 //                      that a search does not read the next node; open
 //                      rewrites it from the chain
-//            pad[2]
+//            search    in the head only, with search=pm: PPtr raw of the
+//                      persistent search layer's root (pm_trie.h); 0 else
+//            pad
 //   line 1   fpw[8]    fingerprint bytes, slot i in byte i % 8 of word i / 8
 //   line 2.. slots     KV {key, value}, 16 bytes each, four per line
 //
@@ -46,7 +48,8 @@ struct alignas(64) NodeHeader {
   uint64_t next;
   uint64_t bitmap;
   Key high;
-  uint64_t pad[2];
+  uint64_t search;
+  uint64_t pad;
   uint64_t fpw[kMaxSlots / 8];
 };
 static_assert(sizeof(NodeHeader) == 128);

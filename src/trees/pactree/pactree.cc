@@ -10,9 +10,11 @@
 //   links a new right sibling written and persisted while unreachable
 //   (copy-on-write of the upper half). Nodes are never merged or freed, so
 //   a pointer to a data node, once read, stays valid.
-// - The search layer, in DRAM: anchor key -> data node (an OLC B+-tree,
-//   common/olc_btree.h, standing for the paper's persistent trie PDL-ART;
-//   rebuilt from the data layer at every open). Splits do not update it:
+// - The search layer (search_layer.h): anchor key -> data node. With
+//   search=pm (the default, the paper's) a persistent trie in the pool
+//   standing for PDL-ART (pm_trie.h), its root named by the head node and
+//   kept across opens; with search=dram this project's DRAM OLC B+-tree,
+//   rebuilt from the data layer at every open. Splits do not update it:
 //   they append to per-NUMA update logs (update_log.h) that an updater
 //   thread applies. A search-layer floor may therefore be a stale anchor
 //   left of the node that owns a key; every operation moves right along
@@ -29,15 +31,16 @@
 // (IndexInfo::reads_see_only_durable is false); the writer returns after.
 //
 // Recovery (open): a read-only walk validates the chain and every slot,
-// sums and visits the live pairs, then (after MarkInUse) clears the bits
-// of pairs a split had moved when the crash came, and resets lock words.
+// sums and visits the live pairs, and checks the persistent search layer
+// against the chain; then (after MarkInUse) clears the bits of pairs a
+// split had moved when the crash came, resets lock words, and queues the
+// anchors the search layer lacks (update log entries the crash lost).
 #include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "alloc/allocator.h"
@@ -50,6 +53,8 @@
 #include "pm/persist.h"
 #include "pm/pptr_decode.h"
 #include "trees/pactree/data_node.h"
+#include "trees/pactree/pm_trie.h"
+#include "trees/pactree/search_layer.h"
 #include "trees/pactree/update_log.h"
 #include "util/check.h"
 #include "util/prefetch.h"
@@ -62,15 +67,19 @@ constexpr std::string_view kKind = "pactree";
 struct Params {
   uint32_t slots = kMaxSlots;
   bool background = true;  // updater=thread
+  bool pm_search = true;   // search=pm
 };
 
 Result<Params> ParseParams(const Options& o) {
-  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"slots", "updater"}));
+  PMINDEX_RETURN_IF_ERROR(o.CheckKnown({"slots", "updater", "search"}));
   Result<uint64_t> slots = o.get_uint("slots", kMaxSlots, kMinSlots, kMaxSlots);
   if (!slots.ok()) return slots.status();
   Result<std::string> up = o.get_enum("updater", "thread", {"thread", "inline"});
   if (!up.ok()) return up.status();
-  return Params{static_cast<uint32_t>(slots.value()), up.value() == "thread"};
+  Result<std::string> search = o.get_enum("search", "pm", {"pm", "dram"});
+  if (!search.ok()) return search.status();
+  return Params{static_cast<uint32_t>(slots.value()), up.value() == "thread",
+                search.value() == "pm"};
 }
 
 class PacTree final : public Index {
@@ -88,7 +97,9 @@ class PacTree final : public Index {
   Status verify() override;
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
-  void quiesce() override { logs_.Drain(); }
+  void quiesce() override {
+    if (logs_) logs_->Drain();
+  }
   Status close() override;
 
  private:
@@ -98,17 +109,24 @@ class PacTree final : public Index {
       : env_(env),
         p_(p),
         node_bytes_(NodeBytes(p.slots)),
-        live_mask_(p.slots == 64 ? ~uint64_t{0} : (uint64_t{1} << p.slots) - 1),
-        logs_(search_, env.alloc->topology(), p.background) {}
+        live_mask_(p.slots == 64 ? ~uint64_t{0} : (uint64_t{1} << p.slots) - 1) {}
 
   NodeHeader* N(uint64_t raw) const { return env_.pool->to_ptr<NodeHeader>(PPtr(raw)); }
   // The data node the search layer names for k: its anchor is <= k, and
-  // the node owning k is it or one to its right.
+  // the node owning k is it or one to its right. The layer is a hint: a
+  // name that is not a data node at or below k (only a damaged pool's
+  // trie gives one) is replaced by the head.
   NodeHeader* Floor(Key k) const {
-    std::optional<std::pair<uint64_t, uint64_t>> f = search_.floor(k);
-    PMINDEX_CHECK(f.has_value(), "pactree: the search layer lost anchor 0");
-    return N(f->second);
+    const uint64_t r = search_->Floor(k);
+    if (r != 0 && r != head_raw_ &&
+        pm::CheckPPtr(*env_.pool, r, node_bytes_, 64) == pm::PPtrFault::kOk) {
+      NodeHeader* x = N(r);
+      if (Ld(x->tag) == kNodeTag && Ld(x->anchor) <= k) return x;
+    }
+    return N(head_raw_);
   }
+  // Sets search_ (and the trie) and starts the update logs.
+  void StartSearchLayer(std::unique_ptr<PmTrie> trie);
 
   // Node locks: the version word (data_node.h).
   static uint64_t AwaitUnlocked(const NodeHeader* x);
@@ -135,19 +153,31 @@ class PacTree final : public Index {
   // past the next anchor), and sums the live pairs owned into *content.
   struct Chain {
     std::vector<uint64_t> raws;
+    std::vector<Key> anchors;  // raws' anchors, ascending
     std::vector<std::pair<size_t, uint64_t>> stale;
     uint64_t pairs = 0;
   };
   Status Walk(uint64_t head_raw, Chain* chain, common::ContentSum* content) const;
   void RebuildSearchLayer(const std::vector<uint64_t>& raws);
+  // bulk_load's search=pm part: a new trie mapping the new chain (written,
+  // not yet linked) whose root the new head names. OutOfSpace frees it.
+  Result<std::unique_ptr<PmTrie>> BuildTrie(const std::vector<uint64_t>& raws,
+                                            const std::vector<Key>& anchors);
+  // Open's check of the persistent search layer and its blocks.
+  Status CheckTrie(const Chain& chain, PmTrie::Census* census) const;
+  Status VerifySearchLayer(const Chain& chain) const;
 
   IndexEnv env_;
   Params p_;
   uint32_t node_bytes_;
   uint64_t live_mask_;
   uint64_t head_raw_ = 0;
-  SearchLayer search_;  // before logs_, which applies to it until it stops
-  UpdateLogs logs_;
+  // Destroyed after logs_, which applies to them until it stops.
+  DramSearch dram_;               // search=dram
+  std::unique_ptr<PmTrie> trie_;  // search=pm
+  SearchLayer* search_ = &dram_;
+  std::unique_ptr<UpdateLogs> logs_;
+  uint64_t repaired_ = 0;  // anchors open found missing from the search layer
   olc_detail::StripedCounter size_;
   olc_detail::StripedCounter splits_;
   bool ready_ = false;
@@ -348,7 +378,8 @@ Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
   pm::store(&y->next, x->next);
   pm::store(&y->high, x->next != 0 ? x->high : Key{0});
   pm::store(&y->bitmap, (uint64_t{1} << cnt) - 1);  // cnt <= slots / 2 + 1 < 64
-  for (uint64_t& w : y->pad) pm::store(&w, uint64_t{0});
+  pm::store(&y->search, uint64_t{0});
+  pm::store(&y->pad, uint64_t{0});
   for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
   pm::persist(y, sizeof(NodeHeader) + cnt * sizeof(KV));  // durable before the link
   uint64_t moved = 0;
@@ -371,7 +402,7 @@ Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
     pm::fence();
     pm::naw(&x->bitmap, kept | (uint64_t{1} << j));
   }
-  logs_.Append(anchor, yraw);
+  logs_->Append(anchor, yraw);
   Unlock(x, held, true);
   size_.Add(1);
   splits_.Add(1);
@@ -400,15 +431,29 @@ Result<std::unique_ptr<Index>> PacTree::Create(const IndexEnv& env, const Params
   Result<PPtr> h = env.alloc->Alloc(t->node_bytes_);
   if (!h.ok()) return h.status();
   t->head_raw_ = h.value().raw();
-  NodeHeader* x = t->N(t->head_raw_);
+  std::unique_ptr<PmTrie> trie;
+  if (p.pm_search) {
+    // A trie holding the head's leaf, flushed; the head's persist fences both.
+    Result<uint64_t> root = PmTrie::MakeRoot(*env.pool, *env.alloc, t->head_raw_);
+    if (!root.ok()) {
+      env.alloc->Free(h.value());
+      return root.status();
+    }
+    trie = std::make_unique<PmTrie>(*env.pool, *env.alloc, root.value(), 1, 1);
+  }
+  // (Not N(): GCC then warns that the null it maps 0 to is written.)
+  auto* x = reinterpret_cast<NodeHeader*>(env.pool->base() + h.value().offset());
   pm::fill(x, 0, sizeof(NodeHeader));
   pm::store(&x->tag, kNodeTag);
-  // Line 0 durable before root slot 0 names the head. Line 1 (zero
-  // fingerprints) need not be: a slot's fingerprint is persisted with its
-  // pair before the slot's bit is set, and no bit is set yet.
+  if (trie) pm::store(&x->search, trie->root_raw());
+  // Line 0 (and the trie's root, flushed) durable before root slot 0
+  // names the head. Line 1 (zero fingerprints) need not be: a slot's
+  // fingerprint is persisted with its pair before the slot's bit is set,
+  // and no bit is set yet.
   pm::persist(x, 64);
   env.pool->WriteRoot(0, t->head_raw_);
-  t->search_.insert(0, t->head_raw_);
+  if (!trie) t->dram_.Insert(0, t->head_raw_);
+  t->StartSearchLayer(std::move(trie));
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
 }
@@ -441,8 +486,12 @@ Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
     raws.push_back(a.value().raw());
   }
   // A new chain, its first node the new head (anchor 0), written and
-  // flushed while unreachable; one fence, then root slot 0 (written
-  // durably by the pool, old or new after a crash) swaps the whole chain in.
+  // flushed while unreachable, and (search=pm) a new trie mapping it that
+  // the new head names; one fence, then root slot 0 (written durably by
+  // the pool, old or new after a crash) swaps the whole chain and the
+  // trie in.
+  std::vector<Key> anchors(count);
+  for (size_t c = 0; c < count; ++c) anchors[c] = c == 0 ? Key{0} : sorted[c * per].key;
   for (size_t c = 0; c < count; ++c) {
     NodeHeader* y = N(raws[c]);
     const size_t b = c * per, e = std::min(sorted.size(), b + per);
@@ -455,30 +504,67 @@ Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
     const uint32_t cnt = static_cast<uint32_t>(e - b);
     pm::store(&y->version, uint64_t{0});
     pm::store(&y->tag, kNodeTag);
-    pm::store(&y->anchor, c == 0 ? Key{0} : sorted[b].key);
+    pm::store(&y->anchor, anchors[c]);
     pm::store(&y->next, c + 1 < count ? raws[c + 1] : uint64_t{0});
     pm::store(&y->high, c + 1 < count ? sorted[e].key : Key{0});
     pm::store(&y->bitmap, cnt == 64 ? ~uint64_t{0} : (uint64_t{1} << cnt) - 1);
-    for (uint64_t& w : y->pad) pm::store(&w, uint64_t{0});
+    pm::store(&y->search, uint64_t{0});
+    pm::store(&y->pad, uint64_t{0});
     for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
     pm::flush(y, sizeof(NodeHeader) + cnt * sizeof(KV));
   }
+  std::unique_ptr<PmTrie> built;
+  if (trie_) {
+    Result<std::unique_ptr<PmTrie>> b = BuildTrie(raws, anchors);
+    if (!b.ok()) {
+      for (uint64_t r : raws) env_.alloc->Free(PPtr(r));
+      return b.status();  // nothing changed
+    }
+    built = std::move(b).value();
+  }
   pm::fence();
   env_.pool->WriteRoot(0, raws[0]);
-  // The old head is unreachable now (after a crash, recovery reclaims it).
+  // The old head (and trie) are unreachable now (after a crash, recovery
+  // reclaims them).
   env_.alloc->Free(PPtr(head_raw_));
   head_raw_ = raws[0];
   size_.Set(sorted.size());
-  RebuildSearchLayer(raws);
+  if (trie_) {
+    trie_->Adopt(*built);
+  } else {
+    RebuildSearchLayer(raws);
+  }
   return Status::OK();
+}
+
+Result<std::unique_ptr<PmTrie>> PacTree::BuildTrie(const std::vector<uint64_t>& raws,
+                                                   const std::vector<Key>& anchors) {
+  Result<uint64_t> root = PmTrie::MakeRoot(*env_.pool, *env_.alloc);
+  if (!root.ok()) return root.status();
+  auto t = std::make_unique<PmTrie>(*env_.pool, *env_.alloc, root.value(), 1, 0);
+  for (size_t c = 0; c < raws.size(); ++c) {
+    if (!t->Insert(anchors[c], raws[c])) {
+      t->FreeAll();
+      return Status::OutOfSpace("pactree: bulk_load: no space for the search layer");
+    }
+  }
+  NodeHeader* head = N(raws[0]);
+  pm::store(&head->search, root.value());
+  pm::flush(head, 64);
+  return t;
+}
+
+void PacTree::StartSearchLayer(std::unique_ptr<PmTrie> trie) {
+  trie_ = std::move(trie);
+  search_ = trie_ ? static_cast<SearchLayer*>(trie_.get()) : &dram_;
+  logs_ = std::make_unique<UpdateLogs>(*search_, *env_.alloc, p_.background);
 }
 
 void PacTree::RebuildSearchLayer(const std::vector<uint64_t>& raws) {
   std::vector<KV> anchors;
   anchors.reserve(raws.size());
   for (uint64_t r : raws) anchors.push_back(KV{N(r)->anchor, r});
-  search_.clear();
-  search_.bulk_load(anchors, 1.0);
+  dram_.Rebuild(anchors);
 }
 
 // ---------------------------------------------------------------- recovery
@@ -504,6 +590,7 @@ Status PacTree::Walk(uint64_t head_raw, Chain* chain, common::ContentSum* conten
     if (chain->raws.size() >= limit)
       return Status::Corruption("pactree: the data-node chain has a cycle");
     chain->raws.push_back(r);
+    chain->anchors.push_back(x->anchor);
     prev_anchor = x->anchor;
     r = x->next;
   }
@@ -552,10 +639,17 @@ Result<std::unique_ptr<Index>> PacTree::Open(const IndexEnv& env, const Params& 
   common::ContentSum content(env);  // visits the pairs too (IndexEnv::pairs)
   PMINDEX_RETURN_IF_ERROR(t->Walk(env.pool->root(0), &chain, &content));  // reads only
   PMINDEX_RETURN_IF_ERROR(common::CheckContentRecord(*env.pool, env.salvage, content, kKind));
+  PmTrie::Census census;
+  if (p.pm_search) PMINDEX_RETURN_IF_ERROR(t->CheckTrie(chain, &census));  // reads only
   for (uint64_t r : chain.raws) env.alloc->MarkReachable(PPtr(r));
+  for (uint64_t r : census.blocks) env.alloc->MarkReachable(PPtr(r));
   for (uint64_t r : chain.raws)
     if (!env.alloc->IsLive(PPtr(r)))
       return Status::Corruption("pactree: data node " + std::to_string(r) +
+                                " is not an allocated block");
+  for (uint64_t r : census.blocks)
+    if (!env.alloc->IsLive(PPtr(r)))
+      return Status::Corruption("pactree: trie node " + std::to_string(r) +
                                 " is not an allocated block");
   PMINDEX_RETURN_IF_ERROR(env.alloc->CheckRecoveryBound());
   PMINDEX_RETURN_IF_ERROR(env.pool->MarkInUse());
@@ -576,15 +670,32 @@ Result<std::unique_ptr<Index>> PacTree::Open(const IndexEnv& env, const Params& 
   }
   t->head_raw_ = chain.raws[0];
   t->size_.Set(chain.pairs);
-  t->RebuildSearchLayer(chain.raws);
+  if (p.pm_search) {
+    // The trie is kept. The anchors it lacks are splits whose update-log
+    // entries the crash lost (DRAM): queued as those entries were, they
+    // are applied once open_index has finished the allocator's recovery.
+    t->StartSearchLayer(std::make_unique<PmTrie>(*env.pool, *env.alloc, census.blocks[0],
+                                                 census.blocks.size(), census.leaves));
+    for (size_t i : census.missing) t->logs_->Defer(chain.anchors[i], chain.raws[i]);
+    t->repaired_ = census.missing.size();
+  } else {
+    t->RebuildSearchLayer(chain.raws);
+    t->StartSearchLayer(nullptr);
+  }
   t->ready_ = true;
   return std::unique_ptr<Index>(std::move(t));
+}
+
+Status PacTree::CheckTrie(const Chain& chain, PmTrie::Census* census) const {
+  const uint64_t root = N(chain.raws[0])->search;
+  if (root == 0) return Status::Corruption("pactree: the head names no search layer (search=pm)");
+  return PmTrie::Check(*env_.pool, root, chain.raws, chain.anchors, census);
 }
 
 Status PacTree::close() {
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
-  logs_.Stop();
+  logs_->Stop();
   common::ContentSum content;
   for (uint64_t r = head_raw_; r != 0;) {
     const NodeHeader* x = N(r);
@@ -602,7 +713,7 @@ Status PacTree::close() {
 // ------------------------------------------------------- verify and stats
 
 Status PacTree::verify() {
-  logs_.Drain();
+  logs_->Drain();
   Chain chain;
   PMINDEX_RETURN_IF_ERROR(Walk(head_raw_, &chain, nullptr));
   if (!chain.stale.empty())
@@ -623,21 +734,34 @@ Status PacTree::verify() {
     return Status::Corruption("pactree: " + std::to_string(chain.pairs) +
                               " pairs in the data layer, " + std::to_string(size_.Sum()) +
                               " counted");
-  PMINDEX_RETURN_IF_ERROR(search_.verify());
-  // With the logs drained, the search layer maps exactly the chain's anchors.
-  std::unordered_map<uint64_t, Key> anchor_of;
-  for (uint64_t r : chain.raws) anchor_of.emplace(r, N(r)->anchor);
-  if (search_.size() != chain.raws.size())
-    return Status::Corruption("pactree: the search layer has " + std::to_string(search_.size()) +
-                              " anchors for " + std::to_string(chain.raws.size()) + " data nodes");
+  return VerifySearchLayer(chain);
+}
+
+Status PacTree::VerifySearchLayer(const Chain& chain) const {
+  PMINDEX_RETURN_IF_ERROR(search_->Verify());
+  if (trie_ && N(head_raw_)->search != trie_->root_raw())
+    return Status::Corruption("pactree: the head does not name the search layer's root");
+  // With the logs drained, the search layer maps exactly the chain's
+  // anchors, ascending, but for the entries still queued because the layer
+  // had no space for them (the chain is consumed in order; anchors never
+  // repeat).
   Status st = Status::OK();
-  search_.ForEach([&](uint64_t key, uint64_t raw) {
-    auto it = anchor_of.find(raw);
-    if (st.ok() && (it == anchor_of.end() || it->second != key))
+  size_t i = 0, skipped = 0;
+  search_->ForEach([&](uint64_t key, uint64_t raw) {
+    for (; i < chain.raws.size() && chain.raws[i] != raw; ++i) ++skipped;
+    if (st.ok() && (i == chain.raws.size() || chain.anchors[i] != key))
       st = Status::Corruption("pactree: the search layer maps anchor " + std::to_string(key) +
-                              " to " + std::to_string(raw) + ", not a data node with that anchor");
+                              " to " + std::to_string(raw) +
+                              ", not a data node with that anchor in chain order");
+    ++i;
   });
-  return st;
+  PMINDEX_RETURN_IF_ERROR(st);
+  skipped += chain.raws.size() - std::min(i, chain.raws.size());
+  if (skipped != logs_->pending())
+    return Status::Corruption("pactree: the search layer lacks " + std::to_string(skipped) +
+                              " of the chain's anchors, with " + std::to_string(logs_->pending()) +
+                              " update-log entries pending");
+  return Status::OK();
 }
 
 IndexStats PacTree::stats() {
@@ -646,13 +770,15 @@ IndexStats PacTree::stats() {
   for (uint64_t r = head_raw_; r != 0; r = LdAcquire(N(r)->next)) ++nodes;
   s.entries = size_.Sum();
   s.leaves = nodes;
-  s.inner_nodes = search_.inner_nodes() + search_.leaves();
-  s.height = search_.height() + 1;
-  s.pm_bytes = nodes * node_bytes_;
-  s.dram_bytes = search_.dram_bytes();
+  s.inner_nodes = search_->Nodes();
+  s.height = search_->Height() + 1;
+  s.pm_bytes = nodes * node_bytes_ + (trie_ ? trie_->Bytes() : 0);
+  s.dram_bytes = trie_ ? 0 : dram_.Bytes();
   s.extra.emplace_back("splits", static_cast<double>(splits_.Sum()));
-  s.extra.emplace_back("update_logs", static_cast<double>(logs_.logs()));
-  s.extra.emplace_back("search_layer_lag", static_cast<double>(logs_.pending()));
+  s.extra.emplace_back("update_logs", static_cast<double>(logs_->logs()));
+  s.extra.emplace_back("search_layer_lag", static_cast<double>(logs_->pending()));
+  s.extra.emplace_back("search_layer_pm", trie_ ? 1.0 : 0.0);
+  s.extra.emplace_back("search_layer_repaired", static_cast<double>(repaired_));
   s.extra.emplace_back(
       "fill",
       nodes == 0 ? 0.0 : static_cast<double>(s.entries) / static_cast<double>(nodes * p_.slots));
@@ -661,6 +787,7 @@ IndexStats PacTree::stats() {
 
 Status PacTree::for_each_block(const std::function<void(PPtr)>& fn) {
   for (uint64_t r = head_raw_; r != 0; r = LdAcquire(N(r)->next)) fn(PPtr(r));
+  if (trie_) trie_->ForEachBlock([&](uint64_t r) { fn(PPtr(r)); });
   return Status::OK();
 }
 
@@ -673,7 +800,9 @@ PMINDEX_REGISTER_INDEX(
         .persistent = true,
         .options_help =
             "slots=4..64 (pairs per data node, default 64) updater=thread|inline (search-layer "
-            "updates from per-NUMA logs by a background thread, default, or at once)",
+            "updates from per-NUMA logs by a background thread, default, or at once) "
+            "search=pm|dram (the search layer: a persistent trie in the pool, default, or a DRAM "
+            "B+-tree rebuilt at open)",
         .validate = [](const Options& o) -> Status { return ParseParams(o).status(); },
         .create = [](const IndexEnv& env, const Options& o) -> Result<std::unique_ptr<Index>> {
           Result<Params> p = ParseParams(o);

@@ -15,8 +15,9 @@
 // an insert into a leaf array's free slot, a new child of an inner node,
 // a grown node or a split leaf array replacing its parent's entry, a
 // delete clearing a slot or an entry, replacing a node left with few
-// children by a smaller copy, or replacing a two-child node by its other
-// child in the grandparent. A crash thus leaves the old or the new
+// children by a smaller copy, replacing a two-child node by its other
+// child in the grandparent, or merging a node's underfull leaf arrays
+// into one new array that replaces the node. A crash thus leaves the old or the new
 // tree, plus unlinked blocks that recovery gives back. Layout, persist
 // points and what open repairs: docs/layout/roart.md.
 //
@@ -107,6 +108,7 @@ class Roart final : public Index {
  private:
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
   class Held;
+  struct RemovePath;
 
   Roart(const IndexEnv& env, const Params& p)
       : env_(env),
@@ -175,6 +177,19 @@ class Roart final : public Index {
   // restart (a node changed under its reads or another writer holds one).
   std::optional<Status> TryWrite(Op op, Key k, Value v);
   std::optional<Status> TryRemove(Key k);
+  // The removes of the array's last leaf (clear, shrink or collapse);
+  // false when a lock was not had (restart).
+  bool RemoveLastLeaf(const RemovePath& p, Held* held,
+                      std::optional<alloc::Allocator::EpochGuard>* guard);
+  // The merge of node's leaf arrays into one, the key removed with it:
+  // true if done, false if node does not qualify, nullopt to restart.
+  std::optional<bool> TryMerge(const RemovePath& p, Held* held,
+                               std::optional<alloc::Allocator::EpochGuard>* guard);
+  // An inner node whose children are all leaf arrays holding at most this
+  // many leaves in all is replaced by one leaf array (half an array, so
+  // that a merge is not undone by the next insert's split; 2 at least, so
+  // that leaf_array=2, the crash tests' setting, merges too).
+  unsigned MergeAt() const { return std::max(2u, params_.leaf_array / 2); }
   Status Write(Op op, Key k, Value v);
   // One optimistic attempt of a lookup: false when it must restart.
   bool TryLookup(Key k, std::optional<Value>* out) const;
@@ -247,12 +262,13 @@ class Roart final : public Index {
   olc_detail::StripedCounter grows_;
   olc_detail::StripedCounter collapses_;
   olc_detail::StripedCounter shrinks_;
+  olc_detail::StripedCounter merges_;
   bool ready_ = false;
   bool closed_ = false;
 };
 
-// The locks one attempt of a write holds (up to three: grandparent,
-// parent, leaf array), taken top-down by upgrading the versions the
+// The locks one attempt of a write holds (grandparent, parent, leaf
+// array; a merge also the parent's other arrays), taken top-down by upgrading the versions the
 // descent read, never by waiting, so writers cannot deadlock: a word
 // changed or held by another writer makes the attempt restart.
 // Released (each word's version bumped) when the attempt ends.
@@ -270,6 +286,7 @@ class Roart::Held {
     sync::VersionLock& w = t_.LockOf(node);
     for (unsigned i = 0; i < n_; ++i)
       if (words_[i] == &w) return locked_[i] == v + sync::VersionLock::kLockedBit;
+    PMINDEX_CHECK(n_ < kMax, "roart: more than %u locks in one write", kMax);
     bool restart = false;
     w.UpgradeToWriteLockOrRestart(v, restart);
     if (restart) return false;
@@ -279,9 +296,11 @@ class Roart::Held {
   }
 
  private:
+  // A merge's: grandparent, parent, the array and up to 32 others.
+  static constexpr unsigned kMax = 3 + 32;
   const Roart& t_;
-  sync::VersionLock* words_[3] = {};
-  uint64_t locked_[3] = {};
+  sync::VersionLock* words_[kMax];  // words_[0..n_) are held ...
+  uint64_t locked_[kMax];           // ... at these versions
   unsigned n_ = 0;
 };
 
@@ -632,112 +651,206 @@ void Roart::ClearEntry(uint64_t* node, uint64_t* es, unsigned b) {
   if (MetaType(node[0]) == kN48) pm::store(&N48Index(node)[b], uint8_t{0});  // rebuilt at open
 }
 
+// What a remove's descent found: the leaf array holding the key, its
+// parent inner node and that node's parent, each with the version the
+// descent read (the locks taken later upgrade these versions).
+struct Roart::RemovePath {
+  uint64_t* root;
+  uint64_t* parent;  // node's parent (nullptr if node is the root) ...
+  uint64_t vparent;
+  uint64_t* up;  // ... and node's entry in it
+  uint64_t* node;
+  uint64_t vnode;
+  uint64_t* es;  // la's entry in node, for key byte b
+  unsigned b;
+  uint64_t* la;
+  uint64_t vla;
+  uint64_t* hit;  // the key's slot in la
+  uint64_t used;  // la's bitmap
+  bool RootOk(const Roart& t, const uint64_t* locked) const {
+    return locked != root || t.Root() == root;
+  }
+};
+
 std::optional<Status> Roart::TryRemove(Key k) {
   Held held(*this);
   std::optional<alloc::Allocator::EpochGuard> guard(std::in_place, *env_.alloc);  // as TryWrite's
-  uint64_t* const root = Root();
-  const auto root_ok = [&](const uint64_t* locked) { return locked != root || Root() == root; };
-  uint64_t* node = root;
-  uint64_t vnode = ReadVersion(node);
-  uint64_t* parent = nullptr;
-  uint64_t vparent = 0;
-  uint64_t* up = nullptr;
-  Visit(node);
+  RemovePath p{};
+  p.root = Root();
+  p.node = p.root;
+  p.vnode = ReadVersion(p.node);
+  Visit(p.node);
   for (;;) {
-    const unsigned b = KeyByte(k, MetaArg(Ld(node[0])));
-    uint64_t* es = ChildSlot(node, b);
-    const uint64_t e = es == nullptr ? 0 : LdAcq(*es);
-    if (!Unchanged(node, vnode)) return std::nullopt;
+    p.b = KeyByte(k, MetaArg(Ld(p.node[0])));
+    p.es = ChildSlot(p.node, p.b);
+    const uint64_t e = p.es == nullptr ? 0 : LdAcq(*p.es);
+    if (!Unchanged(p.node, p.vnode)) return std::nullopt;
     if (e == 0) return Status::NotFound();
-    if (EntryType(e) != kLeafArray) {
-      uint64_t* child = At(EntryOffset(e));
-      Visit(child);
-      if (((k ^ Ld(child[1])) & PrefixMask(MetaArg(Ld(child[0])))) != 0) return Status::NotFound();
-      const uint64_t vchild = ReadVersion(child);
-      if (!Unchanged(node, vnode)) return std::nullopt;
-      parent = node;
-      vparent = vnode;
-      up = es;
-      node = child;
-      vnode = vchild;
-      continue;
+    if (EntryType(e) == kLeafArray) {
+      p.la = At(EntryOffset(e));
+      break;
     }
-    uint64_t* la = At(EntryOffset(e));
-    const uint64_t vla = ReadVersion(la);
-    if (!Unchanged(node, vnode)) return std::nullopt;
-    uint64_t* hit = FindInArray(la, k);
-    const uint64_t used = Ld(la[1]) & full_mask_;
-    const uint64_t slot = hit == nullptr ? 0 : Ld(*hit);
-    if (!Unchanged(la, vla)) return std::nullopt;
-    if (hit == nullptr) return Status::NotFound();
-    const uint64_t leaf = slot & kOffsetMask;
-    if (std::popcount(used) > 1) {
-      if (!held.Lock(la, vla)) return std::nullopt;
-      guard.reset();
-      pm::naw(hit, uint64_t{0});  // the commit
-      SetUsed(la, static_cast<unsigned>(hit - Entries(la)), false);
-    } else {
-      // The array's last leaf: the array goes with it, in one write.
-      // rest: the node's other children (read at vnode, which the locks
-      // below confirm).
-      std::array<uint64_t, 256> rest;
-      unsigned others = 0;
-      const unsigned type = MetaType(Ld(node[0]));
-      if (node != root) {
-        const uint64_t* all = Entries(node);
-        for (unsigned i = 0; i < Capacity(type); ++i) {
-          const uint64_t x = Ld(all[i]);
-          if (x != 0 && &all[i] != es) rest[others++] = x;
-        }
-      }
-      bool shrunk = false;
-      if (node != root && others >= 2 && others <= ShrinkAt(type)) {
-        // Few children left: the parent's entry takes a copy of the node
-        // one type smaller without this entry (ART's shrinking).
-        if (!held.Lock(parent, vparent) || !held.Lock(node, vnode) || !held.Lock(la, vla) ||
-            !root_ok(parent))
-          return std::nullopt;
-        guard.reset();
-        const unsigned smaller = TypeFor(others);
-        Result<uint64_t> n = NewInner(smaller, MetaArg(node[0]), node[1], {rest.data(), others});
-        if (n.ok()) {   // out of space: the entry is cleared in place instead
-          pm::fence();  // the copy durable before the parent names it
-          pm::naw(up, Entry(n.value(), EntryByte(*up), smaller));  // the commit
-          env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(node)));
-          bytes_.Add(-static_cast<int64_t>(InnerBytes(type)));
-          shrinks_.Add(1);
-          shrunk = true;
-        }
-      }
-      if (shrunk) {
-        // node, array and leaf left the tree with the parent's entry
-      } else if (node == root || others >= 2) {
-        if (!held.Lock(node, vnode) || !held.Lock(la, vla) || !root_ok(node)) return std::nullopt;
-        guard.reset();
-        ClearEntry(node, es, b);
-      } else {
-        // Two children: the grandparent's entry takes the other child
-        // (self-describing: its own depth and prefix, or a leaf array),
-        // which drops this node from the tree (path compression kept).
-        if (!held.Lock(parent, vparent) || !held.Lock(node, vnode) || !held.Lock(la, vla) ||
-            !root_ok(parent))
-          return std::nullopt;
-        guard.reset();
-        const uint64_t keep =
-            others == 0 ? 0 : Entry(EntryOffset(rest[0]), EntryByte(*up), EntryType(rest[0]));
-        pm::naw(up, keep);
-        env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(node)));
-        bytes_.Add(-static_cast<int64_t>(InnerBytes(MetaType(node[0]))));
-        collapses_.Add(1);
-      }
-      env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(la)));
-      bytes_.Add(-static_cast<int64_t>(LaBytes()));
-    }
-    env_.alloc->Retire(PPtr::Make(pool_id_, leaf));
-    bytes_.Add(-static_cast<int64_t>(kLeafBytes));
-    size_.Add(-1);
-    return Status::OK();
+    uint64_t* child = At(EntryOffset(e));
+    Visit(child);
+    if (((k ^ Ld(child[1])) & PrefixMask(MetaArg(Ld(child[0])))) != 0) return Status::NotFound();
+    const uint64_t vchild = ReadVersion(child);
+    if (!Unchanged(p.node, p.vnode)) return std::nullopt;
+    p.parent = p.node;
+    p.vparent = p.vnode;
+    p.up = p.es;
+    p.node = child;
+    p.vnode = vchild;
   }
+  p.vla = ReadVersion(p.la);
+  if (!Unchanged(p.node, p.vnode)) return std::nullopt;
+  p.hit = FindInArray(p.la, k);
+  p.used = Ld(p.la[1]) & full_mask_;
+  const uint64_t slot = p.hit == nullptr ? 0 : Ld(*p.hit);
+  if (!Unchanged(p.la, p.vla)) return std::nullopt;
+  if (p.hit == nullptr) return Status::NotFound();
+  const unsigned left = static_cast<unsigned>(std::popcount(p.used)) - 1;  // leaves after
+  std::optional<bool> merged = false;
+  if (left <= MergeAt()) merged = TryMerge(p, &held, &guard);
+  if (!merged.has_value()) return std::nullopt;
+  if (*merged) {
+    // node, its arrays and the leaf left the tree with the parent's entry
+  } else if (left > 0) {
+    if (!held.Lock(p.la, p.vla)) return std::nullopt;
+    guard.reset();
+    pm::naw(p.hit, uint64_t{0});  // the commit
+    SetUsed(p.la, static_cast<unsigned>(p.hit - Entries(p.la)), false);
+  } else if (!RemoveLastLeaf(p, &held, &guard)) {
+    return std::nullopt;
+  }
+  env_.alloc->Retire(PPtr::Make(pool_id_, slot & kOffsetMask));
+  bytes_.Add(-static_cast<int64_t>(kLeafBytes));
+  size_.Add(-1);
+  return Status::OK();
+}
+
+// The array's last leaf: the array goes with it, in one write. False:
+// restart (a lock was not had).
+bool Roart::RemoveLastLeaf(const RemovePath& p, Held* held,
+                           std::optional<alloc::Allocator::EpochGuard>* guard) {
+  // rest: the node's other children (read at vnode, which the locks
+  // below confirm).
+  std::array<uint64_t, 256> rest;
+  unsigned others = 0;
+  const unsigned type = MetaType(Ld(p.node[0]));
+  if (p.node != p.root) {
+    const uint64_t* all = Entries(p.node);
+    for (unsigned i = 0; i < Capacity(type); ++i) {
+      const uint64_t x = Ld(all[i]);
+      if (x != 0 && &all[i] != p.es) rest[others++] = x;
+    }
+  }
+  bool shrunk = false;
+  if (p.node != p.root && others >= 2 && others <= ShrinkAt(type)) {
+    // Few children left: the parent's entry takes a copy of the node one
+    // type smaller without this entry (ART's shrinking).
+    if (!held->Lock(p.parent, p.vparent) || !held->Lock(p.node, p.vnode) ||
+        !held->Lock(p.la, p.vla) || !p.RootOk(*this, p.parent))
+      return false;
+    guard->reset();
+    const unsigned smaller = TypeFor(others);
+    Result<uint64_t> n = NewInner(smaller, MetaArg(p.node[0]), p.node[1], {rest.data(), others});
+    if (n.ok()) {   // out of space: the entry is cleared in place instead
+      pm::fence();  // the copy durable before the parent names it
+      pm::naw(p.up, Entry(n.value(), EntryByte(*p.up), smaller));  // the commit
+      env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(p.node)));
+      bytes_.Add(-static_cast<int64_t>(InnerBytes(type)));
+      shrinks_.Add(1);
+      shrunk = true;
+    }
+  }
+  if (shrunk) {
+    // node, array and leaf left the tree with the parent's entry
+  } else if (p.node == p.root || others >= 2) {
+    if (!held->Lock(p.node, p.vnode) || !held->Lock(p.la, p.vla) || !p.RootOk(*this, p.node))
+      return false;
+    guard->reset();
+    ClearEntry(p.node, p.es, p.b);
+  } else {
+    // Two children: the grandparent's entry takes the other child
+    // (self-describing: its own depth and prefix, or a leaf array), which
+    // drops this node from the tree (path compression kept).
+    if (!held->Lock(p.parent, p.vparent) || !held->Lock(p.node, p.vnode) ||
+        !held->Lock(p.la, p.vla) || !p.RootOk(*this, p.parent))
+      return false;
+    guard->reset();
+    const uint64_t keep =
+        others == 0 ? 0 : Entry(EntryOffset(rest[0]), EntryByte(*p.up), EntryType(rest[0]));
+    pm::naw(p.up, keep);
+    env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(p.node)));
+    bytes_.Add(-static_cast<int64_t>(InnerBytes(type)));
+    collapses_.Add(1);
+  }
+  env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(p.la)));
+  bytes_.Add(-static_cast<int64_t>(LaBytes()));
+  return true;
+}
+
+// The merge (the inverse of a split): node's children are all leaf
+// arrays and hold at most MergeAt() leaves once the key is gone, so one
+// new array of them all (the key's slot left out) replaces node in its
+// parent's entry. The root and N256 nodes (at least 37 children unless a
+// shrink found no space) are never merged.
+std::optional<bool> Roart::TryMerge(const RemovePath& p, Held* held,
+                                    std::optional<alloc::Allocator::EpochGuard>* guard) {
+  if (p.node == p.root) return false;
+  const unsigned type = MetaType(Ld(p.node[0]));
+  if (type == kN256) return false;
+  // The siblings and their versions, read before any lock is taken (a
+  // reader's version waits for a writer, which must not wait for us).
+  std::array<uint64_t*, 64> arrays;
+  std::array<uint64_t, 64> versions;
+  unsigned n = 0, total = 0;
+  const uint64_t* es = Entries(p.node);
+  for (unsigned i = 0; i < Capacity(type); ++i) {
+    const uint64_t x = LdAcq(es[i]);
+    if (x == 0 || &es[i] == p.es) continue;
+    if (EntryType(x) != kLeafArray || n == MergeAt()) return false;
+    uint64_t* c = At(EntryOffset(x));
+    Visit(c);
+    versions[n] = ReadVersion(c);
+    total += static_cast<unsigned>(std::popcount(Ld(c[1]) & full_mask_));
+    arrays[n++] = c;
+    if (total > MergeAt()) return false;
+  }
+  total += static_cast<unsigned>(std::popcount(p.used)) - 1;
+  // An array that empties with one sibling left: the collapse moves that
+  // sibling up, without a copy.
+  const bool emptied = std::popcount(p.used) == 1;
+  if (n < (emptied ? 2u : 1u) || total > MergeAt()) return false;
+  if (!Unchanged(p.node, p.vnode)) return std::nullopt;  // the entries were node's at vnode
+  // Locked top-down; each lock confirms what was read at its version.
+  if (!held->Lock(p.parent, p.vparent) || !held->Lock(p.node, p.vnode) ||
+      !held->Lock(p.la, p.vla) || !p.RootOk(*this, p.parent))
+    return std::nullopt;
+  for (unsigned i = 0; i < n; ++i)
+    if (!held->Lock(arrays[i], versions[i])) return std::nullopt;
+  guard->reset();
+  std::vector<uint64_t> slots;
+  arrays[n++] = p.la;
+  for (unsigned i = 0; i < n; ++i) {
+    const uint64_t* s = Entries(arrays[i]);
+    for (uint64_t u = Ld(arrays[i][1]) & full_mask_; u != 0; u &= u - 1) {
+      const unsigned j = static_cast<unsigned>(std::countr_zero(u));
+      if (&s[j] != p.hit && s[j] != 0) slots.push_back(s[j]);
+    }
+  }
+  // The new array and the slots it copies are durable before the parent's
+  // entry names it (the commit, which also removes the key); out of space,
+  // the key is removed without a merge.
+  Result<uint64_t> merged = NewLeafArray(slots);
+  if (!merged.ok()) return false;
+  pm::fence();
+  pm::naw(p.up, Entry(merged.value(), EntryByte(*p.up), kLeafArray));
+  env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(p.node)));
+  for (unsigned i = 0; i < n; ++i) env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(arrays[i])));
+  bytes_.Add(-static_cast<int64_t>(InnerBytes(type) + n * LaBytes()));
+  merges_.Add(1);
+  return true;
 }
 
 Status Roart::remove(Key k) {
@@ -1236,6 +1349,7 @@ IndexStats Roart::stats() {
   s.extra.emplace_back("grows", static_cast<double>(grows_.Sum()));
   s.extra.emplace_back("collapses", static_cast<double>(collapses_.Sum()));
   s.extra.emplace_back("shrinks", static_cast<double>(shrinks_.Sum()));
+  s.extra.emplace_back("merges", static_cast<double>(merges_.Sum()));
   return s;
 }
 

@@ -100,12 +100,13 @@ TwoLayerTree::Tally& TwoLayerTree::Mine() const {
 
 std::string TwoLayerTree::Where(uint64_t raw) const { return sorted_node::NodeWhere(name_, raw); }
 
-Result<PPtr> TwoLayerTree::AllocNode(int node) {
+Result<PPtr> TwoLayerTree::AllocNode(uint32_t level, int node) {
   if (node < 0 && cfg_.placement == Placement::kRoundRobin) {
     const int nodes = env_.alloc->topology().nodes();
     node = nodes > 1 ? static_cast<int>(Mine().turn++ % static_cast<uint32_t>(nodes)) : alloc::kAnyNode;
   }
-  return env_.alloc->Alloc(kNodeBytes, node < 0 ? alloc::kAnyNode : node);
+  return env_.alloc->Alloc(level > 0 ? kInnerBlockBytes : kNodeBytes,
+                           node < 0 ? alloc::kAnyNode : node);
 }
 
 void TwoLayerTree::InitNode(Node* x, uint32_t level, uint64_t leftmost, SibRec sib, std::span<const Rec> recs) const {
@@ -296,13 +297,87 @@ Status TwoLayerTree::Write(Op op, Key k, Value v) {
   return r;
 }
 
+// A split of a full node, as the steps of SplitInsert compute it.
+struct TwoLayerTree::SplitPlan {
+  Key sep = 0;            // the split key: the first key that leaves x
+  uint32_t keep = 0;      // records x keeps (the first `keep` in key order)
+  uint64_t leftmost = 0;  // the new node's leftmost child (inner nodes)
+  bool to_right = false;  // the pending record belongs to the new node
+  uint32_t rn = 0;
+  Rec right[kSlots] = {};  // the new node's records, in key order
+};
+
+void TwoLayerTree::PlanSplit(const Node* x, uint64_t s, Key k, uint64_t v, bool inner,
+                             SplitPlan* plan) {
+  PMINDEX_CHECK(CountOf(s) == kSlots, "tlbtree: split of a node that is not full");
+  const uint32_t n = kSlots;
+  Rec e[kSlots] = {};
+  for (uint32_t i = 0; i < n; ++i) {
+    const Rec& r = x->rec[SlotAt(s, i)];
+    e[i] = Rec{Ld(r.key), Ld(r.val)};
+  }
+  // The left half keeps the first m records; a leaf moves e[m..n) right,
+  // an inner node pushes e[m] up (its child becomes the new node's
+  // leftmost) and moves e[m+1..n).
+  const uint32_t m = n / 2;
+  plan->sep = e[m].key;
+  plan->keep = m;
+  plan->leftmost = inner ? e[m].val : 0;
+  plan->to_right = k >= plan->sep;
+  Rec* right = plan->right;
+  uint32_t rn = 0;
+  for (uint32_t i = inner ? m + 1 : m; i < n; ++i) {
+    if (plan->to_right && k < e[i].key && (rn == 0 || right[rn - 1].key < k))
+      right[rn++] = Rec{k, v};
+    right[rn++] = e[i];
+  }
+  if (plan->to_right && (rn == 0 || right[rn - 1].key < k)) right[rn++] = Rec{k, v};
+  plan->rn = rn;
+}
+
+uint64_t TwoLayerTree::CommitSplit(Node* x, uint64_t s, uint64_t yraw, uint32_t level,
+                                   const SplitPlan& plan) {
+  const SibRec& live = x->sib[st::Sib(s)];
+  // 1. The new node, complete (it inherits x's live sibling), durable.
+  Node* y = N(yraw);
+  InitNode(y, level, plan.leftmost, SibRec{Ld(live.key), Ld(live.ptr)},
+           std::span<const Rec>(plan.right, plan.rn));
+  pm::flush(y, WrittenBytes(plan.rn));
+  pm::fence();
+  // 2. x's inactive sibling record := {sep, y}; then the commit: one
+  //    state store flips the sibling bit and drops the moved slots. Both
+  //    are in line 0, which reaches PM in store order: one persist.
+  const uint32_t inactive = 1 - st::Sib(s);
+  pm::store(&x->sib[inactive].key, plan.sep);
+  pm::store(&x->sib[inactive].ptr, yraw);
+  const uint64_t ns = st::Bump(st::Truncate(s, plan.keep)) ^ st::kSibBit;  // still latched
+  pm::store(&x->state, ns, std::memory_order_release);
+  pm::flush(&x->state, sizeof(uint64_t));
+  pm::fence();
+  return ns;
+}
+
+uint64_t TwoLayerTree::LatchParent(uint32_t level, Key sep, uint64_t* path, uint64_t* ps) {
+  uint64_t praw = LatchFor(path[level + 1], sep, ps);
+  while (relocates_ && Moved(N(praw))) {
+    // NOBtree's migration moved the parent since the descent: find its
+    // copy by descending again (the new node is still linked by its left
+    // neighbour's sibling record).
+    Unlatch(N(praw), *ps);
+    uint32_t h = 0;
+    Descend(sep, path, &h);
+    praw = LatchFor(path[level + 1], sep, ps);
+  }
+  return praw;
+}
+
 Status TwoLayerTree::SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, uint32_t level,
                                  const uint64_t* descent) {
   uint64_t path[kMaxHeight];
   std::copy(descent, descent + kMaxHeight, path);
   for (bool first = true;; first = false) {
     Node* x = N(raw);
-    Result<PPtr> a = AllocNode();
+    Result<PPtr> a = AllocNode(level);
     if (!a.ok()) {
       Unlatch(x, s);
       // The first split: nothing happened. Above it: the new node stays
@@ -310,45 +385,12 @@ Status TwoLayerTree::SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, ui
       return first ? a.status() : Status::OK();
     }
     const uint64_t yraw = a.value().raw();
-    Node* y = N(yraw);
-    PMINDEX_CHECK(CountOf(s) == kSlots, "tlbtree: split of a node that is not full");
-    const uint32_t n = kSlots;
-    Rec e[kSlots] = {};
-    for (uint32_t i = 0; i < n; ++i) {
-      const Rec& r = x->rec[SlotAt(s, i)];
-      e[i] = Rec{Ld(r.key), Ld(r.val)};
-    }
-    // The left half keeps the first m records; a leaf moves e[m..n) right,
-    // an inner node pushes e[m] up (its child becomes the new node's
-    // leftmost) and moves e[m+1..n).
-    const uint32_t m = n / 2;
-    const Key sep = e[m].key;
-    const bool inner = level > 0;
-    Rec right[kSlots] = {};
-    uint32_t rn = 0;
-    const bool to_right = k >= sep;
-    for (uint32_t i = inner ? m + 1 : m; i < n; ++i) {
-      if (to_right && k < e[i].key && (rn == 0 || right[rn - 1].key < k)) right[rn++] = Rec{k, v};
-      right[rn++] = e[i];
-    }
-    if (to_right && (rn == 0 || right[rn - 1].key < k)) right[rn++] = Rec{k, v};
-    const SibRec& live = x->sib[st::Sib(s)];
-    // 1. The new node, complete (it inherits x's live sibling), durable.
-    InitNode(y, level, inner ? e[m].val : 0, SibRec{Ld(live.key), Ld(live.ptr)}, std::span<const Rec>(right, rn));
-    pm::flush(y, WrittenBytes(rn));
-    pm::fence();
-    // 2. x's inactive sibling record := {sep, y}; then the commit: one
-    //    state store flips the sibling bit and drops the moved slots. Both
-    //    are in line 0, which reaches PM in store order: one persist.
-    const uint32_t inactive = 1 - st::Sib(s);
-    pm::store(&x->sib[inactive].key, sep);
-    pm::store(&x->sib[inactive].ptr, yraw);
-    const uint64_t ns = st::Bump(st::Truncate(s, m)) ^ st::kSibBit;  // still latched
-    pm::store(&x->state, ns, std::memory_order_release);
-    pm::flush(&x->state, sizeof(uint64_t));
-    pm::fence();
+    SplitPlan plan;
+    PlanSplit(x, s, k, v, level > 0, &plan);
+    // Steps 1 and 2: the new node durable, then x's commit.
+    const uint64_t ns = CommitSplit(x, s, yraw, level, plan);
     // 3. The pending record into the left half (commits and unlatches).
-    if (to_right) {
+    if (plan.to_right) {
       Unlatch(x, ns);
     } else {
       // The user's record (a leaf) must be durable on return; a separator
@@ -360,20 +402,12 @@ Status TwoLayerTree::SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, ui
     if (level + 1 == cfg_.height) {
       // A root split: y is a new subindex, already on the chain of roots.
       root_splits_.fetch_add(1, std::memory_order_relaxed);
-      TopAdd(sep, yraw);
+      TopAdd(plan.sep, yraw);
       return Status::OK();
     }
     uint64_t ps = 0;
-    uint64_t praw = LatchFor(path[level + 1], sep, &ps);
-    while (relocates_ && Moved(N(praw))) {
-      // NOBtree's migration moved the parent since the descent: find its
-      // copy by descending again (y is still linked by x's sibling record).
-      Unlatch(N(praw), ps);
-      uint32_t h = 0;
-      Descend(sep, path, &h);
-      praw = LatchFor(path[level + 1], sep, &ps);
-    }
-    k = sep;
+    const uint64_t praw = LatchParent(level, plan.sep, path, &ps);
+    k = plan.sep;
     v = yraw;
     ++level;
     if (CountOf(ps) < kSlots) {
@@ -566,7 +600,7 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Create(const IndexEnv& env, const T
   uint64_t below = 0;
   std::vector<uint64_t> made;
   for (uint32_t level = 0; level < c.height; ++level) {
-    Result<PPtr> a = t->AllocNode();
+    Result<PPtr> a = t->AllocNode(level);
     if (!a.ok()) {
       for (uint64_t m : made) env.alloc->Free(PPtr(m));
       return a.status();
@@ -617,7 +651,7 @@ Status TwoLayerTree::bulk_load(std::span<const KV> sorted, double fill) {
     const size_t nodes = (items.size() + take - 1) / take;
     std::vector<uint64_t> raws(nodes);
     for (size_t i = 0; i < nodes; ++i) {
-      Result<PPtr> a = AllocNode();
+      Result<PPtr> a = AllocNode(level);
       if (!a.ok()) return fail(a.status());
       raws[i] = a.value().raw();
       made.push_back(raws[i]);
@@ -691,78 +725,110 @@ Status TwoLayerTree::ViewNode(uint64_t raw, uint32_t level, View* v) const {
   return Status::OK();
 }
 
+// What Walk carries from one level down to the next.
+struct TwoLayerTree::WalkState {
+  uint64_t limit = 0;                       // more nodes than fit in the pool: a cycle
+  uint64_t total = 0;                       // nodes seen so far
+  std::vector<uint64_t> named;              // children named by the level above, in order
+  std::vector<Low> named_low;               // their separators
+  std::unordered_map<uint64_t, Key> roots;  // chain of roots: raw -> low key
+  uint64_t subindexes = 0;
+};
+
 Status TwoLayerTree::Walk(bool strict, std::vector<uint64_t>* nodes, common::ContentSum* content,
                           IndexStats* stats) const {
   const uint64_t first = env_.pool->root(0);
   auto d = pm::Decode<Node>(*env_.pool, first, kNodeBytes, 64, name_ + ": first root (root slot 0)");
   if (!d.ok()) return d.status();
-  const uint64_t limit = env_.pool->size() / kNodeBytes + 1;  // more nodes than fit: a cycle
-  std::vector<uint64_t> named;  // children named by the level above, in order
-  std::vector<Low> named_low;   // their separators
-  std::unordered_map<uint64_t, Key> roots;  // chain of roots: raw -> low key
-  std::vector<std::pair<Key, uint64_t>> chain;
+  WalkState w;
+  w.limit = env_.pool->size() / kNodeBytes + 1;
   uint64_t level_first = first;
-  uint64_t total = 0;
-  View v;
   for (int32_t level = static_cast<int32_t>(cfg_.height) - 1; level >= 0; --level) {
-    const bool top = level == static_cast<int32_t>(cfg_.height) - 1;
-    std::vector<uint64_t> next_named;
-    std::vector<Low> next_low;
-    size_t ni = 0;
-    Low low;
-    for (uint64_t raw = level_first; raw != 0; raw = v.sib.ptr) {
-      if (++total > limit) return Status::Corruption(name_ + ": a level's chain has a cycle");
-      PMINDEX_RETURN_IF_ERROR(ViewNode(raw, static_cast<uint32_t>(level), &v));
-      if (strict && st::Latched(v.state)) return Status::Corruption(Where(raw) + " is latched");
-      if (!top) {
-        if (ni < named.size() && named[ni] == raw) {
-          if (!(named_low[ni] == low)) return Status::Corruption(Where(raw) + ": low key differs from its separator");
-          ++ni;
-        } else if (ni == 0) {
-          return Status::Corruption(Where(raw) + ": a level's first node is not its parent's leftmost child");
-        }
-        // else: a node a crash kept from its parent (reached by its sibling link)
-      } else {
-        roots[raw] = low.key;
-        chain.push_back({low.key, raw});
+    PMINDEX_RETURN_IF_ERROR(
+        WalkLevel(&w, level_first, static_cast<uint32_t>(level), strict, nodes, content, stats));
+    if (level > 0) level_first = w.named[0];
+  }
+  if (strict) PMINDEX_RETURN_IF_ERROR(CheckTopLayers(w, first));
+  if (strict && log_ != 0 && Ld(env_.pool->to_ptr<MigrationLog>(PPtr(log_))->armed) != 0)
+    return Status::Corruption(name_ + ": the migration log is armed while no move runs");
+  if (stats != nullptr) {
+    stats->height = cfg_.height;
+    stats->extra.push_back({"subindexes", static_cast<double>(w.subindexes)});
+  }
+  return Status::OK();
+}
+
+Status TwoLayerTree::WalkLevel(WalkState* w, uint64_t first, uint32_t level, bool strict,
+                               std::vector<uint64_t>* nodes, common::ContentSum* content,
+                               IndexStats* stats) const {
+  const bool top = level + 1 == cfg_.height;
+  std::vector<uint64_t> next_named;
+  std::vector<Low> next_low;
+  size_t ni = 0;
+  Low low;
+  View v;
+  for (uint64_t raw = first; raw != 0; raw = v.sib.ptr) {
+    if (++w->total > w->limit) return Status::Corruption(name_ + ": a level's chain has a cycle");
+    PMINDEX_RETURN_IF_ERROR(ViewNode(raw, level, &v));
+    if (strict && st::Latched(v.state)) return Status::Corruption(Where(raw) + " is latched");
+    if (!top) {
+      if (ni < w->named.size() && w->named[ni] == raw) {
+        if (!(w->named_low[ni] == low))
+          return Status::Corruption(Where(raw) + ": low key differs from its separator");
+        ++ni;
+      } else if (ni == 0) {
+        return Status::Corruption(Where(raw) +
+                                  ": a level's first node is not its parent's leftmost child");
       }
-      if (low.has && !v.recs.empty() && v.recs.front().key < low.key)
-        return Status::Corruption(Where(raw) + ": key below its low key");
-      if (level > 0) {
-        next_named.push_back(v.leftmost);
-        next_low.push_back(low);
-        for (const Rec& r : v.recs) {
-          next_named.push_back(r.val);
-          next_low.push_back(Low{true, r.key});
-        }
-      } else if (content != nullptr) {
-        for (const Rec& r : v.recs) content->Add(r.key, r.val);
-      }
-      if (nodes != nullptr) nodes->push_back(raw);
-      if (stats != nullptr) {
-        stats->pm_bytes += kNodeBytes;
-        if (level == 0) {
-          ++stats->leaves;
-          stats->entries += v.recs.size();
-        } else {
-          ++stats->inner_nodes;
-        }
-      }
-      if (v.sib.ptr != 0) {
-        if (low.has && v.sib.key <= low.key) return Status::Corruption(Where(raw) + ": split key not above its low key");
-        low = Low{true, v.sib.key};
-      }
+      // else: a node a crash kept from its parent (reached by its sibling link)
+    } else {
+      w->roots[raw] = low.key;
+      ++w->subindexes;
     }
-    if (!top && ni != named.size())
-      return Status::Corruption(name_ + ": a child named by level " + std::to_string(level + 1) +
-                                " is not on its level's chain");
+    if (low.has && !v.recs.empty() && v.recs.front().key < low.key)
+      return Status::Corruption(Where(raw) + ": key below its low key");
     if (level > 0) {
-      named.swap(next_named);
-      named_low.swap(next_low);
-      level_first = named[0];
+      next_named.push_back(v.leftmost);
+      next_low.push_back(low);
+      for (const Rec& r : v.recs) {
+        next_named.push_back(r.val);
+        next_low.push_back(Low{true, r.key});
+      }
+    } else if (content != nullptr) {
+      for (const Rec& r : v.recs) content->Add(r.key, r.val);
+    }
+    if (nodes != nullptr) nodes->push_back(raw);
+    if (stats != nullptr) CountNode(v, stats);
+    if (v.sib.ptr != 0) {
+      if (low.has && v.sib.key <= low.key)
+        return Status::Corruption(Where(raw) + ": split key not above its low key");
+      low = Low{true, v.sib.key};
     }
   }
-  for (uint32_t replica = 0; strict && replica < ntops_; ++replica) {
+  if (!top && ni != w->named.size())
+    return Status::Corruption(name_ + ": a child named by level " + std::to_string(level + 1) +
+                              " is not on its level's chain");
+  if (level > 0) {
+    w->named.swap(next_named);
+    w->named_low.swap(next_low);
+  }
+  return Status::OK();
+}
+
+void TwoLayerTree::CountNode(const View& v, IndexStats* stats) {
+  // The blocks AllocNode takes (an inner node of a pool made before the
+  // inner class is one line smaller: not told apart here).
+  stats->pm_bytes += v.level > 0 ? kInnerBlockBytes : kNodeBytes;
+  if (v.level == 0) {
+    ++stats->leaves;
+    stats->entries += v.recs.size();
+  } else {
+    ++stats->inner_nodes;
+  }
+}
+
+Status TwoLayerTree::CheckTopLayers(const WalkState& w, uint64_t first) const {
+  for (uint32_t replica = 0; replica < ntops_; ++replica) {
     const TopLayer* t = tops_[replica].load(std::memory_order_acquire);
     bool have_prev = false;
     Key prev = 0;
@@ -773,8 +839,8 @@ Status TwoLayerTree::Walk(bool strict, std::vector<uint64_t>* nodes, common::Con
       ++entries;
       if (entries == 1 && (k != 0 || root != first)) bad = Status::Corruption(name_ + ": top layer does not start at the first root");
       if (have_prev && k <= prev) bad = Status::Corruption(name_ + ": top layer keys not ascending");
-      auto it = roots.find(root);
-      if (it == roots.end() || it->second != k)
+      auto it = w.roots.find(root);
+      if (it == w.roots.end() || it->second != k)
         bad = Status::Corruption(name_ + ": top layer entry " + std::to_string(k) + " names no subindex with that low key");
       if (t->LeafFor(k) != leaf) bad = Status::Corruption(name_ + ": top layer entry in the wrong leaf");
       have_prev = true;
@@ -782,12 +848,6 @@ Status TwoLayerTree::Walk(bool strict, std::vector<uint64_t>* nodes, common::Con
     });
     PMINDEX_RETURN_IF_ERROR(bad);
     if (entries == 0) return Status::Corruption(name_ + ": top layer is empty");
-  }
-  if (strict && log_ != 0 && Ld(env_.pool->to_ptr<MigrationLog>(PPtr(log_))->armed) != 0)
-    return Status::Corruption(name_ + ": the migration log is armed while no move runs");
-  if (stats != nullptr) {
-    stats->height = cfg_.height;
-    stats->extra.push_back({"subindexes", static_cast<double>(chain.size())});
   }
   return Status::OK();
 }

@@ -138,8 +138,11 @@ class TwoLayerTree : public Index {
     if (ntops_ == 1) return 0;
     return static_cast<uint32_t>(env_.alloc->topology().node_of_this_thread()) % ntops_;
   }
-  // A new bottom node (placement as configured; node >= 0 forces one).
-  Result<PPtr> AllocNode(int node = -1);
+  // A new bottom node of `level` (placement as configured; node >= 0
+  // forces one). Inner nodes take blocks of kInnerBlockBytes, a size class
+  // of their own, so that they share allocator pages with no leaf: the
+  // ~10% of nodes that every descent reads sit on few 4 KiB pages.
+  Result<PPtr> AllocNode(uint32_t level, int node = -1);
 
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert, kRemove };
   // A node's contents as recovery and verify see them (read-only).
@@ -195,10 +198,29 @@ class TwoLayerTree : public Index {
   // fewer than kMergeBelow). Gives up (false, nothing changed) when a
   // latch is taken or the parent no longer names the pair.
   bool MergeLeaf(uint64_t raw, uint64_t parent, bool underfull);
+  // MergeLeaf's steps, under the latch of parent p (state ps). MergePair:
+  // tries the leaves at p's child positions li and li + 1 (latches both
+  // if free, checks they still fit and qualify); merges and retires the
+  // right one (true, p released) or changes nothing (false, p latched).
+  // CommitMerge: the merge's two commits, under the three latches, which
+  // it releases but r's (r is frozen instead).
+  bool MergePair(Node* p, uint64_t ps, uint32_t li, uint64_t raw, bool underfull);
+  void CommitMerge(Node* p, uint64_t ps, uint32_t li, Node* l, uint64_t ls, Node* r, uint64_t rs);
   // Under x's latch (state s, x full): splits x, adds (k, v) and hands the
   // separator to the level above (releases every latch). The first split
   // fails with OutOfSpace and changes nothing if no node can be allocated.
   Status SplitInsert(uint64_t raw, uint64_t s, Key k, uint64_t v, uint32_t level, const uint64_t* path);
+  // SplitInsert's steps. PlanSplit: which records of full node x (state
+  // s) move to the new node, with (k, v) among them if it belongs right
+  // (DRAM only). CommitSplit: steps 1-2, the new node `yraw` written and
+  // made durable, then x's inactive sibling record and its state committed
+  // with one persist; returns x's new state (still latched). LatchParent:
+  // step 4's latch of the node of level + 1 that takes separator sep,
+  // moving right from path[level + 1] (descending again if NOBtree moved it).
+  struct SplitPlan;
+  static void PlanSplit(const Node* x, uint64_t s, Key k, uint64_t v, bool inner, SplitPlan* plan);
+  uint64_t CommitSplit(Node* x, uint64_t s, uint64_t yraw, uint32_t level, const SplitPlan& plan);
+  uint64_t LatchParent(uint32_t level, Key sep, uint64_t* path, uint64_t* ps);
   void TopAdd(Key k, uint64_t root);
   // Replaces every replica by one built from chain (old ones retired).
   void Install(const std::vector<std::pair<Key, uint64_t>>& chain);
@@ -217,6 +239,16 @@ class TwoLayerTree : public Index {
   // (strict: also no latch bits and the top layer), collects the nodes
   // and the live pairs' content sum.
   Status Walk(bool strict, std::vector<uint64_t>* nodes, common::ContentSum* content, IndexStats* st) const;
+  // Walk's steps: one level along its chain from `first` (checks each node
+  // against what the level above named, collects the names for the level
+  // below into *w); a node's share of the stats; the top layers against
+  // the chain of roots the walk saw (strict).
+  struct WalkState;
+  Status WalkLevel(WalkState* w, uint64_t first, uint32_t level, bool strict,
+                   std::vector<uint64_t>* nodes, common::ContentSum* content,
+                   IndexStats* stats) const;
+  static void CountNode(const View& v, IndexStats* stats);
+  Status CheckTopLayers(const WalkState& w, uint64_t first) const;
   std::vector<std::pair<Key, uint64_t>> Chain() const;
 
   // NOBtree's migration (two_layer_migrate.cc). After an operation whose
@@ -230,6 +262,20 @@ class TwoLayerTree : public Index {
   // changed) when a latch is taken, the node is not where k leads, or it
   // is an empty leaf.
   bool MigrateNode(uint64_t raw, uint32_t level, Key k, int node);
+  // MigrateNode's steps, on the site of one move. LocateMove: the descents
+  // that find the node's parent and left neighbour (false: the node is not
+  // where k leads). LatchMove: their latches and the node's, each only if
+  // free (false: none held). CheckMove: under the latches, the links the
+  // descents saw still hold and the node may move. ReleaseMove: the three
+  // latches (versions bumped if it moved). CommitMove: steps 1-4, the copy
+  // `yraw` durable, the log armed, both pointers repointed, the log
+  // disarmed.
+  struct MoveSite;
+  bool LocateMove(MoveSite* m, Key k) const;
+  bool LatchMove(MoveSite* m) const;
+  bool CheckMove(MoveSite* m) const;
+  void ReleaseMove(const MoveSite& m, bool moved) const;
+  void CommitMove(const MoveSite& m, uint64_t yraw);
   void CoordinatorLoop();
   void StartCoordinator();
   void StopCoordinator();

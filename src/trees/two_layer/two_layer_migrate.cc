@@ -63,13 +63,31 @@ bool TwoLayerTree::MigrateNodeOf(Key k, uint32_t level, int node) {
   return MigrateNode(path[level], level, k, node);
 }
 
+// Where the node a move takes is linked, and the latches the move holds.
+struct TwoLayerTree::MoveSite {
+  uint64_t raw = 0;
+  uint32_t level = 0;
+  bool root = false;
+  uint64_t path[kMaxHeight] = {};  // the descent for k: path[level + 1] is the parent
+  Low lows[kMaxHeight];
+  uint64_t prev = 0;                // the left neighbour on the level (0: the first node)
+  Node* x = nullptr;                // the node
+  Node* p = nullptr;                // its parent (none for a root)
+  Node* w = nullptr;                // its left neighbour (none for a level's first node)
+  uint64_t xs = 0, ps = 0, ws = 0;  // their latched states
+  uint64_t slot = 0;                // the parent's word that names x (MigrationLog::slot)
+};
+
 bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
   if (level >= cfg_.height) return false;
-  const bool root = level + 1 == cfg_.height;
+  MoveSite m;
+  m.raw = raw;
+  m.level = level;
+  m.root = level + 1 == cfg_.height;
   // A root is named by the top layers too: its move excludes their
   // rebuilds and inserts (lock order: top layers, then moves).
   std::unique_lock<std::mutex> top_lock(top_mu_, std::defer_lock);
-  if (root) top_lock.lock();
+  if (m.root) top_lock.lock();
   std::lock_guard one(migrate_mu_);
   if (log_ == 0 && !MakeLog().ok()) {  // a crash in create came before the log
     migration_aborts_.fetch_add(1, std::memory_order_relaxed);
@@ -81,98 +99,134 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
     migration_aborts_.fetch_add(1, std::memory_order_relaxed);
     return false;
   };
-  // Where the node is linked: its parent (path[level + 1]; a root has
-  // none) and, unless it is the first of its level, the node of its level
-  // holding the key just below its low key.
-  uint64_t path[kMaxHeight] = {};
-  Low lows[kMaxHeight];
-  uint32_t hops = 0;
-  Descend(k, path, &hops, lows);
-  if (path[level] != raw || (root && raw == env_.pool->root(0))) return give_up();
-  uint64_t prev = 0;
-  if (lows[level].has) {
-    if (lows[level].key == 0) return give_up();
-    uint64_t left[kMaxHeight] = {};
-    Descend(lows[level].key - 1, left, &hops);
-    prev = left[level];
-    if (prev == raw) return give_up();
-  }
-  Node* x = N(raw);
-  Node* p = root ? nullptr : N(path[level + 1]);
-  Node* w = prev != 0 ? N(prev) : nullptr;
-  // Three latches, each taken only if free: a writer holds one latch at a
-  // time and never waits while holding it, and this never waits at all.
-  uint64_t ps = 0, ws = 0, xs = 0;
-  if (p != nullptr && !TryLatch(p, &ps)) return give_up();
-  if (w != nullptr && !TryLatch(w, &ws)) {
-    if (p != nullptr) Unlatch(p, ps);
+  if (!LocateMove(&m, k) || !LatchMove(&m)) return give_up();
+  if (!CheckMove(&m)) {
+    ReleaseMove(m, false);
     return give_up();
   }
-  if (!TryLatch(x, &xs)) {
-    if (w != nullptr) Unlatch(w, ws);
-    if (p != nullptr) Unlatch(p, ps);
-    return give_up();
-  }
-  auto release = [&](bool moved) {
-    // A move bumps every version, so a reader that read a pointer while it
-    // changed reads the node again.
-    const auto unlatch = [&](Node* n, uint64_t s) {
-      pm::store(&n->state, (moved ? st::Bump(s) : s) & ~st::kLatch, std::memory_order_release);
-    };
-    unlatch(x, xs);
-    if (w != nullptr) unlatch(w, ws);
-    if (p != nullptr) unlatch(p, ps);
-  };
-  // Under the latches nothing below changes: check what the descents saw.
-  uint64_t slot = ~uint64_t{0};
-  if (p == nullptr) {
-    slot = kNoParentSlot;
-  } else if (Ld(p->leftmost) == raw) {
-    slot = kLeftmostSlot;
-  } else {
-    for (uint32_t i = 0, n = Count(ps); i < n; ++i)
-      if (Ld(p->rec[SlotOf(ps, i)].val) == raw) slot = SlotOf(ps, i);
-  }
-  const uint32_t n = Count(xs);
-  const bool linked = slot != ~uint64_t{0} && (w == nullptr || Ld(w->sib[st::Sib(ws)].ptr) == raw) &&
-                      (!root || w != nullptr);
-  if (!linked || (level == 0 && n == 0) || Ld(x->tag) != kNodeTag || sorted_node::Ld32(x->level) != level ||
-      (p != nullptr && Ld(p->tag) != kNodeTag) || (w != nullptr && Ld(w->tag) != kNodeTag)) {
-    release(false);
-    return give_up();
-  }
-  Result<PPtr> a = AllocNode(node);
+  Result<PPtr> a = AllocNode(level, node);
   if (!a.ok()) {
-    release(false);
+    ReleaseMove(m, false);
     return give_up();
   }
   const uint64_t yraw = a.value().raw();
+  CommitMove(m, yraw);
+  // 5. The old node: readers may still be in it (its records are the
+  //    ones the copy has); a writer that latches it starts over.
+  pm::store(&m.x->tag, kMovedTag);
+  if (m.root) {  // the top layers' entry for the subindex (DRAM)
+    for (uint32_t i = 0; i < ntops_; ++i)
+      tops_[i].load(std::memory_order_relaxed)->Replace(m.lows[level].key, raw, yraw);
+  }
+  ReleaseMove(m, true);
+  env_.alloc->Retire(PPtr(raw));
+  migrations_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool TwoLayerTree::LocateMove(MoveSite* m, Key k) const {
+  // Where the node is linked: its parent (path[level + 1]; a root has
+  // none) and, unless it is the first of its level, the node of its level
+  // holding the key just below its low key.
+  const uint32_t level = m->level;
+  uint32_t hops = 0;
+  Descend(k, m->path, &hops, m->lows);
+  if (m->path[level] != m->raw || (m->root && m->raw == env_.pool->root(0))) return false;
+  if (m->lows[level].has) {
+    if (m->lows[level].key == 0) return false;
+    uint64_t left[kMaxHeight] = {};
+    Descend(m->lows[level].key - 1, left, &hops);
+    m->prev = left[level];
+    if (m->prev == m->raw) return false;
+  }
+  m->x = N(m->raw);
+  m->p = m->root ? nullptr : N(m->path[level + 1]);
+  m->w = m->prev != 0 ? N(m->prev) : nullptr;
+  return true;
+}
+
+bool TwoLayerTree::LatchMove(MoveSite* m) const {
+  // Three latches, each taken only if free: a writer holds one latch at a
+  // time and never waits while holding it, and this never waits at all.
+  if (m->p != nullptr && !TryLatch(m->p, &m->ps)) return false;
+  if (m->w != nullptr && !TryLatch(m->w, &m->ws)) {
+    if (m->p != nullptr) Unlatch(m->p, m->ps);
+    return false;
+  }
+  if (!TryLatch(m->x, &m->xs)) {
+    if (m->w != nullptr) Unlatch(m->w, m->ws);
+    if (m->p != nullptr) Unlatch(m->p, m->ps);
+    return false;
+  }
+  return true;
+}
+
+void TwoLayerTree::ReleaseMove(const MoveSite& m, bool moved) const {
+  // A move bumps every version, so a reader that read a pointer while it
+  // changed reads the node again.
+  const auto unlatch = [&](Node* n, uint64_t s) {
+    pm::store(&n->state, (moved ? st::Bump(s) : s) & ~st::kLatch, std::memory_order_release);
+  };
+  unlatch(m.x, m.xs);
+  if (m.w != nullptr) unlatch(m.w, m.ws);
+  if (m.p != nullptr) unlatch(m.p, m.ps);
+}
+
+bool TwoLayerTree::CheckMove(MoveSite* m) const {
+  // Under the latches nothing below changes: check what the descents saw.
+  const Node* x = m->x;
+  const Node* p = m->p;
+  const Node* w = m->w;
+  uint64_t slot = ~uint64_t{0};
+  if (p == nullptr) {
+    slot = kNoParentSlot;
+  } else if (Ld(p->leftmost) == m->raw) {
+    slot = kLeftmostSlot;
+  } else {
+    for (uint32_t i = 0, n = Count(m->ps); i < n; ++i)
+      if (Ld(p->rec[SlotOf(m->ps, i)].val) == m->raw) slot = SlotOf(m->ps, i);
+  }
+  m->slot = slot;
+  const uint32_t n = Count(m->xs);
+  const bool linked = slot != ~uint64_t{0} &&
+                      (w == nullptr || Ld(w->sib[st::Sib(m->ws)].ptr) == m->raw) &&
+                      (!m->root || w != nullptr);
+  return linked && !(m->level == 0 && n == 0) && Ld(x->tag) == kNodeTag &&
+         sorted_node::Ld32(x->level) == m->level && (p == nullptr || Ld(p->tag) == kNodeTag) &&
+         (w == nullptr || Ld(w->tag) == kNodeTag);
+}
+
+void TwoLayerTree::CommitMove(const MoveSite& m, uint64_t yraw) {
+  const Node* x = m.x;
   // 1. The copy, complete and durable (unreachable until step 3).
+  const uint32_t n = Count(m.xs);
   Rec recs[kSlots];
   for (uint32_t i = 0; i < n; ++i) {
-    const Rec& r = x->rec[SlotOf(xs, i)];
+    const Rec& r = x->rec[SlotOf(m.xs, i)];
     recs[i] = Rec{Ld(r.key), Ld(r.val)};
   }
-  const SibRec& live = x->sib[st::Sib(xs)];
+  const SibRec& live = x->sib[st::Sib(m.xs)];
   Node* y = N(yraw);
-  InitNode(y, level, Ld(x->leftmost), SibRec{Ld(live.key), Ld(live.ptr)}, std::span<const Rec>(recs, n));
+  InitNode(y, m.level, Ld(x->leftmost), SibRec{Ld(live.key), Ld(live.ptr)},
+           std::span<const Rec>(recs, n));
   pm::flush(y, offsetof(Node, rec) + n * sizeof(Rec));
   pm::fence();  // the copy durable before the log can name it
   // 2. The log: what to redo, then armed. All of it is one line, whose
   //    stores reach PM in order: one flush, and `armed` never persists
   //    without the fields stored before it.
   auto* lg = env_.pool->to_ptr<MigrationLog>(PPtr(log_));
-  pm::store(&lg->from, raw);
+  pm::store(&lg->from, m.raw);
   pm::store(&lg->to, yraw);
-  pm::store(&lg->parent, root ? uint64_t{0} : path[level + 1]);
-  pm::store(&lg->slot, slot);
-  pm::store(&lg->prev, prev);
+  pm::store(&lg->parent, m.root ? uint64_t{0} : m.path[m.level + 1]);
+  pm::store(&lg->slot, m.slot);
+  pm::store(&lg->prev, m.prev);
   pm::store(&lg->armed, kLogArmed);
   pm::flush(lg, sizeof(MigrationLog));
   pm::fence();
   // 3. The two pointers (a crash between them: open redoes both).
-  if (p != nullptr) Repoint(slot == kLeftmostSlot ? &p->leftmost : &p->rec[slot].val, yraw);
-  if (w != nullptr) Repoint(&w->sib[st::Sib(ws)].ptr, yraw);
+  if (m.p != nullptr)
+    Repoint(m.slot == kLeftmostSlot ? &m.p->leftmost : &m.p->rec[m.slot].val, yraw);
+  if (m.w != nullptr) Repoint(&m.w->sib[st::Sib(m.ws)].ptr, yraw);
   pm::fence();
   // 4. Disarmed, without a flush of its own: the log is one line, whose
   //    stores reach PM in order, so the next move's log stores cannot
@@ -180,16 +234,6 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
   //    redoes this finished move, which changes nothing (the mutation run
   //    found the flush and fence that were here redundant).
   pm::store(&lg->armed, uint64_t{0});
-  // 5. The old node: readers may still be in it (its records are the
-  //    ones the copy has); a writer that latches it starts over.
-  pm::store(&x->tag, kMovedTag);
-  if (root) {  // the top layers' entry for the subindex (DRAM)
-    for (uint32_t i = 0; i < ntops_; ++i) tops_[i].load(std::memory_order_relaxed)->Replace(lows[level].key, raw, yraw);
-  }
-  release(true);
-  env_.alloc->Retire(PPtr(raw));
-  migrations_.fetch_add(1, std::memory_order_relaxed);
-  return true;
 }
 
 // ------------------------------------------------------------------ coordinator

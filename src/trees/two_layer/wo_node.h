@@ -25,6 +25,10 @@
 namespace pmindex::tlbtree {
 
 inline constexpr uint32_t kNodeBytes = 256;
+// The block an inner node is allocated in: a node and one unused line, the
+// allocator's 320-byte class, whose pages then hold inner nodes only (a
+// block of this class is 64-byte aligned, all a node needs).
+inline constexpr uint32_t kInnerBlockBytes = kNodeBytes + 64;
 inline constexpr uint32_t kSlots = 12;
 inline constexpr uint64_t kNodeTag = 0x45455254424C5400;  // "\0TLBTREE", low byte 0
 // The tag of a leaf NOBtree's migration copied to another node: no longer

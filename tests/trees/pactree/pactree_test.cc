@@ -1,8 +1,10 @@
 // pactree: option checks, a std::map oracle at several node sizes with the
-// background updater and with inline search-layer updates, concurrent
-// writers whose readers meet stale anchors, the search layer rebuilt at
-// open, open's repair of a split cut short between its link and its bitmap
-// store, and damaged data nodes refused at open.
+// background updater and with inline search-layer updates, with either
+// search layer, concurrent writers whose readers meet stale anchors, the
+// search layer kept (search=pm) or rebuilt (search=dram) at open, anchors
+// the persistent search layer lost restored by open, open's repair of a
+// split cut short between its link and its bitmap store, damaged data
+// and trie nodes refused at open, and the trie's floor against a std::map.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,12 +15,15 @@
 #include <thread>
 #include <vector>
 
+#include "alloc/allocator.h"
 #include "common/fingerprint.h"
 #include "index/index.h"
 #include "pm/pool.h"
 #include "support/oracle.h"
 #include "support/sorted_node_checks.h"
 #include "support/status.h"
+#include "trees/pactree/data_node.h"
+#include "trees/pactree/pm_trie.h"
 
 namespace pmindex {
 namespace {
@@ -30,14 +35,14 @@ Result<std::unique_ptr<Index>> Make(const std::string& options, std::unique_ptr<
 }
 
 TEST(PacTreeOptions, BadOptionsAreRefused) {
-  for (const char* bad :
-       {"slots=3", "slots=65", "slots=x", "updater=lazy", "levels=4", "slots=8,slots=8"}) {
+  for (const char* bad : {"slots=3", "slots=65", "slots=x", "updater=lazy", "levels=4",
+                          "slots=8,slots=8", "search=ssd"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(bad, &pool);
     EXPECT_TRUE(idx.status().is_invalid_argument()) << bad << ": " << idx.status().ToString();
   }
-  for (const char* good :
-       {"", "slots=4", "slots=64", "slots=17,updater=inline", "updater=thread"}) {
+  for (const char* good : {"", "slots=4", "slots=64", "slots=17,updater=inline", "updater=thread",
+                           "search=dram", "search=pm,slots=4"}) {
     std::unique_ptr<Pool> pool;
     auto idx = Make(good, &pool);
     PMINDEX_EXPECT_OK(idx) << good;
@@ -45,7 +50,8 @@ TEST(PacTreeOptions, BadOptionsAreRefused) {
 }
 
 TEST(PacTreeOracle, NodeSizesAndUpdaters) {
-  for (const char* opt : {"slots=4", "slots=4,updater=inline", "slots=5", "slots=64"}) {
+  for (const char* opt : {"slots=4", "slots=4,updater=inline", "slots=5", "slots=64",
+                          "slots=4,search=dram", "slots=4,search=dram,updater=inline"}) {
     SCOPED_TRACE(opt);
     std::unique_ptr<Pool> pool;
     auto idx = Make(opt, &pool);
@@ -97,15 +103,22 @@ TEST(PacTreeConcurrency, ReadersFollowSplitsBeforeTheSearchLayerKnowsThem) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i].key, 100u + i);
 }
 
-// After a crash and after a clean close, open rebuilds the search layer
-// from the data layer with every key.
-TEST(PacTreeOpen, RebuildsTheSearchLayer) {
+void ReopenWithEveryAnchor(const char* opt) {
   std::unique_ptr<Pool> pool;
-  auto idx = Make("slots=8", &pool);
+  auto idx = Make(opt, &pool);
   PMINDEX_ASSERT_OK(idx);
   ASSERT_NO_FATAL_FAILURE(testing_util::ExpectBulkLoadSurvivesReopen(
       *pool, &idx.value(), 0.75,
       [](const IndexStats& s) { EXPECT_GE(s.leaves, 2000u / 6); }));  // bulk-loaded 6 per node
+}
+
+// After a crash and after a clean close, open keeps (search=pm) or
+// rebuilds (search=dram) a search layer with every anchor.
+TEST(PacTreeOpen, KeepsOrRebuildsTheSearchLayer) {
+  for (const char* opt : {"slots=8", "slots=8,search=dram"}) {
+    SCOPED_TRACE(opt);
+    ReopenWithEveryAnchor(opt);
+  }
 }
 
 // Data-node words (data_node.h): version, tag, anchor, next, bitmap, pad x3,
@@ -197,6 +210,148 @@ TEST(PacTreeOpen, DamagedNodesAreRefused) {
     ASSERT_TRUE(re.status().is_corruption()) << re.status().ToString();
     EXPECT_NE(re.status().ToString().find(c.what), std::string::npos) << re.status().ToString();
   }
+}
+
+// search=pm: the trie root the head names (data_node.h's `search`, word 6),
+// and its 4096 child words (pm_trie.h: a 64-byte header, then the children).
+uint64_t* TrieRootChildren(Pool& p) {
+  const uint64_t* head = p.to_ptr<uint64_t>(PPtr(p.root(0)));
+  return p.to_ptr<uint64_t>(PPtr(head[6])) + 8;
+}
+
+// Keys spread over the whole key space and dense small ones, so that the
+// trie forks at many depths.
+std::vector<std::byte> TrieImage(std::unique_ptr<Pool>* pool, std::map<Key, Value>* kept) {
+  auto idx = Make("slots=4,updater=inline", pool);
+  PMINDEX_EXPECT_OK(idx);
+  for (Key i = 1; i <= 300; ++i) {
+    const Key k = i % 2 == 0 ? i * 0x9E3779B97F4A7C15ull : i * 3;
+    PMINDEX_EXPECT_OK(idx.value()->insert(k, i));
+    (*kept)[k] = i;
+  }
+  PMINDEX_EXPECT_OK(idx.value()->verify());
+  const IndexStats s = idx.value()->stats();
+  EXPECT_GT(s.inner_nodes, 20u);  // trie nodes below the root
+  EXPECT_EQ(s.dram_bytes, 0u);
+  return PoolImage(**pool, &idx.value(), true);
+}
+
+// Anchors the trie lacks (update-log entries a crash lost: here every leaf
+// but the head's is cut off) are found by open and applied after it; the
+// trie then maps every anchor again.
+TEST(PacTreeOpen, RestoresAnchorsTheTrieLost) {
+  std::unique_ptr<Pool> pool;
+  std::map<Key, Value> kept;
+  std::vector<std::byte> bytes = TrieImage(&pool, &kept);
+  {
+    auto img = Pool::OpenImage(bytes);
+    PMINDEX_ASSERT_OK(img);
+    uint64_t* child = TrieRootChildren(*img.value());
+    for (int c = 0; c < 4096; ++c) child[c] = 0;
+    child[0] = img.value()->root(0) | 1;  // the head's leaf (anchor 0)
+    bytes = PoolImage(*img.value(), nullptr, true);
+  }
+  testing::Reopened re;
+  PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
+  Index& t = *re.idx;
+  const IndexStats before = t.stats();
+  double repaired = -1;
+  for (const auto& [name, v] : before.extra)
+    if (name == "search_layer_repaired") repaired = v;
+  EXPECT_EQ(repaired, static_cast<double>(before.leaves - 1));
+  PMINDEX_ASSERT_OK(t.verify());  // drains the logs, then compares trie and chain
+  for (const auto& [k, v] : kept) ASSERT_EQ(t.lookup(k), std::optional<Value>(v)) << k;
+  PMINDEX_ASSERT_OK(t.close());
+}
+
+// A damaged trie is refused at open, naming what is wrong.
+TEST(PacTreeOpen, DamagedTrieIsRefused) {
+  struct Case {
+    const char* what;
+    void (*damage)(Pool& p, uint64_t* root_children);
+  };
+  const Case cases[] = {
+      {"no trie tag", [](Pool&, uint64_t* c) { c[-8] = 1; }},
+      {"names no search layer",
+       [](Pool& p, uint64_t*) { p.to_ptr<uint64_t>(PPtr(p.root(0)))[6] = 0; }},
+      {"not a data node of the chain", [](Pool& p, uint64_t* c) { c[4095] = p.root(0) + 64 + 1; }},
+      {"path",
+       [](Pool& p, uint64_t* c) {
+         c[4095] = c[0];  // a subtree or leaf at a path its keys do not have
+         (void)p;
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::unique_ptr<Pool> pool;
+    std::map<Key, Value> kept;
+    std::vector<std::byte> bytes = TrieImage(&pool, &kept);
+    auto img = Pool::OpenImage(bytes);
+    PMINDEX_ASSERT_OK(img);
+    c.damage(*img.value(), TrieRootChildren(*img.value()));
+    auto re = open_index(img.value().get());
+    ASSERT_TRUE(re.status().is_corruption()) << re.status().ToString();
+    EXPECT_NE(re.status().ToString().find(c.what), std::string::npos) << re.status().ToString();
+  }
+}
+
+// The trie's floor is exactly the greatest anchor at or below the key once
+// it holds every anchor (the index would stay correct with a worse one,
+// only slower, so its oracle cannot tell): anchors spread over the key
+// space, dense small ones and a cluster sharing a long prefix; queries at,
+// beside and between them.
+TEST(PacTreeTrie, FloorIsTheGreatestAnchorAtOrBelow) {
+  PoolOptions po;
+  po.size = 16 << 20;
+  po.max_size = 16 << 20;
+  auto pool = Pool::CreateInMemory(po);
+  PMINDEX_ASSERT_OK(pool);
+  Pool& p = *pool.value();
+  auto alloc = alloc::Allocator::Attach(&p, true);
+  PMINDEX_ASSERT_OK(alloc);
+  auto root = pactree::PmTrie::MakeRoot(p, *alloc.value());
+  PMINDEX_ASSERT_OK(root);
+  pactree::PmTrie trie(p, *alloc.value(), root.value(), 1, 0);
+  std::map<Key, uint64_t> anchors;
+  auto add = [&](Key a) {
+    if (anchors.count(a) != 0) return;
+    auto b = alloc.value()->Alloc(sizeof(pactree::NodeHeader));
+    ASSERT_TRUE(b.ok());
+    auto* x = p.to_ptr<pactree::NodeHeader>(b.value());
+    x->tag = pactree::kNodeTag;
+    x->anchor = a;
+    ASSERT_TRUE(trie.Insert(a, b.value().raw()));
+    anchors[a] = b.value().raw();
+  };
+  std::mt19937_64 rng(11);
+  add(0);
+  for (Key i = 1; i <= 600; ++i) {
+    add(rng());
+    add(i * 5);
+    add(0xABCD000000000000ull + i * 3);
+  }
+  ASSERT_TRUE(trie.Insert(0, anchors[0]));  // idempotent
+  PMINDEX_ASSERT_OK(trie.Verify());
+  EXPECT_EQ(trie.Size(), anchors.size());
+  std::vector<Key> queries = {0, 1, ~Key{0}, 0xABCCFFFFFFFFFFFFull};
+  for (const auto& [a, raw] : anchors) {
+    queries.push_back(a);
+    queries.push_back(a + 1);
+    if (a != 0) queries.push_back(a - 1);
+  }
+  for (int i = 0; i < 2000; ++i) queries.push_back(rng());
+  for (Key q : queries) {
+    auto it = std::prev(anchors.upper_bound(q));
+    ASSERT_EQ(trie.Floor(q), it->second) << "key " << q;
+  }
+  auto it = anchors.begin();
+  trie.ForEach([&](Key a, uint64_t raw) {
+    ASSERT_NE(it, anchors.end());
+    EXPECT_EQ(a, it->first);
+    EXPECT_EQ(raw, it->second);
+    ++it;
+  });
+  EXPECT_EQ(it, anchors.end());
 }
 
 }  // namespace

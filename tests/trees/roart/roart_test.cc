@@ -3,7 +3,7 @@
 // compressed paths broken by a new key, collapses on delete) at leaf array
 // lengths the shared scenarios do not run; open after a crash and after a
 // clean close; the N48 child index rebuilt at open (the write paths do not
-// persist it); and damaged pools refused.
+// persist it); underfull leaf arrays merged; and damaged pools refused.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -88,7 +88,7 @@ TEST(RoartOracle, KeyShapesAndLeafArrayLengths) {
   }
 }
 
-// Every node type appears, and deletes collapse nodes again.
+// Every node type appears, and deletes merge nodes of leaf arrays again.
 TEST(RoartShape, NodesGrowSplitAndCollapse) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("leaf_array=2", &pool);
@@ -117,7 +117,7 @@ TEST(RoartShape, NodesGrowSplitAndCollapse) {
   PMINDEX_ASSERT_OK(t.verify());
   s = t.stats();
   EXPECT_EQ(s.entries, 61u);
-  EXPECT_GT(Extra(s, "collapses"), 0);
+  EXPECT_GT(Extra(s, "merges"), 0);  // leaf arrays of 2 merge at 2 leaves
   for (size_t i = 0; i < keys.size(); i += 50) ASSERT_EQ(t.lookup(keys[i]).value_or(~0ull), i);
   for (size_t i = 0; i < keys.size(); i += 50) PMINDEX_ASSERT_OK(t.remove(keys[i]));
   PMINDEX_ASSERT_OK(t.verify());
@@ -154,6 +154,67 @@ TEST(RoartBulk, LoadThenWriteAndReopen) {
       ASSERT_EQ(t.lookup(k * k * 977 + k), k % 2 == 1 ? std::optional<Value>(k) : std::nullopt);
     for (Key k = 0; k < 1000; ++k) ASSERT_EQ(t.lookup(k * 3 + 1).value_or(~0ull), k);
     PMINDEX_ASSERT_OK(t.close());
+  }
+}
+
+// Deletes that leave a node's leaf arrays holding at most MergeAt() leaves
+// in all (2 at leaf_array=4) replace the node by one array of them: when
+// the array a remove leaves underfull has an underfull neighbour, and when
+// the remove empties an array (two neighbours left, each of one leaf).
+// The merged tree verifies, counts its bytes exactly and opens after a
+// crash as it was.
+TEST(RoartMerge, UnderfullLeafArraysMergeIntoOne) {
+  std::unique_ptr<Pool> pool;
+  auto made = Make("leaf_array=4", &pool);
+  PMINDEX_ASSERT_OK(made);
+  std::unique_ptr<Index>& t = made.value();
+  const auto shape = [&t](double n4, double n16, double arrays, double merges) {
+    const IndexStats s = t->stats();
+    EXPECT_EQ(Extra(s, "n4"), n4);
+    EXPECT_EQ(Extra(s, "n16"), n16);
+    EXPECT_EQ(Extra(s, "leaf_arrays"), arrays);
+    EXPECT_EQ(Extra(s, "merges"), merges);
+    PMINDEX_EXPECT_OK(t->verify());
+  };
+  // Under root byte 0: {0x100 .. 0x103} fills an array, 0x200 splits it
+  // into an N4 at depth 6 over {0x100 .. 0x103} and {0x200}.
+  for (Key k : {0x100, 0x101, 0x102, 0x103, 0x200}) PMINDEX_ASSERT_OK(t->insert(k, k));
+  shape(1, 0, 2, 0);
+  PMINDEX_ASSERT_OK(t->remove(0x101));  // 3 leaves left there: not underfull
+  shape(1, 0, 2, 0);
+  PMINDEX_ASSERT_OK(t->remove(0x102));  // 2 there, 3 in all: no merge
+  shape(1, 0, 2, 0);
+  PMINDEX_ASSERT_OK(t->remove(0x103));  // 1 there, 2 in all: merged
+  shape(0, 0, 1, 1);
+  // Under root byte 1: five keys differing in their last byte split into
+  // an N16 at depth 7 over five one-leaf arrays; removes clear an entry,
+  // shrink the node to an N4 (3 children), then merge the last two arrays.
+  const auto key = [](Key b) { return (Key{1} << 56) | b; };
+  for (Key b = 0; b < 5; ++b) PMINDEX_ASSERT_OK(t->insert(key(b), b));
+  shape(0, 1, 6, 1);
+  PMINDEX_ASSERT_OK(t->remove(key(4)));
+  PMINDEX_ASSERT_OK(t->remove(key(3)));
+  shape(1, 0, 4, 1);
+  EXPECT_EQ(Extra(t->stats(), "shrinks"), 1);
+  PMINDEX_ASSERT_OK(t->remove(key(2)));
+  shape(0, 0, 2, 2);
+  const IndexStats s = t->stats();
+  EXPECT_EQ(s.inner_nodes, 1u);  // the root over the two merged arrays
+  EXPECT_EQ(s.entries, 4u);
+  EXPECT_EQ(s.pm_bytes,
+            roart::InnerBytes(roart::kN256) + 2 * roart::LeafArrayBytes(4) + 4 * roart::kLeafBytes);
+  const std::map<Key, Value> want = {{0x100, 0x100}, {0x200, 0x200}, {key(0), 0}, {key(1), 1}};
+  const std::vector<std::byte> bytes = PoolImage(*pool, &t, /*crash=*/true);
+  testing::Reopened re;
+  PMINDEX_ASSERT_OK(testing::ReopenBytes(bytes, &re));
+  PMINDEX_ASSERT_OK(re.idx->verify());
+  EXPECT_EQ(Extra(re.idx->stats(), "leaf_arrays"), 2);
+  KV out[8];
+  ASSERT_EQ(re.idx->scan(0, 8, out), want.size());
+  size_t i = 0;
+  for (const auto& [k, v] : want) {
+    EXPECT_EQ(out[i].key, k);
+    EXPECT_EQ(out[i++].value, v);
   }
 }
 

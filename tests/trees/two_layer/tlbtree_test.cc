@@ -343,6 +343,59 @@ TEST(TlbTreeRecovery, APoolKeepsTheHeightItWasMadeWith) {
   }
 }
 
+// Placement: inner nodes (made by create, splits and bulk load) take the
+// allocator's 320-byte class and leaves its 256-byte one, so that no
+// allocator page holds both and the nodes every descent reads share few
+// pages. The tree still verifies and reopens with every key.
+TEST(TlbTreePlacement, InnerNodesTakeAClassOfTheirOwn) {
+  for (const bool bulk : {false, true}) {
+    SCOPED_TRACE(bulk ? "bulk load" : "inserts");
+    PoolOptions po;
+    po.size = 32ull << 20;
+    po.kind = "tlbtree";
+    po.index_options = "height=3";
+    auto pool = Pool::CreateInMemory(po);
+    PMINDEX_ASSERT_OK(pool);
+    PMINDEX_ASSERT_OK(pool.value()->MarkInUse());
+    std::vector<KV> kvs;
+    for (Key k = 1; k <= 20000; ++k) kvs.push_back(KV{k * 7, k});
+    {
+      auto a = alloc::Allocator::Attach(pool.value().get(), /*fresh=*/true);
+      PMINDEX_ASSERT_OK(a);
+      TwoLayerConfig c;
+      c.height = 3;
+      auto t = TwoLayerTree::Create(IndexEnv{pool.value().get(), a.value().get()}, c, "tlbtree");
+      PMINDEX_ASSERT_OK(t);
+      Index& idx = *t.value();
+      if (bulk) {
+        PMINDEX_ASSERT_OK(idx.bulk_load(kvs, 0.7));
+      } else {
+        std::mt19937_64 rng(TestSeed());
+        std::vector<KV> shuffled = kvs;
+        std::shuffle(shuffled.begin(), shuffled.end(), rng);
+        for (const KV& kv : shuffled) PMINDEX_ASSERT_OK(idx.insert(kv.key, kv.value));
+      }
+      uint64_t inner = 0, leaves = 0;
+      PMINDEX_ASSERT_OK(idx.for_each_block([&](PPtr p) {
+        const Node* x = pool.value()->to_ptr<Node>(p);
+        const size_t want = x->level > 0 ? kInnerBlockBytes : kNodeBytes;
+        (x->level > 0 ? inner : leaves) += 1;
+        EXPECT_EQ(a.value()->BlockSize(p), want) << "node of level " << x->level;
+      }));
+      EXPECT_GT(inner, 1u);
+      EXPECT_GT(leaves, inner);
+      PMINDEX_ASSERT_OK(idx.verify());
+      PMINDEX_ASSERT_OK(idx.close());
+    }
+    auto re = open_index(pool.value().get());
+    PMINDEX_ASSERT_OK(re);
+    PMINDEX_ASSERT_OK(re.value()->verify());
+    for (const KV& kv : kvs)
+      ASSERT_EQ(re.value()->lookup(kv.key).value_or(~0ull), kv.value) << kv.key;
+    PMINDEX_ASSERT_OK(re.value()->close());
+  }
+}
+
 // Readers (lookups and scans) while two writers insert and remove: the
 // kept keys k*8 are always found with their values and scans see them in
 // order, none missing.

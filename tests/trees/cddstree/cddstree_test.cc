@@ -69,7 +69,7 @@ TEST(CddstreeTree, UncommittedVersionsAreUndone) {
 // 25: slot 5 already holds 40 and is covered by n. `words` of the 32-byte
 // copy of slot 3 into slot 4 persisted (any prefix of its 8-byte pieces).
 void TornShiftCase(int words) {
-  SCOPED_TRACE("persisted words=" + std::to_string(words));
+  SCOPED_TRACE(::testing::Message() << "persisted words=" << words);
   auto t = Make("node=512");
   for (Key k = 0; k < 5; ++k) PMINDEX_ASSERT_OK(t.idx->insert(k * 10, k));
   auto img = Pool::OpenImage(t.pool->bytes());

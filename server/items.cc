@@ -213,6 +213,55 @@ Result<ItemOutcome> Items::Modify(std::string_view key,
   }
 }
 
+Items::Change Items::DecideWrite(StoreMode mode, const Item* live, std::string_view data,
+                                 const std::string& value, uint64_t cas, size_t max_data) const {
+  Change c;
+  switch (mode) {
+    case StoreMode::kSet:
+    case StoreMode::kAdd:
+      if (live) {
+        c.outcome = ItemOutcome::kNotStored;
+        return c;
+      }
+      break;
+    case StoreMode::kReplace:
+      if (!live) {
+        c.outcome = ItemOutcome::kNotStored;
+        return c;
+      }
+      break;
+    case StoreMode::kCas:
+      if (!live) {
+        c.outcome = ItemOutcome::kNotFound;
+        return c;
+      }
+      if (live->version != cas) {
+        c.outcome = ItemOutcome::kExists;
+        return c;
+      }
+      break;
+    case StoreMode::kAppend:
+    case StoreMode::kPrepend: {
+      if (!live) {
+        c.outcome = ItemOutcome::kNotStored;
+        return c;
+      }
+      std::string joined = mode == StoreMode::kAppend ? live->data + std::string(data)
+                                                      : std::string(data) + live->data;
+      if (joined.size() > std::min(max_data, max_data_bytes())) {
+        c.outcome = ItemOutcome::kNotStored;
+        return c;
+      }
+      c.kind = Change::Kind::kPut;
+      item_codec::Encode(joined, live->flags, live->expiry_ms, &c.value);
+      return c;
+    }
+  }
+  c.kind = Change::Kind::kPut;
+  c.value = value;
+  return c;
+}
+
 Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::string_view data,
                                  uint32_t flags, int64_t expiry_ms, uint64_t cas, size_t max_data) {
   PMINDEX_RETURN_IF_ERROR(MaybeFlush());
@@ -233,53 +282,8 @@ Result<ItemOutcome> Items::Write(StoreMode mode, std::string_view key, std::stri
     if (!w.ok()) return w.status();
     if (*w == WriteOutcome::kDone) return ItemOutcome::kDone;
   }
-  Result<ItemOutcome> r = Modify(key, [&](const Item* live) {
-    Change c;
-    switch (mode) {
-      case StoreMode::kSet:
-      case StoreMode::kAdd:
-        if (live) {
-          c.outcome = ItemOutcome::kNotStored;
-          return c;
-        }
-        break;
-      case StoreMode::kReplace:
-        if (!live) {
-          c.outcome = ItemOutcome::kNotStored;
-          return c;
-        }
-        break;
-      case StoreMode::kCas:
-        if (!live) {
-          c.outcome = ItemOutcome::kNotFound;
-          return c;
-        }
-        if (live->version != cas) {
-          c.outcome = ItemOutcome::kExists;
-          return c;
-        }
-        break;
-      case StoreMode::kAppend:
-      case StoreMode::kPrepend: {
-        if (!live) {
-          c.outcome = ItemOutcome::kNotStored;
-          return c;
-        }
-        std::string joined = mode == StoreMode::kAppend ? live->data + std::string(data)
-                                                        : std::string(data) + live->data;
-        if (joined.size() > std::min(max_data, max_data_bytes())) {
-          c.outcome = ItemOutcome::kNotStored;
-          return c;
-        }
-        c.kind = Change::Kind::kPut;
-        item_codec::Encode(joined, live->flags, live->expiry_ms, &c.value);
-        return c;
-      }
-    }
-    c.kind = Change::Kind::kPut;
-    c.value = value;
-    return c;
-  });
+  Result<ItemOutcome> r = Modify(
+      key, [&](const Item* live) { return DecideWrite(mode, live, data, value, cas, max_data); });
   if (!r.ok() && IsWrongType(r.status())) {
     // A live collection: add finds the key taken, replace replaces it
     // (Redis's SET XX), the others are WRONGTYPE.

@@ -227,6 +227,11 @@ class Items {
   // key changed meanwhile. Expired items are passed as nullptr. `peek`:
   // the item's data may be cut short (Store::Peek), for a `decide` that
   // does not look at it.
+  // Write's decision for the live item (nullptr: none): the outcome, and
+  // the item to put (`value`, already encoded; append and prepend join
+  // `data` to the live item's, within `max_data` and max_data_bytes()).
+  Change DecideWrite(StoreMode mode, const Item* live, std::string_view data,
+                     const std::string& value, uint64_t cas, size_t max_data) const;
   [[nodiscard]] Result<ItemOutcome> Modify(std::string_view key,
                                            const std::function<Change(const Item*)>& decide,
                                            bool peek = false);

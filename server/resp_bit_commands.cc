@@ -413,43 +413,22 @@ void BitField(CommandCall& c) {
   ReplyFieldResults(c, results);
 }
 
+// The bitmap commands (registered by RegisterBitCommands).
+const CommandSpec kBitCommands[] = {
+    {"bitcount", -2, kReadonly, 1, 1, 1, "RO ACCESS", "Counts the set bits of a key's value.",
+     BitCount},
+    {"bitpos", -3, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Finds the first set or clear bit of a key's value.", BitPos},
+    {"bitop", -4, kWrite | kDenyOom, 2, -1, 1, "OW UPDATE",
+     "Stores the AND, OR, XOR or NOT of keys' values in a key.", BitOp},
+    {"bitfield", -2, kWrite | kDenyOom, 1, 1, 1, "RW ACCESS UPDATE VARIABLE_FLAGS",
+     "Reads, sets and increments integer fields of a key's value.", BitField},
+    {"bitfield_ro", -2, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Reads integer fields of a key's value.", BitField},
+};
+
 }  // namespace
 
-void RegisterBitCommands(CommandTable& t) {
-  struct Spec {
-    std::string_view name;
-    int arity;
-    uint64_t flags;
-    int first_key, last_key;
-    std::string_view key_flags;
-    std::string_view summary;
-    CommandHandler handler;
-  };
-  const Spec specs[] = {
-      {"bitcount", -2, kReadonly, 1, 1, "RO ACCESS", "Counts the set bits of a key's value.",
-       BitCount},
-      {"bitpos", -3, kReadonly, 1, 1, "RO ACCESS",
-       "Finds the first set or clear bit of a key's value.", BitPos},
-      {"bitop", -4, kWrite | kDenyOom, 2, -1, "OW UPDATE",
-       "Stores the AND, OR, XOR or NOT of keys' values in a key.", BitOp},
-      {"bitfield", -2, kWrite | kDenyOom, 1, 1, "RW ACCESS UPDATE VARIABLE_FLAGS",
-       "Reads, sets and increments integer fields of a key's value.", BitField},
-      {"bitfield_ro", -2, kReadonly | kFast, 1, 1, "RO ACCESS",
-       "Reads integer fields of a key's value.", BitField},
-  };
-  for (const Spec& s : specs) {
-    t.Add({.name = s.name,
-           .arity = s.arity,
-           .flags = s.flags,
-           .first_key = s.first_key,
-           .last_key = s.last_key,
-           .key_step = 1,
-           .group = "bitmap",
-           .summary = s.summary,
-           .key_flags = s.key_flags,
-           .categories = "bitmap",
-           .handler = s.handler});
-  }
-}
+void RegisterBitCommands(CommandTable& t) { AddCommands(t, kBitCommands, "bitmap", "bitmap"); }
 
 }  // namespace pmindex::server

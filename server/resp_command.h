@@ -211,6 +211,28 @@ bool CheckData(CommandCall& call, std::string_view data);
 // each database with keys (walks them; resp_database_commands.cc).
 std::vector<std::pair<std::string, std::string>> KeyspaceInfo(Items& items);
 
+// One row of a command group's registration table: the fields of a
+// Command that differ from one command of the group to the next.
+// AddCommands fills in the rest.
+struct CommandSpec {
+  std::string_view name;
+  int arity;
+  uint64_t flags;
+  int first_key, last_key, key_step;
+  std::string_view key_flags;
+  std::string_view summary;
+  CommandHandler handler;
+  std::string_view tips = "";
+  // Empty: the group and categories given to AddCommands.
+  std::string_view group = "";
+  std::string_view categories = "";
+};
+
+// Adds a Command to `table` for each spec, of Redis's command group
+// `group` and ACL categories `categories` unless the spec names its own.
+void AddCommands(CommandTable& table, std::span<const CommandSpec> specs, std::string_view group,
+                 std::string_view categories);
+
 // The command groups (one file each).
 void RegisterStringCommands(CommandTable& table);      // resp_string_commands.cc
 void RegisterBitCommands(CommandTable& table);         // resp_bit_commands.cc

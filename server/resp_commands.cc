@@ -98,6 +98,24 @@ int NumkeysArgOf(std::string_view name) {
 }
 }  // namespace
 
+void AddCommands(CommandTable& table, std::span<const CommandSpec> specs, std::string_view group,
+                 std::string_view categories) {
+  for (const CommandSpec& s : specs) {
+    table.Add({.name = s.name,
+               .arity = s.arity,
+               .flags = s.flags,
+               .first_key = s.first_key,
+               .last_key = s.last_key,
+               .key_step = s.key_step,
+               .group = s.group.empty() ? group : s.group,
+               .summary = s.summary,
+               .key_flags = s.key_flags,
+               .categories = s.categories.empty() ? categories : s.categories,
+               .tips = s.tips,
+               .handler = s.handler});
+  }
+}
+
 void CommandTable::Add(Command command) {
   if (command.numkeys_arg == 0 && (command.flags & cmd_flag::kMovableKeys))
     command.numkeys_arg = NumkeysArgOf(command.name);

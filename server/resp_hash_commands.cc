@@ -430,60 +430,41 @@ void HScan(CommandCall& c) {
   });
 }
 
+// The hash commands (registered by RegisterHashCommands).
+const CommandSpec kHashCommands[] = {
+    {"hset", -4, kWrite | kDenyOom | kFast, 1, 1, 1, "RW UPDATE",
+     "Sets fields of a hash; returns how many were new.", HSet},
+    {"hmset", -4, kWrite | kDenyOom | kFast, 1, 1, 1, "RW UPDATE", "Sets fields of a hash (HSET).",
+     HSet},
+    {"hsetnx", 4, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
+     "Sets a field of a hash only if it is absent.", HSetNx},
+    {"hget", 3, kReadonly | kFast, 1, 1, 1, "RO ACCESS", "Returns a field's value.", HGet},
+    {"hmget", -3, kReadonly | kFast, 1, 1, 1, "RO ACCESS", "Returns several fields' values.",
+     HMGet},
+    {"hgetall", 2, kReadonly, 1, 1, 1, "RO ACCESS", "Returns every field and value of a hash.",
+     HGetAll, "nondeterministic_output_order"},
+    {"hkeys", 2, kReadonly, 1, 1, 1, "RO", "Returns every field of a hash.", HGetAll,
+     "nondeterministic_output_order"},
+    {"hvals", 2, kReadonly, 1, 1, 1, "RO ACCESS", "Returns every value of a hash.", HGetAll,
+     "nondeterministic_output_order"},
+    {"hdel", -3, kWrite | kFast, 1, 1, 1, "RW DELETE",
+     "Deletes fields of a hash (the hash when it is empty); returns how many existed.", HDel},
+    {"hlen", 2, kReadonly | kFast, 1, 1, 1, "RO", "Returns the number of fields of a hash.", HLen},
+    {"hexists", 3, kReadonly | kFast, 1, 1, 1, "RO", "Returns whether a field exists.", HExists},
+    {"hstrlen", 3, kReadonly | kFast, 1, 1, 1, "RO", "Returns the length of a field's value.",
+     HExists},
+    {"hincrby", 4, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Adds an integer to a field's value.", HIncrBy},
+    {"hincrbyfloat", 4, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Adds a floating-point number to a field's value.", HIncrByFloat},
+    {"hrandfield", -2, kReadonly, 1, 1, 1, "RO ACCESS", "Returns random fields of a hash.",
+     HRandField, "nondeterministic_output"},
+    {"hscan", -3, kReadonly, 1, 1, 1, "RO ACCESS", "Walks the fields of a hash, a few per call.",
+     HScan, "nondeterministic_output"},
+};
+
 }  // namespace
 
-void RegisterHashCommands(CommandTable& t) {
-  struct Spec {
-    std::string_view name;
-    int arity;
-    uint64_t flags;
-    std::string_view key_flags;
-    std::string_view summary;
-    CommandHandler handler;
-    std::string_view tips = "";
-  };
-  const Spec specs[] = {
-      {"hset", -4, kWrite | kDenyOom | kFast, "RW UPDATE",
-       "Sets fields of a hash; returns how many were new.", HSet},
-      {"hmset", -4, kWrite | kDenyOom | kFast, "RW UPDATE", "Sets fields of a hash (HSET).", HSet},
-      {"hsetnx", 4, kWrite | kDenyOom | kFast, "RW INSERT",
-       "Sets a field of a hash only if it is absent.", HSetNx},
-      {"hget", 3, kReadonly | kFast, "RO ACCESS", "Returns a field's value.", HGet},
-      {"hmget", -3, kReadonly | kFast, "RO ACCESS", "Returns several fields' values.", HMGet},
-      {"hgetall", 2, kReadonly, "RO ACCESS", "Returns every field and value of a hash.", HGetAll,
-       "nondeterministic_output_order"},
-      {"hkeys", 2, kReadonly, "RO", "Returns every field of a hash.", HGetAll,
-       "nondeterministic_output_order"},
-      {"hvals", 2, kReadonly, "RO ACCESS", "Returns every value of a hash.", HGetAll,
-       "nondeterministic_output_order"},
-      {"hdel", -3, kWrite | kFast, "RW DELETE",
-       "Deletes fields of a hash (the hash when it is empty); returns how many existed.", HDel},
-      {"hlen", 2, kReadonly | kFast, "RO", "Returns the number of fields of a hash.", HLen},
-      {"hexists", 3, kReadonly | kFast, "RO", "Returns whether a field exists.", HExists},
-      {"hstrlen", 3, kReadonly | kFast, "RO", "Returns the length of a field's value.", HExists},
-      {"hincrby", 4, kWrite | kDenyOom | kFast, "RW ACCESS UPDATE",
-       "Adds an integer to a field's value.", HIncrBy},
-      {"hincrbyfloat", 4, kWrite | kDenyOom | kFast, "RW ACCESS UPDATE",
-       "Adds a floating-point number to a field's value.", HIncrByFloat},
-      {"hrandfield", -2, kReadonly, "RO ACCESS", "Returns random fields of a hash.", HRandField,
-       "nondeterministic_output"},
-      {"hscan", -3, kReadonly, "RO ACCESS", "Walks the fields of a hash, a few per call.", HScan,
-       "nondeterministic_output"},
-  };
-  for (const Spec& s : specs) {
-    t.Add({.name = s.name,
-           .arity = s.arity,
-           .flags = s.flags,
-           .first_key = 1,
-           .last_key = 1,
-           .key_step = 1,
-           .group = "hash",
-           .summary = s.summary,
-           .key_flags = s.key_flags,
-           .categories = "hash",
-           .tips = s.tips,
-           .handler = s.handler});
-  }
-}
+void RegisterHashCommands(CommandTable& t) { AddCommands(t, kHashCommands, "hash", "hash"); }
 
 }  // namespace pmindex::server

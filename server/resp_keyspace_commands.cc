@@ -394,69 +394,50 @@ void ObjectHelp(CommandCall& c) {
   for (std::string_view line : kLines) c.reply.Simple(line);
 }
 
+// The tips of the commands that count keys across shards.
+constexpr std::string_view kSumKeys = "request_policy:multi_shard response_policy:agg_sum";
+
+// The generic commands (registered by RegisterKeyspaceCommands).
+const CommandSpec kKeyspaceCommands[] = {
+    {"del", -2, kWrite, 1, -1, 1, "RM DELETE", "Deletes keys; returns how many existed.", Del,
+     kSumKeys},
+    {"unlink", -2, kWrite | kFast, 1, -1, 1, "RM DELETE",
+     "Deletes keys; returns how many existed (as DEL).", Del, kSumKeys},
+    {"exists", -2, kReadonly | kFast, 1, -1, 1, "RO",
+     "Counts the keys given that exist (a key named twice counts twice).", Exists, kSumKeys},
+    {"touch", -2, kReadonly | kFast, 1, -1, 1, "RO",
+     "Counts the keys given that exist (access times are not tracked).", Exists, kSumKeys},
+    {"type", 2, kReadonly | kFast, 1, 1, 1, "RO",
+     "Returns the type of a key: string, hash, list, set, zset or none.", Type},
+    {"ttl", 2, kReadonly | kFast, 1, 1, 1, "RO ACCESS", "Returns a key's time to live in seconds.",
+     Ttl, "nondeterministic_output"},
+    {"pttl", 2, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Returns a key's time to live in milliseconds.", Ttl, "nondeterministic_output"},
+    {"expiretime", 2, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Returns a key's expiry as a unix time in seconds.", Ttl},
+    {"pexpiretime", 2, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Returns a key's expiry as a unix time in milliseconds.", Ttl},
+    {"expire", -3, kWrite | kFast, 1, 1, 1, "RW UPDATE",
+     "Sets a key's time to live in seconds (NX, XX, GT, LT).", Expire},
+    {"pexpire", -3, kWrite | kFast, 1, 1, 1, "RW UPDATE",
+     "Sets a key's time to live in milliseconds (NX, XX, GT, LT).", Expire},
+    {"expireat", -3, kWrite | kFast, 1, 1, 1, "RW UPDATE",
+     "Sets a key's expiry to a unix time in seconds (NX, XX, GT, LT).", Expire},
+    {"pexpireat", -3, kWrite | kFast, 1, 1, 1, "RW UPDATE",
+     "Sets a key's expiry to a unix time in milliseconds (NX, XX, GT, LT).", Expire},
+    {"persist", 2, kWrite | kFast, 1, 1, 1, "RW UPDATE", "Removes a key's expiry.", Persist},
+    {"keys", 2, kReadonly, 0, 0, 0, "", "Returns every key matching a pattern (a full walk).", Keys,
+     "request_policy:all_shards nondeterministic_output_order", "", "keyspace dangerous"},
+    {"randomkey", 1, kReadonly, 0, 0, 0, "", "Returns a key picked at random (not uniformly).",
+     RandomKey, "request_policy:all_shards nondeterministic_output"},
+    {"scan", -2, kReadonly, 0, 0, 0, "", "Walks the keys, a few per call, in key order.", Scan,
+     "nondeterministic_output request_policy:special"},
+};
+
 }  // namespace
 
 void RegisterKeyspaceCommands(CommandTable& t) {
-  struct Spec {
-    std::string_view name;
-    int arity;
-    uint64_t flags;
-    int first_key, last_key;
-    std::string_view key_flags;
-    std::string_view summary;
-    CommandHandler handler;
-    std::string_view tips = "";
-  };
-  constexpr std::string_view kSumKeys = "request_policy:multi_shard response_policy:agg_sum";
-  const Spec specs[] = {
-      {"del", -2, kWrite, 1, -1, "RM DELETE", "Deletes keys; returns how many existed.", Del,
-       kSumKeys},
-      {"unlink", -2, kWrite | kFast, 1, -1, "RM DELETE",
-       "Deletes keys; returns how many existed (as DEL).", Del, kSumKeys},
-      {"exists", -2, kReadonly | kFast, 1, -1, "RO",
-       "Counts the keys given that exist (a key named twice counts twice).", Exists, kSumKeys},
-      {"touch", -2, kReadonly | kFast, 1, -1, "RO",
-       "Counts the keys given that exist (access times are not tracked).", Exists, kSumKeys},
-      {"type", 2, kReadonly | kFast, 1, 1, "RO",
-       "Returns the type of a key: string, hash, list, set, zset or none.", Type},
-      {"ttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS", "Returns a key's time to live in seconds.",
-       Ttl, "nondeterministic_output"},
-      {"pttl", 2, kReadonly | kFast, 1, 1, "RO ACCESS",
-       "Returns a key's time to live in milliseconds.", Ttl, "nondeterministic_output"},
-      {"expiretime", 2, kReadonly | kFast, 1, 1, "RO ACCESS",
-       "Returns a key's expiry as a unix time in seconds.", Ttl},
-      {"pexpiretime", 2, kReadonly | kFast, 1, 1, "RO ACCESS",
-       "Returns a key's expiry as a unix time in milliseconds.", Ttl},
-      {"expire", -3, kWrite | kFast, 1, 1, "RW UPDATE",
-       "Sets a key's time to live in seconds (NX, XX, GT, LT).", Expire},
-      {"pexpire", -3, kWrite | kFast, 1, 1, "RW UPDATE",
-       "Sets a key's time to live in milliseconds (NX, XX, GT, LT).", Expire},
-      {"expireat", -3, kWrite | kFast, 1, 1, "RW UPDATE",
-       "Sets a key's expiry to a unix time in seconds (NX, XX, GT, LT).", Expire},
-      {"pexpireat", -3, kWrite | kFast, 1, 1, "RW UPDATE",
-       "Sets a key's expiry to a unix time in milliseconds (NX, XX, GT, LT).", Expire},
-      {"persist", 2, kWrite | kFast, 1, 1, "RW UPDATE", "Removes a key's expiry.", Persist},
-      {"keys", 2, kReadonly, 0, 0, "", "Returns every key matching a pattern (a full walk).", Keys,
-       "request_policy:all_shards nondeterministic_output_order"},
-      {"randomkey", 1, kReadonly, 0, 0, "", "Returns a key picked at random (not uniformly).",
-       RandomKey, "request_policy:all_shards nondeterministic_output"},
-      {"scan", -2, kReadonly, 0, 0, "", "Walks the keys, a few per call, in key order.", Scan,
-       "nondeterministic_output request_policy:special"},
-  };
-  for (const Spec& s : specs) {
-    t.Add({.name = s.name,
-           .arity = s.arity,
-           .flags = s.flags,
-           .first_key = s.first_key,
-           .last_key = s.last_key,
-           .key_step = s.first_key > 0 ? 1 : 0,
-           .group = "generic",
-           .summary = s.summary,
-           .key_flags = s.key_flags,
-           .categories = s.name == "keys" ? "keyspace dangerous" : "keyspace",
-           .tips = s.tips,
-           .handler = s.handler});
-  }
+  AddCommands(t, kKeyspaceCommands, "generic", "keyspace");
   t.Add({.name = "memory",
          .arity = -2,
          .group = "server",

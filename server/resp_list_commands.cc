@@ -892,78 +892,54 @@ void BLMPop(CommandCall& c) {
               PopBody(db, keys, end, count, true), false);
 }
 
+// The list commands (registered by RegisterListCommands).
+const CommandSpec kListCommands[] = {
+    {"lpush", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
+     "Prepends elements to a list; creates it if needed.", LPush},
+    {"rpush", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
+     "Appends elements to a list; creates it if needed.", RPush},
+    {"lpushx", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
+     "Prepends elements to a list only when it exists.", LPushX},
+    {"rpushx", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
+     "Appends elements to a list only when it exists.", RPushX},
+    {"lpop", -2, kWrite | kFast, 1, 1, 1, "RW ACCESS DELETE",
+     "Removes and returns the first elements of a list.", LPop},
+    {"rpop", -2, kWrite | kFast, 1, 1, 1, "RW ACCESS DELETE",
+     "Removes and returns the last elements of a list.", RPop},
+    {"llen", 2, kReadonly | kFast, 1, 1, 1, "RO", "Returns the length of a list.", LLen},
+    {"lindex", 3, kReadonly, 1, 1, 1, "RO ACCESS", "Returns an element of a list by its index.",
+     LIndex},
+    {"lrange", 4, kReadonly, 1, 1, 1, "RO ACCESS", "Returns a range of elements of a list.",
+     LRange},
+    {"lset", 4, kWrite | kDenyOom, 1, 1, 1, "RW UPDATE", "Sets the element of a list at an index.",
+     LSet},
+    {"ltrim", 4, kWrite, 1, 1, 1, "RW DELETE", "Keeps only a range of a list's elements.", LTrim},
+    {"lrem", 4, kWrite, 1, 1, 1, "RW DELETE", "Removes elements equal to a value from a list.",
+     LRem},
+    {"linsert", 5, kWrite | kDenyOom, 1, 1, 1, "RW INSERT",
+     "Inserts an element before or after another in a list.", LInsert},
+    {"lpos", -3, kReadonly, 1, 1, 1, "RO",
+     "Returns the indexes of the elements of a list equal to a value.", LPos},
+    {"lmove", 5, kWrite | kDenyOom, 1, 2, 1, "RW ACCESS DELETE",
+     "Moves an element from one end of a list to an end of another.", LMove},
+    {"rpoplpush", 3, kWrite | kDenyOom, 1, 2, 1, "RW ACCESS DELETE",
+     "Moves the last element of a list to the head of another.", RPopLPush},
+    {"lmpop", -4, kWrite | kMovableKeys, 0, 0, 0, "RW ACCESS DELETE",
+     "Pops elements from the first non-empty list of several.", LMPop},
+    {"blpop", -3, kWrite | kNoScript | kBlocking, 1, -2, 1, "RW ACCESS DELETE",
+     "Pops the first element of the first non-empty list, or blocks until one is pushed.", BLPop},
+    {"brpop", -3, kWrite | kNoScript | kBlocking, 1, -2, 1, "RW ACCESS DELETE",
+     "Pops the last element of the first non-empty list, or blocks until one is pushed.", BRPop},
+    {"blmove", 6, kWrite | kDenyOom | kNoScript | kBlocking, 1, 2, 1, "RW ACCESS DELETE",
+     "LMOVE, or blocks until the source has an element.", BLMove},
+    {"brpoplpush", 4, kWrite | kDenyOom | kNoScript | kBlocking, 1, 2, 1, "RW ACCESS DELETE",
+     "RPOPLPUSH, or blocks until the source has an element.", BRPopLPush},
+    {"blmpop", -5, kWrite | kBlocking | kMovableKeys, 0, 0, 0, "RW ACCESS DELETE",
+     "LMPOP, or blocks until one of the lists has an element.", BLMPop},
+};
+
 }  // namespace
 
-void RegisterListCommands(CommandTable& t) {
-  struct Spec {
-    std::string_view name;
-    int arity;
-    uint64_t flags;
-    int first_key, last_key, key_step;
-    std::string_view key_flags;
-    std::string_view summary;
-    CommandHandler handler;
-  };
-  const Spec specs[] = {
-      {"lpush", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
-       "Prepends elements to a list; creates it if needed.", LPush},
-      {"rpush", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
-       "Appends elements to a list; creates it if needed.", RPush},
-      {"lpushx", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
-       "Prepends elements to a list only when it exists.", LPushX},
-      {"rpushx", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
-       "Appends elements to a list only when it exists.", RPushX},
-      {"lpop", -2, kWrite | kFast, 1, 1, 1, "RW ACCESS DELETE",
-       "Removes and returns the first elements of a list.", LPop},
-      {"rpop", -2, kWrite | kFast, 1, 1, 1, "RW ACCESS DELETE",
-       "Removes and returns the last elements of a list.", RPop},
-      {"llen", 2, kReadonly | kFast, 1, 1, 1, "RO", "Returns the length of a list.", LLen},
-      {"lindex", 3, kReadonly, 1, 1, 1, "RO ACCESS", "Returns an element of a list by its index.",
-       LIndex},
-      {"lrange", 4, kReadonly, 1, 1, 1, "RO ACCESS", "Returns a range of elements of a list.",
-       LRange},
-      {"lset", 4, kWrite | kDenyOom, 1, 1, 1, "RW UPDATE",
-       "Sets the element of a list at an index.", LSet},
-      {"ltrim", 4, kWrite, 1, 1, 1, "RW DELETE", "Keeps only a range of a list's elements.",
-       LTrim},
-      {"lrem", 4, kWrite, 1, 1, 1, "RW DELETE", "Removes elements equal to a value from a list.",
-       LRem},
-      {"linsert", 5, kWrite | kDenyOom, 1, 1, 1, "RW INSERT",
-       "Inserts an element before or after another in a list.", LInsert},
-      {"lpos", -3, kReadonly, 1, 1, 1, "RO",
-       "Returns the indexes of the elements of a list equal to a value.", LPos},
-      {"lmove", 5, kWrite | kDenyOom, 1, 2, 1, "RW ACCESS DELETE",
-       "Moves an element from one end of a list to an end of another.", LMove},
-      {"rpoplpush", 3, kWrite | kDenyOom, 1, 2, 1, "RW ACCESS DELETE",
-       "Moves the last element of a list to the head of another.", RPopLPush},
-      {"lmpop", -4, kWrite | kMovableKeys, 0, 0, 0, "RW ACCESS DELETE",
-       "Pops elements from the first non-empty list of several.", LMPop},
-      {"blpop", -3, kWrite | kNoScript | kBlocking, 1, -2, 1, "RW ACCESS DELETE",
-       "Pops the first element of the first non-empty list, or blocks until one is pushed.",
-       BLPop},
-      {"brpop", -3, kWrite | kNoScript | kBlocking, 1, -2, 1, "RW ACCESS DELETE",
-       "Pops the last element of the first non-empty list, or blocks until one is pushed.",
-       BRPop},
-      {"blmove", 6, kWrite | kDenyOom | kNoScript | kBlocking, 1, 2, 1, "RW ACCESS DELETE",
-       "LMOVE, or blocks until the source has an element.", BLMove},
-      {"brpoplpush", 4, kWrite | kDenyOom | kNoScript | kBlocking, 1, 2, 1, "RW ACCESS DELETE",
-       "RPOPLPUSH, or blocks until the source has an element.", BRPopLPush},
-      {"blmpop", -5, kWrite | kBlocking | kMovableKeys, 0, 0, 0, "RW ACCESS DELETE",
-       "LMPOP, or blocks until one of the lists has an element.", BLMPop},
-  };
-  for (const Spec& s : specs) {
-    t.Add({.name = s.name,
-           .arity = s.arity,
-           .flags = s.flags,
-           .first_key = s.first_key,
-           .last_key = s.last_key,
-           .key_step = s.key_step,
-           .group = "list",
-           .summary = s.summary,
-           .key_flags = s.key_flags,
-           .categories = "list",
-           .handler = s.handler});
-  }
-}
+void RegisterListCommands(CommandTable& t) { AddCommands(t, kListCommands, "list", "list"); }
 
 }  // namespace pmindex::server

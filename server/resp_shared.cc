@@ -257,19 +257,12 @@ void RespShared::ResetCommandCounters() {
 }
 
 void RespShared::AddConfig() {
-  // A setting pmserver reports but cannot change: setting it to the value
-  // it has is accepted (tools do that), anything else is an error.
-  auto fixed = [this](std::string name, std::string value) {
-    config_[std::move(name)] = {[value] { return value; },
-                                [value](std::string_view v) {
-                                  return v == value ? std::string()
-                                                    : std::string("pmserver cannot change it");
-                                }};
-  };
-  // One of the server's own settings, fixed when it started.
-  auto immutable = [this](std::string name, std::string value) {
-    config_[std::move(name)] = {[value] { return value; }, nullptr};
-  };
+  AddSettableConfig();
+  AddFixedConfig();
+  AddTunableConfig();
+}
+
+void RespShared::AddSettableConfig() {
   config_["requirepass"] = {[this] {
                               sync::MutexLock lock(mu_);
                               return requirepass_;
@@ -291,9 +284,6 @@ void RespShared::AddConfig() {
         }
         return std::string();
       }};
-  immutable("bind", settings_.bind);
-  immutable("port", std::to_string(settings_.port));
-  immutable("maxclients", std::to_string(settings_.max_connections));
   config_["proto-max-bulk-len"] = {[this] { return std::to_string(proto_max_bulk_len()); },
                                    [this](std::string_view v) {
                                      uint64_t n = 0;
@@ -301,11 +291,6 @@ void RespShared::AddConfig() {
                                      if (error.empty()) proto_max_bulk_len_.store(n);
                                      return error;
                                    }};
-  immutable("databases", std::to_string(settings_.databases));
-  // Facts of a server that persists every write before its reply and
-  // never evicts, in the words Redis's tools ask for them.
-  fixed("save", "");
-  fixed("appendonly", "no");
   config_["maxmemory"] = {[this] { return std::to_string(maxmemory()); },
                           [this](std::string_view v) {
                             uint64_t bytes = 0;
@@ -316,9 +301,36 @@ void RespShared::AddConfig() {
                             used_memory_ms_.store(0, std::memory_order_release);
                             return std::string();
                           }};
+}
+
+void RespShared::AddFixedConfig() {
+  // A setting pmserver reports but cannot change: setting it to the value
+  // it has is accepted (tools do that), anything else is an error.
+  auto fixed = [this](std::string name, std::string value) {
+    config_[std::move(name)] = {[value] { return value; },
+                                [value](std::string_view v) {
+                                  return v == value ? std::string()
+                                                    : std::string("pmserver cannot change it");
+                                }};
+  };
+  // One of the server's own settings, fixed when it started.
+  auto immutable = [this](std::string name, std::string value) {
+    config_[std::move(name)] = {[value] { return value; }, nullptr};
+  };
+  immutable("bind", settings_.bind);
+  immutable("port", std::to_string(settings_.port));
+  immutable("maxclients", std::to_string(settings_.max_connections));
+  immutable("databases", std::to_string(settings_.databases));
+  // Facts of a server that persists every write before its reply and
+  // never evicts, in the words Redis's tools ask for them.
+  fixed("save", "");
+  fixed("appendonly", "no");
   fixed("maxmemory-policy", "noeviction");
   fixed("timeout", "0");
   fixed("cluster-enabled", settings_.cluster != nullptr ? "yes" : "no");
+}
+
+void RespShared::AddTunableConfig() {
   // Redis's thresholds of its compact collection encodings: accepted and
   // reported (any integer), with no effect, since pmserver stores every
   // collection the same way whatever its size (docs/server.md

@@ -229,7 +229,13 @@ class RespShared {
       const std::function<void(const Command&, const CommandCounters::Totals&)>& f) const;
 
  private:
+  // Fills config_ (CONFIG GET/SET): the settings a client may change, the
+  // ones pmserver reports but cannot change, and Redis's encoding
+  // thresholds (accepted, no effect).
   void AddConfig();
+  void AddSettableConfig();
+  void AddFixedConfig();
+  void AddTunableConfig();
 
   const CommandTable& commands_;
   ClientRegistry clients_;

@@ -483,64 +483,77 @@ void GetBit(CommandCall& c) {
 
 // ---- LCS
 
-// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest
-// common subsequence by the textbook dynamic program, and the matching
-// ranges from the end backwards, as Redis reports them.
-void Lcs(CommandCall& c) {
-  std::string a, b;
-  for (int i = 1; i <= 2; ++i) {
-    Result<Item> r = c.items.Get(c.args[static_cast<size_t>(i)]);
-    if (!r.ok() && !r.status().is_not_found()) return ReplyStoreError(c, r.status());
-    if (r.ok()) (i == 1 ? a : b) = std::move(r->data);
-  }
+// LCS's options after the two keys.
+struct LcsOptions {
   bool getlen = false, getidx = false, withmatchlen = false;
   int64_t minmatchlen = 0;
+};
+
+// Parses LCS's options into *o; false: an error was replied.
+bool ParseLcsOptions(CommandCall& c, LcsOptions* o) {
   for (size_t j = 3; j < c.argc(); ++j) {
     if (EqualsIgnoreCase(c.args[j], "IDX")) {
-      getidx = true;
+      o->getidx = true;
     } else if (EqualsIgnoreCase(c.args[j], "LEN")) {
-      getlen = true;
+      o->getlen = true;
     } else if (EqualsIgnoreCase(c.args[j], "WITHMATCHLEN")) {
-      withmatchlen = true;
+      o->withmatchlen = true;
     } else if (EqualsIgnoreCase(c.args[j], "MINMATCHLEN") && j + 1 < c.argc()) {
-      if (!ParseNumber(c.args[++j], &minmatchlen)) return c.reply.Error(kNotInteger);
-      minmatchlen = std::max<int64_t>(minmatchlen, 0);
+      if (!ParseNumber(c.args[++j], &o->minmatchlen)) {
+        c.reply.Error(kNotInteger);
+        return false;
+      }
+      o->minmatchlen = std::max<int64_t>(o->minmatchlen, 0);
     } else {
-      return c.reply.Error(kSyntax);
+      c.reply.Error(kSyntax);
+      return false;
     }
   }
-  if (getlen && getidx)
-    return c.reply.Error("ERR If you want both the length and indexes, please just use IDX.");
-  const size_t alen = a.size(), blen = b.size();
-  const uint64_t cells = static_cast<uint64_t>(alen + 1) * (blen + 1);
-  if (cells * sizeof(uint32_t) > kMaxLcsTableBytes) {
-    return c.reply.Error(
-        "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+  if (o->getlen && o->getidx) {
+    c.reply.Error("ERR If you want both the length and indexes, please just use IDX.");
+    return false;
   }
-  std::vector<uint32_t> table(cells, 0);
-  auto at = [&](size_t i, size_t j) -> uint32_t& { return table[j + i * (blen + 1)]; };
-  for (size_t i = 1; i <= alen; ++i) {
-    for (size_t j = 1; j <= blen; ++j) {
-      at(i, j) = a[i - 1] == b[j - 1] ? at(i - 1, j - 1) + 1 : std::max(at(i - 1, j), at(i, j - 1));
-    }
-  }
-  const uint32_t total = at(alen, blen);
-  if (getlen) return c.reply.Integer(total);
+  return true;
+}
 
-  // Walk back from the end, collecting the common bytes and the ranges
-  // of contiguous matches.
-  std::string result(total, '\0');
-  struct Range {
-    size_t a_start, a_end, b_start, b_end;
-  };
-  std::vector<Range> ranges;
-  size_t i = alen, j = blen, idx = total;
+// The textbook dynamic program's table for a and b: at(i, j) is the length
+// of the longest common subsequence of a[0, i) and b[0, j).
+class LcsTable {
+ public:
+  LcsTable(std::string_view a, std::string_view b)
+      : blen_(b.size()), table_(static_cast<size_t>(a.size() + 1) * (b.size() + 1), 0) {
+    for (size_t i = 1; i <= a.size(); ++i) {
+      for (size_t j = 1; j <= b.size(); ++j) {
+        at(i, j) =
+            a[i - 1] == b[j - 1] ? at(i - 1, j - 1) + 1 : std::max(at(i - 1, j), at(i, j - 1));
+      }
+    }
+  }
+  uint32_t& at(size_t i, size_t j) { return table_[j + i * (blen_ + 1)]; }
+
+ private:
+  size_t blen_;
+  std::vector<uint32_t> table_;
+};
+
+// One run of contiguous matches: a[a_start, a_end] == b[b_start, b_end].
+struct LcsRange {
+  size_t a_start, a_end, b_start, b_end;
+};
+
+// Walks the table back from the end, writing the common subsequence
+// (`total` bytes) to *result and the runs of contiguous matches at least
+// `minmatchlen` long (0: all) to *ranges, last run first, as Redis reports them.
+void LcsWalkBack(std::string_view a, std::string_view b, LcsTable& t, uint32_t total,
+                 int64_t minmatchlen, std::string* result, std::vector<LcsRange>* ranges) {
+  result->assign(total, '\0');
+  size_t i = a.size(), j = b.size(), idx = total;
   bool open = false;
-  Range cur{};
+  LcsRange cur{};
   while (i > 0 && j > 0) {
     bool emit = false;
     if (a[i - 1] == b[j - 1]) {
-      result[--idx] = a[i - 1];
+      (*result)[--idx] = a[i - 1];
       if (!open) {
         cur = {i - 1, i - 1, j - 1, j - 1};
         open = true;
@@ -554,7 +567,7 @@ void Lcs(CommandCall& c) {
       --i;
       --j;
     } else {
-      if (at(i - 1, j) > at(i, j - 1)) {
+      if (t.at(i - 1, j) > t.at(i, j - 1)) {
         --i;
       } else {
         --j;
@@ -564,15 +577,19 @@ void Lcs(CommandCall& c) {
     if (emit) {
       const size_t match_len = cur.a_end - cur.a_start + 1;
       if (minmatchlen == 0 || match_len >= static_cast<uint64_t>(minmatchlen))
-        ranges.push_back(cur);
+        ranges->push_back(cur);
       open = false;
     }
   }
-  if (!getidx) return c.reply.Bulk(result);
+}
+
+// LCS ... IDX's reply: the runs of matches, and the length.
+void ReplyLcsIdx(CommandCall& c, const std::vector<LcsRange>& ranges, bool withmatchlen,
+                 uint32_t total) {
   c.reply.Map(2);
   c.reply.Bulk("matches");
   c.reply.Array(ranges.size());
-  for (const Range& r : ranges) {
+  for (const LcsRange& r : ranges) {
     c.reply.Array(withmatchlen ? 3 : 2);
     c.reply.Array(2);
     c.reply.Integer(static_cast<int64_t>(r.a_start));
@@ -586,79 +603,85 @@ void Lcs(CommandCall& c) {
   c.reply.Integer(total);
 }
 
+// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest
+// common subsequence by the textbook dynamic program, and the matching
+// ranges from the end backwards, as Redis reports them.
+void Lcs(CommandCall& c) {
+  std::string a, b;
+  for (int i = 1; i <= 2; ++i) {
+    Result<Item> r = c.items.Get(c.args[static_cast<size_t>(i)]);
+    if (!r.ok() && !r.status().is_not_found()) return ReplyStoreError(c, r.status());
+    if (r.ok()) (i == 1 ? a : b) = std::move(r->data);
+  }
+  LcsOptions o;
+  if (!ParseLcsOptions(c, &o)) return;
+  const uint64_t cells = static_cast<uint64_t>(a.size() + 1) * (b.size() + 1);
+  if (cells * sizeof(uint32_t) > kMaxLcsTableBytes) {
+    return c.reply.Error(
+        "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+  }
+  LcsTable table(a, b);
+  const uint32_t total = table.at(a.size(), b.size());
+  if (o.getlen) return c.reply.Integer(total);
+  std::string result;
+  std::vector<LcsRange> ranges;
+  LcsWalkBack(a, b, table, total, o.minmatchlen, &result, &ranges);
+  if (!o.getidx) return c.reply.Bulk(result);
+  ReplyLcsIdx(c, ranges, o.withmatchlen, total);
+}
+
+// The string commands (registered by RegisterStringCommands).
+const CommandSpec kStringCommands[] = {
+    {"get", 2, kReadonly | kFast, 1, 1, 1, "RO ACCESS", "Returns the string value of a key.", Get},
+    {"set", -3, kWrite | kDenyOom, 1, 1, 1, "RW ACCESS UPDATE VARIABLE_FLAGS",
+     "Sets the string value of a key (NX, XX, GET, expiry, KEEPTTL).", Set},
+    {"setnx", 3, kWrite | kDenyOom | kFast, 1, 1, 1, "OW INSERT",
+     "Sets a key only if it does not exist.", SetNx},
+    {"setex", 4, kWrite | kDenyOom, 1, 1, 1, "OW UPDATE",
+     "Sets a key with a time to live in seconds.", SetEx},
+    {"psetex", 4, kWrite | kDenyOom, 1, 1, 1, "OW UPDATE",
+     "Sets a key with a time to live in milliseconds.", SetEx},
+    {"getset", 3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Sets a key and returns its old value.", GetSet},
+    {"getdel", 2, kWrite | kFast, 1, 1, 1, "RW ACCESS DELETE",
+     "Returns a key's value and deletes it.", GetDel},
+    {"getex", -2, kWrite | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Returns a key's value and sets or removes its expiry.", GetEx},
+    {"incr", 2, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Adds one to the integer value of a key.", IncrDecr},
+    {"decr", 2, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Subtracts one from the integer value of a key.", IncrDecr},
+    {"incrby", 3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Adds a number to the integer value of a key.", IncrDecr},
+    {"decrby", 3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Subtracts a number from the integer value of a key.", IncrDecr},
+    {"incrbyfloat", 3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW ACCESS UPDATE",
+     "Adds a floating-point number to the value of a key.", IncrByFloat},
+    {"mget", -2, kReadonly | kFast, 1, -1, 1, "RO ACCESS", "Returns the values of keys.", MGet,
+     "request_policy:multi_shard"},
+    {"mset", -3, kWrite | kDenyOom, 1, -1, 2, "OW UPDATE", "Sets several keys at once, atomically.",
+     MSet, "request_policy:multi_shard response_policy:all_succeeded"},
+    {"append", 3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT",
+     "Appends to a key's value (creating it); returns the new length.", Append},
+    {"strlen", 2, kReadonly | kFast, 1, 1, 1, "RO", "Returns the length of a key's value.", StrLen},
+    {"setrange", 4, kWrite | kDenyOom, 1, 1, 1, "RW UPDATE",
+     "Overwrites part of a key's value at an offset.", SetRange},
+    {"getrange", 4, kReadonly, 1, 1, 1, "RO ACCESS", "Returns a substring of a key's value.",
+     GetRange},
+    {"substr", 4, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Returns a substring of a key's value (GETRANGE).", GetRange},
+    {"setbit", 4, kWrite | kDenyOom, 1, 1, 1, "RW ACCESS UPDATE",
+     "Sets or clears a bit of a key's value; returns the old bit.", SetBit, "", "bitmap", "bitmap"},
+    {"getbit", 3, kReadonly | kFast, 1, 1, 1, "RO ACCESS", "Returns a bit of a key's value.",
+     GetBit, "", "bitmap", "bitmap"},
+    {"lcs", -3, kReadonly, 1, 2, 1, "RO ACCESS",
+     "Returns the longest common subsequence of two keys' values.", Lcs},
+};
+
 }  // namespace
 
 void RegisterStringCommands(CommandTable& t) {
-  struct Spec {
-    std::string_view name;
-    int arity;
-    uint64_t flags;
-    int last_key;
-    std::string_view key_flags;
-    std::string_view summary;
-    CommandHandler handler;
-    std::string_view group = "string";
-    std::string_view tips = "";
-  };
-  const Spec specs[] = {
-      {"get", 2, kReadonly | kFast, 1, "RO ACCESS", "Returns the string value of a key.", Get},
-      {"set", -3, kWrite | kDenyOom, 1, "RW ACCESS UPDATE VARIABLE_FLAGS",
-       "Sets the string value of a key (NX, XX, GET, expiry, KEEPTTL).", Set},
-      {"setnx", 3, kWrite | kDenyOom | kFast, 1, "OW INSERT",
-       "Sets a key only if it does not exist.", SetNx},
-      {"setex", 4, kWrite | kDenyOom, 1, "OW UPDATE", "Sets a key with a time to live in seconds.",
-       SetEx},
-      {"psetex", 4, kWrite | kDenyOom, 1, "OW UPDATE",
-       "Sets a key with a time to live in milliseconds.", SetEx},
-      {"getset", 3, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
-       "Sets a key and returns its old value.", GetSet},
-      {"getdel", 2, kWrite | kFast, 1, "RW ACCESS DELETE", "Returns a key's value and deletes it.",
-       GetDel},
-      {"getex", -2, kWrite | kFast, 1, "RW ACCESS UPDATE",
-       "Returns a key's value and sets or removes its expiry.", GetEx},
-      {"incr", 2, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
-       "Adds one to the integer value of a key.", IncrDecr},
-      {"decr", 2, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
-       "Subtracts one from the integer value of a key.", IncrDecr},
-      {"incrby", 3, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
-       "Adds a number to the integer value of a key.", IncrDecr},
-      {"decrby", 3, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
-       "Subtracts a number from the integer value of a key.", IncrDecr},
-      {"incrbyfloat", 3, kWrite | kDenyOom | kFast, 1, "RW ACCESS UPDATE",
-       "Adds a floating-point number to the value of a key.", IncrByFloat},
-      {"mget", -2, kReadonly | kFast, -1, "RO ACCESS", "Returns the values of keys.", MGet,
-       "string", "request_policy:multi_shard"},
-      {"mset", -3, kWrite | kDenyOom, -1, "OW UPDATE", "Sets several keys at once, atomically.",
-       MSet, "string", "request_policy:multi_shard response_policy:all_succeeded"},
-      {"append", 3, kWrite | kDenyOom | kFast, 1, "RW INSERT",
-       "Appends to a key's value (creating it); returns the new length.", Append},
-      {"strlen", 2, kReadonly | kFast, 1, "RO", "Returns the length of a key's value.", StrLen},
-      {"setrange", 4, kWrite | kDenyOom, 1, "RW UPDATE",
-       "Overwrites part of a key's value at an offset.", SetRange},
-      {"getrange", 4, kReadonly, 1, "RO ACCESS", "Returns a substring of a key's value.", GetRange},
-      {"substr", 4, kReadonly, 1, "RO ACCESS", "Returns a substring of a key's value (GETRANGE).",
-       GetRange},
-      {"setbit", 4, kWrite | kDenyOom, 1, "RW ACCESS UPDATE",
-       "Sets or clears a bit of a key's value; returns the old bit.", SetBit, "bitmap"},
-      {"getbit", 3, kReadonly | kFast, 1, "RO ACCESS", "Returns a bit of a key's value.", GetBit,
-       "bitmap"},
-      {"lcs", -3, kReadonly, 2, "RO ACCESS",
-       "Returns the longest common subsequence of two keys' values.", Lcs},
-  };
-  for (const Spec& s : specs) {
-    t.Add({.name = s.name,
-           .arity = s.arity,
-           .flags = s.flags,
-           .first_key = 1,
-           .last_key = s.last_key,
-           .key_step = s.name == "mset" ? 2 : 1,
-           .group = s.group,
-           .summary = s.summary,
-           .key_flags = s.key_flags,
-           .categories = s.group,
-           .tips = s.tips,
-           .handler = s.handler});
-  }
+  AddCommands(t, kStringCommands, "string", "string");
 }
 
 }  // namespace pmindex::server

@@ -1358,97 +1358,87 @@ Result<std::vector<ScoredMember>> PopZset(TxnScope& scope, int db, std::string_v
   return PopFrom(**z, max, count);
 }
 
+namespace {
+
+// The sorted-set commands (registered by RegisterZsetCommands).
+const CommandSpec kZsetCommands[] = {
+    {"zadd", -4, kWrite | kDenyOom | kFast, 1, 1, 1, "RW UPDATE",
+     "Adds members to a sorted set, or updates their scores.", Zadd},
+    {"zincrby", 4, kWrite | kDenyOom | kFast, 1, 1, 1, "RW UPDATE",
+     "Increments the score of a member of a sorted set.", Zadd},
+    {"zrem", -3, kWrite | kFast, 1, 1, 1, "RW DELETE", "Removes members from a sorted set.", Zrem},
+    {"zscore", 3, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Returns the score of a member of a sorted set.", Zscore},
+    {"zmscore", -3, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Returns the scores of members of a sorted set.", Zscore},
+    {"zcard", 2, kReadonly | kFast, 1, 1, 1, "RO", "Returns the number of members of a sorted set.",
+     Zcard},
+    {"zcount", 4, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Counts the members of a sorted set within a score range.", Zcount},
+    {"zlexcount", 4, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Counts the members of a sorted set within a lexicographical range.", Zcount},
+    {"zrange", -4, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Returns members of a sorted set within a range of indexes.", Zrange},
+    {"zrangestore", -5, kWrite | kDenyOom, 1, 2, 1, "OW UPDATE",
+     "Stores a range of members of a sorted set in a key.", Zrangestore},
+    {"zrevrange", -4, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Returns members of a sorted set within a range of indexes in reverse order.", Zrevrange},
+    {"zrangebyscore", -4, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Returns members of a sorted set within a range of scores.", Zrangebyscore},
+    {"zrevrangebyscore", -4, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Returns members of a sorted set within a range of scores in reverse order.",
+     Zrevrangebyscore},
+    {"zrangebylex", -4, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Returns members of a sorted set within a lexicographical range.", Zrangebylex},
+    {"zrevrangebylex", -4, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Returns members of a sorted set within a lexicographical range in reverse order.",
+     Zrevrangebylex},
+    {"zrank", 3, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Returns the index of a member in a sorted set.", Zrank},
+    {"zrevrank", 3, kReadonly | kFast, 1, 1, 1, "RO ACCESS",
+     "Returns the index of a member in a sorted set ordered by descending scores.", Zrank},
+    {"zpopmin", -2, kWrite | kFast, 1, 1, 1, "RW ACCESS DELETE",
+     "Removes and returns the members with the lowest scores.", Zpop},
+    {"zpopmax", -2, kWrite | kFast, 1, 1, 1, "RW ACCESS DELETE",
+     "Removes and returns the members with the highest scores.", Zpop},
+    {"zmpop", -4, kWrite | kMovableKeys, 0, 0, 0, "RW ACCESS DELETE",
+     "Removes and returns the members with the lowest or highest scores of the first non-empty "
+     "sorted set.",
+     Zmpop},
+    {"bzmpop", -5, kWrite | kBlocking | kNoScript | kMovableKeys, 0, 0, 0, "RW ACCESS DELETE",
+     "Pops members of the lowest or highest scores of the first non-empty sorted set, or blocks "
+     "until one is added.",
+     Bzmpop},
+    {"zrandmember", -2, kReadonly, 1, 1, 1, "RO ACCESS", "Returns random members of a sorted set.",
+     Zrandmember},
+    {"zremrangebyscore", 4, kWrite, 1, 1, 1, "RW DELETE",
+     "Removes the members of a sorted set within a range of scores.", Zremrange},
+    {"zremrangebyrank", 4, kWrite, 1, 1, 1, "RW DELETE",
+     "Removes the members of a sorted set within a range of indexes.", Zremrange},
+    {"zremrangebylex", 4, kWrite, 1, 1, 1, "RW DELETE",
+     "Removes the members of a sorted set within a lexicographical range.", Zremrange},
+    {"zunionstore", -4, kWrite | kDenyOom | kMovableKeys, 1, 1, 1, "OW UPDATE",
+     "Stores the union of sorted sets in a key.", Zunionstore},
+    {"zinterstore", -4, kWrite | kDenyOom | kMovableKeys, 1, 1, 1, "OW UPDATE",
+     "Stores the intersection of sorted sets in a key.", Zinterstore},
+    {"zdiffstore", -4, kWrite | kDenyOom | kMovableKeys, 1, 1, 1, "OW UPDATE",
+     "Stores the difference of sorted sets in a key.", Zdiffstore},
+    {"zunion", -3, kReadonly | kMovableKeys, 0, 0, 0, "RO ACCESS",
+     "Returns the union of sorted sets.", Zunion},
+    {"zinter", -3, kReadonly | kMovableKeys, 0, 0, 0, "RO ACCESS",
+     "Returns the intersection of sorted sets.", Zinter},
+    {"zdiff", -3, kReadonly | kMovableKeys, 0, 0, 0, "RO ACCESS",
+     "Returns the difference of sorted sets.", Zdiff},
+    {"zintercard", -3, kReadonly | kMovableKeys, 0, 0, 0, "RO ACCESS",
+     "Returns the number of members of the intersection of sorted sets.", Zintercard},
+    {"zscan", -3, kReadonly, 1, 1, 1, "RO ACCESS",
+     "Iterates over the members and scores of a sorted set.", Zscan},
+};
+
+}  // namespace
+
 void RegisterZsetCommands(CommandTable& t) {
-  auto add = [&t](std::string_view name, int arity, uint64_t flags, int first, int last,
-                  std::string_view summary, CommandHandler h, std::string_view key_flags) {
-    t.Add({.name = name,
-           .arity = arity,
-           .flags = flags,
-           .first_key = first,
-           .last_key = last,
-           .key_step = first > 0 ? 1 : 0,
-           .group = "sorted_set",
-           .summary = summary,
-           .key_flags = key_flags,
-           .categories = "sortedset",
-           .handler = h});
-  };
-  const uint64_t w = kWrite | kDenyOom;
-  const uint64_t ro = kReadonly;
-  add("zadd", -4, w | kFast, 1, 1, "Adds members to a sorted set, or updates their scores.", Zadd,
-      "RW UPDATE");
-  add("zincrby", 4, w | kFast, 1, 1, "Increments the score of a member of a sorted set.", Zadd,
-      "RW UPDATE");
-  add("zrem", -3, kWrite | kFast, 1, 1, "Removes members from a sorted set.", Zrem, "RW DELETE");
-  add("zscore", 3, ro | kFast, 1, 1, "Returns the score of a member of a sorted set.", Zscore,
-      "RO ACCESS");
-  add("zmscore", -3, ro | kFast, 1, 1, "Returns the scores of members of a sorted set.", Zscore,
-      "RO ACCESS");
-  add("zcard", 2, ro | kFast, 1, 1, "Returns the number of members of a sorted set.", Zcard, "RO");
-  add("zcount", 4, ro | kFast, 1, 1, "Counts the members of a sorted set within a score range.",
-      Zcount, "RO ACCESS");
-  add("zlexcount", 4, ro | kFast, 1, 1,
-      "Counts the members of a sorted set within a lexicographical range.", Zcount, "RO ACCESS");
-  add("zrange", -4, ro, 1, 1, "Returns members of a sorted set within a range of indexes.", Zrange,
-      "RO ACCESS");
-  add("zrangestore", -5, w, 1, 2, "Stores a range of members of a sorted set in a key.",
-      Zrangestore, "OW UPDATE");
-  add("zrevrange", -4, ro, 1, 1,
-      "Returns members of a sorted set within a range of indexes in reverse order.", Zrevrange,
-      "RO ACCESS");
-  add("zrangebyscore", -4, ro, 1, 1, "Returns members of a sorted set within a range of scores.",
-      Zrangebyscore, "RO ACCESS");
-  add("zrevrangebyscore", -4, ro, 1, 1,
-      "Returns members of a sorted set within a range of scores in reverse order.",
-      Zrevrangebyscore, "RO ACCESS");
-  add("zrangebylex", -4, ro, 1, 1,
-      "Returns members of a sorted set within a lexicographical range.", Zrangebylex, "RO ACCESS");
-  add("zrevrangebylex", -4, ro, 1, 1,
-      "Returns members of a sorted set within a lexicographical range in reverse order.",
-      Zrevrangebylex, "RO ACCESS");
-  add("zrank", 3, ro | kFast, 1, 1, "Returns the index of a member in a sorted set.", Zrank,
-      "RO ACCESS");
-  add("zrevrank", 3, ro | kFast, 1, 1,
-      "Returns the index of a member in a sorted set ordered by descending scores.", Zrank,
-      "RO ACCESS");
-  add("zpopmin", -2, kWrite | kFast, 1, 1,
-      "Removes and returns the members with the lowest scores.", Zpop, "RW ACCESS DELETE");
-  add("zpopmax", -2, kWrite | kFast, 1, 1,
-      "Removes and returns the members with the highest scores.", Zpop, "RW ACCESS DELETE");
-  add("zmpop", -4, kWrite | kMovableKeys, 0, 0,
-      "Removes and returns the members with the lowest or highest scores of the first non-empty "
-      "sorted set.",
-      Zmpop, "RW ACCESS DELETE");
-  add("bzmpop", -5, kWrite | kBlocking | kNoScript | kMovableKeys, 0, 0,
-      "Pops members of the lowest or highest scores of the first non-empty sorted set, or blocks "
-      "until one is added.",
-      Bzmpop, "RW ACCESS DELETE");
-  add("zrandmember", -2, ro, 1, 1, "Returns random members of a sorted set.", Zrandmember,
-      "RO ACCESS");
-  add("zremrangebyscore", 4, kWrite, 1, 1,
-      "Removes the members of a sorted set within a range of scores.", Zremrange, "RW DELETE");
-  add("zremrangebyrank", 4, kWrite, 1, 1,
-      "Removes the members of a sorted set within a range of indexes.", Zremrange, "RW DELETE");
-  add("zremrangebylex", 4, kWrite, 1, 1,
-      "Removes the members of a sorted set within a lexicographical range.", Zremrange,
-      "RW DELETE");
-  add("zunionstore", -4, w | kMovableKeys, 1, 1, "Stores the union of sorted sets in a key.",
-      Zunionstore, "OW UPDATE");
-  add("zinterstore", -4, w | kMovableKeys, 1, 1, "Stores the intersection of sorted sets in a key.",
-      Zinterstore, "OW UPDATE");
-  add("zdiffstore", -4, w | kMovableKeys, 1, 1, "Stores the difference of sorted sets in a key.",
-      Zdiffstore, "OW UPDATE");
-  add("zunion", -3, ro | kMovableKeys, 0, 0, "Returns the union of sorted sets.", Zunion,
-      "RO ACCESS");
-  add("zinter", -3, ro | kMovableKeys, 0, 0, "Returns the intersection of sorted sets.", Zinter,
-      "RO ACCESS");
-  add("zdiff", -3, ro | kMovableKeys, 0, 0, "Returns the difference of sorted sets.", Zdiff,
-      "RO ACCESS");
-  add("zintercard", -3, ro | kMovableKeys, 0, 0,
-      "Returns the number of members of the intersection of sorted sets.", Zintercard,
-      "RO ACCESS");
-  add("zscan", -3, ro, 1, 1, "Iterates over the members and scores of a sorted set.", Zscan,
-      "RO ACCESS");
+  AddCommands(t, kZsetCommands, "sorted_set", "sortedset");
 }
 
 }  // namespace pmindex::server

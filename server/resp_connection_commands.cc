@@ -336,28 +336,24 @@ void ClientHelp(CommandCall& c) {
   for (std::string_view line : kLines) c.reply.Simple(line);
 }
 
+// The connection commands other than CLIENT (registered by
+// RegisterConnectionCommands).
+const CommandSpec kConnectionCommands[] = {
+    {"ping", -1, kFast, 0, 0, 0, "", "Answers PONG, or the message given.", Ping,
+     "request_policy:all_shards response_policy:all_succeeded"},
+    {"echo", 2, kLoading | kStale | kFast, 0, 0, 0, "", "Answers the message given.", Echo},
+    {"quit", -1, kAllowBusy | kNoScript | kLoading | kStale | kFast | kNoAuth, 0, 0, 0, "",
+     "Answers OK, then closes the connection.", Quit},
+    {"hello", -1, kNoScript | kLoading | kStale | kFast | kNoAuth | kAllowBusy, 0, 0, 0, "",
+     "Chooses the protocol version (2 or 3), authenticates, names the connection.", Hello},
+    {"auth", -2, kNoScript | kLoading | kStale | kFast | kNoAuth | kAllowBusy, 0, 0, 0, "",
+     "Authenticates the connection.", Auth},
+};
+
 }  // namespace
 
 void RegisterConnectionCommands(CommandTable& t) {
-  auto add = [&t](std::string_view name, int arity, uint64_t flags, std::string_view summary,
-                  CommandHandler h) {
-    t.Add({.name = name,
-           .arity = arity,
-           .flags = flags,
-           .group = "connection",
-           .summary = summary,
-           .categories = "connection",
-           .tips = name == "ping" ? "request_policy:all_shards response_policy:all_succeeded" : "",
-           .handler = h});
-  };
-  add("ping", -1, kFast, "Answers PONG, or the message given.", Ping);
-  add("echo", 2, kLoading | kStale | kFast, "Answers the message given.", Echo);
-  add("quit", -1, kAllowBusy | kNoScript | kLoading | kStale | kFast | kNoAuth,
-      "Answers OK, then closes the connection.", Quit);
-  add("hello", -1, kNoScript | kLoading | kStale | kFast | kNoAuth | kAllowBusy,
-      "Chooses the protocol version (2 or 3), authenticates, names the connection.", Hello);
-  add("auth", -2, kNoScript | kLoading | kStale | kFast | kNoAuth | kAllowBusy,
-      "Authenticates the connection.", Auth);
+  AddCommands(t, kConnectionCommands, "connection", "connection");
 
   const uint64_t f = kNoScript | kLoading | kStale;
   auto sub = [](std::string_view name, int arity, uint64_t flags, std::string_view summary,

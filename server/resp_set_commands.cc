@@ -519,49 +519,39 @@ void Sscan(CommandCall& c) {
   });
 }
 
+// The set commands (registered by RegisterSetCommands).
+const CommandSpec kSetCommands[] = {
+    {"sadd", -3, kWrite | kDenyOom | kFast, 1, 1, 1, "RW INSERT", "Adds members to a set.", Sadd},
+    {"srem", -3, kWrite | kFast, 1, 1, 1, "RW DELETE", "Removes members from a set.", Srem},
+    {"smembers", 2, kReadonly, 1, 1, 1, "RO ACCESS", "Returns all members of a set.", Smembers},
+    {"sismember", 3, kReadonly | kFast, 1, 1, 1, "RO",
+     "Determines whether a member belongs to a set.", Sismember},
+    {"smismember", -3, kReadonly | kFast, 1, 1, 1, "RO",
+     "Determines whether members belong to a set.", Sismember},
+    {"scard", 2, kReadonly | kFast, 1, 1, 1, "RO", "Returns the number of members in a set.",
+     Scard},
+    {"spop", -2, kWrite | kFast, 1, 1, 1, "RW ACCESS DELETE",
+     "Removes and returns random members of a set.", Spop},
+    {"srandmember", -2, kReadonly, 1, 1, 1, "RO ACCESS", "Returns random members of a set.",
+     Srandmember},
+    {"smove", 4, kWrite | kFast, 1, 2, 1, "RW ACCESS DELETE",
+     "Moves a member from one set to another.", Smove},
+    {"sinter", -2, kReadonly, 1, -1, 1, "RO ACCESS", "Returns the intersection of sets.", Sinter},
+    {"sunion", -2, kReadonly, 1, -1, 1, "RO ACCESS", "Returns the union of sets.", Sunion},
+    {"sdiff", -2, kReadonly, 1, -1, 1, "RO ACCESS", "Returns the difference of sets.", Sdiff},
+    {"sinterstore", -3, kWrite | kDenyOom, 1, -1, 1, "OW UPDATE",
+     "Stores the intersection of sets in a key.", Sinterstore},
+    {"sunionstore", -3, kWrite | kDenyOom, 1, -1, 1, "OW UPDATE",
+     "Stores the union of sets in a key.", Sunionstore},
+    {"sdiffstore", -3, kWrite | kDenyOom, 1, -1, 1, "OW UPDATE",
+     "Stores the difference of sets in a key.", Sdiffstore},
+    {"sintercard", -3, kReadonly | kMovableKeys, 0, 0, 0, "RO ACCESS",
+     "Returns the number of members of the intersection of sets.", Sintercard},
+    {"sscan", -3, kReadonly, 1, 1, 1, "RO ACCESS", "Iterates over the members of a set.", Sscan},
+};
+
 }  // namespace
 
-void RegisterSetCommands(CommandTable& t) {
-  auto add = [&t](std::string_view name, int arity, uint64_t flags, int first, int last,
-                  std::string_view summary, CommandHandler h, std::string_view key_flags) {
-    t.Add({.name = name,
-           .arity = arity,
-           .flags = flags,
-           .first_key = first,
-           .last_key = last,
-           .key_step = first > 0 ? 1 : 0,
-           .group = "set",
-           .summary = summary,
-           .key_flags = key_flags,
-           .categories = "set",
-           .handler = h});
-  };
-  const uint64_t w = kWrite | kDenyOom;
-  const uint64_t ro = kReadonly;
-  add("sadd", -3, w | kFast, 1, 1, "Adds members to a set.", Sadd, "RW INSERT");
-  add("srem", -3, kWrite | kFast, 1, 1, "Removes members from a set.", Srem, "RW DELETE");
-  add("smembers", 2, ro, 1, 1, "Returns all members of a set.", Smembers, "RO ACCESS");
-  add("sismember", 3, ro | kFast, 1, 1, "Determines whether a member belongs to a set.",
-      Sismember, "RO");
-  add("smismember", -3, ro | kFast, 1, 1, "Determines whether members belong to a set.", Sismember,
-      "RO");
-  add("scard", 2, ro | kFast, 1, 1, "Returns the number of members in a set.", Scard, "RO");
-  add("spop", -2, kWrite | kFast, 1, 1, "Removes and returns random members of a set.", Spop,
-      "RW ACCESS DELETE");
-  add("srandmember", -2, ro, 1, 1, "Returns random members of a set.", Srandmember, "RO ACCESS");
-  add("smove", 4, kWrite | kFast, 1, 2, "Moves a member from one set to another.", Smove,
-      "RW ACCESS DELETE");
-  add("sinter", -2, ro, 1, -1, "Returns the intersection of sets.", Sinter, "RO ACCESS");
-  add("sunion", -2, ro, 1, -1, "Returns the union of sets.", Sunion, "RO ACCESS");
-  add("sdiff", -2, ro, 1, -1, "Returns the difference of sets.", Sdiff, "RO ACCESS");
-  add("sinterstore", -3, w, 1, -1, "Stores the intersection of sets in a key.", Sinterstore,
-      "OW UPDATE");
-  add("sunionstore", -3, w, 1, -1, "Stores the union of sets in a key.", Sunionstore, "OW UPDATE");
-  add("sdiffstore", -3, w, 1, -1, "Stores the difference of sets in a key.", Sdiffstore,
-      "OW UPDATE");
-  add("sintercard", -3, ro | kMovableKeys, 0, 0,
-      "Returns the number of members of the intersection of sets.", Sintercard, "RO ACCESS");
-  add("sscan", -3, ro, 1, 1, "Iterates over the members of a set.", Sscan, "RO ACCESS");
-}
+void RegisterSetCommands(CommandTable& t) { AddCommands(t, kSetCommands, "set", "set"); }
 
 }  // namespace pmindex::server

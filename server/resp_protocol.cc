@@ -449,8 +449,7 @@ size_t RespProtocol::Parse(std::string_view in, std::string* out) {
   return pos;
 }
 
-void RespProtocol::Run(std::string* out) {
-  RespReply reply(out, client_.protocol.load(std::memory_order_relaxed));
+const Command* RespProtocol::ResolveCommand(RespReply& reply) {
   const Command* command = shared_.commands().Find(args_[0]);
   if (command == nullptr) {
     // Redis's text: the name and the first arguments, quoted, up to about
@@ -464,70 +463,63 @@ void RespProtocol::Run(std::string* out) {
     }
     Stats::Add(items_.stats().protocol_errors);
     FlagMultiError(client_);
-    return reply.Error(text + quoted);
+    reply.Error(text + quoted);
+    return nullptr;
   }
   if (!command->subcommands.empty() && (args_.size() >= 2 || command->handler == nullptr)) {
     if (args_.size() < 2) {
       FlagMultiError(client_);
-      return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
+      reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
+      return nullptr;
     }
     const Command* sub = command->FindSubcommand(args_[1]);
     if (sub == nullptr) {
       FlagMultiError(client_);
-      return reply.Error("ERR unknown subcommand '" + std::string(args_[1].substr(0, 128)) +
-                         "'. Try " + Upper(command->name) + " HELP.");
+      reply.Error("ERR unknown subcommand '" + std::string(args_[1].substr(0, 128)) + "'. Try " +
+                  Upper(command->name) + " HELP.");
+      return nullptr;
     }
     command = sub;
   }
-  CommandCounters& counters = shared_.counters(command);
-  const auto argc = static_cast<int64_t>(args_.size());
-  if (command->arity >= 0 ? argc != command->arity : argc < -command->arity) {
-    counters.Rejected();
-    FlagMultiError(client_);
-    return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
-  }
-  if (!client_.authenticated && !(command->flags & cmd_flag::kNoAuth)) {
-    if (shared_.PasswordRequired()) {
-      counters.Rejected();
-      FlagMultiError(client_);
-      return reply.Error("NOAUTH Authentication required.");
-    }
-    client_.authenticated = true;  // the password was removed meanwhile
-  }
-  CommandCall call{*command, args_, ClientItems(items_, client_), client_, shared_, reply};
-  call.waker = &waker_;
-  // Held from routing to the reply on a slot being migrated.
-  std::shared_lock<std::shared_mutex> slot_hold;
-  bool keyed = false;  // keys_ holds this command's keys
+  return command;
+}
+
+bool RespProtocol::RouteKeys(CommandCall& call, CommandCounters& counters,
+                             std::shared_lock<std::shared_mutex>* slot_hold, bool* keyed) {
+  const Command* command = &call.command;
   if (command->first_key > 0 || command->numkeys_arg > 0) {
     // A bad count of keys is the handler's to report, with its own text.
     if (CommandKeys(*command, args_, &keys_)) {
-      keyed = true;
+      *keyed = true;
       for (std::string_view key : keys_) {
         if (!CheckKey(call, key)) {
           counters.Rejected();
           FlagMultiError(client_);
-          return;
+          return false;
         }
       }
-      if (!RouteInCluster(call, keys_, &slot_hold)) {
+      if (!RouteInCluster(call, keys_, slot_hold)) {
         counters.Rejected();
         FlagMultiError(client_);
         client_.asking = false;
-        return;
+        return false;
       }
     }
   } else if (shared_.cluster() != nullptr && command->name == "exec" &&
              (QueuedKeys(client_, &keys_), !keys_.empty()) &&
-             !RouteInCluster(call, keys_, &slot_hold)) {
+             !RouteInCluster(call, keys_, slot_hold)) {
     // EXEC in cluster mode: the queued commands' keys, all of one slot,
     // routed again now (a move may have begun since they were queued).
     counters.Rejected();
     DiscardMulti(client_);
     client_.asking = false;
-    return;
+    return false;
   }
+  return true;
+}
 
+bool RespProtocol::RejectedOnOom(const Command* command, CommandCounters& counters,
+                                 RespReply& reply) {
   if (shared_.maxmemory() != 0 && DeniedOnOom(*command, client_) && shared_.OutOfMemory(items_)) {
     constexpr std::string_view kOom = "OOM command not allowed when used memory > 'maxmemory'.";
     counters.Rejected();
@@ -535,18 +527,17 @@ void RespProtocol::Run(std::string* out) {
     if (command->name == "exec") {
       // As Redis: the transaction is discarded, with the reason.
       DiscardMulti(client_);
-      return reply.Error("EXECABORT Transaction discarded because of: " + std::string(kOom));
+      reply.Error("EXECABORT Transaction discarded because of: " + std::string(kOom));
+      return true;
     }
     FlagMultiError(client_);
-    return reply.Error(kOom);
+    reply.Error(kOom);
+    return true;
   }
-  // Inside MULTI: queued, replied QUEUED (resp_transaction.h); EXEC runs it.
-  if (QueueInMulti(*command, args_, client_, reply)) return;
-  // As Redis, CLIENT LIST names the command running (its own included).
-  const int64_t start_us = SteadyUs();
-  client_.last_command.store(command, std::memory_order_relaxed);
-  client_.last_steady_ms.store(start_us / 1000, std::memory_order_relaxed);
-  const size_t reply_start = out->size();
+  return false;
+}
+
+void RespProtocol::NoteKeysBeforeRun(const Command* command, bool keyed) {
   if (shared_.blocking().any()) {
     // Clients are parked: the keys this command (or the EXEC's queue)
     // writes are tried for them after it (ServeReadyKeys), which covers
@@ -578,6 +569,42 @@ void RespProtocol::Run(std::string* out) {
       for (std::string_view key : keys_) shared_.Touch(db, key, now);
     }
   }
+}
+
+void RespProtocol::Run(std::string* out) {
+  RespReply reply(out, client_.protocol.load(std::memory_order_relaxed));
+  const Command* command = ResolveCommand(reply);
+  if (command == nullptr) return;
+  CommandCounters& counters = shared_.counters(command);
+  const auto argc = static_cast<int64_t>(args_.size());
+  if (command->arity >= 0 ? argc != command->arity : argc < -command->arity) {
+    counters.Rejected();
+    FlagMultiError(client_);
+    return reply.Error("ERR wrong number of arguments for '" + command->full_name + "' command");
+  }
+  if (!client_.authenticated && !(command->flags & cmd_flag::kNoAuth)) {
+    if (shared_.PasswordRequired()) {
+      counters.Rejected();
+      FlagMultiError(client_);
+      return reply.Error("NOAUTH Authentication required.");
+    }
+    client_.authenticated = true;  // the password was removed meanwhile
+  }
+  CommandCall call{*command, args_, ClientItems(items_, client_), client_, shared_, reply};
+  call.waker = &waker_;
+  // Held from routing to the reply on a slot being migrated.
+  std::shared_lock<std::shared_mutex> slot_hold;
+  bool keyed = false;  // keys_ holds this command's keys
+  if (!RouteKeys(call, counters, &slot_hold, &keyed)) return;
+  if (RejectedOnOom(command, counters, reply)) return;
+  // Inside MULTI: queued, replied QUEUED (resp_transaction.h); EXEC runs it.
+  if (QueueInMulti(*command, args_, client_, reply)) return;
+  // As Redis, CLIENT LIST names the command running (its own included).
+  const int64_t start_us = SteadyUs();
+  client_.last_command.store(command, std::memory_order_relaxed);
+  client_.last_steady_ms.store(start_us / 1000, std::memory_order_relaxed);
+  const size_t reply_start = out->size();
+  NoteKeysBeforeRun(command, keyed);
   command->handler(call);
   // ASKING applies to the command after it only.
   if (command->name != "asking") client_.asking = false;

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,19 @@ class RespProtocol final : public Protocol {
   size_t Discard(std::string_view in, std::string* out);
   // Looks up, checks and runs the request in args_.
   void Run(std::string* out);
+  // Run's steps. The command (or subcommand) args_ names; nullptr: an
+  // error was replied.
+  const Command* ResolveCommand(RespReply& reply);
+  // Checks the command's keys (into keys_; *keyed set if they were read)
+  // and routes them in cluster mode, holding *slot_hold on a slot being
+  // migrated; false: rejected, an error was replied.
+  bool RouteKeys(CommandCall& call, CommandCounters& counters,
+                 std::shared_lock<std::shared_mutex>* slot_hold, bool* keyed);
+  // True iff the command is refused for want of memory (replied).
+  bool RejectedOnOom(const Command* command, CommandCounters& counters, RespReply& reply);
+  // Before the handler: the keys it writes, for the parked clients, and
+  // the keys it touches, for OBJECT IDLETIME.
+  void NoteKeysBeforeRun(const Command* command, bool keyed);
 
   // Serves the waiters of the keys the last command made ready.
   void ServeReadyKeys();

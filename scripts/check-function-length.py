@@ -21,7 +21,10 @@ Code that the preprocessor would hide (`#if 0`) is read like any other.
 
 PATHs default to src and server (relative to the repository root); an
 --exclude DIR drops the files under it (repeatable). Output: one line per
-long function, `file:line: name: N lines`, longest first.
+long function, `file:line: name: N lines`, longest first. A function on
+the ALLOWED list below is reported (marked "allowed") but does not fail the
+check; an entry that no longer names a long function is reported as stale,
+to be removed. scripts/test.sh runs this check in its first step.
 """
 import argparse
 import os
@@ -35,6 +38,15 @@ SOURCE_EXT = (".cc", ".h", ".cpp", ".hpp")
 # function's name.
 NOT_A_NAME = {"__attribute__", "alignas", "decltype", "noexcept", "requires", "throw",
               "__declspec", "static_assert", "sizeof", "alignof"}
+
+# Functions over the limit that do not fail the check, as (file, name),
+# each with who removes it and why it is here. Keep it empty: a new long
+# function is split into named steps instead of listed here.
+ALLOWED = {
+    # Being split by the roart engineer (src/trees/roart, the same session
+    # as this list); they remove this entry when the split is merged.
+    ("src/trees/roart/roart.cc", "Roart::TryWrite"),
+}
 
 TOKEN = re.compile(
     r"""(?P<ws>[ \t\r\f\v]+)
@@ -370,15 +382,24 @@ def main():
             if a.all or n > a.max:
                 found.append((n, path, first, name))
     found.sort(key=lambda x: (-x[0], x[1], x[2]))
+    failing = 0
     for n, path, first, name in found:
-        print(f"{path}:{first}: {name}: {n} lines")
+        allowed = (path, name) in ALLOWED
+        failing += not allowed and n > a.max
+        print(f"{path}:{first}: {name}: {n} lines" + (" (allowed)" if allowed else ""))
     if a.all:
         return 0
-    if found:
-        print(f"check-function-length: {len(found)} function(s) over {a.max} lines",
-              file=sys.stderr)
+    if not a.paths and not a.exclude:
+        long_ones = {(path, name) for n, path, _, name in found}
+        for path, name in sorted(ALLOWED - long_ones):
+            print(f"check-function-length: stale ALLOWED entry {path}: {name} "
+                  f"(no longer over {a.max} lines; remove it)", file=sys.stderr)
+    if failing:
+        print(f"check-function-length: {failing} function(s) over {a.max} lines "
+              "(split them into named steps)", file=sys.stderr)
         return 1
-    print(f"check-function-length: no function over {a.max} lines")
+    print(f"check-function-length: no function over {a.max} lines"
+          + (f" outside the {len(ALLOWED)} allowed" if found else ""))
     return 0
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
 #   0. the format of the C++ lines changed since .clang-format-since
-#      (scripts/check-format.sh; --fix applies it);
+#      (scripts/check-format.sh; --fix applies it), and no function of
+#      src/ or server/ over 80 lines outside the checker's commented
+#      allow-list (scripts/check-function-length.py, about a second);
 #   0a. Clang's thread-safety analysis: every source file of src/ and
 #      server/ compiled with clang++ -fsyntax-only -Wthread-safety, its
 #      diagnostics as errors (scripts/check-thread-safety.sh, build dir
@@ -67,8 +69,9 @@ configure() {  # dir, build type, extra cmake args... (warnings are errors here)
 start=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - start ))s)"; }
 
-step "format of the changed lines"
+step "format of the changed lines, and function lengths"
 scripts/check-format.sh
+python3 scripts/check-function-length.py
 
 step "Clang thread-safety analysis"
 scripts/check-thread-safety.sh build/clang-tsa

@@ -5,7 +5,9 @@
 // Commands are added by groups, one file per group, each with a
 // `void RegisterXxxCommands(CommandTable&)` (declared at the end of this
 // header) that RespCommands() (resp_commands.cc) calls once: a new group
-// is a new file and one line there. The table answers COMMAND (its INFO,
+// is a new file and one line there. A group lists its plain commands as a
+// table of CommandSpec rows, added by AddCommands; containers (CLIENT,
+// OBJECT) are built as Commands with subcommands. The table answers COMMAND (its INFO,
 // COUNT, DOCS, GETKEYS and LIST replies are derived from it) and is what
 // the dispatcher (resp_protocol.cc) checks before a handler runs:
 //

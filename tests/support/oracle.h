@@ -97,6 +97,17 @@ struct OracleOptions {
   bool lookup_all_at_end = false;
 };
 
+// An oracle run's check of the index: verify() passes and, if `entries` is
+// given, the index counts that many entries. Call under
+// ASSERT_NO_FATAL_FAILURE.
+inline void ExpectVerified(Index& t, std::optional<size_t> entries = std::nullopt) {
+  const Status s = t.verify();
+  PMINDEX_ASSERT_OK(s);
+  if (entries) {
+    EXPECT_EQ(t.stats().entries, *entries);
+  }
+}
+
 // Applies o.ops random operations to `t` and to a std::map, asserting
 // after each that the index answered as the map does (a remove picks a
 // key the map holds three times in four); at the end verify() and the
@@ -153,13 +164,10 @@ inline void RunOracle(Index& t, const OracleOptions& o) {
       }
     }
     if (o.verify_every > 0 && i % o.verify_every == 0) {
-      const Status s = t.verify();
-      PMINDEX_ASSERT_OK(s);
+      ASSERT_NO_FATAL_FAILURE(ExpectVerified(t));
     }
   }
-  const Status s = t.verify();
-  PMINDEX_ASSERT_OK(s);
-  EXPECT_EQ(t.stats().entries, oracle.size());
+  ASSERT_NO_FATAL_FAILURE(ExpectVerified(t, oracle.size()));
   if (o.lookup_all_at_end) {
     for (const auto& [k, v] : oracle) ASSERT_EQ(t.lookup(k).value_or(~v), v) << k;
   }
@@ -216,13 +224,10 @@ inline void RunKeyRangeOracle(const Pool& pool, Index& t, const KeyRangeOracle& 
       ASSERT_EQ(t.lookup(k).has_value(), oracle.count(k) != 0);
     }
     if (o.verify_every > 0 && i % o.verify_every == 0) {
-      const Status s = t.verify();
-      PMINDEX_ASSERT_OK(s);
+      ASSERT_NO_FATAL_FAILURE(ExpectVerified(t));
     }
   }
-  const Status s = t.verify();
-  PMINDEX_ASSERT_OK(s);
-  EXPECT_EQ(t.stats().entries, oracle.size());
+  ASSERT_NO_FATAL_FAILURE(ExpectVerified(t, oracle.size()));
   std::vector<KV> all(oracle.size() + 1);
   ASSERT_EQ(t.scan(0, all.size(), all.data()), oracle.size());
   size_t i = 0;

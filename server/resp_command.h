@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -206,6 +207,16 @@ bool ParseLongDouble(std::string_view s, long double* v);
 std::string LongDoubleText(long double v);
 // True iff `key` is a key the store takes; else replies the error.
 bool CheckKey(CommandCall& call, std::string_view key);
+// The options of SCAN, HSCAN, SSCAN and ZSCAN, from args[first] on, in
+// pairs (the caller checked that they are): MATCH pattern, COUNT n (1 or more; capped at 100000)
+// and, if `type` is given (SCAN), TYPE name (lower-cased). True iff they parse; else replies the
+// error (Redis's: a COUNT below 1 is a syntax error).
+struct ScanOptions {
+  std::string_view pattern;  // empty: every name
+  size_t count = 10;
+  std::optional<std::string> type;
+};
+bool ParseScanOptions(CommandCall& call, size_t first, bool allow_type, ScanOptions* o);
 // True iff `data` fits one item; else replies the error.
 bool CheckData(CommandCall& call, std::string_view data);
 

@@ -1,4 +1,5 @@
 // The command table (resp_command.h) and the helpers its handlers share.
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -6,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/numbers.h"
 #include "server/collections.h"
+#include "server/numbers.h"
 #include "server/resp_command.h"
 #include "util/check.h"
 
@@ -225,6 +226,32 @@ bool CheckKey(CommandCall& call, std::string_view key) {
   call.reply.Error("ERR invalid key length (1 to " + std::to_string(call.items.max_key_bytes()) +
                    " bytes)");
   return false;
+}
+
+bool ParseScanOptions(CommandCall& call, size_t first, bool allow_type, ScanOptions* o) {
+  const std::span<const std::string_view> args = call.args;
+  for (size_t i = first; i < args.size(); i += 2) {
+    if (EqualsIgnoreCase(args[i], "MATCH")) {
+      o->pattern = args[i + 1];
+    } else if (EqualsIgnoreCase(args[i], "COUNT")) {
+      int64_t n = 0;
+      if (!ParseNumber(args[i + 1], &n)) {
+        call.reply.Error(kNotInteger);
+        return false;
+      }
+      if (n < 1) {
+        call.reply.Error(kSyntax);
+        return false;
+      }
+      o->count = static_cast<size_t>(std::min<int64_t>(n, 100000));
+    } else if (allow_type && EqualsIgnoreCase(args[i], "TYPE")) {
+      o->type = Lower(args[i + 1]);
+    } else {
+      call.reply.Error(kSyntax);
+      return false;
+    }
+  }
+  return true;
 }
 
 bool CheckData(CommandCall& call, std::string_view data) {

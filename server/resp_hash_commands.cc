@@ -387,20 +387,8 @@ void HRandField(CommandCall& c) {
 // next field (as SCAN's names the next key); reply [cursor, [f, v, ...]].
 void HScan(CommandCall& c) {
   if (c.argc() % 2 != 1) return c.reply.Error(kSyntax);
-  std::string_view pattern;
-  size_t count = 10;
-  for (size_t i = 3; i < c.argc(); i += 2) {
-    if (EqualsIgnoreCase(c.args[i], "MATCH")) {
-      pattern = c.args[i + 1];
-    } else if (EqualsIgnoreCase(c.args[i], "COUNT")) {
-      int64_t n = 0;
-      if (!ParseNumber(c.args[i + 1], &n)) return c.reply.Error(kNotInteger);
-      if (n < 1) return c.reply.Error(kSyntax);
-      count = static_cast<size_t>(std::min<int64_t>(n, 100000));
-    } else {
-      return c.reply.Error(kSyntax);
-    }
-  }
+  ScanOptions o;
+  if (!ParseScanOptions(c, 3, false, &o)) return;
   RunInTransaction(c, [&](TxnScope& scope, RespReply& reply) -> Status {
     Result<std::optional<Collection>> h = FindHash(scope, Db(c), c.args[1]);
     if (!h.ok()) return h.status();
@@ -410,14 +398,14 @@ void HScan(CommandCall& c) {
       return Status::InvalidArgument("ERR invalid cursor");
     std::vector<std::pair<std::string, std::string>> got;
     // One more than asked: its field is where the next call starts.
-    if (*h) (*h)->Range(kField, from, std::nullopt, count + 1, &got);
+    if (*h) (*h)->Range(kField, from, std::nullopt, o.count + 1, &got);
     std::string next;
-    if (got.size() > count) {
+    if (got.size() > o.count) {
       next = std::move(got.back().first);
       got.pop_back();
     }
-    if (!pattern.empty() && pattern != "*") {
-      std::erase_if(got, [&](const auto& kv) { return !GlobMatch(pattern, kv.first); });
+    if (!o.pattern.empty() && o.pattern != "*") {
+      std::erase_if(got, [&](const auto& kv) { return !GlobMatch(o.pattern, kv.first); });
     }
     reply.Array(2);
     reply.Bulk(KeyToCursor(next));

@@ -207,34 +207,20 @@ void Scan(CommandCall& c) {
   std::string from;
   if (!CursorToKey(c.args[1], c.items.max_key_bytes(), &from))
     return c.reply.Error("ERR invalid cursor");
-  std::string_view pattern;
-  std::optional<std::string> type;  // TYPE's name, lower case
-  size_t count = 10;
-  for (size_t i = 2; i < c.argc(); i += 2) {
-    if (EqualsIgnoreCase(c.args[i], "MATCH")) {
-      pattern = c.args[i + 1];
-    } else if (EqualsIgnoreCase(c.args[i], "COUNT")) {
-      if (!ParseNumber(c.args[i + 1], &count)) return c.reply.Error(kNotInteger);
-      if (count < 1) return c.reply.Error(kSyntax);
-      count = std::min<size_t>(count, 100000);
-    } else if (EqualsIgnoreCase(c.args[i], "TYPE")) {
-      type = Lower(c.args[i + 1]);
-    } else {
-      return c.reply.Error(kSyntax);
-    }
-  }
+  ScanOptions o;
+  if (!ParseScanOptions(c, 2, true, &o)) return;
   std::vector<std::string> keys;
   std::string next;
-  c.items.ScanKeys(from, count, &keys, &next);
-  if (!pattern.empty() && pattern != "*") {
-    std::erase_if(keys, [&](const std::string& k) { return !GlobMatch(pattern, k); });
+  c.items.ScanKeys(from, o.count, &keys, &next);
+  if (!o.pattern.empty() && o.pattern != "*") {
+    std::erase_if(keys, [&](const std::string& k) { return !GlobMatch(o.pattern, k); });
   }
-  if (type) {
+  if (o.type) {
     std::vector<std::string> kept;
     for (std::string& k : keys) {
       Result<KeyState> r = PeekKey(c.items, k, /*data=*/false);
       if (!r.ok()) return ReplyStoreError(c, r.status());
-      if (KindName(r->kind) == *type) kept.push_back(std::move(k));
+      if (KindName(r->kind) == *o.type) kept.push_back(std::move(k));
     }
     keys = std::move(kept);
   }

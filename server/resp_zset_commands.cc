@@ -1306,19 +1306,8 @@ void Zscan(CommandCall& c) {
   std::string from;
   if (!CursorToKey(c.args[2], c.items.max_key_bytes(), &from))
     return c.reply.Error("ERR invalid cursor");
-  std::string_view pattern;
-  size_t count = 10;
-  for (size_t i = 3; i < c.argc(); i += 2) {
-    if (EqualsIgnoreCase(c.args[i], "match")) {
-      pattern = c.args[i + 1];
-    } else if (EqualsIgnoreCase(c.args[i], "count")) {
-      if (!ParseNumber(c.args[i + 1], &count)) return c.reply.Error(kNotInteger);
-      if (count < 1) return c.reply.Error(kSyntax);
-      count = std::min<size_t>(count, 100000);
-    } else {
-      return c.reply.Error(kSyntax);
-    }
-  }
+  ScanOptions o;
+  if (!ParseScanOptions(c, 3, false, &o)) return;
   const int db = c.client.db;
   RunInTransaction(c, [&](TxnScope& scope, RespReply& reply) -> Status {
     Result<std::optional<Zset>> z = FindZset(scope, db, c.args[1]);
@@ -1327,13 +1316,13 @@ void Zscan(CommandCall& c) {
     std::string next;
     if (z.value()) {
       std::vector<std::pair<std::string, std::string>> batch;
-      const size_t n = (*z)->coll().Range(kByMember, from, std::nullopt, count + 1, &batch);
-      if (n > count) {
+      const size_t n = (*z)->coll().Range(kByMember, from, std::nullopt, o.count + 1, &batch);
+      if (n > o.count) {
         next = batch.back().first;
         batch.pop_back();
       }
       for (auto& [m, v] : batch) {
-        if (!pattern.empty() && pattern != "*" && !GlobMatch(pattern, m)) continue;
+        if (!o.pattern.empty() && o.pattern != "*" && !GlobMatch(o.pattern, m)) continue;
         out.push_back({m, v.size() == kScoreBytes ? FromOrderedDouble(v) : 0.0});
       }
     }

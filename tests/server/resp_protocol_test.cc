@@ -162,6 +162,16 @@ TEST(Resp, ScanMatchAndErrors) {
   EXPECT_EQ(h.Feed(Cmd({"SCAN", "x"})), "-ERR invalid cursor\r\n");
   EXPECT_EQ(h.Feed(Cmd({"SCAN", "0", "COUNT", "0"})), "-ERR syntax error\r\n");
   EXPECT_EQ(h.Feed(Cmd({"SCAN", "0", "LIMIT", "1"})), "-ERR syntax error\r\n");
+  // As Redis: a negative COUNT is a syntax error, a word is not an integer
+  // (SCAN, HSCAN, SSCAN and ZSCAN parse their options alike).
+  const std::vector<std::vector<std::string>> scans = {
+      {"SCAN", "0"}, {"HSCAN", "h", "0"}, {"SSCAN", "s", "0"}, {"ZSCAN", "z", "0"}};
+  for (std::vector<std::string> args : scans) {
+    args.insert(args.end(), {"COUNT", "-1"});
+    EXPECT_EQ(h.Feed(Cmd(args)), "-ERR syntax error\r\n") << args[0];
+    args.back() = "ten";
+    EXPECT_EQ(h.Feed(Cmd(args)), "-ERR value is not an integer or out of range\r\n") << args[0];
+  }
 }
 
 TEST(Resp, CursorRoundTrips) {

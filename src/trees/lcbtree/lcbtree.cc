@@ -245,30 +245,33 @@ uint32_t LcbTree::LeafPos(Node* leaf, Key k) const {
   return static_cast<uint32_t>(std::lower_bound(ks, ks + leaf->n, k) - ks);
 }
 
+LcbTree::Found LcbTree::Find(Key k) const {
+  Found f;
+  Descend(k, &f.path, &f.pos);
+  f.leaf = N(f.path.back());
+  f.i = LeafPos(f.leaf, k);
+  f.hit = f.i < f.leaf->n && keys(f.leaf)[f.i] == k;
+  return f;
+}
+
 std::optional<Value> LcbTree::lookup(Key k) {
   sync::ReaderLock g(mu_);
-  std::vector<uint64_t> path;
-  std::vector<uint32_t> pos;
-  Descend(k, &path, &pos);
-  Node* l = N(path.back());
-  uint32_t i = LeafPos(l, k);
-  if (i < l->n && keys(l)[i] == k) return vals(l)[i];
+  const Found f = Find(k);
+  if (f.hit) return vals(f.leaf)[f.i];
   return std::nullopt;
 }
 
 Status LcbTree::update(Key k, Value v) {
   sync::WriterLock g(mu_);
-  return UpdateLocked(k, v);
+  const Found f = Find(k);
+  if (!f.hit) return Status::NotFound();
+  return UpdateAt(f, v);
 }
 
-Status LcbTree::UpdateLocked(Key k, Value v) {
-  std::vector<uint64_t> path;
-  std::vector<uint32_t> pos;
-  Descend(k, &path, &pos);
-  Node* l = N(path.back());
-  uint32_t i = LeafPos(l, k);
-  if (i >= l->n || keys(l)[i] != k) return Status::NotFound();
-  LogNodes({path.back()});
+Status LcbTree::UpdateAt(const Found& f, Value v) {
+  Node* l = f.leaf;
+  const uint32_t i = f.i;
+  LogNodes({f.path.back()});
   pm::store(&vals(l)[i], v);
   // Needed before Commit's NAW returns. (pmcrash --mutate's flush-late
   // variant survives: one 8-byte word, so even a count = 0 that persists
@@ -282,13 +285,11 @@ Status LcbTree::UpdateLocked(Key k, Value v) {
 
 Status LcbTree::remove(Key k) {
   sync::WriterLock g(mu_);
-  std::vector<uint64_t> path;
-  std::vector<uint32_t> pos;
-  Descend(k, &path, &pos);
-  Node* l = N(path.back());
-  uint32_t i = LeafPos(l, k);
-  if (i >= l->n || keys(l)[i] != k) return Status::NotFound();
-  LogNodes({path.back()});
+  const Found f = Find(k);
+  if (!f.hit) return Status::NotFound();
+  Node* l = f.leaf;
+  const uint32_t i = f.i;
+  LogNodes({f.path.back()});
   uint32_t n = l->n;
   std::vector<uint64_t> tmp(keys(l) + i + 1, keys(l) + n);
   pm::copy(&keys(l)[i], tmp.data(), tmp.size() * 8);
@@ -308,24 +309,16 @@ Status LcbTree::remove(Key k) {
 
 Status LcbTree::insert(Key k, Value v) {
   sync::WriterLock g(mu_);
-  std::vector<uint64_t> path;
-  std::vector<uint32_t> pos;
-  Descend(k, &path, &pos);
-  Node* l = N(path.back());
-  uint32_t i = LeafPos(l, k);
-  if (i < l->n && keys(l)[i] == k) return Status::AlreadyExists();
-  return InsertNew(k, v, path, pos);
+  Found f = Find(k);
+  if (f.hit) return Status::AlreadyExists();
+  return InsertNew(k, v, f.path, f.pos);
 }
 
 Status LcbTree::upsert(Key k, Value v) {
   sync::WriterLock g(mu_);
-  std::vector<uint64_t> path;
-  std::vector<uint32_t> pos;
-  Descend(k, &path, &pos);
-  Node* l = N(path.back());
-  uint32_t i = LeafPos(l, k);
-  if (!(i < l->n && keys(l)[i] == k)) return InsertNew(k, v, path, pos);
-  return UpdateLocked(k, v);
+  Found f = Find(k);
+  if (!f.hit) return InsertNew(k, v, f.path, f.pos);
+  return UpdateAt(f, v);
 }
 
 // Inserts (k, v) into node x at entry index i (leaf: entry; inner: key i,

@@ -103,11 +103,22 @@ class LcbTree final : public Index {
   void Descend(Key k, std::vector<uint64_t>* path, std::vector<uint32_t>* pos) const
       PMINDEX_REQUIRES_SHARED(mu_);
   uint32_t LeafPos(Node* leaf, Key k) const;  // first index with key >= k
+  // Where k is or would go: the descent's path, the leaf, k's index in it
+  // (LeafPos) and whether the key there is k.
+  struct Found {
+    std::vector<uint64_t> path;
+    std::vector<uint32_t> pos;
+    Node* leaf;
+    uint32_t i;
+    bool hit;
+  };
+  Found Find(Key k) const PMINDEX_REQUIRES_SHARED(mu_);
   // Undo logging.
   void LogNodes(const std::vector<uint64_t>& nodes) PMINDEX_REQUIRES(mu_);
   void Commit() PMINDEX_REQUIRES(mu_);
   Status Undo();
-  Status UpdateLocked(Key k, Value v) PMINDEX_REQUIRES(mu_);
+  // Writes v over the entry f found (f.hit), logged and committed.
+  Status UpdateAt(const Found& f, Value v) PMINDEX_REQUIRES(mu_);
   Status InsertNew(Key k, Value v, std::vector<uint64_t>& path, std::vector<uint32_t>& pos)
       PMINDEX_REQUIRES(mu_);
   // InsertNew's steps. Reserve: the nodes the insert changes in place (the

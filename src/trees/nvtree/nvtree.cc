@@ -220,25 +220,28 @@ Status NvTree::Write(Op op, Key k, Value v) {
       UnlockStripe(w.ln_raw);
       continue;
     }
-    uint64_t n = Ln::Load(w.ln->n_element);
-    std::optional<Value> cur = LnFind(w.ln, n, k);
-    LnElement e[2];
-    bool neg[2];
-    Status st;
-    int cnt = Plan(op, k, v, cur, e, neg, &st);
-    if (cnt == 0) {
-      UnlockStripe(w.ln_raw);
-      return st;
-    }
-    if (n + cnt <= w.ln->capacity()) {
-      LnAppend(w.ln, e, neg, cnt);
-      UnlockStripe(w.ln_raw);
-      CountWrite(w, cnt);
-      return Status::OK();
-    }
+    if (std::optional<Status> done = TryAppend(op, k, v, w, Ln::Load(w.ln->n_element)))
+      return *done;
     UnlockStripe(w.ln_raw);
     return WriteFull(op, k, v);
   }
+}
+
+std::optional<Status> NvTree::TryAppend(Op op, Key k, Value v, const Where& w, uint64_t n) {
+  const std::optional<Value> cur = LnFind(w.ln, n, k);
+  LnElement e[2];
+  bool neg[2];
+  Status st;
+  const int cnt = Plan(op, k, v, cur, e, neg, &st);
+  if (cnt == 0) {
+    UnlockStripe(w.ln_raw);
+    return st;
+  }
+  if (n + cnt > w.ln->capacity()) return std::nullopt;
+  LnAppend(w.ln, e, neg, cnt);
+  UnlockStripe(w.ln_raw);
+  CountWrite(w, cnt);
+  return Status::OK();
 }
 
 Result<PPtr> NvTree::AllocLn(uint32_t bytes, Ln** out) {
@@ -271,22 +274,9 @@ Status NvTree::WriteFull(Op op, Key k, Value v) {
   Where w = Locate(k);
   Ln* x = w.ln;
   LockStripe(w.ln_raw);
-  uint64_t n = Ln::Load(x->n_element);
-  std::optional<Value> cur = LnFind(x, n, k);
-  LnElement e[2];
-  bool neg[2];
-  Status st;
-  int cnt = Plan(op, k, v, cur, e, neg, &st);
-  if (cnt == 0) {
-    UnlockStripe(w.ln_raw);
-    return st;
-  }
-  if (n + cnt <= x->capacity()) {  // someone restructured it meanwhile
-    LnAppend(x, e, neg, cnt);
-    UnlockStripe(w.ln_raw);
-    CountWrite(w, cnt);
-    return Status::OK();
-  }
+  const uint64_t n = Ln::Load(x->n_element);
+  // Someone may have restructured it meanwhile.
+  if (std::optional<Status> done = TryAppend(op, k, v, w, n)) return *done;
 
   // Valid elements with the pending operation applied: the new LN(s)
   // receive the operation's result directly (section 4.4).

@@ -196,6 +196,10 @@ class NvTree final : public Index {
   // result if nothing must be appended.
   static int Plan(Op op, Key k, Value v, const std::optional<Value>& cur, LnElement* e, bool* neg,
                   Status* st);
+  // The common write, with w.ln's stripe held and n its element count:
+  // appends what Plan asks for if it fits and returns the result, the
+  // stripe released; nullopt if the LN is full, the stripe still held.
+  std::optional<Status> TryAppend(Op op, Key k, Value v, const Where& w, uint64_t n);
   void CountRead(const Where& w);
   void CountWrite(const Where& w, int elements);
 

@@ -163,24 +163,16 @@ class PmLeafTree final : public Index {
   Status insert(Key k, Value v) override { return Write(k, v, Mode::kInsert); }
   Status upsert(Key k, Value v) override { return Write(k, v, Mode::kUpsert); }
   Status update(Key k, Value v) override {
-    typename Routing::Cursor c;
-    LeafT* l = LockFor(k, c);
-    int id = l->Locate(k);
-    if (id < 0) {
-      Unlock(l);
-      return Status::NotFound();
-    }
+    LeafT* l = nullptr;
+    const int id = LockSlotOf(k, &l);
+    if (id < 0) return Status::NotFound();
     l->UpdateSlot(id, v, /*release=*/true);
     return Status::OK();
   }
   Status remove(Key k) override {
-    typename Routing::Cursor c;
-    LeafT* l = LockFor(k, c);
-    int id = l->Locate(k);
-    if (id < 0) {
-      Unlock(l);
-      return Status::NotFound();
-    }
+    LeafT* l = nullptr;
+    const int id = LockSlotOf(k, &l);
+    if (id < 0) return Status::NotFound();
     l->RemoveSlot(id, /*release=*/true);
     return Status::OK();
   }
@@ -908,6 +900,14 @@ class PmLeafTree final : public Index {
   }
 
   // ---------------------------------------------------------- locking
+  // k's slot in its leaf, *l locked; or -1, no lock held, if k is absent.
+  [[gnu::always_inline]] int LockSlotOf(uint64_t k, LeafT** l) {
+    typename Routing::Cursor c;
+    *l = LockFor(k, c);
+    const int id = (*l)->Locate(k);
+    if (id < 0) Unlock(*l);
+    return id;
+  }
   // Returns the leaf covering k with its lock bit set by this thread. The
   // bit is set under the routing leaf's write lock (see the contract), so
   // every optimistic reader that could have read the leaf before the bit

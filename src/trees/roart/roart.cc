@@ -109,6 +109,21 @@ class Roart final : public Index {
   enum class Op : uint8_t { kInsert, kUpdate, kUpsert };
   class Held;
   struct RemovePath;
+  // Where a write's descent stopped: the node, its parent and the
+  // parent's entry naming it (nullptr both at the root), each version as
+  // read; k's byte at the node, the node's entry word for it (nullptr if
+  // none) and that entry as read (0: no child).
+  struct WritePath {
+    uint64_t* root;
+    uint64_t* node;
+    uint64_t vnode;
+    uint64_t* parent;
+    uint64_t vparent;
+    uint64_t* up;
+    unsigned b;
+    uint64_t* es;
+    uint64_t e;
+  };
 
   Roart(const IndexEnv& env, const Params& p)
       : env_(env),
@@ -176,6 +191,32 @@ class Roart final : public Index {
   // One optimistic attempt of a write or a remove: nullopt when it must
   // restart (a node changed under its reads or another writer holds one).
   std::optional<Status> TryWrite(Op op, Key k, Value v);
+  // TryWrite's steps, at the node where its descent stopped (p): the
+  // insert of a child for k's byte, the write into the leaf array that
+  // byte names, the insert over a child whose compressed path k leaves
+  // (the child's prefix word and k's mismatch with it). Each locks what it
+  // writes, leaves the epoch (*guard) once locked, and returns nullopt to
+  // restart.
+  std::optional<Status> WriteNewChild(const WritePath& p, Held* held,
+                                      std::optional<alloc::Allocator::EpochGuard>* guard, Op op,
+                                      Key k, Value v);
+  std::optional<Status> WriteInArray(const WritePath& p, Held* held,
+                                     std::optional<alloc::Allocator::EpochGuard>* guard, Op op,
+                                     Key k, Value v);
+  std::optional<Status> WriteOverPrefix(const WritePath& p, uint64_t cprefix, uint64_t mismatch,
+                                        Held* held,
+                                        std::optional<alloc::Allocator::EpochGuard>* guard, Op op,
+                                        Key k, Value v);
+  // A new leaf of (k, v) in a new one-leaf array, both flushed (not
+  // fenced); the array's offset. Both are appended to *made; on an error
+  // nothing made here stays allocated.
+  Result<uint64_t> NewOneLeafArray(Key k, Value v, std::vector<uint64_t>* made);
+  // False iff `locked` is the root the descent started from (`root`) and
+  // bulk_load has swapped the tree's root since: that node is no longer
+  // the tree's.
+  bool StillRoot(const uint64_t* root, const uint64_t* locked) const {
+    return locked != root || Root() == root;
+  }
   std::optional<Status> TryRemove(Key k);
   // The removes of the array's last leaf (clear, shrink or collapse);
   // false when a lock was not had (restart).
@@ -300,7 +341,9 @@ class Roart::Held {
   static constexpr unsigned kMax = 3 + 32;
   const Roart& t_;
   sync::VersionLock* words_[kMax];  // words_[0..n_) are held ...
-  uint64_t locked_[kMax];           // ... at these versions
+  // ... at these versions (zeroed: GCC cannot see that only [0..n_) is
+  // read once TryWrite's steps are inlined, and warns)
+  uint64_t locked_[kMax] = {};
   unsigned n_ = 0;
 };
 
@@ -508,6 +551,10 @@ Status Roart::SplitArray(uint64_t* parent, uint64_t* es, Key k, Value v) {
 // bumps its version) and still holds what the descent read. The PM writes
 // under the locks are those of the single-threaded tree, in the same
 // order: the crash story does not change.
+//
+// TryWrite is the descent; the step that changes the tree is one of
+// WriteNewChild (no child for k's byte), WriteInArray (k's byte names a
+// leaf array) and WriteOverPrefix (k leaves a child's compressed path).
 std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
   Held held(*this);
   // The descent's reads: blocks another writer retires meanwhile stay
@@ -516,127 +563,136 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
   // writes: a locked instruction (the epoch's exit) after a flush would
   // wait for the write-back.
   std::optional<alloc::Allocator::EpochGuard> guard(std::in_place, *env_.alloc);
-  uint64_t* const root = Root();
-  // bulk_load swaps the root while it holds the old root's lock: a root
-  // locked after the swap is no longer the tree's.
-  const auto root_ok = [&](const uint64_t* locked) { return locked != root || Root() == root; };
-  uint64_t* node = root;
-  uint64_t vnode = ReadVersion(node);
-  uint64_t* parent = nullptr;  // node's parent, its version and node's entry in it
-  uint64_t vparent = 0;
-  uint64_t* up = nullptr;
-  Visit(node);
+  WritePath p{};
+  p.root = Root();
+  p.node = p.root;
+  p.vnode = ReadVersion(p.node);
+  Visit(p.node);
   for (;;) {
-    const unsigned b = KeyByte(k, MetaArg(Ld(node[0])));
-    uint64_t* es = ChildSlot(node, b);
-    const uint64_t e = es == nullptr ? 0 : LdAcq(*es);
-    if (!Unchanged(node, vnode)) return std::nullopt;
-    if (e == 0) {
-      // No child for the byte: a new leaf in a new one-leaf array, named by
-      // a new entry of node (or of its copy one size up, if it is full).
-      if (op == Op::kUpdate) return Status::NotFound();
-      const unsigned type = MetaType(Ld(node[0]));
-      bool full = type != kN256;
-      for (unsigned i = 0; full && i < Capacity(type); ++i) full = Ld(Entries(node)[i]) != 0;
-      if (full && !held.Lock(parent, vparent)) return std::nullopt;
-      if (!held.Lock(node, vnode) || !root_ok(node)) return std::nullopt;
-      guard.reset();  // the locks now keep what this attempt writes and reads
-      std::vector<uint64_t> made;
-      Result<uint64_t> leaf = NewLeaf(k, v);
-      if (!leaf.ok()) return leaf.status();
-      made.push_back(leaf.value());
-      const uint64_t s = Slot(leaf.value(), k);
-      Result<uint64_t> la = NewLeafArray({&s, 1});
-      if (!la.ok()) {
-        Unmake(made);
-        return la.status();
-      }
-      made.push_back(la.value());
-      pm::fence();  // leaf and array durable before an entry names them
-      Status st = AddChild(node, up, b, Entry(la.value(), b, kLeafArray));
-      if (!st.ok()) {
-        Unmake(made);
-        return st;
-      }
-      size_.Add(1);
-      return Status::OK();
-    }
-    if (EntryType(e) == kLeafArray) {
-      uint64_t* la = At(EntryOffset(e));
-      const uint64_t vla = ReadVersion(la);
-      if (!Unchanged(node, vnode)) return std::nullopt;  // la was node's child at vla
-      uint64_t* hit = FindInArray(la, k);
-      const uint64_t used = Ld(la[1]) & full_mask_;
-      if (!Unchanged(la, vla)) return std::nullopt;
-      if (hit != nullptr) {
-        if (op == Op::kInsert) return Status::AlreadyExists();
-        if (!held.Lock(la, vla)) return std::nullopt;
-        guard.reset();
-        pm::naw(&LeafAt(*hit)->value, v);  // one word: old or new value
-        return Status::OK();
-      }
-      if (op == Op::kUpdate) return Status::NotFound();
-      const uint64_t free = ~used & full_mask_;
-      if (free != 0) {
-        if (!held.Lock(la, vla)) return std::nullopt;
-        guard.reset();
-        const unsigned i = static_cast<unsigned>(std::countr_zero(free));
-        Result<uint64_t> leaf = NewLeaf(k, v);
-        if (!leaf.ok()) return leaf.status();
-        pm::fence();                                      // the leaf durable ...
-        pm::naw(&Entries(la)[i], Slot(leaf.value(), k));  // ... before its slot (the commit)
-        SetUsed(la, i, true);
-        size_.Add(1);
-        return Status::OK();
-      }
-      if (!held.Lock(node, vnode) || !held.Lock(la, vla) || !root_ok(node)) return std::nullopt;
-      guard.reset();
-      PMINDEX_RETURN_IF_ERROR(SplitArray(node, es, k, v));
-      size_.Add(1);
-      return Status::OK();
-    }
-    uint64_t* child = At(EntryOffset(e));
+    p.b = KeyByte(k, MetaArg(Ld(p.node[0])));
+    p.es = ChildSlot(p.node, p.b);
+    p.e = p.es == nullptr ? 0 : LdAcq(*p.es);
+    if (!Unchanged(p.node, p.vnode)) return std::nullopt;
+    if (p.e == 0) return WriteNewChild(p, &held, &guard, op, k, v);
+    if (EntryType(p.e) == kLeafArray) return WriteInArray(p, &held, &guard, op, k, v);
+    uint64_t* child = At(EntryOffset(p.e));
     Visit(child);
     const uint64_t cprefix = Ld(child[1]);  // the header is written once, before e named it
     const uint64_t mismatch = (k ^ cprefix) & PrefixMask(MetaArg(Ld(child[0])));
-    if (mismatch != 0) {
-      // k leaves the child's compressed path: a new N4 at the first
-      // differing byte over the child and a new leaf array holding k.
-      if (op == Op::kUpdate) return Status::NotFound();
-      if (!held.Lock(node, vnode) || !root_ok(node)) return std::nullopt;
-      guard.reset();
-      const unsigned depth = static_cast<unsigned>(std::countl_zero(mismatch)) / 8;
-      std::vector<uint64_t> made;
-      Result<uint64_t> leaf = NewLeaf(k, v);
-      if (!leaf.ok()) return leaf.status();
-      made.push_back(leaf.value());
-      const uint64_t s = Slot(leaf.value(), k);
-      Result<uint64_t> la = NewLeafArray({&s, 1});
-      if (!la.ok()) {
-        Unmake(made);
-        return la.status();
-      }
-      made.push_back(la.value());
-      uint64_t two[2] = {Entry(EntryOffset(e), KeyByte(cprefix, depth), EntryType(e)),
-                         Entry(la.value(), KeyByte(k, depth), kLeafArray)};
-      Result<uint64_t> n = NewInner(kN4, depth, k, two);
-      if (!n.ok()) {
-        Unmake(made);
-        return n.status();
-      }
-      pm::fence();
-      pm::naw(es, Entry(n.value(), b, kN4));  // the commit
-      size_.Add(1);
-      return Status::OK();
-    }
+    if (mismatch != 0) return WriteOverPrefix(p, cprefix, mismatch, &held, &guard, op, k, v);
     const uint64_t vchild = ReadVersion(child);
-    if (!Unchanged(node, vnode)) return std::nullopt;  // child was node's child at vchild
-    parent = node;
-    vparent = vnode;
-    up = es;
-    node = child;
-    vnode = vchild;
+    if (!Unchanged(p.node, p.vnode)) return std::nullopt;  // child was node's child at vchild
+    p.parent = p.node;
+    p.vparent = p.vnode;
+    p.up = p.es;
+    p.node = child;
+    p.vnode = vchild;
   }
+}
+
+Result<uint64_t> Roart::NewOneLeafArray(Key k, Value v, std::vector<uint64_t>* made) {
+  Result<uint64_t> leaf = NewLeaf(k, v);
+  if (!leaf.ok()) return leaf.status();
+  made->push_back(leaf.value());
+  const uint64_t s = Slot(leaf.value(), k);
+  Result<uint64_t> la = NewLeafArray({&s, 1});
+  if (!la.ok()) {
+    Unmake(*made);
+    return la.status();
+  }
+  made->push_back(la.value());
+  return la.value();
+}
+
+std::optional<Status> Roart::WriteNewChild(const WritePath& p, Held* held,
+                                           std::optional<alloc::Allocator::EpochGuard>* guard,
+                                           Op op, Key k, Value v) {
+  // A new leaf in a new one-leaf array, named by a new entry of the node
+  // (or of its copy one size up, if it is full: then its parent is
+  // written too).
+  if (op == Op::kUpdate) return Status::NotFound();
+  const unsigned type = MetaType(Ld(p.node[0]));
+  bool full = type != kN256;
+  for (unsigned i = 0; full && i < Capacity(type); ++i) full = Ld(Entries(p.node)[i]) != 0;
+  if (full && !held->Lock(p.parent, p.vparent)) return std::nullopt;
+  if (!held->Lock(p.node, p.vnode) || !StillRoot(p.root, p.node)) return std::nullopt;
+  guard->reset();  // the locks now keep what this attempt writes and reads
+  std::vector<uint64_t> made;
+  Result<uint64_t> la = NewOneLeafArray(k, v, &made);
+  if (!la.ok()) return la.status();
+  pm::fence();  // leaf and array durable before an entry names them
+  Status st = AddChild(p.node, p.up, p.b, Entry(la.value(), p.b, kLeafArray));
+  if (!st.ok()) {
+    Unmake(made);
+    return st;
+  }
+  size_.Add(1);
+  return Status::OK();
+}
+
+std::optional<Status> Roart::WriteInArray(const WritePath& p, Held* held,
+                                          std::optional<alloc::Allocator::EpochGuard>* guard, Op op,
+                                          Key k, Value v) {
+  uint64_t* la = At(EntryOffset(p.e));
+  const uint64_t vla = ReadVersion(la);
+  if (!Unchanged(p.node, p.vnode)) return std::nullopt;  // la was node's child at vla
+  uint64_t* hit = FindInArray(la, k);
+  const uint64_t used = Ld(la[1]) & full_mask_;
+  if (!Unchanged(la, vla)) return std::nullopt;
+  if (hit != nullptr) {  // k is there: its value is replaced in place
+    if (op == Op::kInsert) return Status::AlreadyExists();
+    if (!held->Lock(la, vla)) return std::nullopt;
+    guard->reset();
+    pm::naw(&LeafAt(*hit)->value, v);  // one word: old or new value
+    return Status::OK();
+  }
+  if (op == Op::kUpdate) return Status::NotFound();
+  const uint64_t free = ~used & full_mask_;
+  if (free != 0) {  // a free slot: a new leaf, then the slot naming it
+    if (!held->Lock(la, vla)) return std::nullopt;
+    guard->reset();
+    const unsigned i = static_cast<unsigned>(std::countr_zero(free));
+    Result<uint64_t> leaf = NewLeaf(k, v);
+    if (!leaf.ok()) return leaf.status();
+    pm::fence();                                      // the leaf durable ...
+    pm::naw(&Entries(la)[i], Slot(leaf.value(), k));  // ... before its slot (the commit)
+    SetUsed(la, i, true);
+    size_.Add(1);
+    return Status::OK();
+  }
+  // A full array: split into a new inner node (the node's entry changes).
+  if (!held->Lock(p.node, p.vnode) || !held->Lock(la, vla) || !StillRoot(p.root, p.node))
+    return std::nullopt;
+  guard->reset();
+  PMINDEX_RETURN_IF_ERROR(SplitArray(p.node, p.es, k, v));
+  size_.Add(1);
+  return Status::OK();
+}
+
+std::optional<Status> Roart::WriteOverPrefix(const WritePath& p, uint64_t cprefix,
+                                             uint64_t mismatch, Held* held,
+                                             std::optional<alloc::Allocator::EpochGuard>* guard,
+                                             Op op, Key k, Value v) {
+  // A new N4 at the first differing byte over the child and a new leaf
+  // array holding k; the node's entry for the child then names the N4.
+  if (op == Op::kUpdate) return Status::NotFound();
+  if (!held->Lock(p.node, p.vnode) || !StillRoot(p.root, p.node)) return std::nullopt;
+  guard->reset();
+  const unsigned depth = static_cast<unsigned>(std::countl_zero(mismatch)) / 8;
+  std::vector<uint64_t> made;
+  Result<uint64_t> la = NewOneLeafArray(k, v, &made);
+  if (!la.ok()) return la.status();
+  uint64_t two[2] = {Entry(EntryOffset(p.e), KeyByte(cprefix, depth), EntryType(p.e)),
+                     Entry(la.value(), KeyByte(k, depth), kLeafArray)};
+  Result<uint64_t> n = NewInner(kN4, depth, k, two);
+  if (!n.ok()) {
+    Unmake(made);
+    return n.status();
+  }
+  pm::fence();
+  pm::naw(p.es, Entry(n.value(), p.b, kN4));  // the commit
+  size_.Add(1);
+  return Status::OK();
 }
 
 Status Roart::Write(Op op, Key k, Value v) {

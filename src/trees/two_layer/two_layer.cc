@@ -680,7 +680,7 @@ Status TwoLayerTree::close() {
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
   std::lock_guard g(top_mu_);
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock m(migrate_mu_);
   // Moved and merged leaves: no operation runs, so all of them go back now.
   if (relocates_) env_.alloc->Reclaim();
   common::ContentSum content;
@@ -900,13 +900,13 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const Two
 
 Status TwoLayerTree::verify() {
   std::lock_guard g(top_mu_);
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock m(migrate_mu_);
   return Walk(true, nullptr, nullptr, nullptr);
 }
 
 IndexStats TwoLayerTree::stats() {
   std::lock_guard g(top_mu_);
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock m(migrate_mu_);
   IndexStats s;
   IgnoreError(Walk(false, nullptr, nullptr, &s), "stats of a damaged tree are partial; verify() reports why");
   const TopLayer* t = tops_[0].load(std::memory_order_acquire);
@@ -931,7 +931,7 @@ IndexStats TwoLayerTree::stats() {
 
 Status TwoLayerTree::for_each_block(const std::function<void(PPtr)>& fn) {
   std::lock_guard g(top_mu_);
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock m(migrate_mu_);
   std::vector<uint64_t> nodes;
   PMINDEX_RETURN_IF_ERROR(Walk(false, &nodes, nullptr, nullptr));
   if (log_ != 0) nodes.push_back(log_);

@@ -51,6 +51,8 @@
 #include "common/content_record.h"
 #include "index/index.h"
 #include "index/registry.h"
+#include "sync/mutex.h"
+#include "sync/thread_annotations.h"
 #include "trees/two_layer/access_stats.h"
 #include "trees/two_layer/top_layer.h"
 #include "trees/two_layer/wo_node.h"
@@ -325,18 +327,20 @@ class TwoLayerTree : public Index {
   bool relocates_ = false;
   std::atomic<uint64_t> merges_{0};
   std::atomic<uint64_t> merge_aborts_{0};
-  std::mutex migrate_mu_;  // one move at a time; walks exclude moves
+  sync::Mutex migrate_mu_;  // one move at a time; walks exclude moves
   struct Task {
     uint64_t raw;
     Key key;
     uint32_t level;
     int node;
   };
-  std::mutex queue_mu_;
+  // The coordinator's queue and flags; queue_cv_ waits on queue_mu_ (a
+  // MutexLock's Native()).
+  sync::Mutex queue_mu_;
   std::condition_variable queue_cv_;
-  std::deque<Task> queue_;
-  bool stop_ = false;
-  bool busy_ = false;  // the coordinator is moving a leaf
+  std::deque<Task> queue_ PMINDEX_GUARDED_BY(queue_mu_);
+  bool stop_ PMINDEX_GUARDED_BY(queue_mu_) = false;
+  bool busy_ PMINDEX_GUARDED_BY(queue_mu_) = false;  // the coordinator is moving a leaf
   std::thread coordinator_;
   std::atomic<uint64_t> migrations_{0};
   std::atomic<uint64_t> migration_aborts_{0};

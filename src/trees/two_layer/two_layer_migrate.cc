@@ -86,8 +86,17 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
   m.root = level + 1 == cfg_.height;
   // A root is named by the top layers too: its move excludes their
   // rebuilds and inserts (lock order: top layers, then moves).
-  std::unique_lock<std::mutex> top_lock(top_mu_, std::defer_lock);
-  if (m.root) top_lock.lock();
+  if (m.root) {
+    sync::MutexLock top(top_mu_);
+    return MoveLocked(&m, k, node);
+  }
+  return MoveLocked(&m, k, node);
+}
+
+bool TwoLayerTree::MoveLocked(MoveSite* site, Key k, int node) {
+  MoveSite& m = *site;
+  const uint64_t raw = m.raw;
+  const uint32_t level = m.level;
   sync::MutexLock one(migrate_mu_);
   if (log_ == 0 && !MakeLog().ok()) {  // a crash in create came before the log
     migration_aborts_.fetch_add(1, std::memory_order_relaxed);

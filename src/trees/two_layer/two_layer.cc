@@ -550,7 +550,7 @@ void TwoLayerTree::MergeTop() {
 }
 
 void TwoLayerTree::TopAdd(Key k, uint64_t root) {
-  std::lock_guard g(top_mu_);
+  sync::MutexLock g(top_mu_);
   if (access_ && Moved(N(root))) {
     // NOBtree moved the new root between its split and this insert (the
     // move replaced no entry: there was none yet). Naming the old node
@@ -587,8 +587,9 @@ void TwoLayerTree::MaybeRebuild(uint32_t hops) {
   } else if (hops < cfg_.rebuild) {
     return;
   }
-  std::unique_lock g(top_mu_, std::try_to_lock);
-  if (g.owns_lock()) MergeTop();  // else another thread is at it
+  if (!top_mu_.TryLock()) return;  // another thread is at it
+  MergeTop();
+  top_mu_.Unlock();
 }
 
 // ------------------------------------------------------------------ create, load, close
@@ -623,7 +624,7 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Create(const IndexEnv& env, const T
 }
 
 Status TwoLayerTree::bulk_load(std::span<const KV> sorted, double fill) {
-  std::lock_guard g(top_mu_);
+  sync::MutexLock g(top_mu_);
   // Empty: one subindex whose nodes hold no record.
   std::vector<uint64_t> old;
   for (uint64_t raw = env_.pool->root(0); raw != 0;) {
@@ -679,8 +680,8 @@ Status TwoLayerTree::close() {
   StopCoordinator();
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
-  std::lock_guard g(top_mu_);
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock g(top_mu_);
+  sync::MutexLock m(migrate_mu_);
   // Moved and merged leaves: no operation runs, so all of them go back now.
   if (relocates_) env_.alloc->Reclaim();
   common::ContentSum content;
@@ -899,14 +900,14 @@ Result<std::unique_ptr<Index>> TwoLayerTree::Open(const IndexEnv& env, const Two
 }
 
 Status TwoLayerTree::verify() {
-  std::lock_guard g(top_mu_);
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock g(top_mu_);
+  sync::MutexLock m(migrate_mu_);
   return Walk(true, nullptr, nullptr, nullptr);
 }
 
 IndexStats TwoLayerTree::stats() {
-  std::lock_guard g(top_mu_);
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock g(top_mu_);
+  sync::MutexLock m(migrate_mu_);
   IndexStats s;
   IgnoreError(Walk(false, nullptr, nullptr, &s), "stats of a damaged tree are partial; verify() reports why");
   const TopLayer* t = tops_[0].load(std::memory_order_acquire);
@@ -930,8 +931,8 @@ IndexStats TwoLayerTree::stats() {
 }
 
 Status TwoLayerTree::for_each_block(const std::function<void(PPtr)>& fn) {
-  std::lock_guard g(top_mu_);
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock g(top_mu_);
+  sync::MutexLock m(migrate_mu_);
   std::vector<uint64_t> nodes;
   PMINDEX_RETURN_IF_ERROR(Walk(false, &nodes, nullptr, nullptr));
   if (log_ != 0) nodes.push_back(log_);

@@ -40,7 +40,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -51,6 +50,8 @@
 #include "common/content_record.h"
 #include "index/index.h"
 #include "index/registry.h"
+#include "sync/mutex.h"
+#include "sync/thread_annotations.h"
 #include "trees/two_layer/access_stats.h"
 #include "trees/two_layer/top_layer.h"
 #include "trees/two_layer/wo_node.h"
@@ -225,11 +226,11 @@ class TwoLayerTree : public Index {
   // Replaces every replica by one built from chain (old ones retired).
   void Install(const std::vector<std::pair<Key, uint64_t>>& chain);
   void MaybeRebuild(uint32_t hops);
-  // Under top_mu_. RebuildTop: a new layer from the chain of roots (walks
-  // every root in PM). MergeTop: TLBtree (no migration), the layer's
-  // entries merged with the pending ones in DRAM; with migration, RebuildTop.
-  void RebuildTop();
-  void MergeTop();
+  // RebuildTop: a new layer from the chain of roots (walks every root in
+  // PM). MergeTop: TLBtree (no migration), the layer's entries merged with
+  // the pending ones in DRAM; with migration, RebuildTop.
+  void RebuildTop() PMINDEX_REQUIRES(top_mu_);
+  void MergeTop() PMINDEX_REQUIRES(top_mu_);
 
   void InitNode(Node* x, uint32_t level, uint64_t leftmost, SibRec sib, std::span<const Rec> recs) const;
 
@@ -262,6 +263,9 @@ class TwoLayerTree : public Index {
   // changed) when a latch is taken, the node is not where k leads, or it
   // is an empty leaf.
   bool MigrateNode(uint64_t raw, uint32_t level, Key k, int node);
+  // MigrateNode's body once its locks are held (top_mu_ for a root).
+  struct MoveSite;
+  bool MoveLocked(MoveSite* m, Key k, int node);
   // MigrateNode's steps, on the site of one move. LocateMove: the descents
   // that find the node's parent and left neighbour (false: the node is not
   // where k leads). LatchMove: their latches and the node's, each only if
@@ -270,7 +274,6 @@ class TwoLayerTree : public Index {
   // latches (versions bumped if it moved). CommitMove: steps 1-4, the copy
   // `yraw` durable, the log armed, both pointers repointed, the log
   // disarmed.
-  struct MoveSite;
   bool LocateMove(MoveSite* m, Key k) const;
   bool LatchMove(MoveSite* m) const;
   bool CheckMove(MoveSite* m) const;
@@ -304,14 +307,14 @@ class TwoLayerTree : public Index {
   uint64_t instance_ = 0;
   uint32_t ntops_ = 1;
   std::unique_ptr<std::atomic<TopLayer*>[]> tops_;  // one per replica
-  std::mutex top_mu_;  // top-layer inserts and rebuilds
+  sync::Mutex top_mu_;  // top-layer inserts and rebuilds
   alloc::EpochDomain top_epochs_;
   std::atomic<uint64_t> rebuilds_{0};
   std::atomic<uint64_t> skipped_{0};
   // Roots a full top-layer leaf left out since the last rebuild (no
   // migration only; under top_mu_); merged in once they reach
   // 1/kPendingShare of the layer's entries and kPendingMin.
-  std::vector<std::pair<Key, uint64_t>> pending_;
+  std::vector<std::pair<Key, uint64_t>> pending_ PMINDEX_GUARDED_BY(top_mu_);
   static constexpr uint64_t kPendingShare = 32;
   static constexpr uint64_t kPendingMin = 8;
   std::atomic<uint64_t> root_splits_{0};
@@ -325,18 +328,20 @@ class TwoLayerTree : public Index {
   bool relocates_ = false;
   std::atomic<uint64_t> merges_{0};
   std::atomic<uint64_t> merge_aborts_{0};
-  std::mutex migrate_mu_;  // one move at a time; walks exclude moves
+  sync::Mutex migrate_mu_;  // one move at a time; walks exclude moves
   struct Task {
     uint64_t raw;
     Key key;
     uint32_t level;
     int node;
   };
-  std::mutex queue_mu_;
+  // The coordinator's queue and flags; queue_cv_ waits on queue_mu_ (a
+  // MutexLock's Native()).
+  sync::Mutex queue_mu_;
   std::condition_variable queue_cv_;
-  std::deque<Task> queue_;
-  bool stop_ = false;
-  bool busy_ = false;  // the coordinator is moving a leaf
+  std::deque<Task> queue_ PMINDEX_GUARDED_BY(queue_mu_);
+  bool stop_ PMINDEX_GUARDED_BY(queue_mu_) = false;
+  bool busy_ PMINDEX_GUARDED_BY(queue_mu_) = false;  // the coordinator is moving a leaf
   std::thread coordinator_;
   std::atomic<uint64_t> migrations_{0};
   std::atomic<uint64_t> migration_aborts_{0};

@@ -43,7 +43,7 @@ void TwoLayerTree::NotePath(const uint64_t* path, Key k) {
       continue;
     }
     {
-      std::lock_guard g(queue_mu_);
+      sync::MutexLock g(queue_mu_);
       if (stop_ || queue_.size() >= kQueueCap) return;
       queue_.push_back(Task{raw, k, level, to});
     }
@@ -86,9 +86,18 @@ bool TwoLayerTree::MigrateNode(uint64_t raw, uint32_t level, Key k, int node) {
   m.root = level + 1 == cfg_.height;
   // A root is named by the top layers too: its move excludes their
   // rebuilds and inserts (lock order: top layers, then moves).
-  std::unique_lock<std::mutex> top_lock(top_mu_, std::defer_lock);
-  if (m.root) top_lock.lock();
-  std::lock_guard one(migrate_mu_);
+  if (m.root) {
+    sync::MutexLock top(top_mu_);
+    return MoveLocked(&m, k, node);
+  }
+  return MoveLocked(&m, k, node);
+}
+
+bool TwoLayerTree::MoveLocked(MoveSite* site, Key k, int node) {
+  MoveSite& m = *site;
+  const uint64_t raw = m.raw;
+  const uint32_t level = m.level;
+  sync::MutexLock one(migrate_mu_);
   if (log_ == 0 && !MakeLog().ok()) {  // a crash in create came before the log
     migration_aborts_.fetch_add(1, std::memory_order_relaxed);
     return false;
@@ -240,7 +249,10 @@ void TwoLayerTree::CommitMove(const MoveSite& m, uint64_t yraw) {
 
 void TwoLayerTree::StartCoordinator() {
   if (cfg_.migration != Migration::kBackground || coordinator_.joinable()) return;
-  stop_ = false;
+  {
+    sync::MutexLock g(queue_mu_);
+    stop_ = false;
+  }
   coordinator_ = std::thread([this] { CoordinatorLoop(); });
 }
 
@@ -249,16 +261,17 @@ void TwoLayerTree::CoordinatorLoop() {
   // next node in turn, which belongs to the next operation thread.
   alloc::Topology& topo = env_.alloc->topology();
   if (topo.simulated()) IgnoreError(topo.place_this_thread(0), "node 0 always exists");
-  std::unique_lock l(queue_mu_);
+  sync::MutexLock l(queue_mu_);
   for (;;) {
-    queue_cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+    // A loop, not a predicate: the analysis sees the lock held here.
+    while (!stop_ && queue_.empty()) queue_cv_.wait(l.Native());
     if (stop_) return;
     const Task t = queue_.front();
     queue_.pop_front();
     busy_ = true;
-    l.unlock();
+    l.Unlock();
     MigrateNode(t.raw, t.level, t.key, t.node);
-    l.lock();
+    l.Lock();
     busy_ = false;
     queue_cv_.notify_all();
   }
@@ -266,7 +279,7 @@ void TwoLayerTree::CoordinatorLoop() {
 
 void TwoLayerTree::StopCoordinator() {
   {
-    std::lock_guard g(queue_mu_);
+    sync::MutexLock g(queue_mu_);
     stop_ = true;
     queue_.clear();
   }
@@ -275,15 +288,15 @@ void TwoLayerTree::StopCoordinator() {
 }
 
 void TwoLayerTree::DrainMigrations() {
-  std::unique_lock l(queue_mu_);
+  sync::MutexLock l(queue_mu_);
   if (!coordinator_.joinable()) return;
-  queue_cv_.wait(l, [&] { return stop_ || (queue_.empty() && !busy_); });
+  while (!stop_ && (!queue_.empty() || busy_)) queue_cv_.wait(l.Native());
 }
 
 void TwoLayerTree::quiesce() {
   if (!relocates_) return;
   DrainMigrations();
-  std::lock_guard m(migrate_mu_);
+  sync::MutexLock m(migrate_mu_);
   env_.alloc->Reclaim();  // no operation runs: every moved or merged node goes back
 }
 

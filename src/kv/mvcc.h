@@ -10,10 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "sync/mutex.h"
 #include "sync/thread_annotations.h"
 
 namespace pmindex::kv {
@@ -115,7 +115,7 @@ class SnapshotTable {
       }
       Chunk* n = c->next.load(std::memory_order_seq_cst);
       if (n == nullptr) {
-        std::lock_guard<std::mutex> g(grow_mu_);
+        sync::MutexLock g(grow_mu_);
         n = c->next.load(std::memory_order_seq_cst);
         if (n == nullptr) {
           n = new Chunk();
@@ -128,7 +128,7 @@ class SnapshotTable {
 
   Chunk head_;
   std::atomic<uint64_t> active_{0};
-  std::mutex grow_mu_;
+  sync::Mutex grow_mu_;
 };
 
 // Write latches, striped by index key (the 8-byte prefix): one latch

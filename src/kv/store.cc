@@ -425,7 +425,7 @@ Store::Ticket Store::Reserve() {
 }
 
 void Store::ExtendReservation(uint64_t ts) {
-  std::lock_guard<std::mutex> g(reserve_mu_);
+  sync::MutexLock g(reserve_mu_);
   if (ts < reserved_.load(std::memory_order_acquire)) return;
   const uint64_t r = ts + opts_.clock_chunk;
   // Durable (WriteRoot fences) before any version carries a timestamp at

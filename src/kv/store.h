@@ -40,7 +40,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -353,7 +352,7 @@ class Store {
   std::atomic<bool> closed_{false};
   CommitClock clock_;
   std::atomic<uint64_t> reserved_{0};  // root slot 5: timestamps below it may be handed out
-  std::mutex reserve_mu_;
+  sync::Mutex reserve_mu_;
   SnapshotTable snapshots_;
   Latches latches_;
   sync::Mutex purge_mu_;

@@ -30,7 +30,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <mutex>
 #include <vector>
 
 #include "pm/file_system.h"
@@ -483,12 +482,12 @@ struct Pool::Impl {
   bool was_clean = true;
   bool open = false;   // holds a reservation and/or the lock
   bool ready = false;  // fully mapped; the header is live
-  std::mutex use_mu;
+  sync::Mutex use_mu;
   bool in_use = false;  // MarkInUse() cleared the clean flag (or found it clear)
   std::shared_ptr<IndexState> index_state = std::make_shared<IndexState>();
   std::string kind, options;
   uint64_t incompat_flags = 0;  // the header's, as validated at open/create
-  std::mutex grow_mu;
+  sync::Mutex grow_mu;
   bool reserve_broken = false;  // a failed Grow could not restore the reservation
   struct Segment {
     char* addr;
@@ -892,7 +891,7 @@ Status Pool::Close() {
 
 Status Pool::MarkInUse() {
   Impl& im = *impl_;
-  std::lock_guard<std::mutex> g(im.use_mu);
+  sync::MutexLock g(im.use_mu);
   if (!im.ready) return Status::InvalidArgument("MarkInUse on a closed pool");
   if (im.in_use) return Status::OK();
   PoolHeader* h = im.header(base_);
@@ -1065,7 +1064,7 @@ std::span<std::byte> Pool::bytes() const {
 
 Status Pool::Grow(size_t min_pages) {
   Impl& im = *impl_;
-  std::lock_guard<std::mutex> g(im.grow_mu);
+  sync::MutexLock g(im.grow_mu);
   if (!im.ready) return Status::InvalidArgument("Grow on a closed pool");
   if (pages_mapped() >= min_pages) return Status::OK();
   if (im.reserve_broken) {

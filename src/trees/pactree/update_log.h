@@ -28,12 +28,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "alloc/allocator.h"
+#include "sync/mutex.h"
 #include "trees/pactree/search_layer.h"
 
 namespace pmindex::pactree {
@@ -61,7 +61,7 @@ class UpdateLogs {
     // Pairs with Run's store of sleeping_ and its check of appended_: one
     // of the two sees the other (both sequentially consistent).
     if (sleeping_.load(std::memory_order_seq_cst)) {
-      std::lock_guard g(wake_mu_);
+      sync::MutexLock g(wake_mu_);
       wake_.notify_one();
     }
   }
@@ -71,7 +71,7 @@ class UpdateLogs {
   void Defer(Key anchor, uint64_t node, size_t log_index = 0) {
     Log& log = *logs_[log_index % logs_.size()];
     {
-      std::lock_guard g(log.mu);
+      sync::MutexLock g(log.mu);
       log.entries.emplace_back(anchor, node);
     }
     appended_.fetch_add(1, std::memory_order_seq_cst);
@@ -86,7 +86,7 @@ class UpdateLogs {
   void Stop() {
     if (updater_.joinable()) {
       {
-        std::lock_guard g(wake_mu_);
+        sync::MutexLock g(wake_mu_);
         stop_ = true;
       }
       wake_.notify_one();
@@ -103,26 +103,26 @@ class UpdateLogs {
 
  private:
   struct alignas(64) Log {
-    std::mutex mu;
-    std::vector<std::pair<Key, uint64_t>> entries;
+    sync::Mutex mu;
+    std::vector<std::pair<Key, uint64_t>> entries PMINDEX_GUARDED_BY(mu);
   };
 
   // Applies what the logs hold, one log at a time. An entry the layer
   // refuses goes back to the front of its log with those after it.
   void ApplyAll() {
     if (alloc_.in_recovery()) return;  // open has not finished
-    std::lock_guard apply(apply_mu_);
+    sync::MutexLock apply(apply_mu_);
     std::vector<std::pair<Key, uint64_t>> batch;
     for (auto& log : logs_) {
       {
-        std::lock_guard g(log->mu);
+        sync::MutexLock g(log->mu);
         batch.swap(log->entries);
       }
       size_t done = 0;
       while (done < batch.size() && search_.Insert(batch[done].first, batch[done].second)) ++done;
       applied_.fetch_add(done, std::memory_order_release);
       if (done < batch.size()) {
-        std::lock_guard g(log->mu);
+        sync::MutexLock g(log->mu);
         log->entries.insert(log->entries.begin(), batch.begin() + static_cast<ptrdiff_t>(done),
                             batch.end());
         return;
@@ -135,12 +135,14 @@ class UpdateLogs {
     uint64_t seen = 0;  // appended_ when the last apply began
     for (;;) {
       {
-        std::unique_lock l(wake_mu_);
+        sync::MutexLock l(wake_mu_);
         sleeping_.store(true, std::memory_order_seq_cst);
         // Append wakes it; the timeout retries entries left pending (open
         // had not finished, or the layer was out of space).
-        wake_.wait_for(l, std::chrono::milliseconds(50),
-                       [&] { return stop_ || appended_.load(std::memory_order_seq_cst) != seen; });
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        while (!stop_ && appended_.load(std::memory_order_seq_cst) == seen &&
+               wake_.wait_until(l.Native(), until) == std::cv_status::no_timeout) {
+        }
         sleeping_.store(false, std::memory_order_relaxed);
         if (stop_) return;
       }
@@ -152,14 +154,14 @@ class UpdateLogs {
   SearchLayer& search_;
   alloc::Allocator& alloc_;
   alloc::Topology& topo_;
-  std::mutex apply_mu_;
+  sync::Mutex apply_mu_;  // one ApplyAll at a time
   std::vector<std::unique_ptr<Log>> logs_;
   std::atomic<uint64_t> appended_{0};
   std::atomic<uint64_t> applied_{0};
   std::atomic<bool> sleeping_{false};
-  std::mutex wake_mu_;
-  std::condition_variable wake_;
-  bool stop_ = false;
+  sync::Mutex wake_mu_;
+  std::condition_variable wake_;  // waits on wake_mu_'s MutexLock::Native()
+  bool stop_ PMINDEX_GUARDED_BY(wake_mu_) = false;
   std::thread updater_;
 };
 

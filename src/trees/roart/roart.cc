@@ -149,6 +149,24 @@ class Roart final : public Index {
   // it. Off (the default), one predictable branch.
   void Visit(const void* block) const { alloc::MeterVisit(*env_.alloc, block); }
   uint64_t* Root() const { return root_.load(std::memory_order_acquire); }
+  // The descents of TryWrite (WritePath) and TryRemove (RemovePath): the
+  // root as read now, and one step down to `child`, read at vchild, from
+  // the node whose entry p->es names it.
+  template <class Path>
+  void StartAtRoot(Path* p) const {
+    p->root = Root();
+    p->node = p->root;
+    p->vnode = ReadVersion(p->node);
+    Visit(p->node);
+  }
+  template <class Path>
+  static void StepDown(Path* p, uint64_t* child, uint64_t vchild) {
+    p->parent = p->node;
+    p->vparent = p->vnode;
+    p->up = p->es;
+    p->node = child;
+    p->vnode = vchild;
+  }
 
   // Words that writers may change while optimistic readers read them are
   // read with relaxed atomics; entry and slot words, which publish a
@@ -564,10 +582,7 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
   // wait for the write-back.
   std::optional<alloc::Allocator::EpochGuard> guard(std::in_place, *env_.alloc);
   WritePath p{};
-  p.root = Root();
-  p.node = p.root;
-  p.vnode = ReadVersion(p.node);
-  Visit(p.node);
+  StartAtRoot(&p);
   for (;;) {
     p.b = KeyByte(k, MetaArg(Ld(p.node[0])));
     p.es = ChildSlot(p.node, p.b);
@@ -582,11 +597,7 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
     if (mismatch != 0) return WriteOverPrefix(p, cprefix, mismatch, &held, &guard, op, k, v);
     const uint64_t vchild = ReadVersion(child);
     if (!Unchanged(p.node, p.vnode)) return std::nullopt;  // child was node's child at vchild
-    p.parent = p.node;
-    p.vparent = p.vnode;
-    p.up = p.es;
-    p.node = child;
-    p.vnode = vchild;
+    StepDown(&p, child, vchild);
   }
 }
 
@@ -732,10 +743,7 @@ std::optional<Status> Roart::TryRemove(Key k) {
   Held held(*this);
   std::optional<alloc::Allocator::EpochGuard> guard(std::in_place, *env_.alloc);  // as TryWrite's
   RemovePath p{};
-  p.root = Root();
-  p.node = p.root;
-  p.vnode = ReadVersion(p.node);
-  Visit(p.node);
+  StartAtRoot(&p);
   for (;;) {
     p.b = KeyByte(k, MetaArg(Ld(p.node[0])));
     p.es = ChildSlot(p.node, p.b);
@@ -751,11 +759,7 @@ std::optional<Status> Roart::TryRemove(Key k) {
     if (((k ^ Ld(child[1])) & PrefixMask(MetaArg(Ld(child[0])))) != 0) return Status::NotFound();
     const uint64_t vchild = ReadVersion(child);
     if (!Unchanged(p.node, p.vnode)) return std::nullopt;
-    p.parent = p.node;
-    p.vparent = p.vnode;
-    p.up = p.es;
-    p.node = child;
-    p.vnode = vchild;
+    StepDown(&p, child, vchild);
   }
   p.vla = ReadVersion(p.la);
   if (!Unchanged(p.node, p.vnode)) return std::nullopt;

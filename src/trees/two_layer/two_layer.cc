@@ -238,9 +238,7 @@ void TwoLayerTree::AddRecord(Node* x, uint64_t s, uint32_t pos, Key k, uint64_t 
 }
 
 Status TwoLayerTree::Write(Op op, Key k, Value v) {
-  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved or merged leaf stays readable
-  if (relocates_) moved_guard.emplace(*env_.alloc);
-  alloc::EpochDomain::Guard g(top_epochs_);
+  const OpGuards guards(*this);
   uint64_t path[kMaxHeight] = {};
   uint32_t hops = 0;
   uint64_t s = 0;
@@ -427,9 +425,7 @@ Status TwoLayerTree::remove(Key k) { return Write(Op::kRemove, k, 0); }
 // ------------------------------------------------------------------ readers
 
 std::optional<Value> TwoLayerTree::lookup(Key k) {
-  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved or merged leaf stays readable
-  if (relocates_) moved_guard.emplace(*env_.alloc);
-  alloc::EpochDomain::Guard g(top_epochs_);
+  const OpGuards guards(*this);
   uint32_t hops = 0;
   uint64_t path[kMaxHeight];
   uint64_t raw = Descend(k, access_ ? path : nullptr, &hops);
@@ -459,9 +455,7 @@ std::optional<Value> TwoLayerTree::lookup(Key k) {
 
 size_t TwoLayerTree::scan(Key from, size_t n, KV* out) {
   if (n == 0) return 0;
-  std::optional<alloc::Allocator::EpochGuard> moved_guard;  // a moved or merged leaf stays readable
-  if (relocates_) moved_guard.emplace(*env_.alloc);
-  alloc::EpochDomain::Guard g(top_epochs_);
+  const OpGuards guards(*this);
   uint32_t hops = 0;
   uint64_t path[kMaxHeight];
   uint64_t raw = Descend(from, access_ ? path : nullptr, &hops);

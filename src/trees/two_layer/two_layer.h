@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -307,8 +308,18 @@ class TwoLayerTree : public Index {
   uint64_t instance_ = 0;
   uint32_t ntops_ = 1;
   std::unique_ptr<std::atomic<TopLayer*>[]> tops_;  // one per replica
-  sync::Mutex top_mu_;  // top-layer inserts and rebuilds
+  sync::Mutex top_mu_;                              // top-layer inserts and rebuilds
   alloc::EpochDomain top_epochs_;
+  // What every operation holds: an allocator epoch while nodes relocate
+  // (a moved or merged node stays readable), then the top layers' epoch.
+  struct OpGuards {
+    explicit OpGuards(TwoLayerTree& t) {
+      if (t.relocates_) moved.emplace(*t.env_.alloc);
+      top.emplace(t.top_epochs_);
+    }
+    std::optional<alloc::Allocator::EpochGuard> moved;
+    std::optional<alloc::EpochDomain::Guard> top;
+  };
   std::atomic<uint64_t> rebuilds_{0};
   std::atomic<uint64_t> skipped_{0};
   // Roots a full top-layer leaf left out since the last rebuild (no

@@ -1,12 +1,36 @@
 #include "alloc/epoch.h"
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "util/check.h"
 
 namespace pmindex::alloc {
 
-EpochDomain::EpochDomain(Reclaimer reclaimer) : reclaimer_(std::move(reclaimer)) {}
+namespace {
+
+long Membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0U, 0); }
+
+// True once the process is registered for private expedited membarrier,
+// which lets Enter announce with a plain store: the advancing thread's
+// membarrier then serves as the store-load fence of every running reader.
+// Without it (old kernel, seccomp), Enter falls back to a seq_cst store.
+bool AsymmetricFence() {
+  static const bool ready = [] {
+    const long cmds = Membarrier(MEMBARRIER_CMD_QUERY);
+    if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+    return Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+  }();
+  return ready;
+}
+
+}  // namespace
+
+EpochDomain::EpochDomain(Reclaimer reclaimer)
+    : reclaimer_(std::move(reclaimer)), asymmetric_(AsymmetricFence()) {}
 
 EpochDomain::~EpochDomain() { Unregister(); }
 
@@ -33,7 +57,16 @@ void EpochDomain::Enter() {
   if (r.depth++ != 0) return;
   uint64_t e = global_.load(std::memory_order_seq_cst);
   for (;;) {
-    r.announce.store(e << 1 | 1, std::memory_order_seq_cst);
+    if (asymmetric_) {
+      // No locked instruction here: a full barrier would also wait for the
+      // write-back of every line this thread flushed before (the previous
+      // operation's persists), which otherwise overlaps this operation.
+      // TryAdvance's membarrier orders this store before the load below.
+      r.announce.store(e << 1 | 1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+      r.announce.store(e << 1 | 1, std::memory_order_seq_cst);
+    }
     uint64_t again = global_.load(std::memory_order_seq_cst);
     if (again == e) return;
     e = again;
@@ -43,7 +76,8 @@ void EpochDomain::Enter() {
 void EpochDomain::Exit() {
   Record& r = Mine();
   PMINDEX_CHECK(r.depth != 0, "EpochDomain::Exit without Enter");
-  if (--r.depth == 0) r.announce.store(0, std::memory_order_seq_cst);
+  // Release: the section's reads happen-before an advance that sees 0.
+  if (--r.depth == 0) r.announce.store(0, std::memory_order_release);
 }
 
 bool EpochDomain::InCriticalSection() { return Mine().depth != 0; }
@@ -51,6 +85,9 @@ bool EpochDomain::InCriticalSection() { return Mine().depth != 0; }
 void EpochDomain::Retire(uint64_t item) {
   Record& r = Mine();
   Enter();
+  // The tag is E as read after the unlink is visible (Enter's plain store
+  // no longer orders the caller's earlier stores before the load below).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   {
     sync::MutexLock lock(r.mu);
     r.limbo.emplace_back(global_.load(std::memory_order_seq_cst), item);
@@ -65,6 +102,11 @@ void EpochDomain::Retire(uint64_t item) {
 
 bool EpochDomain::TryAdvance() {
   sync::MutexLock lock(mu_);
+  // A full fence on every running thread of the process: a reader's plain
+  // announce store is visible below, or that reader's next load of E (or of
+  // anything unlinked before this call) comes after the fence.
+  if (asymmetric_)
+    PMINDEX_CHECK(Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0, "membarrier failed");
   uint64_t e = global_.load(std::memory_order_seq_cst);
   for (const auto& r : records_) {
     uint64_t a = r->announce.load(std::memory_order_seq_cst);

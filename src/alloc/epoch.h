@@ -9,7 +9,12 @@
 // - Each thread announces (e << 1) | 1 while inside a critical section and
 //   0 outside. Enter loads E, announces it, and re-loads E until the two
 //   agree, so the announced epoch was current at a point after the
-//   announcement became visible (all seq_cst).
+//   announcement became visible. Where the kernel offers private
+//   expedited membarrier, the announcement is a plain store and
+//   TryAdvance's membarrier is the store-load fence between it and the
+//   re-load (an asymmetric fence: Enter has no locked instruction, which
+//   would wait for the write-back of the thread's earlier flushes);
+//   otherwise the store is seq_cst. Exit clears with a release store.
 // - E advances from e to e + 1 only when every thread inside a critical
 //   section has announced e. A thread therefore stays within one epoch of E.
 // - Retire tags the item with E as read after the item was unlinked; the
@@ -91,6 +96,7 @@ class EpochDomain final : public ThreadSlotOwner {
   bool TryAdvance();
 
   Reclaimer reclaimer_;
+  const bool asymmetric_;  // Enter's store-load fence is TryAdvance's membarrier
   std::atomic<uint64_t> global_{1};
   std::atomic<size_t> pending_{0};
   sync::Mutex mu_;  // taken before a Record::mu

@@ -187,8 +187,7 @@ class Store {
   // returned: a store that needs the record it replaces (to count it) takes
   // it from the caller instead of reading the key again (versions never
   // come back, so a write of read.version replaces exactly `read`).
-  [[nodiscard]] virtual Result<WriteOutcome> PutIfRead(std::string_view key,
-                                                       std::string_view value,
+  [[nodiscard]] virtual Result<WriteOutcome> PutIfRead(std::string_view key, std::string_view value,
                                                        const StoredValue& read) {
     return PutIfVersion(key, value, read.version);
   }
@@ -201,8 +200,7 @@ class Store {
   // (SET over a collection, which must go with its elements). Repeated if
   // the key changes between the read and the write.
   using PrefixTest = bool (*)(std::string_view prefix);
-  [[nodiscard]] virtual Result<WriteOutcome> PutUnless(std::string_view key,
-                                                       std::string_view value,
+  [[nodiscard]] virtual Result<WriteOutcome> PutUnless(std::string_view key, std::string_view value,
                                                        PrefixTest refuse) {
     for (;;) {
       Result<StoredValue> cur = Peek(key);

@@ -193,13 +193,6 @@ class Roart final : public Index {
     bool unused = false;  // the table's words are never marked obsolete
     return LockOf(node).ReadLockOrRestart(unused);
   }
-  // Asks for a node's first line and its lock word at once: a descent
-  // reads both next, and their misses then overlap instead of following
-  // one another.
-  void PrefetchNode(const void* node) const {
-    __builtin_prefetch(node);
-    __builtin_prefetch(&LockOf(node));
-  }
   // True iff the node's word still equals v (nothing written since).
   bool Unchanged(const void* node, uint64_t v) const {
     bool restart = false;
@@ -616,7 +609,6 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
     if (p.e == 0) return WriteNewChild(p, &held, &guard, op, k, v);
     if (EntryType(p.e) == kLeafArray) return WriteInArray(p, &held, &guard, op, k, v);
     uint64_t* child = At(EntryOffset(p.e));
-    PrefetchNode(child);
     Visit(child);
     const uint64_t cprefix = Ld(child[1]);  // the header is written once, before e named it
     const uint64_t mismatch = (k ^ cprefix) & PrefixMask(MetaArg(Ld(child[0])));
@@ -671,7 +663,6 @@ std::optional<Status> Roart::WriteInArray(const WritePath& p, Held* held,
                                           std::optional<alloc::Allocator::EpochGuard>* guard, Op op,
                                           Key k, Value v) {
   uint64_t* la = At(EntryOffset(p.e));
-  PrefetchNode(la);
   const uint64_t vla = ReadVersion(la);
   if (!Unchanged(p.node, p.vnode)) return std::nullopt;  // la was node's child at vla
   uint64_t* hit = FindInArray(la, k);
@@ -780,11 +771,9 @@ std::optional<Status> Roart::TryRemove(Key k) {
     if (e == 0) return Status::NotFound();
     if (EntryType(e) == kLeafArray) {
       p.la = At(EntryOffset(e));
-      PrefetchNode(p.la);
       break;
     }
     uint64_t* child = At(EntryOffset(e));
-    PrefetchNode(child);
     Visit(child);
     if (((k ^ Ld(child[1])) & PrefixMask(MetaArg(Ld(child[0])))) != 0) return Status::NotFound();
     const uint64_t vchild = ReadVersion(child);
@@ -984,7 +973,6 @@ bool Roart::TryLookup(Key k, std::optional<Value>* out) const {
     }
     if (EntryType(e) == kLeafArray) {
       uint64_t* la = At(EntryOffset(e));
-      PrefetchNode(la);
       const uint64_t vla = ReadVersion(la);
       const uint64_t* hit = FindInArray(la, k);
       const Value val = hit == nullptr ? 0 : Ld(LeafAt(Ld(*hit))->value);
@@ -993,7 +981,6 @@ bool Roart::TryLookup(Key k, std::optional<Value>* out) const {
       return true;
     }
     uint64_t* child = At(EntryOffset(e));
-    PrefetchNode(child);
     if (((k ^ Ld(child[1])) & PrefixMask(MetaArg(Ld(child[0])))) != 0) {
       *out = std::nullopt;
       return true;

@@ -7,8 +7,8 @@
 // (a child's key byte, type and offset in one word; a leaf pointer and
 // its key's fingerprint in one word) and selective metadata persistence
 // (only entries, slots, leaves and the write-once headers are persisted;
-// N48's child index, the leaf arrays' bitmaps and every count are rebuilt
-// at open).
+// N48's child index, the inner nodes' child counts, the leaf arrays'
+// bitmaps and the index's counters are rebuilt at open).
 //
 // Persistence: every change of the tree is one NVM atomic write (NAW) of
 // one entry or slot word, made after everything it links is durable:
@@ -610,7 +610,9 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
     if (EntryType(p.e) == kLeafArray) return WriteInArray(p, &held, &guard, op, k, v);
     uint64_t* child = At(EntryOffset(p.e));
     Visit(child);
-    const uint64_t cprefix = Ld(child[1]);  // the header is written once, before e named it
+    // The prefix bytes are written once, before e named the child (the
+    // count byte, which may change, is masked off below).
+    const uint64_t cprefix = Ld(child[1]);
     const uint64_t mismatch = (k ^ cprefix) & PrefixMask(MetaArg(Ld(child[0])));
     if (mismatch != 0) return WriteOverPrefix(p, cprefix, mismatch, &held, &guard, op, k, v);
     const uint64_t vchild = ReadVersion(child);

@@ -6,8 +6,9 @@
 //
 // Words shared by every block: word 0 is the block's meta word (a magic,
 // the block's type and, for inner nodes, its depth; for leaf arrays their
-// capacity). The meta word and an inner node's prefix word are written
-// once, before the block is linked, and never change.
+// capacity). The meta word and an inner node's prefix bytes are written
+// once, before the block is linked, and never change; only the prefix
+// word's count byte (below) does.
 #pragma once
 
 #include <cstddef>

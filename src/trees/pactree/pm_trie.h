@@ -60,10 +60,13 @@ static_assert(sizeof(TrieHeader) == 64);
 class PmTrie final : public SearchLayer {
  public:
   // The root's digit: 12 bits (4096 children, 32 KiB, which takes a
-  // 256 KiB allocator page) in pools of kWideRootPoolBytes or more, else
-  // 8 bits (256 children, 2 KiB). Open accepts either.
+  // 256 KiB allocator page of its own) in pools of kWideRootPoolBytes or
+  // more; in smaller pools (tests, crash runs: a 4 MiB pool has 15 pages
+  // for every size class) 4 bits, a digit node's shape (192 bytes, the
+  // digit nodes' size class), deeper but taking no page. Open accepts
+  // either (the root's bits are in its header).
   static constexpr uint32_t kRootBits = 12;
-  static constexpr uint32_t kSmallRootBits = 8;
+  static constexpr uint32_t kSmallRootBits = 4;
   static constexpr uint64_t kWideRootPoolBytes = uint64_t{64} << 20;
   static constexpr uint32_t kDigitBits = 4;
   static uint32_t RootBitsFor(uint64_t pool_bytes);

@@ -160,17 +160,24 @@ class PacTree final : public Index {
   // x is locked, full, and owns k, which it does not hold: splits x and
   // inserts (k, v) into the half that owns it. Unlocks x.
   Status SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v);
+  // A node a merge took out of the chain, for the update logs.
+  struct Unlinked {
+    Key anchor = 0;
+    uint64_t raw = 0;
+  };
+  // remove() inside its epoch guard; *gone: the node a merge unlinked.
+  Status RemoveKey(Key k, Unlinked* gone);
   // x is locked (*held); `changed`: x was changed under this lock. If x
   // and its right sibling y hold fewer than slots/2 pairs together, x
-  // takes y's pairs and y leaves the chain (Absorb). Unlocks both; true
-  // iff merged.
-  bool MergeNext(NodeHeader* x, uint64_t held, bool changed);
+  // takes y's pairs and y leaves the chain (Absorb; *gone = y). Unlocks
+  // both; true iff merged.
+  bool MergeNext(NodeHeader* x, uint64_t held, bool changed, Unlinked* gone);
   // Copies y's pairs into x's free slots and unlinks y (both locked,
   // y = x's next, the pairs fit); marks y merged into x.
   void Absorb(NodeHeader* x, NodeHeader* y);
   // Merges the node left of `anchor` (a chain node's) with its right
   // sibling if the rule allows (MergeNext).
-  void MergeLeftOf(Key anchor);
+  void MergeLeftOf(Key anchor, Unlinked* gone);
 
   // Read-only validation of the data layer for open and verify: the chain
   // from the head (decoded, tagged, anchors strictly ascending from 0),
@@ -455,6 +462,16 @@ Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
 }
 
 Status PacTree::remove(Key k) {
+  Unlinked gone;
+  const Status st = RemoveKey(k, &gone);
+  // Queued after the guard: with updater=inline the node is retired here
+  // and, when no other thread is inside a guard, freed at once (so that
+  // the crash simulator sees its block reused).
+  if (gone.raw != 0) logs_->Append(gone.anchor, gone.raw, /*remove=*/true);
+  return st;
+}
+
+Status PacTree::RemoveKey(Key k, Unlinked* gone) {
   alloc::Allocator::EpochGuard eg(*env_.alloc);
   uint64_t held;
   NodeHeader* x = LockOwner(k, &held);
@@ -475,11 +492,11 @@ Status PacTree::remove(Key k) {
   // Underflow (the paper's rule): merge with the right sibling if the two
   // hold fewer than slots/2 pairs, else try the left one with x.
   const Key anchor = x->anchor;
-  if (!MergeNext(x, held, true) && anchor != 0) MergeLeftOf(anchor);
+  if (!MergeNext(x, held, true, gone) && anchor != 0) MergeLeftOf(anchor, gone);
   return Status::OK();
 }
 
-bool PacTree::MergeNext(NodeHeader* x, uint64_t held, bool changed) {
+bool PacTree::MergeNext(NodeHeader* x, uint64_t held, bool changed, Unlinked* gone) {
   const uint64_t yraw = x->next;
   NodeHeader* y = yraw != 0 ? N(yraw) : nullptr;
   // Locks go left to right (x, then its next), as every writer's; y is in
@@ -492,12 +509,10 @@ bool PacTree::MergeNext(NodeHeader* x, uint64_t held, bool changed) {
     Unlock(x, held, changed);
     return false;
   }
-  const Key yanchor = y->anchor;
+  *gone = Unlinked{y->anchor, yraw};  // leaves the search layer, then is retired
   Absorb(x, y);
   Unlock(y, yheld, true);
   Unlock(x, held, true);
-  // y leaves the search layer, then is retired (update_log.h).
-  logs_->Append(yanchor, yraw, /*remove=*/true);
   merges_.Add(1);
   return true;
 }
@@ -521,15 +536,22 @@ void PacTree::Absorb(NodeHeader* x, NodeHeader* y) {
   // all three: the unlink commits the merge and y is unreachable.
   pm::store(&x->bitmap, xb | add);
   pm::store(&x->high, y->high);
+  // The unlink must be durable before y's block is reused: every image
+  // without it is consistent (the merge not done), but one naming a reused
+  // block is not. y is reused only after the updater removed its entry
+  // (whose persist fences) and the allocation that reuses it fenced too.
+  // pmcrash-redundant(drop-fence,flush-late): the simulator counts those
+  // later fences (of any thread) for this flushed line; on hardware this
+  // thread's fence orders the write-back before the remove entry is queued.
   pm::naw(&x->next, y->next);
   // (DRAM meaning only: y is unreachable in every image from here.)
   pm::store(&y->merged, env_.pool->to_pptr(x).raw(), std::memory_order_release);
 }
 
-void PacTree::MergeLeftOf(Key anchor) {
+void PacTree::MergeLeftOf(Key anchor, Unlinked* gone) {
   uint64_t held;
   NodeHeader* p = LockOwner(anchor - 1, &held);
-  MergeNext(p, held, false);
+  MergeNext(p, held, false, gone);
 }
 
 // ----------------------------------------------------------- bulk, create

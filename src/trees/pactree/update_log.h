@@ -173,10 +173,13 @@ class UpdateLogs {
     Snapshot(&batch);
     std::sort(batch.begin(), batch.end(),
               [](const Entry& a, const Entry& b) { return a.seq < b.seq; });
-    size_t done = 0;
-    while (done < batch.size() && Apply(batch[done])) ++done;
+    size_t done = 0, retired = 0;
+    for (; done < batch.size() && Apply(batch[done]); ++done) retired += batch[done].remove;
     applied_.fetch_add(done, std::memory_order_release);
     left_.assign(batch.begin() + static_cast<ptrdiff_t>(done), batch.end());
+    // Frees the nodes retired if no reader can hold them any more (else a
+    // later Reclaim, or the allocator's every 64 retires, does).
+    if (retired != 0) alloc_.Reclaim();
   }
 
   void Run() {

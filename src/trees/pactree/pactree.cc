@@ -484,19 +484,26 @@ Status PacTree::RemoveKey(Key k, Unlinked* gone) {
   // The bit's NAW commits the delete; the slot is reused by later inserts.
   const uint64_t left = bm & ~(uint64_t{1} << i);
   size_.Add(-1);
-  if (static_cast<uint32_t>(std::popcount(left)) >= p_.slots / 2) {
-    pm::naw(&x->bitmap, left, &x->version, held + 1);  // no merge can follow: unlocks
-    return Status::OK();
-  }
-  pm::naw(&x->bitmap, left);
   // Underflow (the paper's rule): merge with the right sibling if the two
   // hold fewer than slots/2 pairs. Else the left sibling with x, as the
   // paper does, but only for the last node (no right sibling) and a node
   // left empty: finding the left sibling costs a search-layer descent
   // (the paper's list has prev pointers), which on every underfull delete
   // cost 35% of the delete rate for 3% of the footprint (docs/RESULTS.md).
+  const int half = static_cast<int>(p_.slots / 2);
+  const int count = std::popcount(left);
+  const uint64_t nx = x->next;
   const Key anchor = x->anchor;
-  const bool try_left = anchor != 0 && (x->next == 0 || left == 0);
+  const bool try_left = count < half && anchor != 0 && (nx == 0 || left == 0);
+  // An unlocked look at the right sibling's count (MergeNext checks again
+  // under its lock).
+  const bool try_right =
+      count < half && nx != 0 && count + std::popcount(Ld(N(nx)->bitmap) & live_mask_) < half;
+  if (!try_left && !try_right) {
+    pm::naw(&x->bitmap, left, &x->version, held + 1);  // no merge follows: unlocks
+    return Status::OK();
+  }
+  pm::naw(&x->bitmap, left);
   if (!MergeNext(x, held, true, gone) && try_left) MergeLeftOf(anchor, gone);
   return Status::OK();
 }

@@ -83,6 +83,11 @@ class UpdateLogs {
       ApplyAll();  // updater=inline
       return;
     }
+    // A remove is not worth a wake-up (a system call when the updater
+    // sleeps): until it is applied, readers the layer sends to the node
+    // merged away go on to its left sibling, and the node is only freed
+    // later. The updater's timeout or the next insert's wake-up applies it.
+    if (remove) return;
     // Pairs with Run's store of sleeping_ and its check of appended_: one
     // of the two sees the other (both sequentially consistent).
     if (sleeping_.load(std::memory_order_seq_cst)) {

@@ -541,7 +541,8 @@ void PacTree::Absorb(NodeHeader* x, NodeHeader* y) {
     const KV kv = ys[__builtin_ctzll(m)];
     const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(free));
     free &= free - 1;
-    pm::store(&xs[j], kv);
+    pm::store(&xs[j].key, kv.key);  // word by word: optimistic readers load them so
+    pm::store(&xs[j].value, kv.value);
     pm::store(&x->fpw[j / 8], WithFingerprint(x->fpw[j / 8], j, common::Fingerprint(kv.key)));
     add |= uint64_t{1} << j;
   }

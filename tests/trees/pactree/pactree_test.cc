@@ -4,7 +4,10 @@
 // search layer kept (search=pm) or rebuilt (search=dram) at open, anchors
 // the persistent search layer lost restored by open, open's repair of a
 // split cut short between its link and its bitmap store, damaged data
-// and trie nodes refused at open, and the trie's floor against a std::map.
+// and trie nodes refused at open, and the trie's floor against a std::map
+// (also after removes); merges after deleting most keys (fewer nodes, the
+// nodes merged away freed), readers crossing merges, and open's repair
+// of a merge cut short (dead copies, a leaf naming a node merged away).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -488,8 +488,9 @@ Status PacTree::RemoveKey(Key k, Unlinked* gone) {
   // hold fewer than slots/2 pairs. Else the left sibling with x, as the
   // paper does, but only for the last node (no right sibling) and a node
   // left empty: finding the left sibling costs a search-layer descent
-  // (the paper's list has prev pointers), which on every underfull delete
-  // cost 35% of the delete rate for 3% of the footprint (docs/RESULTS.md).
+  // (the paper's list has prev pointers); on every underfull delete it
+  // cut the delete rate by a third for 3% of the footprint
+  // (docs/RESULTS.md).
   const int half = static_cast<int>(p_.slots / 2);
   const int count = std::popcount(left);
   const uint64_t nx = x->next;

@@ -63,8 +63,10 @@ class PmTrie final : public SearchLayer {
   // 256 KiB allocator page of its own) in pools of kWideRootPoolBytes or
   // more; in smaller pools (tests, crash runs: a 4 MiB pool has 15 pages
   // for every size class) 4 bits, a digit node's shape (192 bytes, the
-  // digit nodes' size class), deeper but taking no page. Open accepts
-  // either (the root's bits are in its header).
+  // digit nodes' size class), deeper but taking no page. Chosen from the
+  // pool's size when the index is created (the default first segment is
+  // 64 MiB) and kept as the pool grows; open accepts either (the root's
+  // bits are in its header).
   static constexpr uint32_t kRootBits = 12;
   static constexpr uint32_t kSmallRootBits = 4;
   static constexpr uint64_t kWideRootPoolBytes = uint64_t{64} << 20;

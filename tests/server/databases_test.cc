@@ -401,6 +401,25 @@ TEST_P(DatabasesTest, MaintenanceExpiresItemsNobodyReadsAndReclaimsFlushes) {
   m.Stop();
 }
 
+TEST(Databases, ASetReadsItsKeyOnceBeforeItsConditionalWrite) {
+  // SET of a present or absent key: one read of the store under the
+  // databases (the view's), then one conditional write; the key counters
+  // take the record read. A collection in the way is read again (rare).
+  MapStore map;
+  auto d = Databases::Open(map, 2);
+  PMINDEX_ASSERT_OK(d);
+  Stats stats;
+  Keyspace keyspace(**d, stats, [] { return int64_t{1'700'000'000'000}; });
+  Items& db0 = keyspace.db(0);
+  for (const int64_t expiry : {int64_t{0}, int64_t{1'800'000'000'000}, int64_t{0}}) {
+    const uint64_t before = map.gets();
+    ASSERT_EQ(*db0.Write(StoreMode::kSet, "k", "v", 0, expiry), ItemOutcome::kDone);
+    EXPECT_EQ(map.gets() - before, 1u) << "expiry " << expiry;
+  }
+  EXPECT_EQ((*d)->Counts(0).keys, 1);
+  EXPECT_EQ((*d)->Counts(0).expires, 0);
+}
+
 TEST_P(DatabasesTest, KeyCountersFollowEveryWritePathAndReopen) {
   // The counters (DBSIZE, INFO keyspace) against a walk of every served
   // database, after each kind of write.

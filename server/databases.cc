@@ -129,8 +129,9 @@ size_t RangeOfNamespace(uint32_t ns, std::string_view from, std::optional<std::s
 
 // ---------------------------------------------------------------- pieces
 
-// What the expiry sweep examines of a stored record: a head's prefix (the
-// item's header), any other record whole.
+// What the expiry sweep and PutUnless examine of a stored record: a head's
+// prefix (the value's first bytes, the item's header among them), any
+// other record whole.
 std::string_view ExpiryView(std::string_view stored) {
   if (!chunk_codec::IsHead(stored) || stored.size() < chunk_codec::kFixedBytes) return stored;
   return stored.substr(chunk_codec::kFixedBytes);
@@ -466,6 +467,11 @@ class Databases::View final : public Store {
                                     uint64_t version) override {
     return Write(key, &value, Cond::kVersion, version);
   }
+  // One read of the key, not Store's Peek then a conditional write's read.
+  Result<WriteOutcome> PutUnless(std::string_view key, std::string_view value,
+                                 PrefixTest refuse) override {
+    return Write(key, &value, Cond::kNone, 0, refuse);
+  }
   Result<WriteOutcome> Remove(std::string_view key) override {
     return Write(key, nullptr, Cond::kNone, 0);
   }
@@ -563,12 +569,13 @@ class Databases::View final : public Store {
 
   // Every write: `value` nullptr removes. kAbsent: only if the key is
   // absent (else kPresent); kVersion: only if its version is `version`
-  // (else kAbsent or kChanged). Neither the old nor the new value in
+  // (else kAbsent or kChanged); `refuse`: not if it accepts the present
+  // value's first bytes (then kPresent). Neither the old nor the new value in
   // pieces: one conditional write of the base store on what was read;
   // else a transaction. Either is repeated if the key changed between the
   // read and the write.
   Result<WriteOutcome> Write(std::string_view key, const std::string_view* value, Cond cond,
-                             uint64_t version) {
+                             uint64_t version, PrefixTest refuse = nullptr) {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
     const uint32_t ns = Ns();
     const std::string k = Encode(ns, key);
@@ -583,10 +590,12 @@ class Databases::View final : public Store {
       if (cond == Cond::kVersion && !present) return WriteOutcome::kAbsent;
       if (cond == Cond::kVersion && cur->version != version) return WriteOutcome::kChanged;
       if (value == nullptr && !present) return WriteOutcome::kAbsent;
+      if (refuse != nullptr && present && refuse(ExpiryView(cur->value)))
+        return WriteOutcome::kPresent;
       if (!(present && chunk_codec::IsHead(cur->value)) &&
           !(value != nullptr && chunk_codec::NeedsPieces(*value, max))) {
-        Result<WriteOutcome> w = value == nullptr ? base().RemoveIfVersion(k, cur->version)
-                                 : present        ? base().PutIfVersion(k, *value, cur->version)
+        Result<WriteOutcome> w = value == nullptr ? base().RemoveIfRead(k, *cur)
+                                 : present        ? base().PutIfRead(k, *value, *cur)
                                                   : base().PutIfAbsent(k, *value);
         if (!w.ok() || *w == WriteOutcome::kDone) return w;
         continue;

@@ -240,6 +240,9 @@ class Databases {
   // those `expired` says are expired, each only if unchanged since it was
   // examined (RemoveIfVersion).
   size_t ExpireStep(size_t budget, const std::function<bool(std::string_view value)>& expired);
+  // False when no stored key has an expiry (the counters of key_counts.h):
+  // the background sweep then has nothing to look for.
+  bool AnyExpiry() const { return counted_->TotalExpires() > 0; }
 
   // Collections (collections.h). A generation number never handed out
   // before in the life of the store: numbers are reserved a block of

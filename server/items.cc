@@ -324,25 +324,15 @@ Status Items::StoreMany(const std::vector<std::pair<std::string_view, std::strin
 }
 
 Status Items::Replace(std::string_view key, std::string_view value) {
-  for (;;) {
-    // The version and kind of what is there; a large value is not read.
-    Result<StoredValue> cur = store_.Peek(key);
-    Result<WriteOutcome> w = WriteOutcome::kDone;
-    if (!cur.ok()) {
-      if (!cur.status().is_not_found()) return cur.status();
-      w = store_.PutIfAbsent(key, value);
-    } else if (collection_codec::IsCollection(cur->value)) {
-      return RunOnItems(*this, [&](TxnScope& scope, int db) -> Status {
-        PMINDEX_RETURN_IF_ERROR(DeleteKey(scope, db, key).status());
-        return scope.db(db).Put(key, value);
-      });
-    } else {
-      w = store_.PutIfVersion(key, value, cur->version);
-    }
-    if (!w.ok()) return w.status();
-    if (*w == WriteOutcome::kDone) return Status::OK();
-    // Written by someone else between the read and the write: again.
-  }
+  // One read and one conditional write, unless a collection is there.
+  Result<WriteOutcome> w = store_.PutUnless(key, value, &collection_codec::IsCollection);
+  if (!w.ok()) return w.status();
+  if (*w == WriteOutcome::kDone) return Status::OK();
+  // A collection (live or expired) goes with its elements.
+  return RunOnItems(*this, [&](TxnScope& scope, int db) -> Status {
+    PMINDEX_RETURN_IF_ERROR(DeleteKey(scope, db, key).status());
+    return scope.db(db).Put(key, value);
+  });
 }
 
 Status Items::RemoveExpired(std::string_view key, uint64_t version) {

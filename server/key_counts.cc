@@ -56,16 +56,21 @@ void KeyCountingStore::Set(uint32_t ns, KeyCounts counts) {
   std::unique_ptr<Counter>& c = counts_[ns];
   if (c == nullptr) c = std::make_unique<Counter>();
   c->keys.store(counts.keys, std::memory_order_relaxed);
-  c->expires.store(counts.expires, std::memory_order_relaxed);
+  total_expires_.fetch_add(counts.expires - c->expires.exchange(counts.expires),
+                           std::memory_order_relaxed);
 }
 
 void KeyCountingStore::Drop(uint32_t ns) {
   sync::WriterLock lock(mu_);
-  counts_.erase(ns);
+  auto it = counts_.find(ns);
+  if (it == counts_.end()) return;
+  total_expires_.fetch_sub(it->second->expires.load(), std::memory_order_relaxed);
+  counts_.erase(it);
 }
 
 void KeyCountingStore::Add(uint32_t ns, int64_t keys, int64_t expires) {
   if (keys == 0 && expires == 0) return;
+  total_expires_.fetch_add(expires, std::memory_order_relaxed);
   {
     sync::ReaderLock lock(mu_);
     auto it = counts_.find(ns);
@@ -85,19 +90,14 @@ void KeyCountingStore::Add(uint32_t ns, int64_t keys, int64_t expires) {
 Status KeyCountingStore::Put(std::string_view key, std::string_view value) {
   uint32_t ns = 0;
   if (!IsKeyRecord(key, &ns)) return base_.Put(key, value);
-  const KeyCounts now = Weight(value);
-  // Insert if absent, else replace the version read: retried until one of
-  // them finds the key as read.
+  // Insert if absent, else replace the record read (each counts what it
+  // changes): retried until one of them finds the key as read.
   for (;;) {
     Result<StoredValue> old = base_.Get(key);
     if (!old.ok() && !old.status().is_not_found()) return old.status();
-    Result<WriteOutcome> w =
-        old.ok() ? base_.PutIfVersion(key, value, old->version) : base_.PutIfAbsent(key, value);
+    Result<WriteOutcome> w = old.ok() ? PutIfRead(key, value, *old) : PutIfAbsent(key, value);
     if (!w.ok()) return w.status();
-    if (*w != WriteOutcome::kDone) continue;
-    const KeyCounts before = Weight(old);
-    Add(ns, now.keys - before.keys, now.expires - before.expires);
-    return Status::OK();
+    if (*w == WriteOutcome::kDone) return Status::OK();
   }
 }
 
@@ -134,9 +134,25 @@ Result<WriteOutcome> KeyCountingStore::PutIfVersion(std::string_view key, std::s
   // (versions never come back, so if the write succeeds, the read saw it).
   Result<StoredValue> old = base_.Get(key);
   if (!old.ok() && !old.status().is_not_found()) return old.status();
-  Result<WriteOutcome> w = base_.PutIfVersion(key, value, version);
-  if (w.ok() && *w == WriteOutcome::kDone && old.ok() && old->version == version) {
-    Add(ns, 0, Weight(value).expires - Weight(old).expires);
+  if (old.ok() && old->version == version) return PutIfRead(key, value, *old);
+  return base_.PutIfVersion(key, value, version);  // kAbsent or kChanged
+}
+
+Result<WriteOutcome> KeyCountingStore::PutIfRead(std::string_view key, std::string_view value,
+                                                 const StoredValue& read) {
+  Result<WriteOutcome> w = base_.PutIfVersion(key, value, read.version);
+  uint32_t ns = 0;
+  if (w.ok() && *w == WriteOutcome::kDone && IsKeyRecord(key, &ns))
+    Add(ns, 0, Weight(value).expires - Weight(read.value).expires);
+  return w;
+}
+
+Result<WriteOutcome> KeyCountingStore::RemoveIfRead(std::string_view key, const StoredValue& read) {
+  Result<WriteOutcome> w = base_.RemoveIfVersion(key, read.version);
+  uint32_t ns = 0;
+  if (w.ok() && *w == WriteOutcome::kDone && IsKeyRecord(key, &ns)) {
+    const KeyCounts before = Weight(read.value);
+    Add(ns, -before.keys, -before.expires);
   }
   return w;
 }
@@ -150,12 +166,8 @@ Result<WriteOutcome> KeyCountingStore::Remove(std::string_view key) {
       if (old.status().is_not_found()) return WriteOutcome::kAbsent;
       return old.status();
     }
-    Result<WriteOutcome> w = base_.RemoveIfVersion(key, old->version);
-    if (!w.ok()) return w;
-    if (*w != WriteOutcome::kDone) continue;
-    const KeyCounts before = Weight(old);
-    Add(ns, -before.keys, -before.expires);
-    return WriteOutcome::kDone;
+    Result<WriteOutcome> w = RemoveIfRead(key, *old);
+    if (!w.ok() || *w == WriteOutcome::kDone) return w;
   }
 }
 
@@ -164,18 +176,15 @@ Result<WriteOutcome> KeyCountingStore::RemoveIfVersion(std::string_view key, uin
   if (!IsKeyRecord(key, &ns)) return base_.RemoveIfVersion(key, version);
   Result<StoredValue> old = base_.Get(key);
   if (!old.ok() && !old.status().is_not_found()) return old.status();
-  Result<WriteOutcome> w = base_.RemoveIfVersion(key, version);
-  if (w.ok() && *w == WriteOutcome::kDone && old.ok() && old->version == version) {
-    const KeyCounts before = Weight(old);
-    Add(ns, -before.keys, -before.expires);
-  }
-  return w;
+  if (old.ok() && old->version == version) return RemoveIfRead(key, *old);
+  return base_.RemoveIfVersion(key, version);  // kAbsent or kChanged
 }
 
 Status KeyCountingStore::RemoveAll() {
   Status s = base_.RemoveAll();
   sync::WriterLock lock(mu_);
   counts_.clear();
+  total_expires_.store(0, std::memory_order_relaxed);
   return s;
 }
 

@@ -58,6 +58,9 @@ class KeyCountingStore final : public Store {
   void Drop(uint32_t ns);
   // Adds to namespace ns's counts (a committed change).
   void Add(uint32_t ns, int64_t keys, int64_t expires);
+  // The keys with an expiry in every namespace counted (served or waiting
+  // to be reclaimed): 0 means no key can expire.
+  int64_t TotalExpires() const { return total_expires_.load(std::memory_order_relaxed); }
   // The store under it, for writes that need no count (the reclamation of
   // a namespace nobody counts any more).
   Store& uncounted() { return base_; }
@@ -70,6 +73,9 @@ class KeyCountingStore final : public Store {
   Result<WriteOutcome> PutIfAbsent(std::string_view key, std::string_view value) override;
   Result<WriteOutcome> PutIfVersion(std::string_view key, std::string_view value,
                                     uint64_t version) override;
+  Result<WriteOutcome> PutIfRead(std::string_view key, std::string_view value,
+                                 const StoredValue& read) override;
+  Result<WriteOutcome> RemoveIfRead(std::string_view key, const StoredValue& read) override;
   Result<WriteOutcome> Remove(std::string_view key) override;
   Result<WriteOutcome> RemoveIfVersion(std::string_view key, uint64_t version) override;
   using Store::Range;
@@ -91,6 +97,7 @@ class KeyCountingStore final : public Store {
   Store& base_;
   mutable sync::SharedMutex mu_;  // guards the map; the counters are atomic
   std::unordered_map<uint32_t, std::unique_ptr<Counter>> counts_ PMINDEX_GUARDED_BY(mu_);
+  std::atomic<int64_t> total_expires_{0};  // the sum of counts_' expires
 };
 
 }  // namespace pmindex::server

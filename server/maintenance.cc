@@ -53,22 +53,28 @@ Maintenance::Work Maintenance::Cycle() {
     work.garbage += n;
     if (n == 0) break;
   }
+  if (dbs_.AnyExpiry()) work.expired = ExpireSweep(deadline);
+  Stats::Add(stats_.expired_keys, work.expired);
+  Stats::Add(stats_.reclaimed_keys, work.reclaimed + work.garbage);
+  return work;
+}
+
+size_t Maintenance::ExpireSweep(std::chrono::steady_clock::time_point deadline) {
   const int64_t now = now_ms_();
   auto expired = [now](std::string_view v) {
     return item_codec::ExpiredAt(v, now) || collection_codec::ExpiredAt(v, now);
   };
-  size_t examined = 0;
+  size_t examined = 0, total = 0;
   for (;;) {
     const size_t removed = dbs_.ExpireStep(options_.batch, expired);
-    work.expired += removed;
+    total += removed;
     examined += options_.batch;
     const bool piling_up = removed * 4 > options_.batch;
-    if ((examined >= options_.expire_keys_per_cycle && !piling_up) || Clock::now() >= deadline)
+    if ((examined >= options_.expire_keys_per_cycle && !piling_up) ||
+        std::chrono::steady_clock::now() >= deadline)
       break;
   }
-  Stats::Add(stats_.expired_keys, work.expired);
-  Stats::Add(stats_.reclaimed_keys, work.reclaimed + work.garbage);
-  return work;
+  return total;
 }
 
 }  // namespace pmindex::server

@@ -16,9 +16,11 @@
 //
 // The sweep has no index of the items that have an expiry: it walks every
 // item, so a pass over N items takes about N / expire_keys_per_cycle
-// cycles while few are expired (docs/server.md "Expiry").
+// cycles while few are expired (docs/server.md "Expiry"). It does not run
+// while no stored key has an expiry (the key counters say so).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <thread>
@@ -62,6 +64,8 @@ class Maintenance {
 
  private:
   void Run();
+  // The expiry part of a cycle: items removed.
+  size_t ExpireSweep(std::chrono::steady_clock::time_point deadline);
 
   Databases& dbs_;
   Stats& stats_;

@@ -182,6 +182,35 @@ class Store {
   [[nodiscard]] virtual Result<WriteOutcome> PutIfVersion(std::string_view key,
                                                           std::string_view value,
                                                           uint64_t version) = 0;
+  // As PutIfVersion(key, value, read.version) and RemoveIfVersion(key,
+  // read.version), where `read` is the whole record a Get of this store
+  // returned: a store that needs the record it replaces (to count it) takes
+  // it from the caller instead of reading the key again (versions never
+  // come back, so a write of read.version replaces exactly `read`).
+  [[nodiscard]] virtual Result<WriteOutcome> PutIfRead(std::string_view key, std::string_view value,
+                                                       const StoredValue& read) {
+    return PutIfVersion(key, value, read.version);
+  }
+  [[nodiscard]] virtual Result<WriteOutcome> RemoveIfRead(std::string_view key,
+                                                          const StoredValue& read) {
+    return RemoveIfVersion(key, read.version);
+  }
+  // Inserts or replaces, unless the key holds a value whose first
+  // kPeekBytes bytes `refuse` accepts: then kPresent, and nothing changes
+  // (SET over a collection, which must go with its elements). Repeated if
+  // the key changes between the read and the write.
+  using PrefixTest = bool (*)(std::string_view prefix);
+  [[nodiscard]] virtual Result<WriteOutcome> PutUnless(std::string_view key, std::string_view value,
+                                                       PrefixTest refuse) {
+    for (;;) {
+      Result<StoredValue> cur = Peek(key);
+      if (!cur.ok() && !cur.status().is_not_found()) return cur.status();
+      if (cur.ok() && refuse(cur->value)) return WriteOutcome::kPresent;
+      Result<WriteOutcome> w =
+          cur.ok() ? PutIfVersion(key, value, cur->version) : PutIfAbsent(key, value);
+      if (!w.ok() || *w == WriteOutcome::kDone) return w;
+    }
+  }
   // kDone or kAbsent.
   [[nodiscard]] virtual Result<WriteOutcome> Remove(std::string_view key) = 0;
   // Removes the key iff its version is `version`: kDone, kAbsent or

@@ -85,7 +85,7 @@ LOAD_BY_INSERTS = {"tlbtree", "roart", "pactree"}
 PHASES = ["lookup", "insert", "delete"]
 # Originals whose driver also scans: a "scan" phase after the lookups,
 # ops/10 scans of --scan-len pairs from the lookup keys (ns per scan).
-SCANS = {"roart"}
+SCANS = {"roart", "pactree"}
 
 
 def die(msg):
@@ -260,7 +260,7 @@ def main():
     ap.add_argument("--fill", type=float, default=0.7, help="bulk-load fill (lbtree and pmbench; fptree and "
                     "fastfair load by inserts)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--scan-len", type=int, default=100, help="pairs per scan (originals whose driver scans: roart)")
+    ap.add_argument("--scan-len", type=int, default=100, help="pairs per scan (originals whose driver scans: roart, pactree)")
     ap.add_argument("--cpu", default="1", help="taskset -c CPU for every run")
     ap.add_argument("--pm-dir", default="/dev/shm", help="PM files of both sides (a huge=always tmpfs "
                     "or hugetlbfs mount for 2 MiB pages)")

@@ -134,8 +134,8 @@ static_assert(offsetof(PoolHeader, root_b) % 64 == 0);
 // did not get that far). No index kind may use it.
 inline constexpr unsigned kStoreSlot = 5;
 
-// The clean-close record (issue 15): root slot 7, by convention of the
-// persistent kinds that keep one (lbtree, fptree, wbtree, cddstree).
+// The clean-close record (docs/crash-testing.md): root slot 7, by
+// convention of the persistent kinds that keep one (lbtree, fptree, wbtree, cddstree).
 // close() writes it before the pool's clean flag can be set; an open that
 // finds the flag set compares it with what its validation counted, so
 // damage that leaves a smaller well-formed structure (a zeroed leaf reads
@@ -154,7 +154,7 @@ inline uint64_t CleanCloseRecord(uint64_t entries, uint64_t nodes) {
 inline uint64_t CleanCloseEntries(uint64_t rec) { return rec & ((uint64_t{1} << 40) - 1); }
 inline uint64_t CleanCloseNodes(uint64_t rec) { return (rec >> 40) & ((uint64_t{1} << 23) - 1); }
 
-// The content record (issue 15): root slot 6, written by close() next to
+// The content record (docs/crash-testing.md): root slot 6, written by close() next to
 // the clean-close record, by every persistent kind. It holds a sum over the
 // live pairs of ContentTerm(key, value), modulo 2^64, so that the order in
 // which a walk meets the pairs does not matter: close() sums what its walk

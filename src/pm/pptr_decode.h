@@ -1,4 +1,5 @@
-// The one decoder of persistent pointers read from PM (issue 15).
+// The one decoder of persistent pointers read from PM (docs/pool-format.md
+// "What open checks, in order").
 //
 // Every PPtr an index loads from a pool (root slots, hint blocks, split
 // logs, child and next pointers walked at recovery) goes through Decode

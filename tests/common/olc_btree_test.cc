@@ -417,37 +417,6 @@ TYPED_TEST(OlcBTreeTest, ReadersDuringWriters) {
   PMINDEX_ASSERT_OK(t.verify());
 }
 
-TEST(VersionLockTest, ProtocolBits) {
-  sync::VersionLock l;
-  bool restart = false;
-  uint64_t v = l.ReadLockOrRestart(restart);
-  EXPECT_FALSE(restart);
-  l.CheckOrRestart(v, restart);
-  EXPECT_FALSE(restart);
-  uint64_t w = v;
-  l.UpgradeToWriteLockOrRestart(w, restart);
-  EXPECT_FALSE(restart);
-  EXPECT_TRUE(l.IsLocked());
-  bool stale = false;
-  l.CheckOrRestart(v, stale);
-  EXPECT_TRUE(stale);  // a locked node fails validation
-  uint64_t v2 = v;
-  bool second = false;
-  l.UpgradeToWriteLockOrRestart(v2, second);
-  EXPECT_TRUE(second);  // only one writer
-  l.WriteUnlock();
-  EXPECT_FALSE(l.IsLocked());
-  stale = false;
-  l.CheckOrRestart(v, stale);
-  EXPECT_TRUE(stale);  // the version moved
-  l.WriteLock();
-  l.WriteUnlockObsolete();
-  EXPECT_TRUE(l.IsObsolete());
-  bool obs = false;
-  l.ReadLockOrRestart(obs);
-  EXPECT_TRUE(obs);
-}
-
 // More threads than slots, in two waves so that slots are given back and
 // claimed again: every Add lands (owned slots add with a plain load and
 // store, shared ones atomically), and the sum is exact once all are joined.

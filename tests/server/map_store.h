@@ -26,11 +26,17 @@ class MapStore final : public Store {
   explicit MapStore(size_t max_value_bytes = size_t{1} << 20, size_t max_key_bytes = 1024)
       : max_value_(max_value_bytes), max_key_(max_key_bytes) {}
 
+  // Calls of Get so far (tests count the reads an operation costs).
+  uint64_t gets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return gets_;
+  }
   size_t max_key_bytes() const override { return max_key_; }
   size_t max_value_bytes() const override { return max_value_; }
 
   Result<StoredValue> Get(std::string_view key) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++gets_;
     auto it = map_.find(std::string(key));
     if (it == map_.end()) return Status::NotFound();
     return it->second;
@@ -229,6 +235,7 @@ class MapStore final : public Store {
   std::mutex mu_;
   std::map<std::string, StoredValue, std::less<>> map_;
   uint64_t clock_ = 0;
+  uint64_t gets_ = 0;
   uint64_t aborts_ = 0;
 };
 

@@ -104,6 +104,24 @@ TEST_P(StoreContract, ConditionalWritesCompareVersions) {
   EXPECT_EQ(*s().Remove("k"), WriteOutcome::kDone);
 }
 
+TEST_P(StoreContract, PutUnlessAndTheWritesOfARecordRead) {
+  auto starts_with_r = [](std::string_view p) { return p.starts_with("r"); };
+  ASSERT_EQ(*s().PutUnless("k", "r1", starts_with_r), WriteOutcome::kDone);
+  ASSERT_EQ(*s().PutUnless("k", "v2", starts_with_r), WriteOutcome::kPresent);
+  Result<StoredValue> r1 = s().Get("k");
+  PMINDEX_ASSERT_OK(r1);
+  EXPECT_EQ(r1->value, "r1");
+  ASSERT_EQ(*s().PutIfRead("k", "v3", *r1), WriteOutcome::kDone);
+  EXPECT_EQ(*s().PutIfRead("k", "v4", *r1), WriteOutcome::kChanged);
+  ASSERT_EQ(*s().PutUnless("k", "v5", starts_with_r), WriteOutcome::kDone);
+  Result<StoredValue> v5 = s().Get("k");
+  PMINDEX_ASSERT_OK(v5);
+  EXPECT_EQ(v5->value, "v5");
+  EXPECT_EQ(*s().RemoveIfRead("k", *r1), WriteOutcome::kChanged);
+  EXPECT_EQ(*s().RemoveIfRead("k", *v5), WriteOutcome::kDone);
+  EXPECT_EQ(*s().RemoveIfRead("k", *v5), WriteOutcome::kAbsent);
+}
+
 TEST_P(StoreContract, PutManyRangeAndRemoveAll) {
   std::vector<std::string> keys;
   for (int i = 0; i < 2500; ++i) keys.push_back("key" + std::to_string(100000 + i));

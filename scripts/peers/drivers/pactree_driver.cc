@@ -11,7 +11,9 @@
 // pmindex_peer_path below); MB is ignored (their pool sizes are fixed, 1
 // GiB each). `load` inserts the keys one by one in file order (PACTree
 // has no bulk load). Values are the keys (their lookup returns 0 for "not
-// found", so keys must be non-zero). In the counting build
+// found", so keys must be non-zero). `scan N KEYFILE L` runs N scans of
+// L pairs from each key (their `scan(start, L, values)`); ok counts the
+// scans that returned at least L values. In the counting build
 // (-DPMINDEX_PEER_COUNT, see pactree.sh), run with scripts/peers/shim's
 // libpmem counter preloaded, every phase also prints
 // "lines_flushed <n> fences <n>" (their background threads' write-backs
@@ -54,11 +56,16 @@ int main(int argc, char** argv) {
       tree = new pactree(1);
       tree->registerThread();
       i += 3;
-    } else if (cmd == "load" || cmd == "insert" || cmd == "lookup" || cmd == "del") {
+    } else if (cmd == "load" || cmd == "insert" || cmd == "lookup" || cmd == "del" ||
+               cmd == "scan") {
       if (tree == nullptr) peers::Die("no pool given before", cmd.c_str());
-      if (i + 2 >= argc) peers::Die("usage:", (cmd + " N KEYFILE").c_str());
+      const int args = cmd == "scan" ? 3 : 2;
+      if (i + args >= argc) peers::Die("usage:", (cmd + " N KEYFILE [LEN]").c_str());
       const long long n = atoll(argv[i + 1]);
+      const int len = cmd == "scan" ? atoi(argv[i + 3]) : 0;
       std::vector<uint64_t> keys = peers::ReadKeys(argv[i + 2], n);
+      std::vector<Val_t> values;
+      values.reserve(static_cast<size_t>(len) + 128);
       long long ok = 0;
       unsigned long long lines0 = 0, fences0 = 0, lines1 = 0, fences1 = 0;
       const bool counting = peers::AllCounts(&lines0, &fences0);
@@ -68,15 +75,18 @@ int main(int argc, char** argv) {
         for (long long j = 0; j < n; ++j) ok += tree->insert(keys[j], keys[j]);
       } else if (cmd == "lookup") {
         for (long long j = 0; j < n; ++j) ok += tree->lookup(keys[j]) == keys[j];
-      } else {
+      } else if (cmd == "del") {
         for (long long j = 0; j < n; ++j) ok += tree->remove(keys[j]) != 0;
+      } else {
+        for (long long j = 0; j < n; ++j)
+          ok += tree->scan(keys[j], len, values) >= static_cast<uint64_t>(len);
       }
       const long long t1 = peers::NowNs();
       const long long c1 = peers::CpuNs();
       peers::Report(cmd.c_str(), n, argv[i + 2], t1 - t0, ok, c1 - c0);
       if (counting && peers::AllCounts(&lines1, &fences1))
         printf("lines_flushed %llu fences %llu\n", lines1 - lines0, fences1 - fences0);
-      i += 3;
+      i += args + 1;
     } else {
       peers::Die("unknown command", argv[i]);
     }

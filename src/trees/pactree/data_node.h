@@ -14,7 +14,10 @@
 //                      rewrites it from the chain
 //            search    in the head only, with search=pm: PPtr raw of the
 //                      persistent search layer's root (pm_trie.h); 0 else
-//            pad
+//            merged    0 while the node is in the chain; once it has been
+//                      merged away, PPtr raw of its left sibling that took
+//                      its pairs (a reader that meets it goes there); open
+//                      resets it to 0 on every chain node
 //   line 1   fpw[8]    fingerprint bytes, slot i in byte i % 8 of word i / 8
 //   line 2.. slots     KV {key, value}, 16 bytes each, four per line
 //
@@ -23,7 +26,9 @@
 // new sibling is durable before the `next` NAW that links it (which commits
 // a split). A pair whose key is >= the next node's anchor is dead whatever
 // its bit says: a crash between a split's link and the bitmap NAW that
-// clears the moved slots leaves such pairs, and open clears their bits.
+// clears the moved slots leaves such pairs, and so does a crash between a
+// merge's bitmap store (the right sibling's pairs copied in) and its
+// `next` store that unlinks the sibling; open clears their bits.
 #pragma once
 
 #include <atomic>
@@ -49,7 +54,7 @@ struct alignas(64) NodeHeader {
   uint64_t bitmap;
   Key high;
   uint64_t search;
-  uint64_t pad;
+  uint64_t merged;
   uint64_t fpw[kMaxSlots / 8];
 };
 static_assert(sizeof(NodeHeader) == 128);

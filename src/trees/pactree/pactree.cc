@@ -8,15 +8,22 @@
 //   one NAW of the node's bitmap, an update with the 8-byte value store
 //   and its persist, a split with the NAW of the left node's `next` that
 //   links a new right sibling written and persisted while unreachable
-//   (copy-on-write of the upper half). Nodes are never merged or freed, so
-//   a pointer to a data node, once read, stays valid.
+//   (copy-on-write of the upper half), a merge (a remove that leaves a node
+//   and its right sibling with fewer than slots/2 pairs together, the
+//   paper's rule) with the `next` store that unlinks the right sibling,
+//   whose pairs were copied into free slots of the left one and made live
+//   by a bitmap store before it on the same line. A node merged away names
+//   the node that took its pairs (`merged`) and is retired to the
+//   allocator's epochs once the search layer no longer names it: every
+//   operation runs inside an epoch guard, so a node pointer, once read,
+//   stays readable for the operation.
 // - The search layer (search_layer.h): anchor key -> data node. With
 //   search=pm (the default, the paper's) a persistent trie in the pool
 //   standing for PDL-ART (pm_trie.h), its root named by the head node and
 //   kept across opens; with search=dram this project's DRAM OLC B+-tree,
 //   rebuilt from the data layer at every open. Splits do not update it:
-//   they append to per-NUMA update logs (update_log.h) that an updater
-//   thread applies. A search-layer floor may therefore be a stale anchor
+//   they (and merges) append to per-NUMA update logs (update_log.h) that
+//   an updater thread applies. A search-layer floor may therefore be a stale anchor
 //   left of the node that owns a key; every operation moves right along
 //   `next` while the next node's anchor is <= its key.
 //
@@ -34,13 +41,16 @@
 // sums and visits the live pairs, and checks the persistent search layer
 // against the chain; then (after MarkInUse) clears the bits of pairs a
 // split had moved when the crash came, resets lock words, and queues the
-// anchors the search layer lacks (update log entries the crash lost).
+// anchors the search layer lacks (update log entries the crash lost) and
+// removes its leaves that name nodes merged away.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "alloc/allocator.h"
@@ -97,8 +107,10 @@ class PacTree final : public Index {
   Status verify() override;
   IndexStats stats() override;
   Status for_each_block(const std::function<void(PPtr)>& fn) override;
+  // The logs applied and every retired node freed.
   void quiesce() override {
     if (logs_) logs_->Drain();
+    env_.alloc->Reclaim();
   }
   Status close() override;
 
@@ -113,7 +125,9 @@ class PacTree final : public Index {
 
   NodeHeader* N(uint64_t raw) const { return env_.pool->to_ptr<NodeHeader>(PPtr(raw)); }
   // The data node the search layer names for k: its anchor is <= k, and
-  // the node owning k is it or one to its right. The layer is a hint: a
+  // the node owning k is it or one to its right, or it was merged away
+  // (its `merged` leads left, to an anchor still <= k). REQUIRES: inside
+  // an epoch guard. The layer is a hint: a
   // name that is not a data node at or below k (only a damaged pool's
   // trie gives one) is replaced by the head.
   NodeHeader* Floor(Key k) const {
@@ -135,7 +149,8 @@ class PacTree final : public Index {
   static void Unlock(NodeHeader* x, uint64_t held, bool changed) {
     pm::store(&x->version, changed ? held + 1 : held - 1, std::memory_order_release);
   }
-  // The node owning k, locked; *held receives its lock word.
+  // The node owning k, locked (never a node merged away); *held receives
+  // its lock word. REQUIRES: inside an epoch guard.
   NodeHeader* LockOwner(Key k, uint64_t* held);
 
   Status Write(Op op, Key k, Value v);
@@ -145,6 +160,24 @@ class PacTree final : public Index {
   // x is locked, full, and owns k, which it does not hold: splits x and
   // inserts (k, v) into the half that owns it. Unlocks x.
   Status SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v);
+  // A node a merge took out of the chain, for the update logs.
+  struct Unlinked {
+    Key anchor = 0;
+    uint64_t raw = 0;
+  };
+  // remove() inside its epoch guard; *gone: the node a merge unlinked.
+  Status RemoveKey(Key k, Unlinked* gone);
+  // x is locked (*held); `changed`: x was changed under this lock. If x
+  // and its right sibling y hold fewer than slots/2 pairs together, x
+  // takes y's pairs and y leaves the chain (Absorb; *gone = y). Unlocks
+  // both; true iff merged.
+  bool MergeNext(NodeHeader* x, uint64_t held, bool changed, Unlinked* gone);
+  // Copies y's pairs into x's free slots and unlinks y (both locked,
+  // y = x's next, the pairs fit); marks y merged into x.
+  void Absorb(NodeHeader* x, NodeHeader* y);
+  // Merges the node left of `anchor` (a chain node's) with its right
+  // sibling if the rule allows (MergeNext).
+  void MergeLeftOf(Key anchor, Unlinked* gone);
 
   // Read-only validation of the data layer for open and verify: the chain
   // from the head (decoded, tagged, anchors strictly ascending from 0),
@@ -180,6 +213,7 @@ class PacTree final : public Index {
   uint64_t repaired_ = 0;  // anchors open found missing from the search layer
   olc_detail::StripedCounter size_;
   olc_detail::StripedCounter splits_;
+  olc_detail::StripedCounter merges_;
   bool ready_ = false;
   bool closed_ = false;
 };
@@ -228,6 +262,11 @@ NodeHeader* PacTree::LockOwner(Key k, uint64_t* held) {
     alloc::MeterVisit(*env_.alloc, x);
     pm::ModelRead(x, 2 * pm::kCacheLine);  // the header line and the fingerprints
     *held = Lock(x);
+    if (x->merged != 0) {  // merged away: its left sibling took its keys
+      Unlock(x, *held, false);
+      x = N(x->merged);
+      continue;
+    }
     const uint64_t nx = x->next;
     if (nx == 0 || x->high > k) return x;
     // A stale anchor: x split and the search layer does not know yet.
@@ -239,6 +278,7 @@ NodeHeader* PacTree::LockOwner(Key k, uint64_t* held) {
 // ---------------------------------------------------------------- readers
 
 std::optional<Value> PacTree::lookup(Key k) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);  // a node merged away stays readable
   const NodeHeader* x = Floor(k);
   for (;;) {
     alloc::MeterVisit(*env_.alloc, x);
@@ -247,6 +287,11 @@ std::optional<Value> PacTree::lookup(Key k) {
     // is: neither address depends on the other's content.
     PrefetchLine(x->fpw);
     const uint64_t v = AwaitUnlocked(x);
+    // Set once, before the unlock that follows the merge: no validation.
+    if (const uint64_t to = LdAcquire(x->merged); to != 0) {
+      x = N(to);
+      continue;
+    }
     const uint64_t nx = LdAcquire(x->next);
     if (nx != 0 && Ld(x->high) <= k) {
       if (Unchanged(x, v)) x = N(nx);
@@ -263,6 +308,7 @@ std::optional<Value> PacTree::lookup(Key k) {
 
 size_t PacTree::scan(Key from, size_t n, KV* out) {
   if (n == 0) return 0;
+  alloc::Allocator::EpochGuard eg(*env_.alloc);  // a node merged away stays readable
   const NodeHeader* x = Floor(from);
   size_t got = 0;
   KV buf[kMaxSlots];
@@ -270,6 +316,10 @@ size_t PacTree::scan(Key from, size_t n, KV* out) {
     alloc::MeterVisit(*env_.alloc, x);
     pm::ModelRead(x, NodeBytes(p_.slots));
     const uint64_t v = AwaitUnlocked(x);
+    if (const uint64_t to = LdAcquire(x->merged); to != 0) {
+      x = N(to);  // left, to pairs below `from` already returned: skipped
+      continue;
+    }
     const uint64_t nx = LdAcquire(x->next);
     const bool bounded = nx != 0;
     const Key upper = bounded ? Ld(x->high) : 0;
@@ -287,6 +337,7 @@ size_t PacTree::scan(Key from, size_t n, KV* out) {
     if (!Unchanged(x, v)) continue;
     std::sort(buf, buf + cnt, [](const KV& a, const KV& b) { return a.key < b.key; });
     for (uint32_t i = 0; i < cnt && got < n; ++i) out[got++] = buf[i];
+    if (bounded) from = upper;  // every pair below it is returned
     x = bounded ? N(nx) : nullptr;
   }
   return got;
@@ -304,6 +355,7 @@ void PacTree::FillSlot(NodeHeader* x, uint32_t i, Key k, Value v) {
 }
 
 Status PacTree::Write(Op op, Key k, Value v) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
   uint64_t held;
   NodeHeader* x = LockOwner(k, &held);
   const uint64_t bm = x->bitmap & live_mask_;
@@ -379,7 +431,7 @@ Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
   pm::store(&y->high, x->next != 0 ? x->high : Key{0});
   pm::store(&y->bitmap, (uint64_t{1} << cnt) - 1);  // cnt <= slots / 2 + 1 < 64
   pm::store(&y->search, uint64_t{0});
-  pm::store(&y->pad, uint64_t{0});
+  pm::store(&y->merged, uint64_t{0});
   for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
   pm::persist(y, sizeof(NodeHeader) + cnt * sizeof(KV));  // durable before the link
   uint64_t moved = 0;
@@ -410,6 +462,17 @@ Status PacTree::SplitInsert(NodeHeader* x, uint64_t held, Key k, Value v) {
 }
 
 Status PacTree::remove(Key k) {
+  Unlinked gone;
+  const Status st = RemoveKey(k, &gone);
+  // Queued after the guard: with updater=inline the node is retired here
+  // and, when no other thread is inside a guard, freed at once (so that
+  // the crash simulator sees its block reused).
+  if (gone.raw != 0) logs_->Append(gone.anchor, gone.raw, /*remove=*/true);
+  return st;
+}
+
+Status PacTree::RemoveKey(Key k, Unlinked* gone) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
   uint64_t held;
   NodeHeader* x = LockOwner(k, &held);
   const uint64_t bm = x->bitmap & live_mask_;
@@ -419,9 +482,102 @@ Status PacTree::remove(Key k) {
     return Status::NotFound();
   }
   // The bit's NAW commits the delete; the slot is reused by later inserts.
-  pm::naw(&x->bitmap, bm & ~(uint64_t{1} << i), &x->version, held + 1);
+  const uint64_t left = bm & ~(uint64_t{1} << i);
   size_.Add(-1);
+  // Underflow (the paper's rule): merge with the right sibling if the two
+  // hold fewer than slots/2 pairs. Else the left sibling with x, as the
+  // paper does, but only for the last node (no right sibling) and a node
+  // left empty: finding the left sibling costs a search-layer descent
+  // (the paper's list has prev pointers); on every underfull delete it
+  // cut the delete rate by a third for 3% of the footprint
+  // (docs/RESULTS.md).
+  const int half = static_cast<int>(p_.slots / 2);
+  const int count = std::popcount(left);
+  const uint64_t nx = x->next;
+  const Key anchor = x->anchor;
+  const bool try_left = count < half && anchor != 0 && (nx == 0 || left == 0);
+  // An unlocked look at the right sibling's count (MergeNext checks again
+  // under its lock).
+  const bool try_right =
+      count < half && nx != 0 && count + std::popcount(Ld(N(nx)->bitmap) & live_mask_) < half;
+  if (!try_left && !try_right) {
+    pm::naw(&x->bitmap, left, &x->version, held + 1);  // no merge follows: unlocks
+    return Status::OK();
+  }
+  pm::naw(&x->bitmap, left);
+  if (!MergeNext(x, held, true, gone) && try_left) MergeLeftOf(anchor, gone);
   return Status::OK();
+}
+
+bool PacTree::MergeNext(NodeHeader* x, uint64_t held, bool changed, Unlinked* gone) {
+  const uint64_t yraw = x->next;
+  NodeHeader* y = yraw != 0 ? N(yraw) : nullptr;
+  const int half = static_cast<int>(p_.slots / 2);
+  const int xcount = std::popcount(x->bitmap & live_mask_);
+  // An unlocked first look at y's count (checked again under its lock).
+  if (y != nullptr && xcount + std::popcount(Ld(y->bitmap) & live_mask_) >= half) y = nullptr;
+  // Locks go left to right (x, then its next), as every writer's; y is in
+  // the chain while x, locked and live, names it.
+  const uint64_t yheld = y != nullptr ? Lock(y) : 0;
+  if (y == nullptr || xcount + std::popcount(y->bitmap & live_mask_) >= half) {
+    if (y != nullptr) Unlock(y, yheld, false);
+    Unlock(x, held, changed);
+    return false;
+  }
+  *gone = Unlinked{y->anchor, yraw};  // leaves the search layer, then is retired
+  Absorb(x, y);
+  Unlock(y, yheld, true);
+  Unlock(x, held, true);
+  merges_.Add(1);
+  return true;
+}
+
+void PacTree::Absorb(NodeHeader* x, NodeHeader* y) {
+  const uint64_t xb = x->bitmap & live_mask_;
+  uint64_t free = ~xb & live_mask_;
+  uint64_t add = 0;
+  const KV* ys = Slots(y);
+  KV* xs = Slots(x);
+  for (uint64_t m = y->bitmap & live_mask_; m != 0; m &= m - 1) {
+    const KV kv = ys[__builtin_ctzll(m)];
+    const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(free));
+    free &= free - 1;
+    pm::store(&xs[j].key, kv.key);  // word by word: optimistic readers load them so
+    pm::store(&xs[j].value, kv.value);
+    pm::store(&x->fpw[j / 8], WithFingerprint(x->fpw[j / 8], j, common::Fingerprint(kv.key)));
+    add |= uint64_t{1} << j;
+  }
+  // Each line written once: the fingerprints' and the slots' (four a line).
+  pm::flush(x->fpw, sizeof(x->fpw));
+  constexpr uint32_t kPerLine = pm::kCacheLine / sizeof(KV);
+  for (uint64_t m = add; m != 0;) {
+    const uint32_t line = static_cast<uint32_t>(__builtin_ctzll(m)) / kPerLine;
+    pm::flush(&xs[line * kPerLine], pm::kCacheLine);
+    m &= ~(uint64_t{(1u << kPerLine) - 1} << (line * kPerLine));
+  }
+  pm::fence();  // y's pairs durable in x while their bits are clear
+  // Line 0 of x: the bits, `high`, then `next`, durable in program order.
+  // A crash leaves none, the bits (copies of y's pairs at or past x's next
+  // anchor, still y's: dead, open clears them), the bits and `high`, or
+  // all three: the unlink commits the merge and y is unreachable.
+  pm::store(&x->bitmap, xb | add);
+  pm::store(&x->high, y->high);
+  // The unlink must be durable before y's block is reused: every image
+  // without it is consistent (the merge not done), but one naming a reused
+  // block is not. y is reused only after the updater removed its entry
+  // (whose persist fences) and the allocation that reuses it fenced too.
+  // pmcrash-redundant(drop-fence,flush-late): the simulator counts those
+  // later fences (of any thread) for this flushed line; on hardware this
+  // thread's fence orders the write-back before the remove entry is queued.
+  pm::naw(&x->next, y->next);
+  // (DRAM meaning only: y is unreachable in every image from here.)
+  pm::store(&y->merged, env_.pool->to_pptr(x).raw(), std::memory_order_release);
+}
+
+void PacTree::MergeLeftOf(Key anchor, Unlinked* gone) {
+  uint64_t held;
+  NodeHeader* p = LockOwner(anchor - 1, &held);
+  MergeNext(p, held, false, gone);
 }
 
 // ----------------------------------------------------------- bulk, create
@@ -434,7 +590,10 @@ Result<std::unique_ptr<Index>> PacTree::Create(const IndexEnv& env, const Params
   std::unique_ptr<PmTrie> trie;
   if (p.pm_search) {
     // A trie holding the head's leaf, flushed; the head's persist fences both.
-    Result<uint64_t> root = PmTrie::MakeRoot(*env.pool, *env.alloc, t->head_raw_);
+    // A small pool gets a small root (pm_trie.h): its page is the pool's
+    // to fill.
+    Result<uint64_t> root = PmTrie::MakeRoot(*env.pool, *env.alloc,
+                                             PmTrie::RootBitsFor(env.pool->size()), t->head_raw_);
     if (!root.ok()) {
       env.alloc->Free(h.value());
       return root.status();
@@ -462,6 +621,7 @@ Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
   // REQUIRES (as every bulk_load): no other operation on the index. It
   // must never have split, so the head is the only node and no update is
   // pending in the logs.
+  logs_->Drain();  // merges' removes applied: the old trie is not in use when it is freed
   NodeHeader* head = N(head_raw_);
   if (head->next != 0 || (head->bitmap & live_mask_) != 0)
     return Status::InvalidArgument("pactree: bulk_load needs an empty index");
@@ -509,7 +669,7 @@ Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
     pm::store(&y->high, c + 1 < count ? sorted[e].key : Key{0});
     pm::store(&y->bitmap, cnt == 64 ? ~uint64_t{0} : (uint64_t{1} << cnt) - 1);
     pm::store(&y->search, uint64_t{0});
-    pm::store(&y->pad, uint64_t{0});
+    pm::store(&y->merged, uint64_t{0});
     for (uint32_t w = 0; w < kMaxSlots / 8; ++w) pm::store(&y->fpw[w], fpw[w]);
     pm::flush(y, sizeof(NodeHeader) + cnt * sizeof(KV));
   }
@@ -539,7 +699,7 @@ Status PacTree::bulk_load(std::span<const KV> sorted, double fill) {
 
 Result<std::unique_ptr<PmTrie>> PacTree::BuildTrie(const std::vector<uint64_t>& raws,
                                                    const std::vector<Key>& anchors) {
-  Result<uint64_t> root = PmTrie::MakeRoot(*env_.pool, *env_.alloc);
+  Result<uint64_t> root = PmTrie::MakeRoot(*env_.pool, *env_.alloc, trie_->root_bits());
   if (!root.ok()) return root.status();
   auto t = std::make_unique<PmTrie>(*env_.pool, *env_.alloc, root.value(), 1, 0);
   for (size_t c = 0; c < raws.size(); ++c) {
@@ -557,7 +717,8 @@ Result<std::unique_ptr<PmTrie>> PacTree::BuildTrie(const std::vector<uint64_t>& 
 void PacTree::StartSearchLayer(std::unique_ptr<PmTrie> trie) {
   trie_ = std::move(trie);
   search_ = trie_ ? static_cast<SearchLayer*>(trie_.get()) : &dram_;
-  logs_ = std::make_unique<UpdateLogs>(*search_, *env_.alloc, p_.background);
+  logs_ = std::make_unique<UpdateLogs>(*search_, *env_.alloc, p_.background,
+                                       [this](uint64_t r) { return LdAcquire(N(r)->merged) != 0; });
 }
 
 void PacTree::RebuildSearchLayer(const std::vector<uint64_t>& raws) {
@@ -662,6 +823,7 @@ Result<std::unique_ptr<Index>> PacTree::Open(const IndexEnv& env, const Params& 
   for (size_t n = 0; n < chain.raws.size(); ++n) {
     NodeHeader* x = t->N(chain.raws[n]);
     if (x->version != 0) pm::store(&x->version, uint64_t{0});
+    if (x->merged != 0) pm::store(&x->merged, uint64_t{0});  // only a damaged pool has one
     // A crash between a split's link and its store of `high` leaves the
     // old value; the chain's anchors are the truth. (Not persisted: every
     // open rewrites it.)
@@ -674,10 +836,14 @@ Result<std::unique_ptr<Index>> PacTree::Open(const IndexEnv& env, const Params& 
     // The trie is kept. The anchors it lacks are splits whose update-log
     // entries the crash lost (DRAM): queued as those entries were, they
     // are applied once open_index has finished the allocator's recovery.
-    t->StartSearchLayer(std::make_unique<PmTrie>(*env.pool, *env.alloc, census.blocks[0],
-                                                 census.blocks.size(), census.leaves));
+    auto trie = std::make_unique<PmTrie>(*env.pool, *env.alloc, census.blocks[0],
+                                         census.blocks.size(), census.leaves);
+    // Leaves naming nodes merged away (their removal lost): cleared now,
+    // before recovery frees those nodes' blocks.
+    for (const auto& [anchor, raw] : census.stale) trie->ClearStaleLeaf(anchor, raw);
+    t->StartSearchLayer(std::move(trie));
     for (size_t i : census.missing) t->logs_->Defer(chain.anchors[i], chain.raws[i]);
-    t->repaired_ = census.missing.size();
+    t->repaired_ = census.missing.size() + census.stale.size();
   } else {
     t->RebuildSearchLayer(chain.raws);
     t->StartSearchLayer(nullptr);
@@ -696,6 +862,7 @@ Status PacTree::close() {
   if (closed_ || !ready_ || abandoned()) return Status::OK();
   closed_ = true;
   logs_->Stop();
+  env_.alloc->Reclaim();  // the nodes merged away are freed (no reader is left)
   common::ContentSum content;
   for (uint64_t r = head_raw_; r != 0;) {
     const NodeHeader* x = N(r);
@@ -725,6 +892,9 @@ Status PacTree::verify() {
     if ((x->version & 1) != 0)
       return Status::Corruption("pactree: data node " + std::to_string(chain.raws[n]) +
                                 " is locked");
+    if (x->merged != 0)
+      return Status::Corruption("pactree: data node " + std::to_string(chain.raws[n]) +
+                                " is in the chain but marked merged away");
     if (n + 1 < chain.raws.size() && x->high != N(chain.raws[n + 1])->anchor)
       return Status::Corruption("pactree: data node " + std::to_string(chain.raws[n]) +
                                 ": high key " + std::to_string(x->high) +
@@ -742,30 +912,42 @@ Status PacTree::VerifySearchLayer(const Chain& chain) const {
   if (trie_ && N(head_raw_)->search != trie_->root_raw())
     return Status::Corruption("pactree: the head does not name the search layer's root");
   // With the logs drained, the search layer maps exactly the chain's
-  // anchors, ascending, but for the entries still queued because the layer
-  // had no space for them (the chain is consumed in order; anchors never
-  // repeat).
+  // anchors, but for the entries still queued because the layer had no
+  // space for an insert: each such insert is an anchor missing, each such
+  // remove a leaf naming a node merged away.
+  std::unordered_map<uint64_t, Key> in_chain;
+  for (size_t i = 0; i < chain.raws.size(); ++i) in_chain.emplace(chain.raws[i], chain.anchors[i]);
   Status st = Status::OK();
-  size_t i = 0, skipped = 0;
+  size_t matched = 0, extra = 0;
   search_->ForEach([&](uint64_t key, uint64_t raw) {
-    for (; i < chain.raws.size() && chain.raws[i] != raw; ++i) ++skipped;
-    if (st.ok() && (i == chain.raws.size() || chain.anchors[i] != key))
+    auto it = in_chain.find(raw);
+    if (it != in_chain.end() && it->second == key) {
+      ++matched;
+      return;
+    }
+    ++extra;
+    const bool merged_away =
+        it == in_chain.end() &&
+        pm::CheckPPtr(*env_.pool, raw, node_bytes_, 64) == pm::PPtrFault::kOk &&
+        N(raw)->tag == kNodeTag && N(raw)->anchor == key && N(raw)->merged != 0;
+    if (st.ok() && !merged_away)
       st = Status::Corruption("pactree: the search layer maps anchor " + std::to_string(key) +
                               " to " + std::to_string(raw) +
-                              ", not a data node with that anchor in chain order");
-    ++i;
+                              ", neither a chain node with that anchor nor one merged away");
   });
   PMINDEX_RETURN_IF_ERROR(st);
-  skipped += chain.raws.size() - std::min(i, chain.raws.size());
-  if (skipped != logs_->pending())
-    return Status::Corruption("pactree: the search layer lacks " + std::to_string(skipped) +
-                              " of the chain's anchors, with " + std::to_string(logs_->pending()) +
+  const size_t missing = chain.raws.size() - matched;
+  if (missing + extra > logs_->pending())
+    return Status::Corruption("pactree: the search layer lacks " + std::to_string(missing) +
+                              " of the chain's anchors and names " + std::to_string(extra) +
+                              " nodes merged away, with " + std::to_string(logs_->pending()) +
                               " update-log entries pending");
   return Status::OK();
 }
 
 IndexStats PacTree::stats() {
   IndexStats s;
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
   uint64_t nodes = 0;
   for (uint64_t r = head_raw_; r != 0; r = LdAcquire(N(r)->next)) ++nodes;
   s.entries = size_.Sum();
@@ -775,6 +957,7 @@ IndexStats PacTree::stats() {
   s.pm_bytes = nodes * node_bytes_ + (trie_ ? trie_->Bytes() : 0);
   s.dram_bytes = trie_ ? 0 : dram_.Bytes();
   s.extra.emplace_back("splits", static_cast<double>(splits_.Sum()));
+  s.extra.emplace_back("merges", static_cast<double>(merges_.Sum()));
   s.extra.emplace_back("update_logs", static_cast<double>(logs_->logs()));
   s.extra.emplace_back("search_layer_lag", static_cast<double>(logs_->pending()));
   s.extra.emplace_back("search_layer_pm", trie_ ? 1.0 : 0.0);
@@ -786,6 +969,7 @@ IndexStats PacTree::stats() {
 }
 
 Status PacTree::for_each_block(const std::function<void(PPtr)>& fn) {
+  alloc::Allocator::EpochGuard eg(*env_.alloc);
   for (uint64_t r = head_raw_; r != 0; r = LdAcquire(N(r)->next)) fn(PPtr(r));
   if (trie_) trie_->ForEachBlock([&](uint64_t r) { fn(PPtr(r)); });
   return Status::OK();

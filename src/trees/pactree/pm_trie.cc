@@ -61,7 +61,7 @@ Status Checker::Node(uint64_t raw, uint32_t parent_shift, Key path, uint32_t dep
   auto where = [raw] { return "pactree: trie node " + Hex(raw); };
   if (n->tag != kTrieTag) return Status::Corruption(where() + " has no trie tag");
   const bool root = depth == 0;
-  const bool shape = root ? n->bits == PmTrie::kRootBits && n->shift == PmTrie::kRootShift
+  const bool shape = root ? PmTrie::IsRootShape(n->bits, n->shift)
                           : n->bits == PmTrie::kDigitBits && n->shift % PmTrie::kDigitBits == 0 &&
                                 n->shift + n->bits <= parent_shift;
   if (!shape)
@@ -86,21 +86,23 @@ Status Checker::Node(uint64_t raw, uint32_t parent_shift, Key path, uint32_t dep
 }
 
 Status Checker::Leaf(uint64_t raw, Key path, uint32_t shift) {
-  Key anchor;
+  auto d = pm::Decode<const NodeHeader>(pool, raw, sizeof(NodeHeader), 64, "pactree: trie leaf");
+  if (!d.ok()) return d.status();
+  if (d.value()->tag != kNodeTag)
+    return Status::Corruption("pactree: the trie names " + Hex(raw) + ", not a data node");
+  const Key anchor = Ld(d.value()->anchor);
   if (raws != nullptr) {
     // Leaves ascend, so the chain is consumed in order; the nodes passed
-    // over are the anchors the trie lacks.
-    while (cursor < raws->size() && (*raws)[cursor] != raw) census->missing.push_back(cursor++);
-    if (cursor == raws->size())
-      return Status::Corruption("pactree: the trie names " + Hex(raw) +
-                                ", not a data node of the chain in anchor order");
-    anchor = (*anchors)[cursor++];
-  } else {
-    auto d = pm::Decode<const NodeHeader>(pool, raw, sizeof(NodeHeader), 64, "pactree: trie leaf");
-    if (!d.ok()) return d.status();
-    if (d.value()->tag != kNodeTag)
-      return Status::Corruption("pactree: the trie names " + Hex(raw) + ", not a data node");
-    anchor = Ld(d.value()->anchor);
+    // over are the anchors the trie lacks. A leaf naming a data node the
+    // chain does not hold is a node merged away whose removal the crash
+    // lost (its block is not reused before the removal is durable).
+    while (cursor < raws->size() && (*anchors)[cursor] < anchor)
+      census->missing.push_back(cursor++);
+    if (cursor < raws->size() && (*raws)[cursor] == raw) {
+      ++cursor;
+    } else {
+      census->stale.emplace_back(anchor, raw);
+    }
   }
   if ((anchor & HighMask(shift)) != path || (have_prev && anchor <= prev))
     return Status::Corruption("pactree: the trie holds anchor " + std::to_string(anchor) +
@@ -122,15 +124,20 @@ PmTrie::PmTrie(Pool& pool, alloc::Allocator& alloc, uint64_t root_raw, uint64_t 
       size_(leaves),
       nodes_(nodes) {}
 
-Result<uint64_t> PmTrie::MakeRoot(Pool& pool, alloc::Allocator& alloc, uint64_t head) {
-  const uint64_t bytes = TrieNodeBytes(kRootBits);
+uint32_t PmTrie::RootBitsFor(uint64_t pool_bytes) {
+  return pool_bytes >= kWideRootPoolBytes ? kRootBits : kSmallRootBits;
+}
+
+Result<uint64_t> PmTrie::MakeRoot(Pool& pool, alloc::Allocator& alloc, uint32_t bits,
+                                  uint64_t head) {
+  const uint64_t bytes = TrieNodeBytes(bits);
   Result<PPtr> a = alloc.Alloc(bytes);
   if (!a.ok()) return a.status();
   auto* n = pool.to_ptr<TrieHeader>(a.value());
   pm::fill(n, 0, bytes);
   pm::store(&n->tag, kTrieTag);
-  pm::store(&n->shift, kRootShift);
-  pm::store(&n->bits, kRootBits);
+  pm::store(&n->shift, 64 - bits);
+  pm::store(&n->bits, bits);
   if (head != 0) pm::store(&Children(n)[0], head | 1);  // anchor 0: top digit 0
   pm::flush(n, bytes);  // the caller's fence makes it durable before it is named
   return a.value().raw();
@@ -142,6 +149,7 @@ Status PmTrie::Check(const Pool& pool, uint64_t root_raw, const std::vector<uint
   ck.limit = pool.size() / TrieNodeBytes(kDigitBits) + 1;
   PMINDEX_RETURN_IF_ERROR(ck.Node(root_raw, 64, 0, 0));
   while (ck.cursor < raws.size()) census->missing.push_back(ck.cursor++);
+  census->root_bits = pool.to_ptr<const TrieHeader>(PPtr(root_raw))->bits;
   census->leaves = ck.leaves;
   return Status::OK();
 }
@@ -162,7 +170,9 @@ Status PmTrie::Verify() const {
 const TrieHeader* PmTrie::NodeAt(uint64_t raw) const {
   if (pm::CheckPPtr(pool_, raw, sizeof(TrieHeader), 64) != pm::PPtrFault::kOk) return nullptr;
   const auto* n = pool_.to_ptr<const TrieHeader>(PPtr(raw));
-  if (n->tag != kTrieTag || (n->bits != kDigitBits && n->bits != kRootBits)) return nullptr;
+  if (n->tag != kTrieTag ||
+      (n->bits != kDigitBits && n->bits != kRootBits && n->bits != kSmallRootBits))
+    return nullptr;
   if (pm::CheckPPtr(pool_, raw, TrieNodeBytes(n->bits), 64) != pm::PPtrFault::kOk) return nullptr;
   return n;
 }
@@ -179,17 +189,16 @@ void PmTrie::Visit(const TrieHeader* n) const {
 }
 
 uint64_t PmTrie::Max(const TrieHeader* n) const {
-  // Shifts strictly decrease downwards, so a damaged trie cannot loop.
-  for (uint32_t guard = 0; n != nullptr && guard <= 64 / kDigitBits; ++guard) {
-    Visit(n);
-    uint64_t w = 0;
-    for (uint32_t c = 1u << n->bits; c-- > 0;)
-      if ((w = LoadChild(n, c)) != 0) break;
-    if (w == 0) return 0;
+  // Subtrees emptied by removes are passed over. Shifts strictly decrease
+  // downwards, so a damaged trie cannot loop.
+  Visit(n);
+  for (uint32_t c = 1u << n->bits; c-- > 0;) {
+    const uint64_t w = LoadChild(n, c);
+    if (w == 0) continue;
     if (IsLeaf(w)) return LeafRaw(w);
     const TrieHeader* m = NodeAt(w);
     if (m == nullptr || m->shift >= n->shift) return 0;
-    n = m;
+    if (const uint64_t r = Max(m); r != 0) return r;
   }
   return 0;
 }
@@ -200,7 +209,8 @@ uint64_t PmTrie::LeftOf(const TrieHeader* n, uint32_t c) const {
     if (w == 0) continue;
     if (IsLeaf(w)) return LeafRaw(w);
     const TrieHeader* m = NodeAt(w);
-    return m != nullptr && m->shift < n->shift ? Max(m) : 0;
+    if (m == nullptr || m->shift >= n->shift) return 0;
+    if (const uint64_t r = Max(m); r != 0) return r;
   }
   return 0;
 }
@@ -228,7 +238,9 @@ uint64_t PmTrie::Floor(Key k) const {
           n = m;
           continue;
         }
-        if (m->prefix < kp) return Max(m);  // every key under m is below k
+        if (m->prefix < kp) {  // every key under m is below k
+          if (const uint64_t r = Max(m); r != 0) return r;
+        }
       }
     }
     // Nothing <= k at or right of digit c under n: the greatest leaf left
@@ -269,7 +281,7 @@ void PmTrie::ForEachBlock(const std::function<void(uint64_t)>& fn) const {
 }
 
 uint64_t PmTrie::Bytes() const {
-  return TrieNodeBytes(kRootBits) + (Nodes() - 1) * TrieNodeBytes(kDigitBits);
+  return TrieNodeBytes(root_->bits) + (Nodes() - 1) * TrieNodeBytes(kDigitBits);
 }
 
 uint32_t PmTrie::Height() const {
@@ -342,6 +354,45 @@ bool PmTrie::Insert(Key a, uint64_t node) {
     size_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
+}
+
+void PmTrie::Remove(Key a, uint64_t node) { RemoveLeaf(a, node, true); }
+void PmTrie::ClearStaleLeaf(Key a, uint64_t node) { RemoveLeaf(a, node, false); }
+
+void PmTrie::RemoveLeaf(Key a, uint64_t node, bool collapse) {
+  const uint64_t leaf = node | 1;
+  auto* n = const_cast<TrieHeader*>(root_);
+  uint64_t* parent_slot = nullptr;  // the word naming n (none for the root)
+  uint64_t* slot = &Children(n)[Digit(n, a)];
+  while (*slot != leaf) {
+    const uint64_t w = *slot;
+    if (w == 0 || IsLeaf(w)) return;  // a's leaf names another node, or there is none
+    auto* m = pool_.to_ptr<TrieHeader>(PPtr(w));
+    if ((a & HighMask(m->shift + m->bits)) != m->prefix) return;
+    parent_slot = slot;
+    n = m;
+    slot = &Children(n)[Digit(n, a)];
+  }
+  // Durable before the caller retires the node it named: a crash image
+  // may keep the leaf only while the node's block is not reused.
+  pm::store(slot, uint64_t{0}, std::memory_order_release);
+  // pmcrash-redundant(drop-fence,flush-late): the allocation that reuses
+  // the block fences before the block is named, and the simulator counts
+  // that fence (of any thread) for this flushed line; on hardware the
+  // reusing thread may be another, whose fence does not order this one.
+  pm::persist(slot, sizeof(uint64_t));
+  size_.fetch_sub(1, std::memory_order_relaxed);
+  if (parent_slot == nullptr || !collapse) return;
+  for (uint32_t c = 0; c < (1u << n->bits); ++c)
+    if (Children(n)[c] != 0) return;
+  // n is empty: unlinked (durably, before its block can be reused) and
+  // retired; readers inside an epoch guard may still pass through it. A
+  // crash before the unlink leaves an empty node, which readers pass over.
+  pm::store(parent_slot, uint64_t{0}, std::memory_order_release);
+  // pmcrash-redundant(drop-fence,flush-late): as the leaf's persist above.
+  pm::persist(parent_slot, sizeof(uint64_t));
+  nodes_.fetch_sub(1, std::memory_order_relaxed);
+  alloc_.Retire(pool_.to_pptr(n));
 }
 
 void PmTrie::FreeAll() {

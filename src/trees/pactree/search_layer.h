@@ -8,11 +8,13 @@
 //                rebuilt from the data layer at every open.
 //
 // Contract of both: Floor(k) names a data node whose anchor is <= k (or
-// 0: none known, start at the head); an entry is only ever added for a
-// node that is linked into the chain, and data nodes are never freed
-// while the index is open, so a name stays valid. Insert is called by one
-// thread at a time (UpdateLogs' apply lock); Floor from any thread,
-// concurrently with Insert.
+// 0: none known, start at the head); an entry is added for a node linked
+// into the chain by a split, and removed after that node is merged away
+// (update_log.h). A name Floor returns may therefore be a node merged
+// away: it stays readable while the caller is inside an epoch guard (a
+// node is retired only after its entry is removed) and names the node
+// that took its pairs. Insert and Remove are called by one thread at a
+// time (UpdateLogs' apply lock); Floor from any thread, concurrently.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,9 @@ class SearchLayer {
   virtual uint64_t Floor(Key k) const = 0;
   // Adds anchor -> node; idempotent. False: out of space, nothing changed.
   virtual bool Insert(Key anchor, uint64_t node) = 0;
+  // Removes anchor's entry if it names `node` (else nothing); durable
+  // when it returns (search=pm). Never fails.
+  virtual void Remove(Key anchor, uint64_t node) = 0;
   // Every (anchor, node), ascending. REQUIRES: no concurrent Insert.
   virtual void ForEach(const std::function<void(Key, uint64_t)>& fn) const = 0;
   // The layer's own invariants. REQUIRES: no concurrent Insert.
@@ -56,6 +61,10 @@ class DramSearch final : public SearchLayer {
   bool Insert(Key anchor, uint64_t node) override {
     tree_.upsert(anchor, node);
     return true;
+  }
+  void Remove(Key anchor, uint64_t node) override {
+    const std::optional<uint64_t> v = tree_.lookup(anchor);
+    if (v.has_value() && *v == node) tree_.remove(anchor);
   }
   void ForEach(const std::function<void(Key, uint64_t)>& fn) const override { tree_.ForEach(fn); }
   Status Verify() const override { return tree_.verify(); }

@@ -24,6 +24,7 @@
 #include "index/index.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "util/bits.h"
 #include "util/prefetch.h"
 
 namespace pmindex::common {
@@ -70,11 +71,8 @@ class CentralLeafOps {
   bool Full() const { return Bitmap() == L::kAllSlots; }
   // The valid entries, in slot order; returns how many.
   int Collect(KV* out) const {
-    uint64_t m = Bitmap();
     int n = 0;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
+    for (int s : SetBits(Bitmap())) {
       out[n++] = {LoadRelaxed(&self().e[s].key), LoadRelaxed(&self().e[s].value)};
     }
     return n;
@@ -110,10 +108,7 @@ class CentralLeafOps {
     if (n == 0) return b;
     uint64_t lo = buf[0].key;
     for (int i = 1; i < n; ++i) lo = std::min(lo, buf[i].key);
-    uint64_t m = b & L::kAllSlots;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
+    for (int s : SetBits(b & L::kAllSlots)) {
       if (self().e[s].key >= lo) b &= ~(uint64_t{1} << s);
     }
     return b;
@@ -126,6 +121,21 @@ class CentralLeafOps {
   static constexpr size_t FilledBytes(int n) { return L::kEntryOff + n * sizeof(LeafEntry); }
 
  protected:
+  // A new empty leaf: word 0 = `bits`, word 1 = `next`, durable on return
+  // (flush + fence). Only line 0 is written: it holds every used word; the
+  // rest (entries and the per-slot array past line 0) is unused space while
+  // no bit is set, and inserts write it before a bit validates it (pmcrash
+  // --mutate showed flushing it to be unnecessary). Only create_index
+  // formats a leaf, right before the NAW of root slot 0 that links it; that
+  // NAW's store must not reach PM before line 0, so the fence here is
+  // needed (pmcrash --mutate kills dropping it and flushing late).
+  static void FormatLine0(L* l, uint64_t bits, PPtr next) {
+    pm::fill(l, 0, 64);
+    pm::store(&l->bits, bits);
+    pm::store(&l->next_, next.raw());
+    pm::persist(l, 64);  // durable before anything links it
+  }
+
   // Zeroes the bytes Fill writes and stores kv[0..n-1] in slots 0..n-1;
   // returns their bitmap. The caller writes its array, bits and next.
   static uint64_t FillEntries(L* l, const KV* kv, int n) {

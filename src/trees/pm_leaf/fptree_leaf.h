@@ -37,6 +37,7 @@
 #include "trees/pm_leaf/central_leaf.h"
 #include "trees/pm_leaf/small_sort.h"
 #include "trees/pm_leaf/split_log.h"
+#include "util/bits.h"
 #include "util/prefetch.h"
 
 namespace pmindex::fptree {
@@ -90,28 +91,14 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
     for (int i = 0; i < kFpBytes / 8; ++i) words[i] = LoadRelaxed(&fpw[i]);
     uint8_t bytes[kFpBytes];
     std::memcpy(bytes, words, kFpBytes);
-    uint64_t m = common::MatchMask(bytes, kSlots, common::Fingerprint(k)) & bm;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
+    for (int s : SetBits(common::MatchMask(bytes, kSlots, common::Fingerprint(k)) & bm)) {
       if (LoadRelaxed(&e[s].key) == k) return s;
     }
     return -1;
   }
   // ------------------------------------------------------------ writing
-  // New empty leaf with sibling `next`, durable on return (flush + fence).
-  // Only line 0 is written: it holds the used words (bitmap, next);
-  // the rest (entries, fingerprints) is unused space while no bit
-  // is set, and inserts write it before a bit validates it (pmcrash
-  // --mutate showed flushing it to be unnecessary). Only create_index
-  // formats a leaf, right before the NAW of root slot 0 that links it; that
-  // NAW's store must not reach PM before line 0, so the fence here is
-  // needed (pmcrash --mutate kills dropping it and flushing late).
-  static void Format(Leaf* l, PPtr next) {
-    pm::fill(l, 0, 64);
-    pm::store(&l->next_, next.raw());
-    pm::persist(l, 64);  // durable before anything links it
-  }
+  // New empty leaf with sibling `next`, durable on return (FormatLine0).
+  static void Format(Leaf* l, PPtr next) { Ops::FormatLine0(l, 0, next); }
 
   // Insert, UpdateSlot and RemoveSlot take `release`: when true, the
   // commit store also clears the lock bit (see lbtree_leaf.h: no store to
@@ -220,11 +207,8 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
   std::string CheckBeforeRecovery() const {
     if (bits & ~(kAllSlots | kLockBit)) return "bits beyond the slots set";
     KV buf[kSlots];
-    uint64_t m = Bitmap();
     int n = 0;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
+    for (int s : SetBits(Bitmap())) {
       if (Fp(s) != common::Fingerprint(e[s].key)) return "fingerprint mismatch in slot " + std::to_string(s);
       buf[n++] = {e[s].key, e[s].value};
     }

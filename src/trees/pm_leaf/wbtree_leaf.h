@@ -39,6 +39,7 @@
 #include "trees/pm_leaf/central_leaf.h"
 #include "trees/pm_leaf/small_sort.h"
 #include "trees/pm_leaf/split_log.h"
+#include "util/bits.h"
 #include "util/prefetch.h"
 
 namespace pmindex::wbtree {
@@ -89,10 +90,7 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
   [[gnu::always_inline]] int Locate(uint64_t k) const {
     const uint64_t b = LoadRelaxed(&bits);
     if ((b & kOrderValid) == 0) {
-      uint64_t m = b & kAllSlots;
-      while (m != 0) {
-        int s = __builtin_ctzll(m);
-        m &= m - 1;
+      for (int s : SetBits(b & kAllSlots)) {
         if (LoadRelaxed(&e[s].key) == k) return s;
       }
       return -1;
@@ -111,20 +109,9 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
     return -1;
   }
   // ------------------------------------------------------------ writing
-  // New empty leaf with sibling `next`, durable on return (flush + fence).
-  // Only line 0 is written: it holds the used words (bitmap, next, count);
-  // the rest (entries, array bytes past the count) is unused space while no bit
-  // is set, and inserts write it before a bit validates it (pmcrash
-  // --mutate showed flushing it to be unnecessary). Only create_index
-  // formats a leaf, right before the NAW of root slot 0 that links it; that
-  // NAW's store must not reach PM before line 0, so the fence here is
-  // needed (pmcrash --mutate kills dropping it and flushing late).
-  static void Format(Leaf* l, PPtr next) {
-    pm::fill(l, 0, 64);
-    pm::store(&l->bits, kOrderValid);  // empty array, valid
-    pm::store(&l->next_, next.raw());
-    pm::persist(l, 64);  // durable before anything links it
-  }
+  // New empty leaf with sibling `next`, durable on return (FormatLine0):
+  // an empty indirection array, marked valid.
+  static void Format(Leaf* l, PPtr next) { Ops::FormatLine0(l, kOrderValid, next); }
 
   // Insert, UpdateSlot and RemoveSlot take `release`: when true, the
   // commit store also clears the lock bit (see lbtree_leaf.h: no store to
@@ -241,13 +228,8 @@ class Leaf : public common::CentralLeafOps<Leaf<kNodeBytes>> {
   // ord[0] = count, ord[1..] = valid slots in key order.
   void SortedSlots(uint8_t* ord) const {
     std::memset(ord, 0, kOrdBytes);
-    uint64_t m = bits & kAllSlots;
     int n = 0;
-    while (m != 0) {
-      int s = __builtin_ctzll(m);
-      m &= m - 1;
-      ord[1 + n++] = static_cast<uint8_t>(s);
-    }
+    for (int s : SetBits(bits & kAllSlots)) ord[1 + n++] = static_cast<uint8_t>(s);
     common::SmallSort(ord + 1, n, [this](uint8_t s) { return e[s].key; });
     ord[0] = static_cast<uint8_t>(n);
   }

@@ -7,8 +7,8 @@
 // (a child's key byte, type and offset in one word; a leaf pointer and
 // its key's fingerprint in one word) and selective metadata persistence
 // (only entries, slots, leaves and the write-once headers are persisted;
-// N48's child index, the leaf arrays' bitmaps and every count are rebuilt
-// at open).
+// N48's child index, the inner nodes' child counts, the leaf arrays'
+// bitmaps and the index's counters are rebuilt at open).
 //
 // Persistence: every change of the tree is one NVM atomic write (NAW) of
 // one entry or slot word, made after everything it links is durable:
@@ -74,6 +74,7 @@ struct Walked {
   std::vector<uint64_t> blocks;          // every block reached (raw PPtr)
   std::vector<uint64_t*> stale_n48;      // N48 nodes whose child index disagrees with the entries
   std::vector<uint64_t*> stale_bitmaps;  // leaf arrays whose bitmap disagrees with the slots
+  std::vector<uint64_t*> stale_counts;   // inner nodes whose count byte disagrees with the entries
   bool strict = false;                   // verify(): stale metadata is Corruption
   uint64_t count = 0;
   uint64_t bytes = 0;
@@ -205,6 +206,13 @@ class Roart final : public Index {
   uint64_t* FindInArray(uint64_t* la, Key k) const;
   // Sets or clears slot i's bit in a leaf array's bitmap (word 1).
   static void SetUsed(uint64_t* la, unsigned i, bool used);
+  // Adds delta (+1 or -1) to an inner node's child count (its prefix
+  // word's count byte). REQUIRES: node locked.
+  static void AddCount(uint64_t* node, int delta);
+  // The children of an inner node (not the root, if an N256) by its count.
+  static unsigned ChildCount(const uint64_t* node) {
+    return Children(Ld(node[1]), MetaType(Ld(node[0])));
+  }
 
   // One optimistic attempt of a write or a remove: nullopt when it must
   // restart (a node changed under its reads or another writer holds one).
@@ -411,6 +419,14 @@ void Roart::SetUsed(uint64_t* la, unsigned i, bool used) {
   pm::store(&la[1], used ? la[1] | bit : la[1] & ~bit);
 }
 
+void Roart::AddCount(uint64_t* node, int delta) {
+  // Metadata open rebuilds from the entries: stored, not flushed. The
+  // prefix bytes are stored unchanged, so readers see the same prefix.
+  const uint64_t w = node[1];
+  const uint64_t c = ((w & kCountMask) + static_cast<uint64_t>(delta)) & kCountMask;
+  pm::store(&node[1], (w & ~kCountMask) | c);
+}
+
 Result<uint64_t> Roart::NewLeaf(Key k, Value v) {
   Result<PPtr> a = env_.alloc->Alloc(kLeafBytes);
   if (!a.ok()) return a.status();
@@ -446,7 +462,7 @@ Result<uint64_t> Roart::NewInner(unsigned type, unsigned depth, Key prefix,
   uint64_t* n = At(a.value().offset());
   Visit(n);
   pm::store(&n[0], Meta(type, depth));
-  pm::store(&n[1], prefix & PrefixMask(depth));
+  pm::store(&n[1], PrefixWord(prefix, depth, static_cast<unsigned>(entries.size())));
   const unsigned cap = Capacity(type);
   uint64_t* e = Entries(n);
   if (type == kN256) {
@@ -482,11 +498,13 @@ Status Roart::AddChild(uint64_t* node, uint64_t* up, unsigned b, uint64_t e) {
   uint64_t* es = Entries(node);
   const unsigned cap = Capacity(type);
   if (type == kN256) {
+    AddCount(node, 1);
     pm::naw(&es[b], e);
     return Status::OK();
   }
   for (unsigned i = 0; i < cap; ++i) {
     if (es[i] != 0) continue;
+    AddCount(node, 1);
     pm::naw(&es[i], e);  // the commit
     // N48's index is metadata: open rebuilds it from the entries.
     if (type == kN48) pm::store(&N48Index(node)[b], static_cast<uint8_t>(i + 1));
@@ -592,7 +610,9 @@ std::optional<Status> Roart::TryWrite(Op op, Key k, Value v) {
     if (EntryType(p.e) == kLeafArray) return WriteInArray(p, &held, &guard, op, k, v);
     uint64_t* child = At(EntryOffset(p.e));
     Visit(child);
-    const uint64_t cprefix = Ld(child[1]);  // the header is written once, before e named it
+    // The prefix bytes are written once, before e named the child (the
+    // count byte, which may change, is masked off below).
+    const uint64_t cprefix = Ld(child[1]);
     const uint64_t mismatch = (k ^ cprefix) & PrefixMask(MetaArg(Ld(child[0])));
     if (mismatch != 0) return WriteOverPrefix(p, cprefix, mismatch, &held, &guard, op, k, v);
     const uint64_t vchild = ReadVersion(child);
@@ -622,9 +642,9 @@ std::optional<Status> Roart::WriteNewChild(const WritePath& p, Held* held,
   // (or of its copy one size up, if it is full: then its parent is
   // written too).
   if (op == Op::kUpdate) return Status::NotFound();
+  // Full by the node's count as read at vnode, which the lock confirms.
   const unsigned type = MetaType(Ld(p.node[0]));
-  bool full = type != kN256;
-  for (unsigned i = 0; full && i < Capacity(type); ++i) full = Ld(Entries(p.node)[i]) != 0;
+  const bool full = type != kN256 && ChildCount(p.node) >= Capacity(type);
   if (full && !held->Lock(p.parent, p.vparent)) return std::nullopt;
   if (!held->Lock(p.node, p.vnode) || !StillRoot(p.root, p.node)) return std::nullopt;
   guard->reset();  // the locks now keep what this attempt writes and reads
@@ -714,6 +734,7 @@ Status Roart::Write(Op op, Key k, Value v) {
 }
 
 void Roart::ClearEntry(uint64_t* node, uint64_t* es, unsigned b) {
+  AddCount(node, -1);
   pm::naw(es, uint64_t{0});
   if (MetaType(node[0]) == kN48) pm::store(&N48Index(node)[b], uint8_t{0});  // rebuilt at open
 }
@@ -792,12 +813,16 @@ std::optional<Status> Roart::TryRemove(Key k) {
 // restart (a lock was not had).
 bool Roart::RemoveLastLeaf(const RemovePath& p, Held* held,
                            std::optional<alloc::Allocator::EpochGuard>* guard) {
-  // rest: the node's other children (read at vnode, which the locks
-  // below confirm).
+  // others: how many other children the node has, by its count; rest:
+  // those children, read only when a shrink or a collapse needs them
+  // (both read at vnode, which the locks below confirm). At the root
+  // neither is needed.
   std::array<uint64_t, 256> rest;
-  unsigned others = 0;
   const unsigned type = MetaType(Ld(p.node[0]));
-  if (p.node != p.root) {
+  const unsigned children = p.node == p.root ? 0 : ChildCount(p.node);
+  unsigned others = children == 0 ? 0 : children - 1;
+  if (p.node != p.root && others <= std::max(1u, ShrinkAt(type))) {
+    others = 0;
     const uint64_t* all = Entries(p.node);
     for (unsigned i = 0; i < Capacity(type); ++i) {
       const uint64_t x = Ld(all[i]);
@@ -840,6 +865,7 @@ bool Roart::RemoveLastLeaf(const RemovePath& p, Held* held,
     guard->reset();
     const uint64_t keep =
         others == 0 ? 0 : Entry(EntryOffset(rest[0]), EntryByte(*p.up), EntryType(rest[0]));
+    if (keep == 0) AddCount(p.parent, -1);
     pm::naw(p.up, keep);
     env_.alloc->Retire(PPtr::Make(pool_id_, OffsetOf(p.node)));
     bytes_.Add(-static_cast<int64_t>(InnerBytes(type)));
@@ -860,6 +886,12 @@ std::optional<bool> Roart::TryMerge(const RemovePath& p, Held* held,
   if (p.node == p.root) return false;
   const unsigned type = MetaType(Ld(p.node[0]));
   if (type == kN256) return false;
+  // Every other child holds a leaf at least (a linked leaf array is never
+  // empty), so the node's count alone rules most nodes out without a read
+  // of its arrays. Read at vnode, as the siblings below.
+  const unsigned left = static_cast<unsigned>(std::popcount(p.used)) - 1;
+  const unsigned children = ChildCount(p.node);
+  if (children < 2 || left + children - 1 > MergeAt()) return false;
   // The siblings and their versions, read before any lock is taken (a
   // reader's version waits for a writer, which must not wait for us).
   std::array<uint64_t*, 64> arrays;
@@ -1010,7 +1042,7 @@ void Roart::ForEachEntryFrom(uint64_t* node, unsigned first, uint64_t* buf, Fn f
 bool Roart::ScanNode(uint64_t* node, uint64_t v, Key from, size_t n, KV* out, size_t* got) const {
   Visit(node);
   const unsigned depth = MetaArg(Ld(node[0]));
-  const uint64_t prefix = Ld(node[1]);
+  const uint64_t prefix = Ld(node[1]) & PrefixMask(depth);
   // Where in this node keys >= from begin: entries below from's byte hold
   // only smaller keys when from shares the node's prefix; a node whose
   // prefix is below from's holds none (checked against v below).
@@ -1271,6 +1303,12 @@ Status Roart::WalkInner(uint64_t* node, uint64_t raw, uint32_t level, Walked* w,
       break;
     }
   }
+  if ((node[1] & kCountMask) != (children & kCountMask)) {
+    if (strict)
+      return Status::Corruption(where() + ": child count " + std::to_string(node[1] & kCountMask) +
+                                " disagrees with the entries (" + std::to_string(children) + ")");
+    w->stale_counts.push_back(node);
+  }
   if (level > 0 && children < 2)
     return Status::Corruption(where() + " has " + std::to_string(children) +
                               " children (an inner node below the root has at least 2)");
@@ -1293,8 +1331,8 @@ Status Roart::WalkInner(uint64_t* node, uint64_t raw, uint32_t level, Walked* w,
     }
     const unsigned cd = MetaArg(c[0]);
     if (!MetaMagicOk(c[0]) || MetaType(c[0]) != ct || cd <= depth || cd > 7 ||
-        (c[1] & ~PrefixMask(cd)) != 0 || ((c[1] ^ node[1]) & PrefixMask(depth)) != 0 ||
-        KeyByte(c[1], depth) != b)
+        (c[1] & ~PrefixMask(cd) & ~kCountMask) != 0 ||
+        ((c[1] ^ node[1]) & PrefixMask(depth)) != 0 || KeyByte(c[1], depth) != b)
       return Status::Corruption("roart: inner node " + std::to_string(craw) +
                                 " has a header that does not fit its parent " +
                                 std::to_string(raw) + " (type, depth or prefix)");
@@ -1309,7 +1347,7 @@ Status Roart::Walk(uint64_t root_raw, Walked* w, common::ContentSum* content, bo
                                 "roart: root (root slot 0)");
   if (!r.ok()) return r.status();
   uint64_t* root = r.value();
-  if (root[0] != Meta(kN256, 0) || root[1] != 0)
+  if (root[0] != Meta(kN256, 0) || (root[1] & ~kCountMask) != 0)
     return Status::Corruption("roart: root slot 0 does not name an N256 root of depth 0");
   return WalkInner(root, root_raw, 0, w, content, strict);
 }
@@ -1355,6 +1393,15 @@ Result<std::unique_ptr<Index>> Roart::Open(const IndexEnv& env, const Params& p)
     // pmcrash-redundant: a bitmap lost again by a crash is rebuilt again
     // by the next open, from the slots.
     pm::persist(&la[1], 8);
+  }
+  // And inner nodes' child counts, stored without persisting too.
+  for (uint64_t* n : w.stale_counts) {
+    unsigned children = 0;
+    for (unsigned i = 0; i < Capacity(MetaType(n[0])); ++i) children += Entries(n)[i] != 0;
+    pm::store(&n[1], (n[1] & ~kCountMask) | (children & kCountMask));
+    // pmcrash-redundant: a count lost again by a crash is rebuilt again by
+    // the next open, from the entries.
+    pm::persist(&n[1], 8);
   }
   t->root_.store(t->At(PPtr(root_raw).offset()));
   t->size_.Set(w.count);

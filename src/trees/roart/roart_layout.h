@@ -6,8 +6,9 @@
 //
 // Words shared by every block: word 0 is the block's meta word (a magic,
 // the block's type and, for inner nodes, its depth; for leaf arrays their
-// capacity). The meta word and an inner node's prefix word are written
-// once, before the block is linked, and never change.
+// capacity). The meta word and an inner node's prefix bytes are written
+// once, before the block is linked, and never change; only the prefix
+// word's count byte (below) does.
 #pragma once
 
 #include <cstddef>
@@ -61,11 +62,26 @@ constexpr uint64_t Slot(uint64_t offset, Key k) {
 constexpr unsigned SlotFingerprint(uint64_t s) { return static_cast<unsigned>(s >> 48); }
 
 // Inner nodes: meta (type, depth: the key byte the node branches on),
-// prefix (the key bytes 0..depth-1 every key below shares, later bytes 0),
-// then the entries. N48 keeps after its 48 entries a 256-byte child index
+// the prefix word, then the entries. The prefix word holds the key bytes
+// 0..depth-1 every key below shares in its high bytes; its lowest byte
+// (the key's byte 7, which no prefix holds, a node's depth being at most
+// 7) is the node's child count modulo 256 (ROART's count field): metadata
+// that open rebuilds from the entries, so the write paths store it
+// without a flush; bytes depth..6 are 0. N48 keeps after its 48 entries a 256-byte child index
 // (index[b] = slot + 1 of byte b's entry, 0 if none): metadata that open
 // rebuilds from the entries, so the write path stores it without a flush.
 constexpr unsigned kHeaderWords = 2;
+constexpr uint64_t kCountMask = 0xff;
+constexpr uint64_t PrefixWord(uint64_t prefix, unsigned depth, unsigned children) {
+  return (prefix & PrefixMask(depth)) | (children & kCountMask);
+}
+// The children of an inner node of this type by its prefix word's count.
+// An N256 below the root holds 1..256 children (its count byte 0 means
+// 256); the root's count (0..256) is kept as well but never asked for.
+constexpr unsigned Children(uint64_t prefix_word, unsigned type) {
+  const unsigned c = static_cast<unsigned>(prefix_word & kCountMask);
+  return c == 0 && type == kN256 ? 256 : c;
+}
 constexpr unsigned Capacity(unsigned type) {
   return type == kN4 ? 4 : type == kN16 ? 16 : type == kN48 ? 48 : 256;
 }

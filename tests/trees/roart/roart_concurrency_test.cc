@@ -3,7 +3,8 @@
 // block's page on simulated nodes), and optimistic lock coupling checked
 // against acknowledged writes: writers and readers on keys that share
 // prefixes and leaf arrays, every lookup and scan result checked against
-// what the writers had acknowledged before and after it; and node
+// what the writers had acknowledged before and after it, also with both
+// writers merging and splitting the leaf arrays of one node; and node
 // shrinking on removes (N256 to N48 to N16 to N4), which the shared
 // scenarios exercise but do not observe.
 #include <gtest/gtest.h>
@@ -296,6 +297,86 @@ double Extra(const IndexStats& s, const std::string& name) {
     if (n == name) return v;
   ADD_FAILURE() << "no stats counter " << name;
   return -1;
+}
+
+// Merges and splits under one parent with both writers in it: 32 keys
+// that differ in bytes 6 (four values) and 7 (eight), writer w owning
+// the keys whose last byte has parity w, so every leaf array and every
+// node below the depth-6 node holds keys of both. The writers insert and
+// remove their keys in alternating insert-heavy and remove-heavy rounds
+// (leaf_array=4: full arrays split into nodes of one-leaf arrays, which
+// merge back at 2 leaves) while two readers look keys up; every lookup
+// must fit the acknowledged writes, as in ReadsMatchAcknowledgedWrites.
+TEST(RoartConcurrency, MergesAndSplitsUnderOneParentWithReaders) {
+  std::unique_ptr<Pool> pool;
+  auto made = Make("leaf_array=4", &pool);
+  PMINDEX_ASSERT_OK(made);
+  Index& t = *made.value();
+  constexpr uint32_t kShared = 32;
+  const auto key = [](uint32_t i) { return (Key{7} << 40) | (Key{i / 8} << 8) | (i % 8); };
+  Acks acks;
+  std::atomic<int> writing{kWriters};
+  std::atomic<uint64_t> lookups{0};
+  std::vector<std::string> failures(kWriters + kReaders);
+  std::vector<std::thread> threads;
+  std::latch start(kWriters + kReaders);
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      start.arrive_and_wait();
+      std::mt19937_64 rng(300 + w);
+      for (int op = 0; op < 20000 && failures[w].empty(); ++op) {
+        const uint32_t i = static_cast<uint32_t>(rng() % (kShared / 2)) * 2 + w;
+        const uint64_t a = acks.Get(i);
+        const bool present = (a & Acks::kPresent) != 0;
+        const uint64_t next = Acks::Count(a) + 1;
+        const bool insert_round = (op / 500) % 2 == 0;
+        const bool insert = rng() % 10 < (insert_round ? 8u : 2u);
+        acks.Set(i, a | Acks::kPending);
+        const Status st = insert ? t.insert(key(i), Acks::ValueOf(i, next)) : t.remove(key(i));
+        if (st.ok() != (insert != present))
+          failures[w] = (insert ? "insert " : "remove ") + std::to_string(i) + ": " + st.ToString();
+        acks.Set(i, st.ok() ? (next << 2 | (insert ? Acks::kPresent : 0)) : a);
+      }
+      writing.fetch_sub(1);
+    });
+  }
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&, r] {
+      start.arrive_and_wait();
+      std::string& fail = failures[kWriters + r];
+      std::mt19937_64 rng(400 + r);
+      for (int reads = 0; (reads < 300 || writing.load() > 0) && fail.empty(); ++reads) {
+        const uint32_t i = static_cast<uint32_t>(rng() % kShared);
+        const uint64_t a0 = acks.Get(i);
+        const std::optional<Value> got = t.lookup(key(i));
+        const uint64_t a1 = acks.Get(i);
+        if (got.has_value()) {
+          ::testing::AssertionResult ok = ValueFits(i, *got, a0, a1);
+          if (!ok) fail = ok.message();
+        } else if (a0 == a1 && (a0 & (Acks::kPending | Acks::kPresent)) == Acks::kPresent) {
+          fail = "lookup of acknowledged key " + std::to_string(i) + " found nothing";
+        }
+        lookups.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const std::string& f : failures) EXPECT_EQ(f, "");
+  EXPECT_GT(lookups.load(), 0u);
+  PMINDEX_ASSERT_OK(t.verify());
+  uint64_t present = 0;
+  for (uint32_t i = 0; i < kShared; ++i) {
+    const uint64_t a = acks.Get(i);
+    const bool here = (a & Acks::kPresent) != 0;
+    present += here;
+    EXPECT_EQ(t.lookup(key(i)),
+              here ? std::optional<Value>(Acks::ValueOf(i, Acks::Count(a))) : std::nullopt)
+        << i;
+  }
+  const IndexStats s = t.stats();
+  EXPECT_EQ(s.entries, present);
+  EXPECT_GT(Extra(s, "merges"), 0);
+  EXPECT_GT(Extra(s, "splits"), 0);
 }
 
 // 256 keys that differ in their last byte only sit in one node (an N256

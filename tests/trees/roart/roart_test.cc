@@ -2,8 +2,9 @@
 // that drive each node type (N4 .. N256 growth, leaf array splits,
 // compressed paths broken by a new key, collapses on delete) at leaf array
 // lengths the shared scenarios do not run; open after a crash and after a
-// clean close; the N48 child index rebuilt at open (the write paths do not
-// persist it); underfull leaf arrays merged; and damaged pools refused.
+// clean close; the N48 child index, the child counts and the leaf arrays'
+// bitmaps rebuilt at open (the write paths do not persist them); underfull
+// leaf arrays merged; and damaged pools refused.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -218,10 +219,12 @@ TEST(RoartMerge, UnderfullLeafArraysMergeIntoOne) {
   }
 }
 
-// The N48 child index and the leaf arrays' bitmaps are metadata: an image
-// that lost them (the write paths store them without a flush) opens with
-// every child and leaf found again.
-TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
+// The N48 child index, the inner nodes' child counts and the leaf arrays'
+// bitmaps are metadata: an image that lost them (the write paths store
+// them without a flush) opens with every child and leaf found again, and
+// the removes that read the counts (a shrink at ShrinkAt) act on the
+// rebuilt ones.
+TEST(RoartRecovery, N48IndexCountsAndBitmapsAreRebuiltAtOpen) {
   std::unique_ptr<Pool> pool;
   auto idx = Make("leaf_array=2", &pool);
   PMINDEX_ASSERT_OK(idx);
@@ -244,6 +247,11 @@ TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
     if (roart::MetaType(n[0]) == roart::kN48) n48 = n;
   }
   std::memset(n48 + 2 + 48, 0, 256);
+  // Its count byte (30) and the root's (1) as a crash may leave them.
+  ASSERT_EQ(n48[1] & roart::kCountMask, 30u);
+  ASSERT_EQ(root[1] & roart::kCountMask, 1u);
+  n48[1] = (n48[1] & ~roart::kCountMask) | 45;
+  root[1] = (root[1] & ~roart::kCountMask) | 7;
   // And the bitmap of a leaf array below it (its slots are the truth).
   uint64_t* la = nullptr;
   for (unsigned i = 0; i < 48 && la == nullptr; ++i)
@@ -259,6 +267,16 @@ TEST(RoartRecovery, N48IndexAndBitmapsAreRebuiltAtOpen) {
   for (Key k = 0; k < 30; ++k) {
     ASSERT_EQ(re.value()->lookup(0x1000 + k * 8).value_or(~0ull), k);
   }
+  // 18 removes leave the N48 with 12 children: shrunk to an N16 (by the
+  // count 45 it would stay an N48).
+  for (Key k = 0; k < 18; ++k) PMINDEX_ASSERT_OK(re.value()->remove(0x1000 + k * 8));
+  const IndexStats s = re.value()->stats();
+  EXPECT_EQ(Extra(s, "n48"), 0);
+  EXPECT_EQ(Extra(s, "n16"), 1);
+  EXPECT_EQ(Extra(s, "shrinks"), 1);
+  PMINDEX_EXPECT_OK(re.value()->verify());
+  for (Key k = 0; k < 30; ++k)
+    EXPECT_EQ(re.value()->lookup(0x1000 + k * 8).has_value(), k >= 18) << k;
 }
 
 // States no crash leaves are refused at open, naming what is wrong.

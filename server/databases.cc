@@ -1,6 +1,7 @@
 #include "server/databases.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -331,15 +332,21 @@ std::string Databases::NamespacePrefix(uint32_t ns) {
 }
 
 std::string Databases::Encode(uint32_t ns, std::string_view key) {
-  std::string s;
-  s.reserve(kHeaderBytes + key.size());
-  PutBigEndian32(ns, &s);
+  return std::string(StoredKey(ns, key).view());
+}
+
+Databases::StoredKey::StoredKey(uint32_t ns, std::string_view key)
+    : data_(inline_), size_(kHeaderBytes + key.size()) {
+  if (key.size() > kInlineBytes) {
+    heap_ = std::make_unique_for_overwrite<char[]>(size_);
+    data_ = heap_.get();
+  }
+  for (int i = 0; i < 4; ++i) data_[i] = static_cast<char>((ns >> (8 * (3 - i))) & 0xff);
   const uint16_t slot = KeySlot(key);
-  s.push_back(static_cast<char>(slot >> 8));
-  s.push_back(static_cast<char>(slot & 0xff));
-  s.push_back(static_cast<char>(kKindItem));
-  s.append(key);
-  return s;
+  data_[4] = static_cast<char>(slot >> 8);
+  data_[5] = static_cast<char>(slot & 0xff);
+  data_[6] = static_cast<char>(kKindItem);
+  if (!key.empty()) std::memcpy(data_ + kHeaderBytes, key.data(), key.size());
 }
 
 std::string Databases::EncodeTable(const Table& t) {
@@ -398,13 +405,13 @@ class Databases::View final : public Store {
   Result<StoredValue> Get(std::string_view key) override {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
     const uint32_t ns = Ns();
-    return ReadWhole(ns, Encode(ns, key));
+    return ReadWhole(ns, StoredKey(ns, key));
   }
   // A head's value is its prefix (chunked_values.h), its pieces unread.
   Result<StoredValue> Peek(std::string_view key) override {
     static_assert(chunk_codec::kPrefixBytes >= kPeekBytes);
     OpEpochs::Guard g = dbs_.epochs_.Enter();
-    Result<StoredValue> r = base().Get(Encode(Ns(), key));
+    Result<StoredValue> r = base().Get(StoredKey(Ns(), key));
     if (r.ok() && chunk_codec::IsHead(r->value)) {
       chunk_codec::Head h;
       if (!chunk_codec::DecodeHead(r->value, &h))
@@ -418,7 +425,7 @@ class Databases::View final : public Store {
                              uint64_t length) override {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
     const uint32_t ns = Ns();
-    const std::string k = Encode(ns, key);
+    const StoredKey k(ns, key);
     Result<StoredValue> r = base().Get(k);
     if (!r.ok()) return r.status();
     if (!chunk_codec::IsHead(r->value))
@@ -446,7 +453,7 @@ class Databases::View final : public Store {
       if (tx == nullptr) return Status::NotSupported("the store has no transactions");
       Status s = Status::OK();
       for (const auto& [k, v] : pairs) {
-        const std::string stored = Encode(ns, k);
+        const StoredKey stored(ns, k);
         Result<StoredValue> cur = tx->Get(stored);
         if (!cur.ok() && !cur.status().is_not_found()) {
           s = cur.status();
@@ -495,7 +502,7 @@ class Databases::View final : public Store {
     for (size_t i = first; i < out->size();) {
       auto& [k, v] = (*out)[i];
       if (chunk_codec::IsHead(v)) {
-        Result<StoredValue> whole = ReadWhole(ns, Encode(ns, k));
+        Result<StoredValue> whole = ReadWhole(ns, StoredKey(ns, k));
         if (!whole.ok()) {
           out->erase(out->begin() + static_cast<std::ptrdiff_t>(i));
           --n;
@@ -530,7 +537,7 @@ class Databases::View final : public Store {
   // Corruption.
   template <class T>
   Result<T> ReadHeadConsistently(
-      const std::string& k,
+      std::string_view k,
       const std::function<Result<T>(const StoredValue& cur, const RangeFn& range)>& read) {
     for (;;) {
       std::unique_ptr<StoreTransaction> tx = base().Begin();
@@ -555,7 +562,7 @@ class Databases::View final : public Store {
   }
 
   // The value at stored key `k`, a head's assembled from its pieces.
-  Result<StoredValue> ReadWhole(uint32_t ns, const std::string& k) {
+  Result<StoredValue> ReadWhole(uint32_t ns, std::string_view k) {
     Result<StoredValue> r = base().Get(k);
     if (!r.ok() || !chunk_codec::IsHead(r->value)) return r;
     return ReadHeadConsistently<StoredValue>(
@@ -578,7 +585,7 @@ class Databases::View final : public Store {
                              uint64_t version, PrefixTest refuse = nullptr) {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
     const uint32_t ns = Ns();
-    const std::string k = Encode(ns, key);
+    const StoredKey k(ns, key);
     const size_t max = base().max_value_bytes();
     if (value != nullptr && value->size() > kMaxValueBytes)
       return Status::InvalidArgument("the value is too large");
@@ -627,7 +634,7 @@ Result<WriteOutcome> Databases::View::PatchIfVersion(std::string_view key, uint6
                                                      const std::vector<ByteWrite>& writes) {
   OpEpochs::Guard g = dbs_.epochs_.Enter();
   const uint32_t ns = Ns();
-  const std::string k = Encode(ns, key);
+  const StoredKey k(ns, key);
   const size_t max = base().max_value_bytes();
   for (;;) {
     Result<StoredValue> cur = base().Get(k);
@@ -691,7 +698,7 @@ class DbTransaction::View final : public StoreTransaction {
   }
   Result<WriteOutcome> PatchIfVersion(std::string_view key, uint64_t version,
                                       const std::vector<ByteWrite>& writes) override {
-    const std::string k = Key(key);
+    const Databases::StoredKey k = Key(key);
     Result<StoredValue> cur = tx().Get(k);
     if (!cur.ok()) {
       if (cur.status().is_not_found()) return WriteOutcome::kAbsent;
@@ -732,7 +739,7 @@ class DbTransaction::View final : public StoreTransaction {
 
  private:
   StoreTransaction& tx() { return *t_.tx_; }
-  std::string Key(std::string_view key) const { return Databases::Encode(t_.ns(i_), key); }
+  Databases::StoredKey Key(std::string_view key) const { return {t_.ns(i_), key}; }
   RangeFn Reader() {
     return [this](std::string_view f, std::optional<std::string_view> t, size_t l,
                   std::vector<std::pair<std::string, std::string>>* o) {
@@ -743,7 +750,7 @@ class DbTransaction::View final : public StoreTransaction {
   Result<WriteOutcome> Replace(std::string_view key, const std::string_view* value) {
     if (value != nullptr && value->size() > Databases::kMaxValueBytes)
       return Status::InvalidArgument("the value is too large");
-    const std::string k = Key(key);
+    const Databases::StoredKey k = Key(key);
     Result<StoredValue> cur = tx().Get(k);
     if (!cur.ok() && !cur.status().is_not_found()) return cur.status();
     if (value == nullptr && !cur.ok()) return WriteOutcome::kAbsent;

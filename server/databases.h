@@ -266,9 +266,27 @@ class Databases {
   // value): what tests check APPEND, SETRANGE and SETBIT against.
   uint64_t pieces_written() const { return pieces_written_.load(std::memory_order_relaxed); }
 
-  // The stored form of `key` in namespace `ns`; the prefix of a namespace.
+  // The stored form of `key` in namespace `ns` (the layout above:
+  // namespace, slot, kind, key); the prefix of a namespace.
   static std::string Encode(uint32_t ns, std::string_view key);
   static std::string NamespacePrefix(uint32_t ns);
+  // Encode's bytes without a heap allocation for keys of up to
+  // kInlineBytes: what every command's lookup builds.
+  class StoredKey {
+   public:
+    static constexpr size_t kInlineBytes = 64 - kHeaderBytes;
+    StoredKey(uint32_t ns, std::string_view key);
+    StoredKey(const StoredKey&) = delete;
+    StoredKey& operator=(const StoredKey&) = delete;
+    std::string_view view() const { return {data_, size_}; }
+    operator std::string_view() const { return view(); }  // NOLINT: a key is its bytes
+
+   private:
+    std::unique_ptr<char[]> heap_;  // beyond kInlineBytes
+    char* data_;
+    size_t size_;
+    char inline_[kHeaderBytes + kInlineBytes];
+  };
 
  private:
   class View;

@@ -69,10 +69,20 @@ const CommandTable& RespCommands() {
   return table;
 }
 
+namespace {
+// ASCII lower case, inline: what std::tolower does in the "C" locale,
+// which pmserver never changes, without a library call per byte (the
+// command name's lookup runs for every command).
+inline unsigned char AsciiLower(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u >= 'A' && u <= 'Z' ? static_cast<unsigned char>(u | 0x20) : u;
+}
+}  // namespace
+
 size_t CommandTable::CaseInsensitiveHash::operator()(std::string_view s) const {
   size_t h = 1469598103934665603ull;  // FNV-1a over the lower-cased bytes
   for (char c : s) {
-    h ^= static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)));
+    h ^= AsciiLower(c);
     h *= 1099511628211ull;
   }
   return h;
@@ -157,9 +167,7 @@ std::string Lower(std::string_view s) {
 bool EqualsIgnoreCase(std::string_view s, std::string_view word) {
   if (s.size() != word.size()) return false;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) !=
-        std::tolower(static_cast<unsigned char>(word[i])))
-      return false;
+    if (AsciiLower(s[i]) != AsciiLower(word[i])) return false;
   }
   return true;
 }

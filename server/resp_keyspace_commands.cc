@@ -325,8 +325,8 @@ void ObjectRefCount(CommandCall& c) {
 }
 
 // IDLETIME: seconds since the key's last access, from the access clock in
-// DRAM (RespShared::IdleSeconds: exact, or bounded by the time since the
-// server started). FREQ: pmserver counts no access frequencies; its error
+// DRAM (RespShared::IdleSeconds: exact while the key is in its bucket,
+// else a lower bound). FREQ: pmserver counts no access frequencies; its error
 // is Redis's under a policy that is not LFU (pmserver's is noeviction).
 void ObjectIdleTime(CommandCall& c) {
   Result<KeyState> r = PeekKey(c.items, c.args[2]);

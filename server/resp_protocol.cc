@@ -565,10 +565,29 @@ void RespProtocol::NoteKeysBeforeRun(const Command* command, bool keyed) {
     }
     if (keyed && !keys_.empty()) {
       const int db = client_.db.load(std::memory_order_relaxed);
-      const int64_t now = items_.NowMs();
-      for (std::string_view key : keys_) shared_.Touch(db, key, now);
+      const bool exec = command->name == "exec";
+      const int64_t now = exec ? items_.NowMs() : 0;
+      for (std::string_view key : keys_) {
+        const RespShared::AccessKey k = RespShared::AccessKeyOf(db, key);
+        // EXEC's keys at once: a queued OBJECT IDLETIME after a queued
+        // access of its key sees that access, as in Redis. Any other
+        // command's after it runs (TouchKeysAfterRun).
+        if (exec) {
+          shared_.Touch(k, now);
+        } else {
+          shared_.PrefetchAccess(k);
+          touches_.push_back(k);
+        }
+      }
     }
   }
+}
+
+void RespProtocol::TouchKeysAfterRun() {
+  if (touches_.empty()) return;
+  const int64_t now = items_.NowMs();
+  for (const RespShared::AccessKey& k : touches_) shared_.Touch(k, now);
+  touches_.clear();
 }
 
 void RespProtocol::Run(std::string* out) {
@@ -606,6 +625,7 @@ void RespProtocol::Run(std::string* out) {
   const size_t reply_start = out->size();
   NoteKeysBeforeRun(command, keyed);
   command->handler(call);
+  TouchKeysAfterRun();
   // ASKING applies to the command after it only.
   if (command->name != "asking") client_.asking = false;
   counters.Called(static_cast<uint64_t>(SteadyUs() - start_us),

@@ -36,6 +36,7 @@
 
 #include "server/protocol.h"
 #include "server/resp_command.h"
+#include "server/resp_shared.h"
 
 namespace pmindex::server {
 
@@ -83,8 +84,11 @@ class RespProtocol final : public Protocol {
   // True iff the command is refused for want of memory (replied).
   bool RejectedOnOom(const Command* command, CommandCounters& counters, RespReply& reply);
   // Before the handler: the keys it writes, for the parked clients, and
-  // the keys it touches, for OBJECT IDLETIME.
+  // the keys it touches, for OBJECT IDLETIME (into touches_, their
+  // buckets of the access clock prefetched; EXEC's touched at once).
   void NoteKeysBeforeRun(const Command* command, bool keyed);
+  // After the handler: touches touches_ (RespShared::Touch).
+  void TouchKeysAfterRun();
 
   // Serves the waiters of the keys the last command made ready.
   void ServeReadyKeys();
@@ -93,9 +97,10 @@ class RespProtocol final : public Protocol {
   std::shared_ptr<Waiter> parked_;          // the blocking command waiting
   RespShared& shared_;
   RespClient client_;
-  std::vector<std::string_view> args_;    // the current request's, into the input
-  std::vector<std::string> inline_args_;  // an inline request's (unquoted)
-  std::vector<std::string_view> keys_;    // the current request's keys
+  std::vector<std::string_view> args_;          // the current request's, into the input
+  std::vector<std::string> inline_args_;        // an inline request's (unquoted)
+  std::vector<std::string_view> keys_;          // the current request's keys
+  std::vector<RespShared::AccessKey> touches_;  // to touch after the handler
   // A request being dropped: the bytes left of the current bulk string
   // (with its CRLF), and how many bulk strings follow it.
   struct DiscardState {

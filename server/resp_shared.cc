@@ -110,48 +110,91 @@ RespShared::RespShared(RespSettings settings)
       protected_mode_(settings_.protected_mode),
       proto_max_bulk_len_(settings_.proto_max_bulk_len),
       counters_(new CommandCounters[commands_.ids()]),
-      access_(static_cast<uint64_t*>(std::calloc(kAccessSlots, sizeof(uint64_t)))) {
-  PMINDEX_CHECK(access_ != nullptr, "out of memory for the access clock (%zu entries)",
-                kAccessSlots);
+      access_(new AccessBucket[kAccessBuckets]) {
   AddConfig();
 }
 
-void RespShared::FreeDeleter::operator()(uint64_t* p) const { std::free(p); }
-
 namespace {
 
-// A (database, key)'s slot in the access table and its fingerprint (never
-// 0: an empty entry matches no key).
+// A (database, key)'s bucket in the access clock and its fingerprint
+// (never 0: an empty entry matches no key).
 std::pair<size_t, uint32_t> AccessSlot(int db, std::string_view key) {
   uint64_t h =
       std::hash<std::string_view>()(key) ^ (static_cast<uint64_t>(db) * 0x9E3779B97F4A7C15ull);
   h ^= h >> 29;
   h *= 0xBF58476D1CE4E5B9ull;
   h ^= h >> 32;
-  return {static_cast<size_t>(h) & (RespShared::kAccessSlots - 1),
+  return {static_cast<size_t>(h) & (RespShared::kAccessBuckets - 1),
           static_cast<uint32_t>(h >> 32) | 1u};
 }
 
+uint32_t PrintOf(uint64_t entry) { return static_cast<uint32_t>(entry >> 32); }
+uint32_t SecondOf(uint64_t entry) { return static_cast<uint32_t>(entry); }
+
 }  // namespace
 
-void RespShared::Touch(int db, std::string_view key, int64_t now_ms) {
-  const auto [slot, print] = AccessSlot(db, key);
+RespShared::AccessKey RespShared::AccessKeyOf(int db, std::string_view key) {
+  const auto [bucket, print] = AccessSlot(db, key);
+  return {static_cast<uint32_t>(bucket), print};
+}
+
+void RespShared::Touch(AccessKey k, int64_t now_ms) {
+  const uint32_t print = k.print;
   const auto second = static_cast<uint32_t>(std::max<int64_t>(0, now_ms / 1000));
-  std::atomic_ref<uint64_t> entry(access_.get()[slot]);
   const uint64_t value = (uint64_t{print} << 32) | second;
-  // Most accesses repeat a recent one: skip the store (and the cache
-  // line's invalidation) when nothing changes.
-  if (entry.load(std::memory_order_relaxed) != value) entry.store(value, std::memory_order_relaxed);
+  std::atomic<uint64_t>* word = access_[k.bucket].word;
+  for (;;) {
+    // The key's entry, or else the entry of the least recently accessed
+    // key (an empty entry is second 0, the oldest).
+    size_t victim = 1;
+    uint64_t victim_entry = word[1].load(std::memory_order_relaxed);
+    bool changed = false;
+    for (size_t i = 1; i <= kAccessWays; ++i) {
+      uint64_t e = word[i].load(std::memory_order_relaxed);
+      if (PrintOf(e) == print) {
+        // Most accesses repeat one of the same second: no store, and the
+        // line stays shared between the cores.
+        if (SecondOf(e) >= second) return;
+        if (word[i].compare_exchange_strong(e, value, std::memory_order_relaxed)) return;
+        changed = true;
+        break;
+      }
+      if (SecondOf(e) < SecondOf(victim_entry)) {
+        victim = i;
+        victim_entry = e;
+      }
+    }
+    if (changed) continue;
+    // The floor first: a reader that misses the evicted key must find its
+    // time at or below the floor.
+    if (victim_entry != 0) {
+      const uint64_t evicted = SecondOf(victim_entry);
+      uint64_t floor = word[0].load(std::memory_order_relaxed);
+      while (floor < evicted &&
+             !word[0].compare_exchange_weak(floor, evicted, std::memory_order_relaxed)) {
+      }
+    }
+    if (word[victim].compare_exchange_strong(victim_entry, value, std::memory_order_relaxed))
+      return;
+  }
 }
 
 int64_t RespShared::IdleSeconds(int db, std::string_view key, int64_t now_ms,
                                 int64_t start_ms) const {
-  const auto [slot, print] = AccessSlot(db, key);
+  const auto [b, print] = AccessSlot(db, key);
+  const std::atomic<uint64_t>* word = access_[b].word;
   const int64_t since_start = std::max<int64_t>(0, (now_ms - start_ms) / 1000);
-  const uint64_t e = std::atomic_ref<uint64_t>(access_.get()[slot]).load(std::memory_order_relaxed);
-  if (static_cast<uint32_t>(e >> 32) != print) return since_start;
-  const int64_t idle = now_ms / 1000 - static_cast<int64_t>(e & 0xffffffffu);
-  return std::clamp<int64_t>(idle, 0, since_start);
+  int64_t newest = -1;
+  for (size_t i = 1; i <= kAccessWays; ++i) {
+    const uint64_t e = word[i].load(std::memory_order_relaxed);
+    if (PrintOf(e) == print) newest = std::max<int64_t>(newest, SecondOf(e));
+  }
+  if (newest < 0) {
+    const uint64_t floor = word[0].load(std::memory_order_relaxed);
+    if (floor == 0) return since_start;
+    newest = static_cast<int64_t>(floor);
+  }
+  return std::clamp<int64_t>(now_ms / 1000 - newest, 0, since_start);
 }
 
 CommandCounters::Stripe& CommandCounters::Mine() {

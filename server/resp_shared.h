@@ -198,18 +198,38 @@ class RespShared {
   // CONFIG RESETSTAT: zeroes the command counters.
   void ResetCommandCounters();
 
-  // OBJECT IDLETIME's access clock, in DRAM: a table of kAccessSlots
-  // entries, each a key's 32-bit fingerprint and the unix second of its
-  // last access (the item layer's clock, Items::NowMs), at the slot its
-  // (database, key) hashes to; a key takes the slot over from another.
+  // OBJECT IDLETIME's access clock, in DRAM: kAccessBuckets buckets of
+  // one cache line each (1 MiB in all, small enough to stay in the caches
+  // that the command's own lookups use, so that a touch costs no DRAM
+  // miss). A bucket holds up to kAccessWays keys, each as a 32-bit
+  // fingerprint of its (database, key) and the unix second of its last
+  // access (the item layer's clock, Items::NowMs), and its floor: the
+  // newest second of any entry it evicted. A key new to its full bucket
+  // takes the entry of the bucket's least recently accessed key.
   // The dispatcher touches the keys of every RESP command but those Redis
-  // does not count as an access (OBJECT, TYPE, EXISTS, TTL, ...).
-  // IdleSeconds is exact while the key holds its slot, and else the
-  // seconds since `start_ms` (the server's start), which bound its idle
-  // time from above (a key is touched when written). Two keys of one slot
-  // with equal fingerprints (2^-32) would share a time.
-  static constexpr size_t kAccessSlots = size_t{1} << 20;
-  void Touch(int db, std::string_view key, int64_t now_ms);
+  // does not count as an access (OBJECT, TYPE, EXISTS, TTL, ...); a touch
+  // writes only when the stored second changes.
+  // IdleSeconds is exact (to the second) while the key is in its bucket.
+  // Else it is a lower bound: the key was accessed at or before the floor,
+  // so its idle time is at least now minus the floor; and if the bucket
+  // never evicted, the key was not accessed since `start_ms` (the server's
+  // start), so it is at least the time since then. Answers never exceed
+  // the time since the start. Two keys of one bucket with equal
+  // fingerprints (2^-32 per pair) would share a time.
+  static constexpr size_t kAccessBuckets = size_t{1} << 14;
+  static constexpr size_t kAccessWays = 7;
+  // A (database, key) as the clock keeps it: its bucket and fingerprint.
+  struct AccessKey {
+    uint32_t bucket;
+    uint32_t print;
+  };
+  static AccessKey AccessKeyOf(int db, std::string_view key);
+  // Asks for the key's bucket in the caches: the dispatcher does so before
+  // the command runs and touches after it, so that the bucket's line
+  // arrives while the command runs, not when the touch waits for it.
+  void PrefetchAccess(AccessKey k) const { __builtin_prefetch(&access_[k.bucket], 1, 3); }
+  void Touch(AccessKey k, int64_t now_ms);
+  void Touch(int db, std::string_view key, int64_t now_ms) { Touch(AccessKeyOf(db, key), now_ms); }
   int64_t IdleSeconds(int db, std::string_view key, int64_t now_ms, int64_t start_ms) const;
 
   // maxmemory (CONFIG SET maxmemory; 0: no limit). "Used memory" is the
@@ -250,12 +270,16 @@ class RespShared {
   std::atomic<size_t> proto_max_bulk_len_;
   std::map<std::string, ConfigParam, std::less<>> config_;
   std::unique_ptr<CommandCounters[]> counters_;  // by Command::id
-  struct FreeDeleter {
-    void operator()(uint64_t* p) const;
+  // One bucket of the access clock: word 0 is the floor (0: nothing
+  // evicted yet), words 1..kAccessWays the entries (fingerprint << 32 |
+  // second; 0: empty). Every word is read and written with relaxed atomic
+  // operations: entries change by compare-and-swap, so that a touch never
+  // overwrites another thread's entry without raising the floor first.
+  struct alignas(64) AccessBucket {
+    std::atomic<uint64_t> word[kAccessWays + 1] = {};
   };
-  // kAccessSlots entries, from calloc: the pages are the kernel's zero
-  // pages until touched. Accessed through std::atomic_ref.
-  std::unique_ptr<uint64_t, FreeDeleter> access_;
+  static_assert(sizeof(AccessBucket) == 64);
+  const std::unique_ptr<AccessBucket[]> access_;
   std::atomic<uint64_t> maxmemory_{0};
   // The last used-memory figure and when it was read (steady ms; 0: read
   // it at the next check). One thread refreshes it at a time.

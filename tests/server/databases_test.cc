@@ -46,6 +46,16 @@ TEST(KeySlot, MatchesRedisCluster) {
   EXPECT_EQ(KeySlot("foo{{bar}}zap"), KeySlot("{bar"));
 }
 
+TEST(KeySlot, Crc16EightBytesAtATimeIsTheBytewiseCrc) {
+  std::string s;
+  uint32_t x = 12345;
+  for (size_t n = 0; n <= 40; ++n) {
+    EXPECT_EQ(Crc16(s), key_slot_detail::Crc16Bytewise(0, s)) << n;
+    x = x * 1103515245u + 12345u;
+    s.push_back(static_cast<char>(x >> 16));
+  }
+}
+
 class StoreOwner {
  public:
   virtual ~StoreOwner() = default;

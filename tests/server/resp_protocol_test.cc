@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/resp_shared.h"
 #include "tests/server/protocol_harness.h"
 #include "tests/server/resp_encode.h"
 #include "tests/support/status.h"
@@ -882,6 +883,41 @@ TEST(Resp, ObjectIdletimeCountsFromTheLastAccess) {
   // FREQ: Redis's answer when the policy is not LFU.
   EXPECT_EQ(h.Feed(Cmd({"OBJECT", "FREQ", "k"})).substr(0, 43),
             "-ERR An LFU maxmemory policy is not selecte");
+}
+
+// The access clock keeps the kAccessWays most recently accessed keys of a
+// bucket exactly; for a key it evicted it answers a lower bound (now minus
+// the newest evicted second), and for a key never accessed, the time since
+// the start.
+TEST(Resp, AccessClockIsExactPerBucketAndALowerBoundBeyond) {
+  constexpr size_t kKeys = RespShared::kAccessWays + 2;
+  std::vector<std::vector<std::string>> by_bucket(RespShared::kAccessBuckets);
+  std::vector<std::string>* same = nullptr;
+  for (int i = 0; same == nullptr; ++i) {
+    std::string k = "key" + std::to_string(i);
+    std::vector<std::string>& b = by_bucket[RespShared::AccessKeyOf(0, k).bucket];
+    b.push_back(std::move(k));
+    if (b.size() == kKeys) same = &b;
+  }
+  RespShared clock;
+  const std::vector<std::string>& k = *same;
+  constexpr int64_t kStart = 1'000'000'000'000;  // ms
+  auto at = [&](int64_t s) { return kStart + s * 1000; };
+  EXPECT_EQ(clock.IdleSeconds(0, k[0], at(50), kStart), 50);  // never accessed
+  for (size_t i = 0; i < RespShared::kAccessWays; ++i) clock.Touch(0, k[i], at(10 + int64_t(i)));
+  clock.Touch(0, k[1], at(20));  // k[0] is now the least recently accessed
+  for (size_t i = 1; i < RespShared::kAccessWays; ++i)
+    EXPECT_EQ(clock.IdleSeconds(0, k[i], at(30), kStart), i == 1 ? 10 : 30 - (10 + int64_t(i)));
+  // k[7] evicts k[0] (second 10), k[8] then evicts k[2] (second 12).
+  clock.Touch(0, k[kKeys - 2], at(25));
+  EXPECT_EQ(clock.IdleSeconds(0, k[0], at(30), kStart), 20);  // its time: the floor
+  clock.Touch(0, k[kKeys - 1], at(26));
+  EXPECT_EQ(clock.IdleSeconds(0, k[0], at(30), kStart), 18);  // at least 18 (truly 20)
+  EXPECT_EQ(clock.IdleSeconds(0, k[2], at(30), kStart), 18);
+  EXPECT_EQ(clock.IdleSeconds(0, k[kKeys - 1], at(30), kStart), 4);
+  EXPECT_EQ(clock.IdleSeconds(0, k[1], at(30), kStart), 10);
+  // Another database's key of the same name is another key.
+  EXPECT_EQ(clock.IdleSeconds(1, k[1], at(30), kStart), 30);
 }
 
 TEST(Resp, ReadModifyWritesAreAtomicPerKey) {

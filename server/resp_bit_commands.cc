@@ -4,13 +4,17 @@
 //
 // Bits are numbered as SETBIT numbers them: bit 0 is the most significant
 // bit of byte 0, and a bitfield's first bit is its most significant one.
-// A missing key is an empty string. The reads read the whole value;
-// BITFIELD's writes are one Items::Patch of the bytes its fields are in
-// (atomic for the key, durable before the reply) and BITOP's one
-// transaction (RunAtomically), so both run inside MULTI/EXEC unchanged.
+// A missing key is an empty string. BITCOUNT and BITPOS with a range,
+// and BITFIELD(_RO)'s reads, read only the bytes they look at (a large
+// value's pieces those are in, Items::GetPart); without a range, and
+// BITOP, the whole values. BITFIELD's writes are one Items::Patch of the
+// bytes its fields are in (atomic for the key, durable before the reply)
+// and BITOP's one transaction (RunAtomically), so both run inside
+// MULTI/EXEC unchanged.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +52,53 @@ bool ReadString(CommandCall& c, std::string_view key, std::string* data, bool* f
   return false;
 }
 
+// Bytes [offset, offset + length) of the string at `key` (fewer at its
+// end), *size its whole length; *found false if missing. False after
+// replying the error.
+bool ReadStringPart(CommandCall& c, std::string_view key, uint64_t offset, uint64_t length,
+                    std::string* data, uint64_t* size, uint64_t* version, bool* found) {
+  Result<Item> r = c.items.GetPart(key, offset, length, size);
+  *found = r.ok();
+  data->clear();
+  if (r.ok()) {
+    *data = std::move(r->data);
+    *version = r->version;
+  }
+  if (r.ok() || r.status().is_not_found()) return true;
+  ReplyStoreError(c, r.status());
+  return false;
+}
+
+// The bits [*first, *last] of the string at `key` a range selects (first >
+// last: none), and the bytes they are in, from byte *byte0 of the string
+// on. With a range (`ranged`), the string's length is read first (a read
+// of none of its data), then only the bytes of the range, both again if
+// the value changed between the two; without, the whole string.
+// `range(len, first, last)` maps the length to the bits; false: it
+// replied an error. False after replying an error.
+template <class RangeFn>
+bool ReadBitRange(CommandCall& c, bool ranged, RangeFn range, std::string* data, bool* found,
+                  int64_t* first, int64_t* last, uint64_t* byte0) {
+  *byte0 = 0;
+  if (!ranged) {
+    if (!ReadString(c, c.args[1], data, found)) return false;
+    return !*found || range(static_cast<int64_t>(data->size()), first, last);
+  }
+  for (;;) {
+    uint64_t size = 0, version = 0;
+    if (!ReadStringPart(c, c.args[1], 0, 0, data, &size, &version, found)) return false;
+    if (!*found) return true;
+    if (!range(static_cast<int64_t>(size), first, last)) return false;
+    if (*first > *last) return true;
+    *byte0 = static_cast<uint64_t>(*first) / 8;
+    const uint64_t bytes = static_cast<uint64_t>(*last) / 8 - *byte0 + 1;
+    uint64_t part_version = 0;
+    if (!ReadStringPart(c, c.args[1], *byte0, bytes, data, &size, &part_version, found))
+      return false;
+    if (*found && part_version == version) return true;
+  }
+}
+
 int BitAt(std::string_view data, uint64_t bit) {
   return (static_cast<unsigned char>(data[bit / 8]) >> (7 - bit % 8)) & 1;
 }
@@ -71,6 +122,11 @@ uint64_t CountBits(std::string_view data, int64_t first, int64_t last) {
   int64_t b = first;
   for (; b <= last && b % 8 != 0; ++b)
     n += static_cast<uint64_t>(BitAt(data, static_cast<uint64_t>(b)));
+  for (; b + 63 <= last; b += 64) {  // eight bytes at a time
+    uint64_t word = 0;
+    std::memcpy(&word, data.data() + b / 8, sizeof(word));
+    n += static_cast<uint64_t>(std::popcount(word));
+  }
   for (; b + 7 <= last; b += 8)
     n += static_cast<uint64_t>(std::popcount(static_cast<unsigned char>(data[b / 8])));
   for (; b <= last; ++b) n += static_cast<uint64_t>(BitAt(data, static_cast<uint64_t>(b)));
@@ -114,22 +170,30 @@ bool ParseBitRange(CommandCall& c, size_t at, int64_t len, int64_t* first, int64
 // BITCOUNT key [start end [BYTE|BIT]]: a missing key is 0 whatever the
 // arguments (Redis looks the key up first).
 void BitCount(CommandCall& c) {
+  auto range = [&c](int64_t len, int64_t* first, int64_t* last) {
+    if (c.argc() != 2 && c.argc() != 4 && c.argc() != 5) return c.reply.Error(kSyntax), false;
+    if (c.argc() >= 4) {
+      // Both ends negative and crossed: empty before BYTE|BIT is looked at.
+      int64_t start = 0, end = 0;
+      if (!ParseNumber(c.args[2], &start) || !ParseNumber(c.args[3], &end))
+        return c.reply.Error(kNotInteger), false;
+      if (start < 0 && end < 0 && start > end) {
+        *first = 1;
+        *last = 0;
+        return true;
+      }
+    }
+    bool end_given = false;
+    return ParseBitRange(c, 2, len, first, last, &end_given);
+  };
   std::string data;
   bool found = false;
-  if (!ReadString(c, c.args[1], &data, &found)) return;
-  if (!found) return c.reply.Integer(0);
-  if (c.argc() != 2 && c.argc() != 4 && c.argc() != 5) return c.reply.Error(kSyntax);
-  if (c.argc() >= 4) {
-    // Both ends negative and crossed: empty before BYTE|BIT is looked at.
-    int64_t start = 0, end = 0;
-    if (!ParseNumber(c.args[2], &start) || !ParseNumber(c.args[3], &end))
-      return c.reply.Error(kNotInteger);
-    if (start < 0 && end < 0 && start > end) return c.reply.Integer(0);
-  }
   int64_t first = 0, last = 0;
-  bool end_given = false;
-  if (!ParseBitRange(c, 2, static_cast<int64_t>(data.size()), &first, &last, &end_given)) return;
-  c.reply.Integer(first > last ? 0 : static_cast<int64_t>(CountBits(data, first, last)));
+  uint64_t byte0 = 0;
+  if (!ReadBitRange(c, c.argc() > 2, range, &data, &found, &first, &last, &byte0)) return;
+  if (!found || first > last) return c.reply.Integer(0);
+  const auto shift = static_cast<int64_t>(byte0 * 8);
+  c.reply.Integer(static_cast<int64_t>(CountBits(data, first - shift, last - shift)));
 }
 
 // BITPOS key bit [start [end [BYTE|BIT]]]: the first bit equal to `bit`
@@ -139,23 +203,29 @@ void BitPos(CommandCall& c) {
   int64_t bit = 0;
   if (!ParseNumber(c.args[2], &bit)) return c.reply.Error(kNotInteger);
   if (bit != 0 && bit != 1) return c.reply.Error("ERR The bit argument must be 1 or 0.");
+  bool end_given = false;
+  auto range = [&c, &end_given](int64_t len, int64_t* first, int64_t* last) {
+    if (c.argc() > 6) return c.reply.Error(kSyntax), false;
+    return ParseBitRange(c, 3, len, first, last, &end_given);
+  };
   std::string data;
   bool found = false;
-  if (!ReadString(c, c.args[1], &data, &found)) return;
-  if (!found) return c.reply.Integer(bit == 1 ? -1 : 0);
-  if (c.argc() > 6) return c.reply.Error(kSyntax);
   int64_t first = 0, last = 0;
-  bool end_given = false;
-  if (!ParseBitRange(c, 3, static_cast<int64_t>(data.size()), &first, &last, &end_given)) return;
+  uint64_t byte0 = 0;
+  if (!ReadBitRange(c, c.argc() > 3, range, &data, &found, &first, &last, &byte0)) return;
+  if (!found) return c.reply.Integer(bit == 1 ? -1 : 0);
   if (first > last) return c.reply.Integer(-1);
-  // Whole bytes with no such bit are skipped.
+  // Whole bytes with no such bit are skipped. Bit b of the string is bit
+  // b - shift of `data`.
+  const auto shift = static_cast<int64_t>(byte0 * 8);
   const unsigned char none = bit == 1 ? 0x00 : 0xff;
   for (int64_t b = first; b <= last;) {
-    if (b % 8 == 0 && b + 7 <= last && static_cast<unsigned char>(data[b / 8]) == none) {
+    const int64_t d = b - shift;
+    if (b % 8 == 0 && b + 7 <= last && static_cast<unsigned char>(data[d / 8]) == none) {
       b += 8;
       continue;
     }
-    if (BitAt(data, static_cast<uint64_t>(b)) == bit) return c.reply.Integer(b);
+    if (BitAt(data, static_cast<uint64_t>(d)) == bit) return c.reply.Integer(b);
     ++b;
   }
   c.reply.Integer(bit == 0 && !end_given ? last + 1 : -1);
@@ -372,24 +442,29 @@ void BitField(CommandCall& c) {
     if (op.kind != FieldOp::Kind::kGet)
       need = std::max(need, (op.offset + static_cast<uint64_t>(op.bits) - 1) / 8 + 1);
   std::vector<std::optional<int64_t>> results;
+  // Only bytes [lo, hi), where the fields are, are read (Items::GetPart)
+  // and written (Items::Patch): for a large value, the pieces they are in.
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const FieldOp& op : ops) {
+    lo = std::min(lo, op.offset / 8);
+    hi = std::max(hi, (op.offset + static_cast<uint64_t>(op.bits) - 1) / 8 + 1);
+  }
+  if (ops.empty()) lo = hi = 0;  // the key's type is still checked, as Redis does
   if (need == 0) {
-    std::string data;
+    std::string window;  // shorter than hi - lo past the string's end: zeros there
+    uint64_t size = 0, version = 0;
     bool found = false;
-    if (!ReadString(c, c.args[1], &data, &found)) return;
-    for (const FieldOp& op : ops) results.push_back(RunFieldOp(op, &data));
+    if (!ReadStringPart(c, c.args[1], lo, hi - lo, &window, &size, &version, &found)) return;
+    for (FieldOp op : ops) {
+      op.offset -= lo * 8;
+      results.push_back(RunFieldOp(op, &window));
+    }
     return ReplyFieldResults(c, results);
   }
   if (c.command.name == "bitfield_ro")
     return c.reply.Error("ERR BITFIELD_RO only supports the GET subcommand");
   if (need > MaxString(c))
     return c.reply.Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
-  // Only bytes [lo, hi), where the fields are, are read and written
-  // (Items::Patch: for a large value, the pieces they are in).
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const FieldOp& op : ops) {
-    lo = std::min(lo, op.offset / 8);
-    hi = std::max(hi, (op.offset + static_cast<uint64_t>(op.bits) - 1) / 8 + 1);
-  }
   Status s =
       c.items.Patch(c.args[1], lo, hi - lo, /*raw_if_new=*/true,
                     [&](const Item* live, uint64_t size) -> std::optional<std::vector<DataWrite>> {

@@ -173,6 +173,59 @@ TEST(StringParts, GetrangeReadsOnlyThePiecesOfItsRange) {
   EXPECT_EQ(s.dbs->pieces_read() - before, 6u);
 }
 
+// The bit `b` of `v` (SETBIT's numbering), and the first bit equal to
+// `bit` among bits [from, to] of `v`, or -1.
+int BitOf(const std::string& v, int64_t b) {
+  return (static_cast<unsigned char>(v[static_cast<size_t>(b / 8)]) >> (7 - b % 8)) & 1;
+}
+int64_t FirstBit(const std::string& v, int bit, int64_t from, int64_t to) {
+  for (int64_t b = from; b <= to; ++b)
+    if (BitOf(v, b) == bit) return b;
+  return -1;
+}
+int64_t SetBits(const std::string& v, int64_t from, int64_t to) {
+  int64_t n = 0;
+  for (int64_t b = from; b <= to; ++b) n += BitOf(v, b);
+  return n;
+}
+
+TEST(StringParts, BitReadsReadOnlyThePiecesOfTheirRange) {
+  Server s;
+  const std::string v = Pattern(3 * kMiB, 3);  // 4 pieces: 3 MiB + the header
+  ASSERT_EQ(s.Feed({"SET", "k", v}), "+OK\r\n");
+  const auto m = static_cast<int64_t>(kMiB);
+  const auto bits = static_cast<int64_t>(v.size()) * 8;
+  auto n = [](int64_t x) { return std::to_string(x); };
+  auto pieces = [&](const std::vector<std::string>& command, const std::string& reply) {
+    const uint64_t before = s.dbs->pieces_read();
+    EXPECT_EQ(s.Feed(command), reply) << command[0];
+    return s.dbs->pieces_read() - before;
+  };
+  // Data byte i is stored at byte i + 1 (after the item's header).
+  EXPECT_EQ(pieces({"BITCOUNT", "k", n(m + 10), n(m + 20)},
+                   Int(SetBits(v, 8 * (m + 10), 8 * (m + 20) + 7))),
+            1u);
+  EXPECT_EQ(pieces({"BITCOUNT", "k", "-10", "-1"}, Int(SetBits(v, bits - 80, bits - 1))), 2u);
+  EXPECT_EQ(pieces({"BITCOUNT", "k", n(8 * (m - 5) + 3), n(8 * (m + 5)), "BIT"},
+                   Int(SetBits(v, 8 * (m - 5) + 3, 8 * (m + 5)))),
+            2u);
+  EXPECT_EQ(pieces({"BITPOS", "k", "1", n(2 * m), n(2 * m + 5)},
+                   Int(FirstBit(v, 1, 16 * m, 8 * (2 * m + 5) + 7))),
+            1u);
+  EXPECT_EQ(pieces({"BITPOS", "k", "0", "-3"}, Int(FirstBit(v, 0, bits - 24, bits - 1))), 2u);
+  const int64_t field = 8 * (m + 99) + 4;  // 16 bits in data bytes m + 99 .. m + 101
+  int64_t want = 0;
+  for (int64_t b = field; b < field + 16; ++b) want = (want << 1) | BitOf(v, b);
+  EXPECT_EQ(pieces({"BITFIELD_RO", "k", "GET", "u16", n(field)}, "*1\r\n" + Int(want)), 1u);
+  EXPECT_EQ(pieces({"BITFIELD", "k", "GET", "u16", n(field)}, "*1\r\n" + Int(want)), 1u);
+  // Without a range, the whole value.
+  int64_t per_byte[256] = {};
+  for (int i = 1; i < 256; ++i) per_byte[i] = per_byte[i / 2] + (i & 1);
+  int64_t all = 0;
+  for (char c : v) all += per_byte[static_cast<unsigned char>(c)];
+  EXPECT_EQ(pieces({"BITCOUNT", "k"}, Int(all)), 4u);
+}
+
 // Pieces are kMiB bytes; the stored value is the item's 1-byte header,
 // then the data.
 TEST(StringParts, AppendSetrangeSetbitBitfieldWriteOnlyTheirPieces) {

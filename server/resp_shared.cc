@@ -1,5 +1,7 @@
 #include "server/resp_shared.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -7,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <new>
 
 #include "server/databases.h"
 #include "server/items.h"
@@ -110,9 +113,22 @@ RespShared::RespShared(RespSettings settings)
       protected_mode_(settings_.protected_mode),
       proto_max_bulk_len_(settings_.proto_max_bulk_len),
       counters_(new CommandCounters[commands_.ids()]),
-      access_(new AccessBucket[kAccessBuckets]) {
+      access_(NewAccessClock()) {
   AddConfig();
 }
+
+RespShared::AccessBucket* RespShared::NewAccessClock() {
+  constexpr size_t kBytes = kAccessBuckets * sizeof(AccessBucket);
+  void* p = std::aligned_alloc(kBytes, kBytes);
+  PMINDEX_CHECK(p != nullptr, "out of memory for the access clock (%zu bytes)", kBytes);
+  // A hint: without huge pages the clock works the same, a little slower.
+  static_cast<void>(madvise(p, kBytes, MADV_HUGEPAGE));
+  auto* buckets = static_cast<AccessBucket*>(p);
+  for (size_t i = 0; i < kAccessBuckets; ++i) new (&buckets[i]) AccessBucket();
+  return buckets;
+}
+
+void RespShared::FreeDeleter::operator()(AccessBucket* p) const { std::free(p); }
 
 namespace {
 

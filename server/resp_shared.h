@@ -199,9 +199,9 @@ class RespShared {
   void ResetCommandCounters();
 
   // OBJECT IDLETIME's access clock, in DRAM: kAccessBuckets buckets of
-  // one cache line each (1 MiB in all, small enough to stay in the caches
-  // that the command's own lookups use, so that a touch costs no DRAM
-  // miss). A bucket holds up to kAccessWays keys, each as a 32-bit
+  // one cache line each, 2 MiB in all, on one huge page where the kernel
+  // grants it (madvise), so that reaching a bucket needs no page walk
+  // (in a virtual machine, a nested one). A bucket holds up to kAccessWays keys, each as a 32-bit
   // fingerprint of its (database, key) and the unix second of its last
   // access (the item layer's clock, Items::NowMs), and its floor: the
   // newest second of any entry it evicted. A key new to its full bucket
@@ -216,7 +216,7 @@ class RespShared {
   // start), so it is at least the time since then. Answers never exceed
   // the time since the start. Two keys of one bucket with equal
   // fingerprints (2^-32 per pair) would share a time.
-  static constexpr size_t kAccessBuckets = size_t{1} << 14;
+  static constexpr size_t kAccessBuckets = size_t{1} << 15;
   static constexpr size_t kAccessWays = 7;
   // A (database, key) as the clock keeps it: its bucket and fingerprint.
   struct AccessKey {
@@ -279,7 +279,13 @@ class RespShared {
     std::atomic<uint64_t> word[kAccessWays + 1] = {};
   };
   static_assert(sizeof(AccessBucket) == 64);
-  const std::unique_ptr<AccessBucket[]> access_;
+  struct FreeDeleter {
+    void operator()(AccessBucket* p) const;
+  };
+  // kAccessBuckets zeroed buckets from aligned_alloc, aligned to their
+  // size (a huge page's), advised to be one huge page.
+  static AccessBucket* NewAccessClock();
+  const std::unique_ptr<AccessBucket[], FreeDeleter> access_;
   std::atomic<uint64_t> maxmemory_{0};
   // The last used-memory figure and when it was read (steady ms; 0: read
   // it at the next check). One thread refreshes it at a time.

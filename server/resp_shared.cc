@@ -6,10 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <new>
 
 #include "server/databases.h"
 #include "server/items.h"
@@ -121,11 +121,11 @@ RespShared::AccessBucket* RespShared::NewAccessClock() {
   constexpr size_t kBytes = kAccessBuckets * sizeof(AccessBucket);
   void* p = std::aligned_alloc(kBytes, kBytes);
   PMINDEX_CHECK(p != nullptr, "out of memory for the access clock (%zu bytes)", kBytes);
-  // A hint: without huge pages the clock works the same, a little slower.
+  // A hint, before the pages are touched: without huge pages the clock
+  // works the same, a little slower.
   static_cast<void>(madvise(p, kBytes, MADV_HUGEPAGE));
-  auto* buckets = static_cast<AccessBucket*>(p);
-  for (size_t i = 0; i < kAccessBuckets; ++i) new (&buckets[i]) AccessBucket();
-  return buckets;
+  std::memset(p, 0, kBytes);
+  return static_cast<AccessBucket*>(p);
 }
 
 void RespShared::FreeDeleter::operator()(AccessBucket* p) const { std::free(p); }
@@ -158,20 +158,21 @@ void RespShared::Touch(AccessKey k, int64_t now_ms) {
   const uint32_t print = k.print;
   const auto second = static_cast<uint32_t>(std::max<int64_t>(0, now_ms / 1000));
   const uint64_t value = (uint64_t{print} << 32) | second;
-  std::atomic<uint64_t>* word = access_[k.bucket].word;
+  uint64_t* words = access_[k.bucket].word;
+  auto word = [words](size_t i) { return std::atomic_ref<uint64_t>(words[i]); };
   for (;;) {
     // The key's entry, or else the entry of the least recently accessed
     // key (an empty entry is second 0, the oldest).
     size_t victim = 1;
-    uint64_t victim_entry = word[1].load(std::memory_order_relaxed);
+    uint64_t victim_entry = word(1).load(std::memory_order_relaxed);
     bool changed = false;
     for (size_t i = 1; i <= kAccessWays; ++i) {
-      uint64_t e = word[i].load(std::memory_order_relaxed);
+      uint64_t e = word(i).load(std::memory_order_relaxed);
       if (PrintOf(e) == print) {
         // Most accesses repeat one of the same second: no store, and the
         // line stays shared between the cores.
         if (SecondOf(e) >= second) return;
-        if (word[i].compare_exchange_strong(e, value, std::memory_order_relaxed)) return;
+        if (word(i).compare_exchange_strong(e, value, std::memory_order_relaxed)) return;
         changed = true;
         break;
       }
@@ -185,12 +186,12 @@ void RespShared::Touch(AccessKey k, int64_t now_ms) {
     // time at or below the floor.
     if (victim_entry != 0) {
       const uint64_t evicted = SecondOf(victim_entry);
-      uint64_t floor = word[0].load(std::memory_order_relaxed);
+      uint64_t floor = word(0).load(std::memory_order_relaxed);
       while (floor < evicted &&
-             !word[0].compare_exchange_weak(floor, evicted, std::memory_order_relaxed)) {
+             !word(0).compare_exchange_weak(floor, evicted, std::memory_order_relaxed)) {
       }
     }
-    if (word[victim].compare_exchange_strong(victim_entry, value, std::memory_order_relaxed))
+    if (word(victim).compare_exchange_strong(victim_entry, value, std::memory_order_relaxed))
       return;
   }
 }
@@ -198,15 +199,16 @@ void RespShared::Touch(AccessKey k, int64_t now_ms) {
 int64_t RespShared::IdleSeconds(int db, std::string_view key, int64_t now_ms,
                                 int64_t start_ms) const {
   const auto [b, print] = AccessSlot(db, key);
-  const std::atomic<uint64_t>* word = access_[b].word;
+  uint64_t* words = access_[b].word;
+  auto word = [words](size_t i) { return std::atomic_ref<uint64_t>(words[i]); };
   const int64_t since_start = std::max<int64_t>(0, (now_ms - start_ms) / 1000);
   int64_t newest = -1;
   for (size_t i = 1; i <= kAccessWays; ++i) {
-    const uint64_t e = word[i].load(std::memory_order_relaxed);
+    const uint64_t e = word(i).load(std::memory_order_relaxed);
     if (PrintOf(e) == print) newest = std::max<int64_t>(newest, SecondOf(e));
   }
   if (newest < 0) {
-    const uint64_t floor = word[0].load(std::memory_order_relaxed);
+    const uint64_t floor = word(0).load(std::memory_order_relaxed);
     if (floor == 0) return since_start;
     newest = static_cast<int64_t>(floor);
   }

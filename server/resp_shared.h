@@ -200,11 +200,12 @@ class RespShared {
 
   // OBJECT IDLETIME's access clock, in DRAM: kAccessBuckets buckets of
   // one cache line each, 2 MiB in all, on one huge page where the kernel
-  // grants it (madvise), so that reaching a bucket needs no page walk
-  // (in a virtual machine, a nested one). A bucket holds up to kAccessWays keys, each as a 32-bit
-  // fingerprint of its (database, key) and the unix second of its last
-  // access (the item layer's clock, Items::NowMs), and its floor: the
-  // newest second of any entry it evicted. A key new to its full bucket
+  // grants it (madvise), so that reaching a bucket needs no page walk (in
+  // a virtual machine, a nested one). A bucket holds up to kAccessWays
+  // keys, each as a 32-bit fingerprint of its (database, key) and the
+  // unix second of its last access (the item layer's clock,
+  // Items::NowMs), and its floor: the newest second of any entry it
+  // evicted. A key new to its full bucket
   // takes the entry of the bucket's least recently accessed key.
   // The dispatcher touches the keys of every RESP command but those Redis
   // does not count as an access (OBJECT, TYPE, EXISTS, TTL, ...); a touch
@@ -226,7 +227,8 @@ class RespShared {
   static AccessKey AccessKeyOf(int db, std::string_view key);
   // Asks for the key's bucket in the caches: the dispatcher does so before
   // the command runs and touches after it, so that the bucket's line
-  // arrives while the command runs, not when the touch waits for it.
+  // arrives while the command runs, not when the touch waits for it (on
+  // 4 KiB pages the prefetch itself waited for the page walk).
   void PrefetchAccess(AccessKey k) const { __builtin_prefetch(&access_[k.bucket], 1, 3); }
   void Touch(AccessKey k, int64_t now_ms);
   void Touch(int db, std::string_view key, int64_t now_ms) { Touch(AccessKeyOf(db, key), now_ms); }
@@ -272,11 +274,12 @@ class RespShared {
   std::unique_ptr<CommandCounters[]> counters_;  // by Command::id
   // One bucket of the access clock: word 0 is the floor (0: nothing
   // evicted yet), words 1..kAccessWays the entries (fingerprint << 32 |
-  // second; 0: empty). Every word is read and written with relaxed atomic
-  // operations: entries change by compare-and-swap, so that a touch never
-  // overwrites another thread's entry without raising the floor first.
+  // second; 0: empty). Every word is read and written through
+  // std::atomic_ref, relaxed: entries change by compare-and-swap, so that
+  // a touch never overwrites another thread's entry without raising the
+  // floor first. Plain words, so that the clock is zeroed by one memset.
   struct alignas(64) AccessBucket {
-    std::atomic<uint64_t> word[kAccessWays + 1] = {};
+    uint64_t word[kAccessWays + 1];
   };
   static_assert(sizeof(AccessBucket) == 64);
   struct FreeDeleter {

@@ -354,6 +354,48 @@ TEST(Alloc, EmptyPagesAreGivenBack) {
   for (size_t i = 0; i < pool->page_table_entries(); ++i) ASSERT_EQ(pool->page_table()[i], 0u);
 }
 
+// A 4 MiB pool whose every page holds a block of a different class: a
+// request of a class without a page gets a free block of the smallest larger
+// class whose blocks are aligned at least as its own, instead of OutOfSpace.
+// The block stays its page's, through Free and through recovery.
+TEST(Alloc, FullSmallPoolLendsBlocksOfLargerClasses) {
+  auto pool = MakePool(4 * kMiB, 4 * kMiB);
+  AllocOptions opt;
+  opt.thread_cache_blocks = 0;
+  auto a = MustAttach(pool.get(), true, opt);
+  const uint64_t pages = pool->page_table_entries();
+  // Every class from 64 to 1792 bytes but 256 (and 1024, which 256 could use).
+  std::vector<PPtr> held;
+  for (size_t sz = 64; a->stats().pages_owned < pages; sz += 64) {
+    ASSERT_LE(sz, 1792u) << "the pool has more pages than this test has classes";
+    if (sz == 256 || sz == 1024) continue;
+    held.push_back(MustAlloc(*a, sz));
+  }
+  ASSERT_GE(held.size(), 7u) << "no page of 512-byte blocks";
+  // 256-byte blocks are 256-byte aligned: not a 320-byte block, a 512-byte one.
+  auto r = a->Alloc(256);
+  PMINDEX_ASSERT_OK(r) << "a full pool with free blocks of larger classes";
+  const PPtr lent = r.value();
+  EXPECT_EQ(a->BlockSize(lent), 512u);
+  EXPECT_EQ(lent.offset() % 256, 0u);
+  EXPECT_EQ(a->stats().pages_owned, pages);
+  // No page of a class of 2048 bytes or more: still out of space.
+  EXPECT_TRUE(a->Alloc(2048).status().is_out_of_space());
+  EXPECT_TRUE(a->Alloc(kPage).status().is_out_of_space());
+  a->Free(lent);
+  EXPECT_FALSE(a->IsLive(lent));
+  const PPtr again = MustAlloc(*a, 200);
+  EXPECT_EQ(a->BlockSize(again), 512u);
+  a.reset();  // "crash"
+  auto b = MustAttach(pool.get(), false, opt);
+  for (PPtr p : held) b->MarkReachable(p);
+  b->MarkReachable(again);
+  PMINDEX_ASSERT_OK(b->FinishRecovery());
+  EXPECT_TRUE(b->IsLive(again));
+  EXPECT_EQ(b->BlockSize(again), 512u);
+  EXPECT_EQ(b->stats().blocks_in_use, held.size() + 1);
+}
+
 TEST(Alloc, ThreadCacheIsFlushedWhenTheThreadExits) {
   auto pool = MakePool();
   AllocOptions opt;

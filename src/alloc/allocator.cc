@@ -109,6 +109,9 @@ struct Allocator::Impl final : ThreadSlotOwner {
   std::vector<std::pair<uint32_t, uint64_t>> word_repairs;
   size_t cache_cap = 0;
   size_t batch = 1;
+  // Request size -> class: detail::kClassIndex, or kCoarseClassIndex in a
+  // pool of fewer than kCoarseBelowPages pages (size_classes.h).
+  const uint8_t* class_index = detail::kClassIndex.data();
 
   std::unique_ptr<std::atomic<PageChunk*>[]> chunks;
   sync::Mutex grow_mu;
@@ -502,7 +505,7 @@ struct Allocator::Impl final : ThreadSlotOwner {
 
   // ---------------------------------------------------------- alloc/free
   Result<PPtr> AllocSmall(size_t n, int node) {
-    const int c = ClassOf(n);
+    const int c = class_index[(n - 1) / 64];
     ThreadCache& tc = Cache();
     auto& v = tc.For(node, c, nodes);
     if (v.empty()) {
@@ -1006,6 +1009,7 @@ Result<std::unique_ptr<Allocator>> Allocator::Attach(Pool* pool, bool fresh,
   impl->entries = std::min<size_t>(pool->page_table_entries(), kNoPage - 1);
   impl->cache_cap = opt.thread_cache_blocks;
   impl->batch = std::max<size_t>(1, opt.thread_cache_blocks / 2);
+  if (impl->entries < kCoarseBelowPages) impl->class_index = detail::kCoarseClassIndex.data();
   if (impl->heap_begin % kPageBytes != 0 || impl->table == nullptr || impl->entries == 0) {
     return Status::Corruption("allocator: pool has no usable heap");
   }

@@ -591,7 +591,8 @@ struct Allocator::Impl final : ThreadSlotOwner {
       *off = PageOffset(idx) + (uint64_t{w} * 64 + b) * ClassSize(c);
       return true;
     }
-    PMINDEX_CHECK(false, "allocator: partial page %u of class %u has no free block", idx, ClassSize(c));
+    PMINDEX_CHECK(false, "allocator: partial page %u of class %u has no free block", idx,
+                  ClassSize(c));
     return false;
   }
 

@@ -62,8 +62,7 @@ constexpr std::array<uint8_t, kMaxSmallSize / 64> MakeCoarseClassIndex() {
   }
   return idx;
 }
-inline constexpr std::array<uint8_t, kMaxSmallSize / 64> kCoarseClassIndex =
-    MakeCoarseClassIndex();
+inline constexpr std::array<uint8_t, kMaxSmallSize / 64> kCoarseClassIndex = MakeCoarseClassIndex();
 }  // namespace detail
 
 static_assert(detail::kClassSizes[15] == 1024);

@@ -8,15 +8,18 @@
 #      server/ compiled with clang++ -fsyntax-only -Wthread-safety, its
 #      diagnostics as errors (scripts/check-thread-safety.sh, build dir
 #      build/clang-tsa; nothing is built; 80 CPU-seconds on 2026-11-28);
-#   1. release build: every unit, scenario and crash-simulator test, the
+#   1. release build (test sources at -O1, the libraries at -O3): every
+#      unit, scenario and crash-simulator test, the
 #      pmcrash mutation runs of PMCRASH_MUTATE_CI_INDEXES included;
-#   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY):
+#   2. ASan+UBSan build (the traced library only, PMINDEX_TRACED_ONLY;
+#      UBSan instruments the libraries and the server, ASan everything;
+#      the test sources compile without UBSan, tests/CMakeLists.txt):
 #      unit, scenario, CLI and crash-simulator tests,
 #      pmcrash over every index included (recovery from crash images reads
 #      the most hostile bytes; a smaller image budget per crash point, 2,
-#      20 ops per workload instead of 40, and the workloads mixed, insert,
-#      delete and recovery: seq, bulk and the eadr and tear modes run in
-#      release);
+#      20 ops per workload instead of 40, and the workloads mixed (inserts
+#      and deletes), delete (merges) and recovery: insert, seq, bulk and
+#      the eadr and tear modes run in release);
 #      the CLI test once (pmpool_cli), its per-kind copies (label
 #      cli_per_kind) in release only,
 #      and the shared scenarios over the first test config of each index
@@ -38,7 +41,8 @@
 #      library starts threads only in pm_leaf_tree's recovery, which
 #      Reopen and LeafTreeRecovery run under TSan, and in nobtree's
 #      migration coordinator, which its scenario configs run); they carry
-#      the ctest label tsan_skip (tests/faults_labels.cmake). The
+#      the ctest label tsan_skip (tests/faults_labels.cmake), and
+#      Reopen.AfterGrowth (one thread filling a segment). The
 #      server's unit tests (server_tests: protocols and the Asio server,
 #      several threads, over a test-only map store, and the Store
 #      contract over KvBackedStore too) run there as well; the
@@ -89,7 +93,7 @@ scripts/test-python.sh build/python
 
 step "ASan+UBSan build"
 configure build/asan Asan -DPMINDEX_TRACED_ONLY=ON -DPMINDEX_BUILD_BENCH=OFF -DPMINDEX_TEST_PER_SUITE=ON -DPMCRASH_CTEST_BUDGET=2 -DPMCRASH_CTEST_OPS=20 -DPMCRASH_CTEST_MUTATE=OFF \
-  "-DPMCRASH_CTEST_WORKLOADS=mixed;insert;delete;recovery" -DPMCRASH_CTEST_EADR=OFF -DPMCRASH_CTEST_TEAR=OFF \
+  "-DPMCRASH_CTEST_WORKLOADS=mixed;delete;recovery" -DPMCRASH_CTEST_EADR=OFF -DPMCRASH_CTEST_TEAR=OFF \
   "-DPMCRASH_MUTATE_CI_INDEXES=" -DPMCRASH_CTEST_KV_MUTATE=OFF -DPMCRASH_CTEST_MERGE_MUTATE=OFF
 ninja -C build/asan -j "$jobs"
 step "ASan+UBSan tests"

@@ -206,7 +206,7 @@ class TopLayer {
   // THP off or no huge page free they stay on 4 KiB pages). A lookup reads
   // one leaf at random, so with 4 KiB pages most lookups of a large tree
   // miss the TLB there (a 10M-key tlbtree has 4 MiB of leaves); the
-  // rounding wastes at most half the layer.
+  // rounding at most doubles the leaves' memory.
   static constexpr size_t kHugePage = size_t{2} << 20;
   static constexpr size_t kHugeFrom = size_t{1} << 20;
   static Leaf* AllocLeaves(uint32_t n, size_t* bytes) {

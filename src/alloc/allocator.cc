@@ -109,6 +109,9 @@ struct Allocator::Impl final : ThreadSlotOwner {
   std::vector<std::pair<uint32_t, uint64_t>> word_repairs;
   size_t cache_cap = 0;
   size_t batch = 1;
+  // Request size -> class: detail::kClassIndex, or kCoarseClassIndex in a
+  // pool of fewer than kCoarseBelowPages pages (size_classes.h).
+  const uint8_t* class_index = detail::kClassIndex.data();
 
   std::unique_ptr<std::atomic<PageChunk*>[]> chunks;
   sync::Mutex grow_mu;
@@ -502,11 +505,13 @@ struct Allocator::Impl final : ThreadSlotOwner {
 
   // ---------------------------------------------------------- alloc/free
   Result<PPtr> AllocSmall(size_t n, int node) {
-    const int c = ClassOf(n);
+    const int c = class_index[(n - 1) / 64];
     ThreadCache& tc = Cache();
     auto& v = tc.For(node, c, nodes);
     if (v.empty()) {
-      Status s = Refill(tc, v, c, node < 0 ? ChooseNode() : node);
+      const int home = node < 0 ? ChooseNode() : node;
+      Status s = Refill(tc, v, c, home);
+      if (s.is_out_of_space()) return Borrow(c, home, s);
       if (!s.ok()) return s;
     }
     const uint64_t off = v.back();
@@ -541,6 +546,54 @@ struct Allocator::Impl final : ThreadSlotOwner {
       FlushAll(tc);
       flushed = true;
     }
+  }
+
+  // The pool is full and no page of class c has a free block: hands out
+  // one free block of the smallest larger class that has one (node `home`
+  // first, then the next nodes) and whose blocks are aligned at least as a
+  // block of c is, so that a small pool is not exhausted by many classes
+  // each holding a mostly empty page. The block stays its page's: Free,
+  // recovery and BlockSize see a block of that class, and nothing persisted
+  // changes. Returns `oos` if no such block is free.
+  Result<PPtr> Borrow(int c, int home, const Status& oos) {
+    const int align = std::countr_zero(ClassSize(c));
+    for (int bc = c + 1; bc < kNumClasses; ++bc) {
+      if (std::countr_zero(ClassSize(bc)) < align) continue;
+      for (int i = 0; i < nodes; ++i) {
+        uint64_t off = 0;
+        if (!TakeOneFromPartial((home + i) % nodes, bc, &off)) continue;
+        if (i != 0) remote_allocs.fetch_add(1, std::memory_order_relaxed);
+        const uint32_t idx = PageIndex(off);
+        const uint32_t b = static_cast<uint32_t>((off - PageOffset(idx)) / ClassSize(bc));
+        const uint64_t m = uint64_t{1} << (b % 64);
+        const uint64_t old = Page(idx).live[b / 64].fetch_or(m, std::memory_order_acq_rel);
+        PMINDEX_CHECK((old & m) == 0, "allocator: block %#" PRIx64 " handed out twice", off);
+        pm::CountAllocated(static_cast<int64_t>(ClassSize(bc)));
+        return Ptr(off);
+      }
+    }
+    return oos;
+  }
+
+  // Moves one free block of a partial page of class c of node n to *off.
+  // Returns false iff node n has no partial page of c (no page is formatted).
+  bool TakeOneFromPartial(int n, int c, uint64_t* off) {
+    NodeState& ns = *node_state[n];
+    sync::MutexLock lock(ns.mu);
+    const uint32_t idx = ns.partial[c];
+    if (idx == kNoPage) return false;
+    PageInfo& p = Page(idx);
+    for (size_t w = 0; w < kBitmapWords; ++w) {
+      if (p.avail[w] == 0) continue;
+      const int b = std::countr_zero(p.avail[w]);
+      p.avail[w] &= p.avail[w] - 1;
+      if (--p.free_count == 0) RemovePartial(ns, c, idx);
+      *off = PageOffset(idx) + (uint64_t{w} * 64 + b) * ClassSize(c);
+      return true;
+    }
+    PMINDEX_CHECK(false, "allocator: partial page %u of class %u has no free block", idx,
+                  ClassSize(c));
+    return false;
   }
 
   // Takes `len` contiguous free pages of node n as a span. Returns the head
@@ -957,6 +1010,7 @@ Result<std::unique_ptr<Allocator>> Allocator::Attach(Pool* pool, bool fresh,
   impl->entries = std::min<size_t>(pool->page_table_entries(), kNoPage - 1);
   impl->cache_cap = opt.thread_cache_blocks;
   impl->batch = std::max<size_t>(1, opt.thread_cache_blocks / 2);
+  if (impl->entries < kCoarseBelowPages) impl->class_index = detail::kCoarseClassIndex.data();
   if (impl->heap_begin % kPageBytes != 0 || impl->table == nullptr || impl->entries == 0) {
     return Status::Corruption("allocator: pool has no usable heap");
   }

@@ -16,7 +16,9 @@
 //   pool, nodes own disjoint page lists of the same pool; remote accesses
 //   are counted.
 // - Blocks are 64-byte aligned; a block whose size is a multiple of 256 is
-//   256-byte aligned.
+//   256-byte aligned. A pool of fewer than kCoarseBelowPages pages uses
+//   only the power-of-two size classes (size_classes.h). When the pool is
+//   full, a request may get a block of a larger, equally aligned class.
 // - Alloc returns the block uninitialized (previous content or poison).
 //   Callers initialize it and persist it before linking it.
 // - Epochs: Retire(p) frees p once every thread that may have seen it has

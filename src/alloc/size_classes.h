@@ -6,7 +6,8 @@
 // is a multiple of 256. Blocks of a class page sit at page_start + i * size
 // and pages are 256 KiB aligned, so a block is 64-byte aligned and a block
 // whose size is a multiple of 256 is 256-byte aligned. Requests above
-// kMaxSmallSize take whole pages (spans).
+// kMaxSmallSize take whole pages (spans). Small pools map requests to the
+// power-of-two classes only (CoarseClassOf).
 #pragma once
 
 #include <array>
@@ -49,6 +50,19 @@ constexpr std::array<uint8_t, kMaxSmallSize / 64> MakeClassIndex() {
   return idx;
 }
 inline constexpr std::array<uint8_t, kMaxSmallSize / 64> kClassIndex = MakeClassIndex();
+
+// The same for small pools: the smallest class that is a power of two and
+// holds n bytes (12 of the 44 classes: 64, 128, ..., 131072).
+constexpr std::array<uint8_t, kMaxSmallSize / 64> MakeCoarseClassIndex() {
+  std::array<uint8_t, kMaxSmallSize / 64> idx{};
+  for (size_t i = 0; i < idx.size(); ++i) {
+    int c = kClassIndex[i];
+    while ((kClassSizes[c] & (kClassSizes[c] - 1)) != 0) ++c;
+    idx[i] = static_cast<uint8_t>(c);
+  }
+  return idx;
+}
+inline constexpr std::array<uint8_t, kMaxSmallSize / 64> kCoarseClassIndex = MakeCoarseClassIndex();
 }  // namespace detail
 
 static_assert(detail::kClassSizes[15] == 1024);
@@ -60,6 +74,15 @@ inline constexpr uint32_t ClassBlocks(int c) {
 }
 // REQUIRES: 1 <= n <= kMaxSmallSize.
 inline constexpr int ClassOf(size_t n) { return detail::kClassIndex[(n - 1) / 64]; }
+// REQUIRES: 1 <= n <= kMaxSmallSize.
+inline constexpr int CoarseClassOf(size_t n) { return detail::kCoarseClassIndex[(n - 1) / 64]; }
+
+// A pool whose maximum heap has fewer pages than this uses the coarse
+// classes (CoarseClassOf): with a page per class in use, 44 classes could
+// take a whole small heap while holding a few blocks each; 12 classes leave
+// most of it free. The class of a page is in its page word, so a pool may
+// be opened with either mapping.
+inline constexpr size_t kCoarseBelowPages = 2 * kNumClasses;
 
 static_assert(ClassSize(ClassOf(1)) == 64);
 static_assert(ClassSize(ClassOf(65)) == 128);
@@ -68,5 +91,11 @@ static_assert(ClassSize(ClassOf(2048)) == 2048);
 static_assert(ClassSize(ClassOf(4096)) == 4096);
 static_assert(ClassSize(ClassOf(4097)) == 5120);
 static_assert(ClassSize(ClassOf(kMaxSmallSize)) == kMaxSmallSize);
+static_assert(ClassSize(CoarseClassOf(1)) == 64);
+static_assert(ClassSize(CoarseClassOf(65)) == 128);
+static_assert(ClassSize(CoarseClassOf(129)) == 256);
+static_assert(ClassSize(CoarseClassOf(1025)) == 2048);
+static_assert(ClassSize(CoarseClassOf(4097)) == 8192);
+static_assert(ClassSize(CoarseClassOf(kMaxSmallSize)) == kMaxSmallSize);
 
 }  // namespace pmindex::alloc

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -352,6 +353,77 @@ TEST(Alloc, EmptyPagesAreGivenBack) {
   for (PPtr p : v) a->Free(p);
   EXPECT_EQ(a->stats().pages_owned, 0u);
   for (size_t i = 0; i < pool->page_table_entries(); ++i) ASSERT_EQ(pool->page_table()[i], 0u);
+}
+
+// A pool of fewer than kCoarseBelowPages pages maps requests to the
+// power-of-two classes only, so that one block of every class's size fits
+// in 4 MiB (44 classes would need 44 pages; it has 15).
+TEST(Alloc, SmallPoolUsesThePowerOfTwoClasses) {
+  auto pool = MakePool(4 * kMiB, 4 * kMiB);
+  ASSERT_LT(pool->page_table_entries(), kCoarseBelowPages);
+  AllocOptions opt;
+  opt.thread_cache_blocks = 0;
+  auto a = MustAttach(pool.get(), true, opt);
+  std::vector<PPtr> held;
+  for (const size_t sz : Allocator::SizeClasses()) {
+    held.push_back(MustAlloc(*a, sz));
+    ASSERT_FALSE(held.back().is_null()) << sz << " bytes";
+    const size_t got = a->BlockSize(held.back());
+    ASSERT_EQ(got, std::bit_ceil(sz)) << sz << " bytes";
+    ASSERT_EQ(held.back().offset() % got, 0u);
+  }
+  EXPECT_EQ(a->stats().pages_owned, 13u);  // 11 classes, 4 blocks of 128 KiB
+  for (PPtr p : held) a->Free(p);
+  EXPECT_EQ(a->stats().pages_owned, 0u);
+  // A larger pool keeps every class.
+  auto big = MakePool(4 * kMiB, 64 * kMiB);
+  ASSERT_GE(big->page_table_entries(), kCoarseBelowPages);
+  auto b = MustAttach(big.get(), true, opt);
+  const PPtr p = MustAlloc(*b, 1025);
+  EXPECT_EQ(b->BlockSize(p), 1280u);
+  b->Free(p);
+}
+
+// A full pool whose every page but a span's holds a block of a different
+// class: a request of a class without a page gets a free block of the
+// smallest larger class whose blocks are aligned at least as its own,
+// instead of OutOfSpace. The block stays its page's, through Free and
+// through recovery.
+TEST(Alloc, FullPoolLendsBlocksOfLargerClasses) {
+  auto pool = MakePool(24 * kMiB, 24 * kMiB);
+  const uint64_t pages = pool->page_table_entries();
+  ASSERT_GE(pages, kCoarseBelowPages);
+  AllocOptions opt;
+  opt.thread_cache_blocks = 0;
+  auto a = MustAttach(pool.get(), true, opt);
+  std::vector<PPtr> held{MustAlloc(*a, (pages - 14) * kPage)};
+  // Every class from 64 to 1280 bytes but 256 (and 1024, which 256 could use).
+  for (size_t sz = 64; a->stats().pages_owned < pages; sz += 64) {
+    ASSERT_LE(sz, 1280u);
+    if (sz == 256 || sz == 1024) continue;
+    held.push_back(MustAlloc(*a, sz));
+  }
+  // 256-byte blocks are 256-byte aligned: not a 320-byte block, a 512-byte one.
+  auto r = a->Alloc(256);
+  PMINDEX_ASSERT_OK(r) << "a full pool with free blocks of larger classes";
+  const PPtr lent = r.value();
+  EXPECT_EQ(a->BlockSize(lent), 512u);
+  EXPECT_EQ(a->stats().pages_owned, pages);
+  // No page of a class of 2048 bytes or more: still out of space.
+  EXPECT_TRUE(a->Alloc(2048).status().is_out_of_space());
+  EXPECT_TRUE(a->Alloc(kPage).status().is_out_of_space());
+  a->Free(lent);
+  EXPECT_FALSE(a->IsLive(lent));
+  const PPtr again = MustAlloc(*a, 200);
+  EXPECT_EQ(a->BlockSize(again), 512u);
+  a.reset();  // "crash"
+  auto b = MustAttach(pool.get(), false, opt);
+  for (PPtr p : held) b->MarkReachable(p);
+  b->MarkReachable(again);
+  PMINDEX_ASSERT_OK(b->FinishRecovery());
+  EXPECT_TRUE(b->IsLive(again));
+  EXPECT_EQ(b->BlockSize(again), 512u);
+  EXPECT_EQ(b->stats().blocks_in_use, held.size() + 1);
 }
 
 TEST(Alloc, ThreadCacheIsFlushedWhenTheThreadExits) {

@@ -21,11 +21,16 @@
 // take no lock. A replaced layer is freed through the owner's epochs.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,7 +52,7 @@ class TopLayer {
   explicit TopLayer(const std::vector<std::pair<Key, uint64_t>>& chain) {
     const size_t n = std::max<size_t>(chain.size(), 1);
     nleaves_ = static_cast<uint32_t>((n + kLeafFill - 1) / kLeafFill);
-    leaves_ = std::make_unique<Leaf[]>(nleaves_);
+    leaves_.reset(AllocLeaves(nleaves_, &leaf_bytes_));
     std::vector<Key> first(nleaves_, 0);
     for (size_t i = 0; i < chain.size(); ++i) {
       Leaf& l = leaves_[i / kLeafFill];
@@ -175,7 +180,7 @@ class TopLayer {
   uint32_t leaves() const { return nleaves_; }
   uint32_t levels() const { return static_cast<uint32_t>(inner_.size()) + 1; }
   uint64_t bytes() const {
-    uint64_t b = sizeof(*this) + uint64_t{nleaves_} * sizeof(Leaf);
+    uint64_t b = sizeof(*this) + leaf_bytes_;
     for (const Level& lv : inner_) b += lv.keys.size() * sizeof(Key);
     return b;
   }
@@ -192,8 +197,35 @@ class TopLayer {
     uint32_t units = 0;     // children on the level below (leaves or nodes)
     std::vector<Key> keys;  // (kFan - 1) separators per node, padded with ~0
   };
+  struct FreeLeaves {
+    void operator()(Leaf* p) const { std::free(p); }  // Leaf is trivially destructible
+  };
+  static_assert(std::is_trivially_destructible_v<Leaf>);
+  // Leaves of kHugeFrom bytes or more take whole 2 MiB units, 2 MiB-aligned,
+  // offered to the kernel for transparent huge pages (best effort: with
+  // THP off or no huge page free they stay on 4 KiB pages). A lookup reads
+  // one leaf at random, so with 4 KiB pages most lookups of a large tree
+  // miss the TLB there (a 10M-key tlbtree has 4 MiB of leaves); the
+  // rounding at most doubles the leaves' memory.
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  static constexpr size_t kHugeFrom = size_t{1} << 20;
+  static Leaf* AllocLeaves(uint32_t n, size_t* bytes) {
+    size_t b = size_t{n} * sizeof(Leaf);
+    const bool huge = b >= kHugeFrom;
+    if (huge) b = (b + kHugePage - 1) / kHugePage * kHugePage;
+    void* m = std::aligned_alloc(huge ? kHugePage : alignof(Leaf), b);
+    if (m == nullptr) throw std::bad_alloc();
+#if defined(MADV_HUGEPAGE)
+    if (huge) (void)madvise(m, b, MADV_HUGEPAGE);  // advice only: an error changes nothing
+#endif
+    Leaf* leaves = static_cast<Leaf*>(m);
+    for (uint32_t i = 0; i < n; ++i) new (&leaves[i]) Leaf();
+    *bytes = b;
+    return leaves;
+  }
   uint32_t nleaves_ = 0;
-  std::unique_ptr<Leaf[]> leaves_;
+  size_t leaf_bytes_ = 0;
+  std::unique_ptr<Leaf[], FreeLeaves> leaves_;
   std::vector<Level> inner_;  // top level first
 };
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <latch>
 #include <memory>
 #include <random>
@@ -140,6 +141,99 @@ class Acks {
   return ::testing::AssertionSuccess();
 }
 
+// One lookup of key i (stored under k) against the acks around it: "" or
+// what is wrong. A value must fit the acknowledged writes; a key whose ack
+// did not move and had nothing in flight must be found iff present.
+std::string CheckLookup(Index& t, const Acks& acks, uint32_t i, Key k) {
+  const uint64_t a0 = acks.Get(i);
+  const std::optional<Value> got = t.lookup(k);
+  const uint64_t a1 = acks.Get(i);
+  if (got.has_value()) {
+    ::testing::AssertionResult ok = ValueFits(i, *got, a0, a1);
+    return ok ? "" : ok.message();
+  }
+  if (a0 == a1 && (a0 & (Acks::kPending | Acks::kPresent)) == Acks::kPresent)
+    return "lookup of acknowledged key " + std::to_string(i) + " found nothing";
+  return "";
+}
+
+// A scan of up to 40 pairs from key i: ascending, every pair a fitting
+// value, and every stable key of the range it covers present in it iff
+// acknowledged present. Returns "" or what is wrong.
+std::string CheckScan(Index& t, const Acks& acks, uint32_t i) {
+  std::vector<uint64_t> before(kKeys);
+  std::vector<KV> out(40);
+  for (uint32_t j = 0; j < kKeys; ++j) before[j] = acks.Get(j);
+  const size_t n = t.scan(KeyOf(i), out.size(), out.data());
+  const Key last = n == out.size() ? out[n - 1].key : UINT64_MAX;
+  size_t at = 0;
+  std::vector<std::pair<Key, uint32_t>> range;
+  for (uint32_t j = 0; j < kKeys; ++j)
+    if (KeyOf(j) >= KeyOf(i) && KeyOf(j) <= last) range.emplace_back(KeyOf(j), j);
+  std::sort(range.begin(), range.end());
+  for (const auto& [key, j] : range) {
+    const uint64_t a1 = acks.Get(j);
+    const bool returned = at < n && out[at].key == key;
+    if (returned) {
+      ::testing::AssertionResult ok = ValueFits(j, out[at].value, before[j], a1);
+      if (!ok) return "scan: " + std::string(ok.message());
+      ++at;
+    } else if (before[j] == a1 && (a1 & Acks::kPending) == 0 && (a1 & Acks::kPresent) != 0) {
+      return "scan from key " + std::to_string(i) + " missed acknowledged key " + std::to_string(j);
+    }
+  }
+  if (at != n)
+    return "scan from key " + std::to_string(i) + " returned key " + std::to_string(out[at].key) +
+           " out of order or not of the key space";
+  return "";
+}
+
+// Runs kWriters writers and kReaders readers from one start. Writer w runs
+// write(w, its failure) to its end; reader r calls read(its rng, seeded
+// reader_seed + r, its failure) at least 300 times and then as long as a
+// writer writes, until a failure. Expects no failure.
+void RunWritersAndReaders(const std::function<void(int, std::string&)>& write, uint64_t reader_seed,
+                          const std::function<void(std::mt19937_64&, std::string&)>& read) {
+  std::atomic<int> writing{kWriters};
+  std::vector<std::string> failures(kWriters + kReaders);
+  std::vector<std::thread> threads;
+  std::latch start(kWriters + kReaders);
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      start.arrive_and_wait();
+      write(w, failures[w]);
+      writing.fetch_sub(1);
+    });
+  }
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&, r] {
+      start.arrive_and_wait();
+      std::string& fail = failures[kWriters + r];
+      std::mt19937_64 rng(reader_seed + r);
+      for (int reads = 0; (reads < 300 || writing.load() > 0) && fail.empty(); ++reads)
+        read(rng, fail);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const std::string& f : failures) EXPECT_EQ(f, "");
+}
+
+// After the threads: every key holds exactly what its writer acknowledged
+// last, and the entry count is the number of keys present.
+void ExpectAcknowledged(Index& t, const Acks& acks) {
+  uint64_t present = 0;
+  for (uint32_t i = 0; i < kKeys; ++i) {
+    const uint64_t a = acks.Get(i);
+    if ((a & Acks::kPresent) == 0) {
+      EXPECT_FALSE(t.lookup(KeyOf(i)).has_value()) << i;
+    } else {
+      ++present;
+      EXPECT_EQ(t.lookup(KeyOf(i)), std::optional<Value>(Acks::ValueOf(i, Acks::Count(a)))) << i;
+    }
+  }
+  EXPECT_EQ(t.stats().entries, present);
+}
+
 // Two writers own the even and the odd keys and insert, upsert, update and
 // remove them, acknowledging each result; two readers look up and scan
 // meanwhile. A key whose ack did not move and had nothing in flight
@@ -153,129 +247,60 @@ TEST(RoartConcurrency, ReadsMatchAcknowledgedWrites) {
     PMINDEX_ASSERT_OK(made);
     Index& t = *made.value();
     Acks acks;
-    std::atomic<int> writing{kWriters};
     std::atomic<uint64_t> checked{0};
-    std::vector<std::string> failures(kWriters + kReaders);
-    std::vector<std::thread> threads;
-    std::latch start(kWriters + kReaders);
-    for (int w = 0; w < kWriters; ++w) {
-      threads.emplace_back([&, w] {
-        start.arrive_and_wait();
-        std::mt19937_64 rng(100 + w);
-        for (int op = 0; op < 12000 && failures[w].empty(); ++op) {
-          const uint32_t i = static_cast<uint32_t>(rng() % (kKeys / kWriters)) * kWriters + w;
-          const uint64_t a = acks.Get(i);
-          const bool present = (a & Acks::kPresent) != 0;
-          const uint64_t next = Acks::Count(a) + 1;
-          acks.Set(i, a | Acks::kPending);
-          const Value v = Acks::ValueOf(i, next);
-          Status st;
-          bool now = present;
-          // Mostly inserts in the first half (nodes grow, arrays split),
-          // mostly removes in the second (nodes merge and collapse).
-          const uint64_t pick = rng() % 10;
-          switch (pick < (op < 6000 ? 2u : 8u) ? 4 : pick % 4) {
-            case 0:
-            case 1:
-              st = t.insert(KeyOf(i), v);
-              if (st.ok() != !present)
-                failures[w] = "insert " + std::to_string(i) + ": " + st.ToString();
-              now = true;
-              break;
-            case 2:
-              st = t.upsert(KeyOf(i), v);
-              if (!st.ok()) failures[w] = "upsert: " + st.ToString();
-              now = true;
-              break;
-            case 3:
-              st = t.update(KeyOf(i), v);
-              if (st.ok() != present)
-                failures[w] = "update " + std::to_string(i) + ": " + st.ToString();
-              break;
-            default:
-              st = t.remove(KeyOf(i));
-              if (st.ok() != present)
-                failures[w] = "remove " + std::to_string(i) + ": " + st.ToString();
-              now = false;
-          }
-          // A failed insert, update or remove changed nothing: the count
-          // moves only when the stored value did.
-          const bool wrote = st.ok();
-          acks.Set(i, wrote ? (next << 2 | (now ? Acks::kPresent : 0)) : a);
+    const auto write = [&](int w, std::string& fail) {
+      std::mt19937_64 rng(100 + w);
+      for (int op = 0; op < 12000 && fail.empty(); ++op) {
+        const uint32_t i = static_cast<uint32_t>(rng() % (kKeys / kWriters)) * kWriters + w;
+        const uint64_t a = acks.Get(i);
+        const bool present = (a & Acks::kPresent) != 0;
+        const uint64_t next = Acks::Count(a) + 1;
+        acks.Set(i, a | Acks::kPending);
+        const Value v = Acks::ValueOf(i, next);
+        Status st;
+        bool now = present;
+        // Mostly inserts in the first half (nodes grow, arrays split),
+        // mostly removes in the second (nodes merge and collapse).
+        const uint64_t pick = rng() % 10;
+        switch (pick < (op < 6000 ? 2u : 8u) ? 4 : pick % 4) {
+          case 0:
+          case 1:
+            st = t.insert(KeyOf(i), v);
+            if (st.ok() != !present) fail = "insert " + std::to_string(i) + ": " + st.ToString();
+            now = true;
+            break;
+          case 2:
+            st = t.upsert(KeyOf(i), v);
+            if (!st.ok()) fail = "upsert: " + st.ToString();
+            now = true;
+            break;
+          case 3:
+            st = t.update(KeyOf(i), v);
+            if (st.ok() != present) fail = "update " + std::to_string(i) + ": " + st.ToString();
+            break;
+          default:
+            st = t.remove(KeyOf(i));
+            if (st.ok() != present) fail = "remove " + std::to_string(i) + ": " + st.ToString();
+            now = false;
         }
-        writing.fetch_sub(1);
-      });
-    }
-    for (int r = 0; r < kReaders; ++r) {
-      threads.emplace_back([&, r] {
-        start.arrive_and_wait();
-        std::string& fail = failures[kWriters + r];
-        std::mt19937_64 rng(200 + r);
-        std::vector<uint64_t> before(kKeys);
-        std::vector<KV> out(40);
-        // At least 300 reads each, then as long as a writer writes.
-        for (int reads = 0; (reads < 300 || writing.load() > 0) && fail.empty(); ++reads) {
-          const uint32_t i = static_cast<uint32_t>(rng() % kKeys);
-          if (rng() % 4 != 0) {
-            const uint64_t a0 = acks.Get(i);
-            const std::optional<Value> got = t.lookup(KeyOf(i));
-            const uint64_t a1 = acks.Get(i);
-            if (got.has_value()) {
-              ::testing::AssertionResult ok = ValueFits(i, *got, a0, a1);
-              if (!ok) fail = ok.message();
-            } else if (a0 == a1 && (a0 & (Acks::kPending | Acks::kPresent)) == Acks::kPresent) {
-              fail = "lookup of acknowledged key " + std::to_string(i) + " found nothing";
-            }
-            checked.fetch_add(1, std::memory_order_relaxed);
-            continue;
-          }
-          // A scan of up to 40 pairs from key i: ascending, every pair a
-          // fitting value, and every stable key of the range it covers
-          // present in it iff acknowledged present.
-          for (uint32_t j = 0; j < kKeys; ++j) before[j] = acks.Get(j);
-          const size_t n = t.scan(KeyOf(i), out.size(), out.data());
-          const Key last = n == out.size() ? out[n - 1].key : UINT64_MAX;
-          size_t at = 0;
-          std::vector<std::pair<Key, uint32_t>> range;
-          for (uint32_t j = 0; j < kKeys; ++j)
-            if (KeyOf(j) >= KeyOf(i) && KeyOf(j) <= last) range.emplace_back(KeyOf(j), j);
-          std::sort(range.begin(), range.end());
-          for (const auto& [key, j] : range) {
-            const uint64_t a1 = acks.Get(j);
-            const bool returned = at < n && out[at].key == key;
-            if (returned) {
-              ::testing::AssertionResult ok = ValueFits(j, out[at].value, before[j], a1);
-              if (!ok) fail = "scan: " + std::string(ok.message());
-              ++at;
-            } else if (before[j] == a1 && (a1 & Acks::kPending) == 0 &&
-                       (a1 & Acks::kPresent) != 0) {
-              fail = "scan from key " + std::to_string(i) + " missed acknowledged key " +
-                     std::to_string(j);
-            }
-            if (!fail.empty()) break;
-          }
-          if (fail.empty() && at != n)
-            fail = "scan from key " + std::to_string(i) + " returned key " +
-                   std::to_string(out[at].key) + " out of order or not of the key space";
-          checked.fetch_add(1, std::memory_order_relaxed);
-        }
-      });
-    }
-    for (std::thread& th : threads) th.join();
-    for (const std::string& f : failures) EXPECT_EQ(f, "");
+        // A failed insert, update or remove changed nothing: the count
+        // moves only when the stored value did.
+        acks.Set(i, st.ok() ? (next << 2 | (now ? Acks::kPresent : 0)) : a);
+      }
+    };
+    const auto read = [&](std::mt19937_64& rng, std::string& fail) {
+      const uint32_t i = static_cast<uint32_t>(rng() % kKeys);
+      if (rng() % 4 != 0) {
+        fail = CheckLookup(t, acks, i, KeyOf(i));
+      } else {
+        fail = CheckScan(t, acks, i);
+      }
+      checked.fetch_add(1, std::memory_order_relaxed);
+    };
+    RunWritersAndReaders(write, 200, read);
     EXPECT_GT(checked.load(), 0u);
     PMINDEX_ASSERT_OK(t.verify());
-    uint64_t present = 0;
-    for (uint32_t i = 0; i < kKeys; ++i) {
-      const uint64_t a = acks.Get(i);
-      if ((a & Acks::kPresent) == 0) {
-        EXPECT_FALSE(t.lookup(KeyOf(i)).has_value()) << i;
-      } else {
-        ++present;
-        EXPECT_EQ(t.lookup(KeyOf(i)), std::optional<Value>(Acks::ValueOf(i, Acks::Count(a)))) << i;
-      }
-    }
-    EXPECT_EQ(t.stats().entries, present);
+    ExpectAcknowledged(t, acks);
     // The changes the test means to race with readers happened.
     const IndexStats s = t.stats();
     double splits = 0, grows = 0, merges = 0;
@@ -315,53 +340,28 @@ TEST(RoartConcurrency, MergesAndSplitsUnderOneParentWithReaders) {
   constexpr uint32_t kShared = 32;
   const auto key = [](uint32_t i) { return (Key{7} << 40) | (Key{i / 8} << 8) | (i % 8); };
   Acks acks;
-  std::atomic<int> writing{kWriters};
   std::atomic<uint64_t> lookups{0};
-  std::vector<std::string> failures(kWriters + kReaders);
-  std::vector<std::thread> threads;
-  std::latch start(kWriters + kReaders);
-  for (int w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      start.arrive_and_wait();
-      std::mt19937_64 rng(300 + w);
-      for (int op = 0; op < 20000 && failures[w].empty(); ++op) {
-        const uint32_t i = static_cast<uint32_t>(rng() % (kShared / 2)) * 2 + w;
-        const uint64_t a = acks.Get(i);
-        const bool present = (a & Acks::kPresent) != 0;
-        const uint64_t next = Acks::Count(a) + 1;
-        const bool insert_round = (op / 500) % 2 == 0;
-        const bool insert = rng() % 10 < (insert_round ? 8u : 2u);
-        acks.Set(i, a | Acks::kPending);
-        const Status st = insert ? t.insert(key(i), Acks::ValueOf(i, next)) : t.remove(key(i));
-        if (st.ok() != (insert != present))
-          failures[w] = (insert ? "insert " : "remove ") + std::to_string(i) + ": " + st.ToString();
-        acks.Set(i, st.ok() ? (next << 2 | (insert ? Acks::kPresent : 0)) : a);
-      }
-      writing.fetch_sub(1);
-    });
-  }
-  for (int r = 0; r < kReaders; ++r) {
-    threads.emplace_back([&, r] {
-      start.arrive_and_wait();
-      std::string& fail = failures[kWriters + r];
-      std::mt19937_64 rng(400 + r);
-      for (int reads = 0; (reads < 300 || writing.load() > 0) && fail.empty(); ++reads) {
-        const uint32_t i = static_cast<uint32_t>(rng() % kShared);
-        const uint64_t a0 = acks.Get(i);
-        const std::optional<Value> got = t.lookup(key(i));
-        const uint64_t a1 = acks.Get(i);
-        if (got.has_value()) {
-          ::testing::AssertionResult ok = ValueFits(i, *got, a0, a1);
-          if (!ok) fail = ok.message();
-        } else if (a0 == a1 && (a0 & (Acks::kPending | Acks::kPresent)) == Acks::kPresent) {
-          fail = "lookup of acknowledged key " + std::to_string(i) + " found nothing";
-        }
-        lookups.fetch_add(1, std::memory_order_relaxed);
-      }
-    });
-  }
-  for (std::thread& th : threads) th.join();
-  for (const std::string& f : failures) EXPECT_EQ(f, "");
+  const auto write = [&](int w, std::string& fail) {
+    std::mt19937_64 rng(300 + w);
+    for (int op = 0; op < 20000 && fail.empty(); ++op) {
+      const uint32_t i = static_cast<uint32_t>(rng() % (kShared / 2)) * 2 + w;
+      const uint64_t a = acks.Get(i);
+      const bool present = (a & Acks::kPresent) != 0;
+      const uint64_t next = Acks::Count(a) + 1;
+      const bool insert_round = (op / 500) % 2 == 0;
+      const bool insert = rng() % 10 < (insert_round ? 8u : 2u);
+      acks.Set(i, a | Acks::kPending);
+      const Status st = insert ? t.insert(key(i), Acks::ValueOf(i, next)) : t.remove(key(i));
+      if (st.ok() != (insert != present))
+        fail = (insert ? "insert " : "remove ") + std::to_string(i) + ": " + st.ToString();
+      acks.Set(i, st.ok() ? (next << 2 | (insert ? Acks::kPresent : 0)) : a);
+    }
+  };
+  RunWritersAndReaders(write, 400, [&](std::mt19937_64& rng, std::string& fail) {
+    const uint32_t i = static_cast<uint32_t>(rng() % kShared);
+    fail = CheckLookup(t, acks, i, key(i));
+    lookups.fetch_add(1, std::memory_order_relaxed);
+  });
   EXPECT_GT(lookups.load(), 0u);
   PMINDEX_ASSERT_OK(t.verify());
   uint64_t present = 0;

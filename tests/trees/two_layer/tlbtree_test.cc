@@ -98,6 +98,23 @@ TEST(TlbTreeTop, FindsTheLastEntryAtOrBelowAndAbsorbsNewOnes) {
   EXPECT_EQ(t.Find(200), 3u);
 }
 
+// A layer whose leaves reach 1 MiB takes whole 2 MiB units (offered for
+// huge pages); a small one takes only its leaves. Both find every entry.
+TEST(TlbTreeTop, LargeLayerTakesWholeHugePagesAndFindsEveryEntry) {
+  const uint64_t small_bytes = TopLayer({{0, 1}}).bytes();
+  EXPECT_LT(small_bytes, uint64_t{4096});
+  std::vector<std::pair<Key, uint64_t>> chain;
+  const uint64_t n = 40000;  // 5000 leaves of 256 bytes: 1.22 MiB
+  for (uint64_t i = 0; i < n; ++i) chain.push_back({i * 10, i + 1});
+  TopLayer t(chain);
+  EXPECT_GE(t.bytes(), uint64_t{2} << 20);
+  EXPECT_LT(t.bytes(), (uint64_t{2} << 20) + (uint64_t{1} << 20));
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(t.Find(i * 10), i + 1) << i;
+    ASSERT_EQ(t.Find(i * 10 + 9), i + 1) << i;
+  }
+}
+
 TEST(TlbTreeOptions, BadOptionsAreRefused) {
   testing_util::ExpectOptions("tlbtree", {"height=1", "height=9", "height=x", "rebuild=0", "node=512", "height=2,height=3"},
                               {"", "height=2", "height=8,rebuild=1"});

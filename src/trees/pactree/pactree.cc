@@ -198,6 +198,7 @@ class PacTree final : public Index {
                                             const std::vector<Key>& anchors);
   // Open's check of the persistent search layer and its blocks.
   Status CheckTrie(const Chain& chain, PmTrie::Census* census) const;
+  Status VerifyQuiesced();
   Status VerifySearchLayer(const Chain& chain) const;
 
   IndexEnv env_;
@@ -880,7 +881,12 @@ Status PacTree::close() {
 // ------------------------------------------------------- verify and stats
 
 Status PacTree::verify() {
-  logs_->Drain();
+  // The updater thread retries refused entries on its own; none is
+  // applied while the search layer is compared with the chain.
+  return logs_->Quiesced([this] { return VerifyQuiesced(); });
+}
+
+Status PacTree::VerifyQuiesced() {
   Chain chain;
   PMINDEX_RETURN_IF_ERROR(Walk(head_raw_, &chain, nullptr));
   if (!chain.stale.empty())

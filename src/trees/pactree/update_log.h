@@ -106,6 +106,16 @@ class UpdateLogs {
   // pending).
   void Drain() { ApplyAll(); }
 
+  // Drains, then runs fn while no entry can be applied (the updater's
+  // retries of entries the layer refused included): verify() reads the
+  // search layer and its counters as one state.
+  template <class Fn>
+  auto Quiesced(Fn fn) {
+    sync::MutexLock apply(apply_mu_);
+    ApplyAllLocked();
+    return fn();
+  }
+
   // Drains and ends the updater. Idempotent.
   void Stop() {
     if (updater_.joinable()) {
@@ -171,8 +181,12 @@ class UpdateLogs {
   // Applies the entries left by the last call (refused) and what the logs
   // hold, in sequence order; stops at an entry the layer refuses.
   void ApplyAll() {
-    if (alloc_.in_recovery()) return;  // open has not finished
     sync::MutexLock apply(apply_mu_);
+    ApplyAllLocked();
+  }
+
+  void ApplyAllLocked() PMINDEX_REQUIRES(apply_mu_) {
+    if (alloc_.in_recovery()) return;  // open has not finished
     std::vector<Entry> batch;
     batch.swap(left_);
     Snapshot(&batch);

@@ -476,8 +476,8 @@ class Databases::View final : public Store {
   }
   // One read of the key, not Store's Peek then a conditional write's read.
   Result<WriteOutcome> PutUnless(std::string_view key, std::string_view value,
-                                 PrefixTest refuse) override {
-    return Write(key, &value, Cond::kNone, 0, refuse);
+                                 const PrefixTest& refuse) override {
+    return Write(key, &value, Cond::kNone, 0, &refuse);
   }
   Result<WriteOutcome> Remove(std::string_view key) override {
     return Write(key, nullptr, Cond::kNone, 0);
@@ -582,13 +582,26 @@ class Databases::View final : public Store {
   // else a transaction. Either is repeated if the key changed between the
   // read and the write.
   Result<WriteOutcome> Write(std::string_view key, const std::string_view* value, Cond cond,
-                             uint64_t version, PrefixTest refuse = nullptr) {
+                             uint64_t version, const PrefixTest* refuse = nullptr) {
     OpEpochs::Guard g = dbs_.epochs_.Enter();
     const uint32_t ns = Ns();
     const StoredKey k(ns, key);
     const size_t max = base().max_value_bytes();
     if (value != nullptr && value->size() > kMaxValueBytes)
       return Status::InvalidArgument("the value is too large");
+    if (value != nullptr && cond == Cond::kNone && !chunk_codec::NeedsPieces(*value, max)) {
+      // One look and the write, unless the key holds a head (its pieces go
+      // in a transaction, below) or a value `refuse` accepts.
+      bool head = false;
+      Result<WriteOutcome> w =
+          base().PutUnless(k, *value, [&](std::optional<std::string_view> old) {
+            head = old && chunk_codec::IsHead(*old);
+            if (refuse == nullptr) return head;
+            if (!old) return (*refuse)(std::nullopt);
+            return (*refuse)(ExpiryView(*old)) || head;
+          });
+      if (!w.ok() || *w == WriteOutcome::kDone || !head) return w;
+    }
     for (;;) {
       Result<StoredValue> cur = base().Get(k);
       if (!cur.ok() && !cur.status().is_not_found()) return cur.status();
@@ -597,7 +610,8 @@ class Databases::View final : public Store {
       if (cond == Cond::kVersion && !present) return WriteOutcome::kAbsent;
       if (cond == Cond::kVersion && cur->version != version) return WriteOutcome::kChanged;
       if (value == nullptr && !present) return WriteOutcome::kAbsent;
-      if (refuse != nullptr && present && refuse(ExpiryView(cur->value)))
+      if (refuse != nullptr && !present) (*refuse)(std::nullopt);
+      if (refuse != nullptr && present && (*refuse)(ExpiryView(cur->value)))
         return WriteOutcome::kPresent;
       if (!(present && chunk_codec::IsHead(cur->value)) &&
           !(value != nullptr && chunk_codec::NeedsPieces(*value, max))) {

@@ -325,7 +325,9 @@ Status Items::StoreMany(const std::vector<std::pair<std::string_view, std::strin
 
 Status Items::Replace(std::string_view key, std::string_view value) {
   // One read and one conditional write, unless a collection is there.
-  Result<WriteOutcome> w = store_.PutUnless(key, value, &collection_codec::IsCollection);
+  Result<WriteOutcome> w = store_.PutUnless(key, value, [](std::optional<std::string_view> old) {
+    return old && collection_codec::IsCollection(*old);
+  });
   if (!w.ok()) return w.status();
   if (*w == WriteOutcome::kDone) return Status::OK();
   // A collection (live or expired) goes with its elements.

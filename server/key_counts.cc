@@ -147,6 +147,24 @@ Result<WriteOutcome> KeyCountingStore::PutIfRead(std::string_view key, std::stri
   return w;
 }
 
+Result<WriteOutcome> KeyCountingStore::PutUnless(std::string_view key, std::string_view value,
+                                                 const PrefixTest& refuse) {
+  uint32_t ns = 0;
+  if (!IsKeyRecord(key, &ns)) return base_.PutUnless(key, value, refuse);
+  // The base's test sees the record replaced, if any (its last call): its
+  // weight is noted there, in the same look as the write's.
+  KeyCounts before;
+  Result<WriteOutcome> w = base_.PutUnless(key, value, [&](std::optional<std::string_view> old) {
+    before = old ? Weight(*old) : KeyCounts{};
+    return old && refuse(old);
+  });
+  if (w.ok() && *w == WriteOutcome::kDone) {
+    const KeyCounts now = Weight(value);
+    Add(ns, now.keys - before.keys, now.expires - before.expires);
+  }
+  return w;
+}
+
 Result<WriteOutcome> KeyCountingStore::RemoveIfRead(std::string_view key, const StoredValue& read) {
   Result<WriteOutcome> w = base_.RemoveIfVersion(key, read.version);
   uint32_t ns = 0;

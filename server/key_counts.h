@@ -76,6 +76,8 @@ class KeyCountingStore final : public Store {
   Result<WriteOutcome> PutIfRead(std::string_view key, std::string_view value,
                                  const StoredValue& read) override;
   Result<WriteOutcome> RemoveIfRead(std::string_view key, const StoredValue& read) override;
+  Result<WriteOutcome> PutUnless(std::string_view key, std::string_view value,
+                                 const PrefixTest& refuse) override;
   Result<WriteOutcome> Remove(std::string_view key) override;
   Result<WriteOutcome> RemoveIfVersion(std::string_view key, uint64_t version) override;
   using Store::Range;

@@ -45,6 +45,15 @@ Result<WriteOutcome> KvBackedStore::PutIfVersion(std::string_view key, std::stri
   return s;
 }
 
+Result<WriteOutcome> KvBackedStore::PutUnless(std::string_view key, std::string_view value,
+                                              const PrefixTest& refuse) {
+  refuse(std::nullopt);  // the look below calls it again if it finds the key
+  Status s = kv_.PutUnless(key, value, [&refuse](std::string_view v) { return refuse(v); });
+  if (s.ok()) return WriteOutcome::kDone;
+  if (s.is_already_exists()) return WriteOutcome::kPresent;
+  return s;
+}
+
 Result<WriteOutcome> KvBackedStore::Remove(std::string_view key) {
   Status s = kv_.Remove(key);
   if (s.ok()) return WriteOutcome::kDone;

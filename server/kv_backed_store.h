@@ -36,6 +36,9 @@ class KvBackedStore final : public Store {
   Result<WriteOutcome> PutIfAbsent(std::string_view key, std::string_view value) override;
   Result<WriteOutcome> PutIfVersion(std::string_view key, std::string_view value,
                                     uint64_t version) override;
+  // One lookup: the store looks at the value in place.
+  Result<WriteOutcome> PutUnless(std::string_view key, std::string_view value,
+                                 const PrefixTest& refuse) override;
   Result<WriteOutcome> Remove(std::string_view key) override;
   Result<WriteOutcome> RemoveIfVersion(std::string_view key, uint64_t version) override;
   using Store::Range;

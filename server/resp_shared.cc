@@ -118,17 +118,23 @@ RespShared::RespShared(RespSettings settings)
 }
 
 RespShared::AccessBucket* RespShared::NewAccessClock() {
-  constexpr size_t kBytes = kAccessBuckets * sizeof(AccessBucket);
-  void* p = std::aligned_alloc(kBytes, kBytes);
-  PMINDEX_CHECK(p != nullptr, "out of memory for the access clock (%zu bytes)", kBytes);
+  constexpr size_t kBytes = kAccessClockBytes;
+  // Twice the size, then the unaligned head and tail go back.
+  void* raw = mmap(nullptr, 2 * kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  PMINDEX_CHECK(raw != MAP_FAILED, "out of memory for the access clock (%zu bytes)", kBytes);
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kBytes - 1) & ~(uintptr_t{kBytes} - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t tail = start + 2 * kBytes - (aligned + kBytes);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + kBytes), tail);
+  void* p = reinterpret_cast<void*>(aligned);
   // A hint, before the pages are touched: without huge pages the clock
   // works the same, a little slower.
   static_cast<void>(madvise(p, kBytes, MADV_HUGEPAGE));
-  std::memset(p, 0, kBytes);
   return static_cast<AccessBucket*>(p);
 }
 
-void RespShared::FreeDeleter::operator()(AccessBucket* p) const { std::free(p); }
+void RespShared::FreeDeleter::operator()(AccessBucket* p) const { munmap(p, kAccessClockBytes); }
 
 namespace {
 

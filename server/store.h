@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -195,17 +196,23 @@ class Store {
                                                           const StoredValue& read) {
     return RemoveIfVersion(key, read.version);
   }
-  // Inserts or replaces, unless the key holds a value whose first
-  // kPeekBytes bytes `refuse` accepts: then kPresent, and nothing changes
-  // (SET over a collection, which must go with its elements). Repeated if
-  // the key changes between the read and the write.
-  using PrefixTest = bool (*)(std::string_view prefix);
+  // Inserts or replaces, unless the key holds a value that `refuse`
+  // accepts: then kPresent, and nothing changes (SET over a collection,
+  // which must go with its elements). `refuse` is called with what a look
+  // at the key found: at least the value's first kPeekBytes bytes (a view
+  // valid during the call), or nullopt if the key was absent (the answer
+  // is then ignored). It may be called again if the key changes before
+  // the write; its last call saw what the write replaced. It must not
+  // call the store. Here a Peek then a conditional write; a store that
+  // can look and write in one lookup does.
+  using PrefixTest = std::function<bool(std::optional<std::string_view> prefix)>;
   [[nodiscard]] virtual Result<WriteOutcome> PutUnless(std::string_view key, std::string_view value,
-                                                       PrefixTest refuse) {
+                                                       const PrefixTest& refuse) {
     for (;;) {
       Result<StoredValue> cur = Peek(key);
       if (!cur.ok() && !cur.status().is_not_found()) return cur.status();
-      if (cur.ok() && refuse(cur->value)) return WriteOutcome::kPresent;
+      if (!cur.ok()) refuse(std::nullopt);
+      if (cur.ok() && refuse(std::string_view(cur->value))) return WriteOutcome::kPresent;
       Result<WriteOutcome> w =
           cur.ok() ? PutIfVersion(key, value, cur->version) : PutIfAbsent(key, value);
       if (!w.ok() || *w == WriteOutcome::kDone) return w;

@@ -46,6 +46,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,6 +124,14 @@ class KvStore {
   // Replaces iff the newest version is `version`: NotFound if absent,
   // Aborted if it changed since (memcached "cas").
   [[nodiscard]] Status PutIfVersion(std::string_view key, std::string_view value, uint64_t version);
+  // Inserts or replaces, unless the key holds a value for which `refuse`
+  // returns true: then AlreadyExists, and nothing changes. One lookup of
+  // the key: `refuse` sees the value in place (a view valid during the
+  // call, the key's writers held off), so it must be quick and must not
+  // call the store. It may note what it sees (the replaced value's
+  // header, say).
+  [[nodiscard]] Status PutUnless(std::string_view key, std::string_view value,
+                                 const std::function<bool(std::string_view value)>& refuse);
   // NotFound if absent.
   [[nodiscard]] Status Remove(std::string_view key);
   // Live keys (walks the store: O(n)).

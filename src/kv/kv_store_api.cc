@@ -193,11 +193,12 @@ bool KvStore::Exists(std::string_view key) const {
 
 namespace {
 Status WriteChecked(const std::shared_ptr<kv::Store>& store, bool closed, std::string_view key,
-                    const std::string_view* value, kv::Store::Cond cond, uint64_t version) {
+                    const std::string_view* value, kv::Store::Cond cond, uint64_t version,
+                    const kv::Store::ValueTest* refuse = nullptr) {
   if (closed) return Closed();
   PMINDEX_RETURN_IF_ERROR(CheckKey(key));
   if (value != nullptr) PMINDEX_RETURN_IF_ERROR(CheckValue(*value));
-  return store->Write(key, value, cond, version);
+  return store->Write(key, value, cond, version, refuse);
 }
 }  // namespace
 
@@ -212,6 +213,11 @@ Status KvStore::PutIfPresent(std::string_view key, std::string_view value) {
 }
 Status KvStore::PutIfVersion(std::string_view key, std::string_view value, uint64_t version) {
   return WriteChecked(impl_->store, impl_->closed(), key, &value, kv::Store::Cond::kVersion, version);
+}
+Status KvStore::PutUnless(std::string_view key, std::string_view value,
+                          const std::function<bool(std::string_view value)>& refuse) {
+  return WriteChecked(impl_->store, impl_->closed(), key, &value, kv::Store::Cond::kNone, 0,
+                      &refuse);
 }
 Status KvStore::Remove(std::string_view key) {
   return WriteChecked(impl_->store, impl_->closed(), key, nullptr, kv::Store::Cond::kPresent, 0);

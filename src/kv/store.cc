@@ -781,7 +781,8 @@ void Store::FreeNewKey(uint64_t rec, Reshaped* r) {
   if (rec != 0) alloc_->Free(PPtr(rec));
 }
 
-Status Store::Write(std::string_view key, const std::string_view* value, Cond cond, uint64_t version) {
+Status Store::Write(std::string_view key, const std::string_view* value, Cond cond,
+                    uint64_t version, const ValueTest* refuse) {
   const uint64_t prefix = Prefix(key);
   bool large = false, purge_later = false;
   {
@@ -811,6 +812,11 @@ Status Store::Write(std::string_view key, const std::string_view* value, Cond co
         break;
     }
     if (value == nullptr && !live) return Status::NotFound();
+    if (refuse != nullptr && live) {
+      std::string_view old;
+      PMINDEX_RETURN_IF_ERROR(ValueView(*cv, &old));
+      if ((*refuse)(old)) return Status::AlreadyExists();
+    }
     MarkChanged();
     auto nv = AllocVersion(value);
     if (!nv.ok()) return nv.status();

@@ -92,6 +92,9 @@ class Store {
   // the call); false stops the scan.
   using PairFn = std::function<bool(std::string_view key, std::string_view value)>;
   enum class Cond { kNone, kAbsent, kPresent, kVersion };
+  // Write's look at the newest live value before it is replaced (a view
+  // valid during the call, under the key's latch): true refuses the write.
+  using ValueTest = std::function<bool(std::string_view value)>;
 
   // Creates an empty store over a new index of `kind` in `pool`, a new
   // pool flagged pm::kIncompatKvStore.
@@ -115,8 +118,12 @@ class Store {
   Result<VersionedValue> Read(std::string_view key, bool want_value) const;
   // value null: remove. Cond: kAbsent (AlreadyExists if live), kPresent
   // (NotFound if not live), kVersion (NotFound / Aborted unless the newest
-  // version's timestamp is `version`). Sizes must be checked by the caller.
-  Status Write(std::string_view key, const std::string_view* value, Cond cond, uint64_t version);
+  // version's timestamp is `version`). `refuse` (optional) sees the live
+  // value the write would replace, if any, after `cond` passed: true ends
+  // the call with AlreadyExists, nothing written. Sizes must be checked by
+  // the caller.
+  Status Write(std::string_view key, const std::string_view* value, Cond cond, uint64_t version,
+               const ValueTest* refuse = nullptr);
 
   // ---- snapshots and transactions
   struct Snapshot {

@@ -271,10 +271,27 @@ TEST(Kv, RandomOpsAgainstAMap) {
     SCOPED_TRACE("op " + std::to_string(i) + " key " + Show(k));
     switch (rng.uniform(10)) {
       case 0:
-      case 1:
-      case 2: {
+      case 1: {
         PMINDEX_ASSERT_OK(s.Put(k, v));
         m[k] = v;
+        break;
+      }
+      case 2: {
+        // The test sees the live value in place; it refuses one in three.
+        int calls = 0;
+        const bool refuse = has && m[k].size() % 3 == 0;
+        Status st = s.PutUnless(k, v, [&](std::string_view old) {
+          ++calls;
+          EXPECT_EQ(old, m[k]);
+          return old.size() % 3 == 0;
+        });
+        ASSERT_EQ(calls, has ? 1 : 0);
+        ASSERT_EQ(st.ok(), !refuse) << st.ToString();
+        if (refuse) {
+          ASSERT_TRUE(st.is_already_exists()) << st.ToString();
+        } else {
+          m[k] = v;
+        }
         break;
       }
       case 3: {
@@ -427,8 +444,10 @@ TEST(Kv, BadSizesWriteNothing) {
   const std::string long_key(KvStore::kMaxKeyBytes + 1, 'k');
   const std::string long_value(KvStore::kMaxValueBytes + 1, 'v');
   const uint64_t commits = s.Stats().commits;
-  for (const Status& st : {s.Put("", "v"), s.Put(long_key, "v"), s.Put("k2", long_value), s.PutIfAbsent("", "v"),
-                           s.PutIfPresent("k", long_value), s.PutIfVersion(long_key, "v", 1), s.Remove("")}) {
+  for (const Status& st :
+       {s.Put("", "v"), s.Put(long_key, "v"), s.Put("k2", long_value), s.PutIfAbsent("", "v"),
+        s.PutIfPresent("k", long_value), s.PutIfVersion(long_key, "v", 1), s.Remove(""),
+        s.PutUnless("k3", long_value, [](std::string_view) { return false; })}) {
     EXPECT_TRUE(st.is_invalid_argument()) << st.ToString();
   }
   EXPECT_TRUE(s.Get("").status().is_invalid_argument());
@@ -461,6 +480,7 @@ TEST(Kv, ClosedStore) {
   EXPECT_TRUE(closed(s.PutIfAbsent("k", "v")));
   EXPECT_TRUE(closed(s.PutIfPresent("k", "v")));
   EXPECT_TRUE(closed(s.PutIfVersion("k", "v", 1)));
+  EXPECT_TRUE(closed(s.PutUnless("k", "v", [](std::string_view) { return false; })));
   EXPECT_TRUE(closed(s.Remove("k")));
   EXPECT_TRUE(closed(s.Verify()));
   EXPECT_TRUE(closed(s.Sync()));

@@ -476,7 +476,7 @@ TEST_P(DatabasesTest, KeyCountersFollowEveryWritePathAndReopen) {
   EXPECT_EQ(dbs().KeyCount(1), 2u);
   // PutUnless: refused by what the key holds (nothing changes), else a
   // write like any other.
-  auto starts_with_r = [](std::string_view p) { return p.starts_with("r"); };
+  auto starts_with_r = [](std::optional<std::string_view> p) { return p && p->starts_with("r"); };
   ASSERT_EQ(*v1.PutUnless("e", "r1", starts_with_r), WriteOutcome::kDone);
   ASSERT_EQ(*v1.PutUnless("e", "2", starts_with_r), WriteOutcome::kPresent);
   EXPECT_EQ(Value(1, "e"), "r1");

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,7 +106,7 @@ TEST_P(StoreContract, ConditionalWritesCompareVersions) {
 }
 
 TEST_P(StoreContract, PutUnlessAndTheWritesOfARecordRead) {
-  auto starts_with_r = [](std::string_view p) { return p.starts_with("r"); };
+  auto starts_with_r = [](std::optional<std::string_view> p) { return p && p->starts_with("r"); };
   ASSERT_EQ(*s().PutUnless("k", "r1", starts_with_r), WriteOutcome::kDone);
   ASSERT_EQ(*s().PutUnless("k", "v2", starts_with_r), WriteOutcome::kPresent);
   Result<StoredValue> r1 = s().Get("k");
@@ -118,6 +119,24 @@ TEST_P(StoreContract, PutUnlessAndTheWritesOfARecordRead) {
   PMINDEX_ASSERT_OK(v5);
   EXPECT_EQ(v5->value, "v5");
   EXPECT_EQ(*s().RemoveIfRead("k", *r1), WriteOutcome::kChanged);
+  // The test's last call saw what the write replaced: nothing, or the
+  // value (at least its first kPeekBytes bytes).
+  std::vector<std::optional<std::string>> seen;
+  auto note = [&seen](std::optional<std::string_view> p) {
+    seen.emplace_back(p ? std::optional<std::string>(p->substr(0, Store::kPeekBytes))
+                        : std::nullopt);
+    return false;
+  };
+  ASSERT_EQ(*s().PutUnless("fresh", "a", note), WriteOutcome::kDone);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), std::nullopt);
+  const std::string long_value(100, 'x');
+  PMINDEX_ASSERT_OK(s().Put("fresh", long_value));
+  seen.clear();
+  ASSERT_EQ(*s().PutUnless("fresh", "b", note), WriteOutcome::kDone);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), long_value.substr(0, Store::kPeekBytes));
+  EXPECT_EQ(s().Get("fresh")->value, "b");
   EXPECT_EQ(*s().RemoveIfRead("k", *v5), WriteOutcome::kDone);
   EXPECT_EQ(*s().RemoveIfRead("k", *v5), WriteOutcome::kAbsent);
 }

@@ -167,9 +167,12 @@ TEST(StringParts, GetrangeReadsOnlyThePiecesOfItsRange) {
   EXPECT_EQ(s.Feed({"GETBIT", "k", std::to_string(8 * 3 * kMiB)}),
             Int((static_cast<unsigned char>(v[3 * kMiB]) >> 7) & 1));
   EXPECT_EQ(s.dbs->pieces_read() - before, 1u);
-  // GET reads them all: the counter counts what it claims to.
+  // STRLEN reads none (the head has the size); GET reads them all: the
+  // counter counts what it claims to.
   before = s.dbs->pieces_read();
   EXPECT_EQ(s.Feed({"STRLEN", "k"}), Int(static_cast<int64_t>(v.size())));
+  EXPECT_EQ(s.dbs->pieces_read() - before, 0u);
+  EXPECT_EQ(s.Feed({"GET", "k"}), Bulk(v));
   EXPECT_EQ(s.dbs->pieces_read() - before, 6u);
 }
 

@@ -10,7 +10,9 @@ ypluo/TLBtree's single-threaded variant, roart: madsys-dev/ROART,
 pactree: cosmoss-jigu/pactree on one NUMA node), this
 
  1. builds it outside the pmindex tree (scripts/peers/<tree>.sh, unless
-    --no-build), into --peer-build (default /tmp/pmindex-peers/<tree>);
+    --no-build), into --peer-build (default /tmp/pmindex-peers/<tree>),
+    after scripts/peers/deps.sh installs the Debian packages it needs
+    if they are missing (root or sudo then);
  2. writes one key-file set into --work-dir with `pmbench --write-keys`
     (distinct random keys in [1, 2^63), raw little-endian uint64): N load
     keys, M lookup keys drawn from the loaded ones, M fresh insert keys, M
@@ -287,6 +289,9 @@ def main():
     opts = args.index_options if args.index_options is not None else (default_opts if not args.index else "")
     build = args.peer_build or os.path.join(os.environ.get("PMINDEX_PEERS_BUILD", "/tmp/pmindex-peers"), args.tree)
     if not args.no_build:
+        # The originals' build needs PMDK, TBB, ... (installs what is missing;
+        # nothing when all is there).
+        subprocess.run([os.path.join(HERE, "deps.sh")], check=True)
         subprocess.run([os.path.join(HERE, f"{args.tree}.sh"), args.peer_checkout, build], check=True)
     binary = os.path.join(build, args.tree)
     if not os.access(binary, os.X_OK):
